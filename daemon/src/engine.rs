@@ -1,0 +1,1259 @@
+//! The engine: tasks from delegation to report.
+//!
+//! [`Engine::delegate`] records a task durably, then starts its supervisor
+//! ([`crate::supervisor`]). A monitor per running task tails `raw.log`,
+//! parses lines into OACP events, stores them together with the new log
+//! offset, and broadcasts them. When the supervisor writes `exit.json` the
+//! monitor drains the log, recovers the report ([`crate::report`]) and ends
+//! the task in one transaction, then wakes every waiter.
+//!
+//! Waiting is event-driven: each live task has a `watch` channel of its
+//! status, and [`Engine::await_tasks`] sleeps on those, never polling.
+//!
+//! On start, [`Engine::recover`] re-attaches to every task a previous daemon
+//! left running: it resumes tailing from the stored offset, collects the
+//! exit status the supervisor wrote meanwhile, and ends as `failed` (with a
+//! report that says why) any task whose supervisor vanished.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use caesar_proto::paths::Paths;
+use tokio::sync::{broadcast, mpsc, watch};
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::agents::{self, Launch, TokenValues};
+use crate::clock::{now_ms, rfc3339};
+use crate::config::{Config, project_root};
+use crate::error::{Error, Result};
+use crate::generic::{GenericParser, LineParser, Parsed, Stream};
+use crate::oacp::{
+    BlockerKind, EVENT_PROTOCOL, EventBody, EventRecord, Isolation, Mode, OACP_VERSION,
+    TASK_PROTOCOL, TaskDoc,
+};
+use crate::report::{self, Ending};
+use crate::store::{Outcome, QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
+use crate::supervisor::{self, SuperviseArgs};
+use crate::tail::{self, LogTail};
+
+/// Tunables of the engine.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Used when a delegation names no timeout (10 minutes).
+    pub default_timeout_ms: u64,
+    /// Between SIGTERM and SIGKILL when a task is stopped.
+    pub grace_ms: u64,
+    /// How often a running task's log is read.
+    pub poll: Duration,
+    /// The executable that runs `__supervise` (the caesard binary).
+    pub supervisor_exe: PathBuf,
+}
+
+impl Settings {
+    /// The defaults, with the grace period overridable by
+    /// `CAESAR_KILL_GRACE_MS` (tests shorten it).
+    pub fn from_env() -> std::io::Result<Settings> {
+        let grace_ms = std::env::var("CAESAR_KILL_GRACE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3000);
+        Ok(Settings {
+            default_timeout_ms: 10 * 60 * 1000,
+            grace_ms,
+            poll: Duration::from_millis(20),
+            supervisor_exe: std::env::current_exe()?,
+        })
+    }
+}
+
+/// The longest timeout a delegation may ask for.
+pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+/// The most events one `Logs` call returns.
+pub const MAX_LOG_EVENTS: u32 = 10_000;
+/// How many characters of the agent's reply a snapshot shows.
+pub const OUTPUT_TAIL_CHARS: usize = 1000;
+/// How much of the agent's messages is kept for report recovery.
+const MESSAGE_KEEP: usize = 256 * 1024;
+
+/// What a caller asks of [`Engine::delegate`].
+#[derive(Debug, Clone, Default)]
+pub struct DelegateInput {
+    pub objective: String,
+    pub agent: Option<String>,
+    pub role: Option<String>,
+    pub mode: Option<String>,
+    pub isolation: Option<String>,
+    pub network: Option<String>,
+    pub context: String,
+    pub constraints: Vec<String>,
+    pub acceptance_criteria: Vec<String>,
+    pub model: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub channel: bool,
+    pub workspace: String,
+    pub session_id: Option<String>,
+    pub effort: Option<String>,
+    pub depth: u32,
+}
+
+/// A task as callers see it.
+#[derive(Debug, Clone)]
+pub struct TaskView {
+    pub record: TaskRecord,
+    pub report: Option<StoredReport>,
+    pub pending_questions: Vec<QuestionRecord>,
+    /// The last characters of the agent's reply and when it last spoke.
+    pub output: Option<(String, i64)>,
+}
+
+/// The result of [`Engine::delegate`].
+#[derive(Debug, Clone)]
+pub struct Delegated {
+    pub record: TaskRecord,
+    pub warnings: BTreeMap<String, String>,
+}
+
+/// The result of [`Engine::logs`].
+#[derive(Debug, Clone, Default)]
+pub struct Logs {
+    pub total_events: u64,
+    pub events: Vec<String>,
+    pub raw: String,
+    pub raw_size: u64,
+    pub raw_truncated: bool,
+}
+
+/// What the engine keeps in memory for a running task.
+struct Live {
+    status: watch::Sender<TaskStatus>,
+    /// Bumped when the task needs the caller: a blocker, a question.
+    attention: watch::Sender<u64>,
+    events: broadcast::Sender<(u64, String)>,
+    output: Mutex<Option<(String, i64)>>,
+}
+
+impl Live {
+    fn new(status: TaskStatus) -> Arc<Live> {
+        Arc::new(Live {
+            status: watch::channel(status).0,
+            attention: watch::channel(0).0,
+            events: broadcast::channel(1024).0,
+            output: Mutex::new(None),
+        })
+    }
+}
+
+/// The engine. One per daemon.
+pub struct Engine {
+    paths: Paths,
+    settings: Settings,
+    store: Store,
+    live: Mutex<HashMap<String, Arc<Live>>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("paths", &self.paths)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the monitor learns that the supervisor is done.
+enum Waiter {
+    /// This daemon started the supervisor and is its parent.
+    Child(tokio::process::Child),
+    /// A previous daemon started it; `exit.json` and liveness are checked.
+    Reattached {
+        pid: u32,
+        start: Option<u64>,
+        boot: Option<String>,
+    },
+}
+
+/// The parsing state of one running task.
+struct Run {
+    id: String,
+    task_dir: PathBuf,
+    tail: LogTail,
+    parser: Box<dyn LineParser>,
+    next_seq: u64,
+    final_text: Option<String>,
+    messages: String,
+    session_id: Option<String>,
+    blocker: Option<(BlockerKind, String)>,
+    live: Arc<Live>,
+}
+
+impl Engine {
+    /// Opens the store under `paths.state_dir` and builds the engine. Call
+    /// [`Engine::recover`] next.
+    pub fn open(paths: Paths, settings: Settings) -> Result<Arc<Engine>> {
+        std::fs::create_dir_all(paths.state_dir.join("tasks"))
+            .map_err(|e| Error::io_at("cannot create", &paths.state_dir, e))?;
+        let store = Store::open(&paths.state_dir.join("caesar.db"))?;
+        Ok(Arc::new(Engine {
+            paths,
+            settings,
+            store,
+            live: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// The store, for read-only inspection (doctor, tests).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The paths this engine works in.
+    pub fn paths(&self) -> &Paths {
+        &self.paths
+    }
+
+    fn live(&self, id: &str) -> Option<Arc<Live>> {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    /// Tasks pending or running now.
+    pub fn active_count(&self) -> Result<u32> {
+        Ok(self
+            .store
+            .tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?
+            .len() as u32)
+    }
+
+    // ---------------------------------------------------------------- delegate
+
+    /// Validates a delegation, records the task durably, starts its agent
+    /// and returns without waiting for it.
+    pub async fn delegate(self: &Arc<Self>, input: DelegateInput) -> Result<Delegated> {
+        let objective = input.objective.trim();
+        if objective.is_empty() {
+            return Err(Error::Invalid(
+                "`objective` is empty: say what the agent should do".to_owned(),
+            ));
+        }
+        let workspace = PathBuf::from(&input.workspace);
+        if input.workspace.is_empty() || !workspace.is_absolute() {
+            return Err(Error::Invalid(format!(
+                "`workspace` must be an absolute directory path, got `{}`",
+                input.workspace
+            )));
+        }
+        if !workspace.is_dir() {
+            return Err(Error::Invalid(format!(
+                "workspace {} is not a directory",
+                workspace.display()
+            )));
+        }
+        let mode = match input.mode.as_deref().filter(|m| !m.is_empty()) {
+            None => Mode::Write,
+            Some(m) => Mode::parse(m).ok_or_else(|| {
+                Error::Invalid(format!("unknown mode `{m}`: use `read-only` or `write`"))
+            })?,
+        };
+        let mut warnings = BTreeMap::new();
+        let isolation = match input.isolation.as_deref().filter(|m| !m.is_empty()) {
+            None | Some("auto") | Some("inplace") => Isolation::Inplace,
+            Some("worktree") => {
+                return Err(Error::Unimplemented(
+                    "worktree isolation is not available in this build yet: use `inplace` (or `auto`)".to_owned(),
+                ));
+            }
+            Some(other) => {
+                return Err(Error::Invalid(format!(
+                    "unknown isolation `{other}`: use `inplace`, `worktree` or `auto`"
+                )));
+            }
+        };
+        match input.network.as_deref().filter(|n| !n.is_empty()) {
+            None | Some("auto") | Some("on") => {}
+            Some("off") => {
+                warnings.insert(
+                    "network_warning".to_owned(),
+                    "network `off` cannot be enforced for this agent: it runs with the network"
+                        .to_owned(),
+                );
+            }
+            Some(other) => {
+                return Err(Error::Invalid(format!(
+                    "unknown network `{other}`: use `auto`, `on` or `off`"
+                )));
+            }
+        }
+        let timeout_ms = match input.timeout_ms {
+            None | Some(0) => self.settings.default_timeout_ms,
+            Some(t) if t > MAX_TIMEOUT_MS => {
+                return Err(Error::Invalid(format!(
+                    "timeout of {t} ms is over the limit of {MAX_TIMEOUT_MS} ms (24 h)"
+                )));
+            }
+            Some(t) => t,
+        };
+        if input.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+            return Err(Error::Invalid(
+                "`model` is empty: omit it or name a model".to_owned(),
+            ));
+        }
+        if input.channel {
+            warnings.insert(
+                "channel_warning".to_owned(),
+                "the return channel is not available in this build: the agent runs without it"
+                    .to_owned(),
+            );
+        }
+        let project = project_root(&workspace);
+        let config = Config::load(&self.paths.config_dir, &project)?;
+        let agent_id = match (
+            input.agent.as_deref().filter(|a| !a.is_empty()),
+            input.role.as_deref().filter(|r| !r.is_empty()),
+        ) {
+            (Some(a), _) => a.to_owned(),
+            (None, Some(role)) => {
+                return Err(Error::NotFound(format!(
+                    "unknown role `{role}`: roles are not available in this build yet; name an agent with `agent`"
+                )));
+            }
+            (None, None) => {
+                return Err(Error::Invalid(
+                    "name an `agent` (or a `role`) to delegate to".to_owned(),
+                ));
+            }
+        };
+        let Some(def) = config.agent(&agent_id) else {
+            let known: Vec<&str> = config.agents.iter().map(|(a, _)| a.id.as_str()).collect();
+            return Err(Error::NotFound(format!(
+                "unknown agent `{agent_id}`: declare it as [[agent]] in {}/.caesar/config.toml (known: {})",
+                project.display(),
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        };
+        let program = agents::resolve_bin(&def.bin).ok_or_else(|| {
+            Error::Precondition(format!(
+                "agent `{agent_id}`: its executable `{}` is not installed or not executable; fix `bin` in the [[agent]] entry",
+                def.bin
+            ))
+        })?;
+        if input.session_id.as_deref().is_some_and(|s| !s.is_empty()) {
+            return Err(Error::Invalid(format!(
+                "agent `{agent_id}` is a generic agent and cannot resume a session: omit `session_id`"
+            )));
+        }
+
+        let id = crate::ids::task_id();
+        let task_dir = self.paths.state_dir.join("tasks").join(&id);
+        std::fs::create_dir_all(&task_dir)
+            .map_err(|e| Error::io_at("cannot create", &task_dir, e))?;
+        let report_path = task_dir.join("report.json");
+        let events_path = task_dir.join("events.jsonl");
+        let created_ms = now_ms();
+        let doc = TaskDoc {
+            protocol: TASK_PROTOCOL.to_owned(),
+            id: id.clone(),
+            created_at: rfc3339(created_ms),
+            role: input.role.clone().filter(|r| !r.is_empty()),
+            agent: agent_id.clone(),
+            objective: objective.to_owned(),
+            context: input.context.clone(),
+            constraints: input.constraints.clone(),
+            acceptance_criteria: input.acceptance_criteria.clone(),
+            mode,
+            isolation,
+            network: true,
+            workspace: workspace.display().to_string(),
+            base_ref: None,
+            deadline_ms: timeout_ms,
+            depth: input.depth + 1,
+            report_path: report_path.display().to_string(),
+            events_path: events_path.display().to_string(),
+            channel: None,
+            model: input.model.clone(),
+        };
+        let prompt = agents::brief(&doc);
+        let task_dir_s = task_dir.display().to_string();
+        let args = agents::expand_args(
+            &def.args,
+            &TokenValues {
+                prompt: Some(&prompt),
+                workspace: Some(&doc.workspace),
+                task_dir: Some(&task_dir_s),
+                report_path: Some(&doc.report_path),
+                model: input.model.as_deref(),
+            },
+        );
+        let launch = Launch {
+            program: program.display().to_string(),
+            args,
+            env: def
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            parser: "generic".to_owned(),
+        };
+        let task_json =
+            serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
+        supervisor::write_atomic(&task_dir.join("task.json"), &task_json)
+            .map_err(|e| Error::io_at("cannot write", &task_dir.join("task.json"), e))?;
+
+        let record = TaskRecord {
+            id: id.clone(),
+            created_ms,
+            agent: agent_id,
+            role: doc.role.clone(),
+            mode,
+            isolation,
+            network: true,
+            model: input.model.clone(),
+            objective: objective.to_owned(),
+            workspace: doc.workspace.clone(),
+            task_dir: task_dir_s,
+            timeout_ms,
+            depth: input.depth,
+            status: TaskStatus::Pending,
+            started_ms: None,
+            finished_ms: None,
+            exit_code: None,
+            signal: None,
+            error: None,
+            supervisor_pid: None,
+            supervisor_start: None,
+            boot_id: None,
+            log_offset: 0,
+            session_id: None,
+            cancel_requested: false,
+            secret: crate::ids::secret(),
+            event_count: 0,
+            last_event: None,
+            blocker: None,
+            launch_json: serde_json::to_string(&launch)
+                .map_err(|e| Error::Internal(e.to_string()))?,
+        };
+        self.store.insert_task(&record)?;
+        let record = self.start(record).await?;
+        Ok(Delegated { record, warnings })
+    }
+
+    /// Starts the supervisor of a recorded task and its monitor.
+    async fn start(self: &Arc<Self>, record: TaskRecord) -> Result<TaskRecord> {
+        let launch: Launch = serde_json::from_str(&record.launch_json)
+            .map_err(|e| Error::Internal(format!("stored launch: {e}")))?;
+        let task_dir = PathBuf::from(&record.task_dir);
+        let started_ms = now_ms();
+        let sargs = SuperviseArgs {
+            task_dir: task_dir.clone(),
+            deadline_ms: started_ms + record.timeout_ms as i64,
+            grace_ms: self.settings.grace_ms,
+            program: launch.program.clone(),
+            args: launch.args.clone(),
+        };
+        let mut cmd = tokio::process::Command::new(&self.settings.supervisor_exe);
+        cmd.args(sargs.to_argv())
+            .current_dir(&record.workspace)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("LISTEN_FDS")
+            .env_remove("LISTEN_PID")
+            .env_remove("LISTEN_FDNAMES")
+            .env("CAESAR_TASK_DIR", &task_dir)
+            .env("CAESAR_TASK_FILE", task_dir.join("task.json"))
+            .env("CAESAR_REPORT_PATH", task_dir.join("report.json"))
+            .env("CAESAR_EVENTS_PATH", task_dir.join("events.jsonl"))
+            .env("CAESAR_TASK_ID", &record.id)
+            .env("CAESAR_AGENT", &record.agent)
+            .env("CAESAR_DEPTH", (record.depth + 1).to_string())
+            .env("CAESAR_PROTOCOL_VERSION", OACP_VERSION)
+            .envs(launch.env.iter().map(|(k, v)| (k, v)));
+        match std::fs::File::create(task_dir.join("supervisor.log")) {
+            Ok(f) => cmd.stderr(f),
+            Err(_) => cmd.stderr(std::process::Stdio::null()),
+        };
+        #[cfg(unix)]
+        // SAFETY: setsid is async-signal-safe; nothing else runs in the child.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid()
+                    .map(|_| ())
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let live = Live::new(TaskStatus::Running);
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(record.id.clone(), live.clone());
+        let child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                let why = format!(
+                    "cannot start the supervisor {}: {e}",
+                    self.settings.supervisor_exe.display()
+                );
+                self.fail_unstarted(&record, &why)?;
+                return Err(Error::Internal(why));
+            }
+        };
+        let pid = child.id().unwrap_or(0);
+        let start_time = supervisor::process_start_time(pid);
+        self.store.set_running(
+            &record.id,
+            started_ms,
+            pid,
+            start_time,
+            supervisor::boot_id().as_deref(),
+        )?;
+        let mut run = Run {
+            id: record.id.clone(),
+            task_dir: task_dir.clone(),
+            tail: LogTail::new(&task_dir.join(supervisor::RAW_LOG), 0),
+            parser: parser_for(&launch.parser),
+            next_seq: record.event_count,
+            final_text: None,
+            messages: String::new(),
+            session_id: None,
+            blocker: None,
+            live,
+        };
+        self.emit(
+            &mut run,
+            vec![EventBody::Started {
+                agent: record.agent.clone(),
+                command: launch.display(),
+            }],
+        )?;
+        info!(task_id = %record.id, pid, "task started");
+        let engine = self.clone();
+        let span = info_span!("task", task_id = %record.id);
+        tokio::spawn(
+            async move { engine.monitor(run, Waiter::Child(child)).await }.instrument(span),
+        );
+        self.store
+            .task(&record.id)?
+            .ok_or_else(|| Error::Internal("task vanished from the store".to_owned()))
+    }
+
+    fn fail_unstarted(&self, record: &TaskRecord, why: &str) -> Result<()> {
+        let report = report::recover(&report::Inputs {
+            task_id: &record.id,
+            report_path: &Path::new(&record.task_dir).join("report.json"),
+            texts: &[],
+            ending: Ending::Failed(why.to_owned()),
+            duration_ms: 0,
+        });
+        self.finish_task(
+            record,
+            TaskStatus::Failed,
+            None,
+            None,
+            Some(why.to_owned()),
+            report,
+        )
+    }
+
+    // ---------------------------------------------------------------- monitor
+
+    async fn monitor(self: Arc<Self>, mut run: Run, mut waiter: Waiter) {
+        let mut tick = tokio::time::interval(self.settings.poll);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticks: u64 = 0;
+        loop {
+            match &mut waiter {
+                Waiter::Child(child) => {
+                    tokio::select! {
+                        _ = child.wait() => break,
+                        _ = tick.tick() => {}
+                    }
+                }
+                Waiter::Reattached { pid, start, boot } => {
+                    tick.tick().await;
+                    ticks += 1;
+                    if run.task_dir.join(supervisor::EXIT_FILE).exists() {
+                        break;
+                    }
+                    if ticks % 25 == 0
+                        && !supervisor::is_same_process_alive(*pid, *start, boot.as_deref())
+                    {
+                        break;
+                    }
+                }
+            }
+            if let Err(e) = self.pump(&mut run, false) {
+                warn!(task_id = %run.id, "reading the agent's output failed: {e}");
+            }
+        }
+        if let Err(e) = self.pump(&mut run, true) {
+            warn!(task_id = %run.id, "reading the agent's last output failed: {e}");
+        }
+        if let Err(e) = self.conclude(run) {
+            warn!("ending a task failed: {e}");
+        }
+    }
+
+    /// Reads new output, parses it and stores the events.
+    fn pump(&self, run: &mut Run, at_end: bool) -> Result<()> {
+        loop {
+            let lines = run.tail.read_lines(at_end)?;
+            if lines.is_empty() {
+                break;
+            }
+            let mut bodies = Vec::new();
+            for line in &lines {
+                let parsed = run.parser.parse_line(line, Stream::Stdout);
+                self.absorb(run, parsed, &mut bodies);
+            }
+            self.emit(run, bodies)?;
+            if !run.tail.has_more() {
+                break;
+            }
+        }
+        if at_end {
+            let mut bodies = Vec::new();
+            let parsed = run.parser.finish();
+            self.absorb(run, parsed, &mut bodies);
+            if !bodies.is_empty() {
+                self.emit(run, bodies)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn absorb(&self, run: &mut Run, parsed: Parsed, bodies: &mut Vec<EventBody>) {
+        for body in &parsed.events {
+            if let EventBody::Message { text } = body {
+                run.messages.push_str(text);
+                run.messages.push('\n');
+                if run.messages.len() > 2 * MESSAGE_KEEP {
+                    let keep = report::tail_chars(&run.messages, MESSAGE_KEEP);
+                    run.messages = keep;
+                }
+                let tail = report::tail_chars(text, OUTPUT_TAIL_CHARS);
+                *run.live.output.lock().unwrap_or_else(|p| p.into_inner()) = Some((tail, now_ms()));
+            }
+        }
+        bodies.extend(parsed.events);
+        if let Some(text) = parsed.final_text {
+            run.final_text = Some(text);
+        }
+        let mut changed = false;
+        if let Some(session) = parsed.session_id
+            && run.session_id.as_deref() != Some(&session)
+        {
+            run.session_id = Some(session);
+            changed = true;
+        }
+        if let Some(blocker) = parsed.blocker
+            && run.blocker.is_none()
+        {
+            bodies.push(EventBody::Blocker {
+                kind: blocker.0,
+                message: blocker.1.clone(),
+            });
+            run.blocker = Some(blocker);
+            changed = true;
+            run.live.attention.send_modify(|n| *n += 1);
+        }
+        if changed {
+            let kind = run.blocker.as_ref().map(|(k, _)| blocker_name(*k));
+            if let Err(e) =
+                self.store
+                    .set_session_and_blocker(&run.id, run.session_id.as_deref(), kind)
+            {
+                warn!(task_id = %run.id, "storing the session id failed: {e}");
+            }
+        }
+    }
+
+    /// Numbers, stores (with the log offset), writes to `events.jsonl` and
+    /// broadcasts a batch of events.
+    fn emit(&self, run: &mut Run, bodies: Vec<EventBody>) -> Result<()> {
+        let at = rfc3339(now_ms());
+        let records: Vec<EventRecord> = bodies
+            .into_iter()
+            .map(|body| {
+                let seq = run.next_seq;
+                run.next_seq += 1;
+                EventRecord {
+                    protocol: EVENT_PROTOCOL.to_owned(),
+                    seq,
+                    at: at.clone(),
+                    task_id: run.id.clone(),
+                    body,
+                }
+            })
+            .collect();
+        self.store
+            .append_events(&run.id, &records, run.tail.offset())?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut text = String::new();
+        let mut lines = Vec::with_capacity(records.len());
+        for r in &records {
+            let line = serde_json::to_string(r).map_err(|e| Error::Internal(e.to_string()))?;
+            text.push_str(&line);
+            text.push('\n');
+            lines.push((r.seq, line));
+        }
+        append_file(&run.task_dir.join("events.jsonl"), text.as_bytes());
+        for l in lines {
+            let _ = run.live.events.send(l);
+        }
+        Ok(())
+    }
+
+    /// Ends a task whose supervisor is gone: status, report, `finished`.
+    fn conclude(&self, mut run: Run) -> Result<()> {
+        let Some(record) = self.store.task(&run.id)? else {
+            return Ok(());
+        };
+        let exit = supervisor::read_exit(&run.task_dir);
+        let (status, ending, error) = match &exit {
+            None => {
+                if let Some(agent) = supervisor::read_agent(&run.task_dir) {
+                    // The supervisor died without a word; its agent must not
+                    // run on unwatched.
+                    #[cfg(unix)]
+                    supervisor::kill_group(agent.pid);
+                }
+                let why = "the task's supervisor process vanished without recording how the agent ended (killed, or the machine restarted)".to_owned();
+                (TaskStatus::Failed, Ending::Failed(why.clone()), Some(why))
+            }
+            Some(e) => {
+                if let Some(err) = &e.spawn_error {
+                    (
+                        TaskStatus::Failed,
+                        Ending::Failed(err.clone()),
+                        Some(err.clone()),
+                    )
+                } else if record.cancel_requested {
+                    (TaskStatus::Cancelled, Ending::Cancelled, None)
+                } else if e.timed_out {
+                    (
+                        TaskStatus::TimedOut,
+                        Ending::TimedOut {
+                            after_ms: record.timeout_ms,
+                        },
+                        None,
+                    )
+                } else if let Some((kind, message)) = &run.blocker {
+                    let status = if e.exit_code == Some(0) {
+                        TaskStatus::Succeeded
+                    } else {
+                        TaskStatus::Failed
+                    };
+                    (
+                        status,
+                        Ending::Blocked {
+                            kind: blocker_name(*kind).to_owned(),
+                            message: message.clone(),
+                        },
+                        None,
+                    )
+                } else if e.terminated {
+                    let why = "the task's supervisor was told to stop (SIGTERM) by someone other than caesar".to_owned();
+                    (TaskStatus::Failed, Ending::Failed(why.clone()), Some(why))
+                } else {
+                    match (e.exit_code, e.signal) {
+                        (Some(0), _) => (TaskStatus::Succeeded, Ending::Exited(0), None),
+                        (Some(code), _) => (TaskStatus::Failed, Ending::Exited(code), None),
+                        (None, Some(sig)) => (TaskStatus::Failed, Ending::Signalled(sig), None),
+                        (None, None) => (
+                            TaskStatus::Failed,
+                            Ending::Failed("no exit status".to_owned()),
+                            None,
+                        ),
+                    }
+                }
+            }
+        };
+        let (raw_tail, _) = tail::read_tail(&run.task_dir.join(supervisor::RAW_LOG), 256 * 1024)
+            .unwrap_or_default();
+        let final_text = run.final_text.clone().unwrap_or_default();
+        let texts = [
+            final_text.as_str(),
+            run.messages.as_str(),
+            raw_tail.as_str(),
+        ];
+        let duration_ms = record
+            .started_ms
+            .map(|s| {
+                (exit.as_ref().map(|e| e.finished_ms).unwrap_or_else(now_ms) - s).max(0) as u64
+            })
+            .unwrap_or(0);
+        let recovered = report::recover(&report::Inputs {
+            task_id: &run.id,
+            report_path: &run.task_dir.join("report.json"),
+            texts: &texts,
+            ending,
+            duration_ms,
+        });
+        let finished = EventBody::Finished {
+            status: recovered.0.status,
+            summary: report::tail_chars(&recovered.0.summary, 500),
+            exit_code: exit.as_ref().and_then(|e| e.exit_code),
+        };
+        self.emit(&mut run, vec![finished])?;
+        self.finish_task(
+            &record,
+            status,
+            exit.as_ref().and_then(|e| e.exit_code),
+            exit.as_ref().and_then(|e| e.signal),
+            error,
+            recovered,
+        )?;
+        info!(task_id = %run.id, status = status.as_str(), "task finished");
+        Ok(())
+    }
+
+    fn finish_task(
+        &self,
+        record: &TaskRecord,
+        status: TaskStatus,
+        exit_code: Option<i64>,
+        signal: Option<i32>,
+        error: Option<String>,
+        (report, source): (crate::oacp::Report, report::Source),
+    ) -> Result<()> {
+        let body =
+            serde_json::to_string_pretty(&report).map_err(|e| Error::Internal(e.to_string()))?;
+        let outcome = Outcome {
+            status,
+            exit_code,
+            signal,
+            finished_ms: now_ms(),
+            error,
+            report: StoredReport {
+                source: source.as_str().to_owned(),
+                status: report.status.as_str().to_owned(),
+                body: body.clone(),
+            },
+        };
+        self.store.finish(&record.id, &outcome)?;
+        // OACP readers of the task directory find the report where the
+        // agent would have put it.
+        let report_path = Path::new(&record.task_dir).join("report.json");
+        if !report_path.exists() {
+            let _ = supervisor::write_atomic(&report_path, body.as_bytes());
+        }
+        if let Some(live) = self
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&record.id)
+        {
+            live.status.send_replace(status);
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- recover
+
+    /// Re-attaches to the tasks a previous daemon left pending or running.
+    pub async fn recover(self: &Arc<Self>) -> Result<()> {
+        let active = self
+            .store
+            .tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
+        for record in active {
+            let task_dir = PathBuf::from(&record.task_dir);
+            let agent = supervisor::read_agent(&task_dir);
+            let exited = task_dir.join(supervisor::EXIT_FILE).exists();
+            let supervisor_alive = record.supervisor_pid.is_some_and(|pid| {
+                supervisor::is_same_process_alive(
+                    pid,
+                    record.supervisor_start,
+                    record.boot_id.as_deref(),
+                )
+            });
+            if record.supervisor_pid.is_none() && agent.is_none() && !exited {
+                // Recorded, never started: start it now.
+                info!(task_id = %record.id, "starting a task recorded before the restart");
+                if let Err(e) = self.start(record.clone()).await {
+                    warn!(task_id = %record.id, "could not start: {e}");
+                }
+                continue;
+            }
+            let launch: Option<Launch> = serde_json::from_str(&record.launch_json).ok();
+            let live = Live::new(TaskStatus::Running);
+            self.live
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(record.id.clone(), live.clone());
+            let run = Run {
+                id: record.id.clone(),
+                task_dir: task_dir.clone(),
+                tail: LogTail::new(&task_dir.join(supervisor::RAW_LOG), record.log_offset),
+                parser: parser_for(
+                    launch
+                        .as_ref()
+                        .map(|l| l.parser.as_str())
+                        .unwrap_or("generic"),
+                ),
+                next_seq: record.event_count,
+                final_text: None,
+                messages: String::new(),
+                session_id: record.session_id.clone(),
+                blocker: None,
+                live,
+            };
+            let waiter = Waiter::Reattached {
+                pid: record.supervisor_pid.unwrap_or(0),
+                start: record.supervisor_start,
+                boot: record.boot_id.clone(),
+            };
+            info!(task_id = %record.id, exited, supervisor_alive, "re-attaching to a task");
+            let engine = self.clone();
+            let span = info_span!("task", task_id = %record.id);
+            if exited || !supervisor_alive {
+                // Nothing to wait for: drain and conclude now.
+                engine.monitor_done(run).instrument(span).await;
+            } else {
+                tokio::spawn(async move { engine.monitor(run, waiter).await }.instrument(span));
+            }
+        }
+        Ok(())
+    }
+
+    async fn monitor_done(self: Arc<Self>, mut run: Run) {
+        if let Err(e) = self.pump(&mut run, true) {
+            warn!(task_id = %run.id, "reading the agent's output failed: {e}");
+        }
+        if let Err(e) = self.conclude(run) {
+            warn!("ending a task failed: {e}");
+        }
+    }
+
+    // ---------------------------------------------------------------- queries
+
+    fn record(&self, id: &str) -> Result<TaskRecord> {
+        if !crate::ids::is_task_id(id) {
+            return Err(Error::NotFound(format!(
+                "no task `{id}`: task ids look like t_0123456789ab; list tasks with `caesar ps`"
+            )));
+        }
+        self.store
+            .task(id)?
+            .ok_or_else(|| Error::NotFound(format!("no task `{id}`: list tasks with `caesar ps`")))
+    }
+
+    /// A snapshot of one task.
+    pub fn status(&self, id: &str) -> Result<TaskView> {
+        let record = self.record(id)?;
+        self.view(record)
+    }
+
+    fn view(&self, record: TaskRecord) -> Result<TaskView> {
+        let report = if record.status.is_terminal() {
+            self.store.report(&record.id)?
+        } else {
+            None
+        };
+        let pending_questions = if record.status.is_terminal() {
+            Vec::new()
+        } else {
+            self.store.pending_questions(&record.id)?
+        };
+        let output = self
+            .live(&record.id)
+            .and_then(|l| l.output.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        Ok(TaskView {
+            record,
+            report,
+            pending_questions,
+            output,
+        })
+    }
+
+    /// Tasks, newest first.
+    pub fn list(&self, statuses: &[TaskStatus], limit: u32) -> Result<Vec<TaskView>> {
+        self.store
+            .tasks(statuses, limit)?
+            .into_iter()
+            .map(|r| self.view(r))
+            .collect()
+    }
+
+    /// Waits until every task is finished, `timeout` passes or (with
+    /// `wake_on_attention`) one of them needs the caller. Returns the views
+    /// and whether the wait ended early for attention.
+    pub async fn await_tasks(
+        &self,
+        ids: &[String],
+        timeout: Duration,
+        wake_on_attention: bool,
+    ) -> Result<(Vec<TaskView>, bool)> {
+        if ids.is_empty() {
+            return Err(Error::Invalid(
+                "`task_ids` is empty: pass the ids that delegate returned".to_owned(),
+            ));
+        }
+        let mut unknown = Vec::new();
+        for id in ids {
+            if let Err(Error::NotFound(_)) = self.record(id) {
+                unknown.push(id.as_str());
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(Error::NotFound(format!(
+                "no task {}: list tasks with `caesar ps`",
+                unknown.join(", ")
+            )));
+        }
+        let mut waits = Vec::new();
+        let mut attention = Vec::new();
+        for id in ids {
+            let live = self.live(id);
+            if let Some(l) = &live {
+                let mut rx = l.attention.subscribe();
+                rx.mark_unchanged();
+                attention.push(rx);
+            }
+            let status_rx = live.map(|l| l.status.subscribe());
+            if self.record(id)?.status.is_terminal() {
+                continue;
+            }
+            let id = id.clone();
+            waits.push(async move {
+                match status_rx {
+                    Some(mut rx) => {
+                        let _ = rx.wait_for(|s| s.is_terminal()).await;
+                    }
+                    // Recorded but not live: only while a restarted daemon
+                    // is re-attaching. Check the store until it settles.
+                    None => loop {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        if self
+                            .store
+                            .task(&id)
+                            .ok()
+                            .flatten()
+                            .is_none_or(|r| r.status.is_terminal())
+                        {
+                            break;
+                        }
+                    },
+                }
+            });
+        }
+        let all_done = futures_util::future::join_all(waits);
+        let any_attention = async {
+            if !wake_on_attention || attention.is_empty() {
+                return std::future::pending::<()>().await;
+            }
+            let changes = attention.iter_mut().map(|rx| Box::pin(rx.changed()));
+            let _ = futures_util::future::select_all(changes).await;
+        };
+        let woke_early = tokio::select! {
+            _ = tokio::time::timeout(timeout, all_done) => false,
+            _ = any_attention => true,
+        };
+        let views = ids
+            .iter()
+            .map(|id| self.status(id))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((views, woke_early))
+    }
+
+    /// Stops a running task and waits for its tree to be gone. A finished
+    /// task is left alone and `false` returned.
+    pub async fn cancel(&self, id: &str) -> Result<(bool, TaskStatus)> {
+        let record = self.record(id)?;
+        if record.status.is_terminal() {
+            return Ok((false, record.status));
+        }
+        let live = self.live(id);
+        let mut status_rx = live.as_ref().map(|l| l.status.subscribe());
+        self.store.set_cancel_requested(id)?;
+        match record.supervisor_pid {
+            #[cfg(unix)]
+            Some(pid)
+                if supervisor::is_same_process_alive(
+                    pid,
+                    record.supervisor_start,
+                    record.boot_id.as_deref(),
+                ) =>
+            {
+                supervisor::request_stop(pid);
+            }
+            _ => {}
+        }
+        let limit = Duration::from_millis(self.settings.grace_ms) + Duration::from_secs(10);
+        let settled = async {
+            match status_rx.as_mut() {
+                Some(rx) => {
+                    let _ = rx.wait_for(|s| s.is_terminal()).await;
+                }
+                None => loop {
+                    if self
+                        .store
+                        .task(id)
+                        .ok()
+                        .flatten()
+                        .is_none_or(|r| r.status.is_terminal())
+                    {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                },
+            }
+        };
+        if tokio::time::timeout(limit, settled).await.is_err() {
+            return Err(Error::Internal(format!(
+                "task {id} did not stop within {} s of SIGTERM and SIGKILL; see {}/supervisor.log",
+                limit.as_secs(),
+                record.task_dir
+            )));
+        }
+        let status = self.record(id)?.status;
+        Ok((status == TaskStatus::Cancelled, status))
+    }
+
+    /// The most recent normalized events, or the tail of the raw output.
+    pub fn logs(&self, id: &str, raw: bool, limit: u32, max_bytes: u64) -> Result<Logs> {
+        let record = self.record(id)?;
+        if raw {
+            let path = Path::new(&record.task_dir).join(supervisor::RAW_LOG);
+            let (text, size) = tail::read_tail(&path, max_bytes)
+                .map_err(|e| Error::io_at("cannot read", &path, e))?;
+            let truncated = (text.len() as u64) < size;
+            return Ok(Logs {
+                total_events: record.event_count,
+                raw: text,
+                raw_size: size,
+                raw_truncated: truncated,
+                ..Logs::default()
+            });
+        }
+        let events = self.store.last_events(id, limit.clamp(1, MAX_LOG_EVENTS))?;
+        Ok(Logs {
+            total_events: record.event_count,
+            events,
+            ..Logs::default()
+        })
+    }
+
+    /// The events of a task from `from_seq`: stored ones first, then live
+    /// ones until the task ends (with `follow`).
+    pub fn watch_events(
+        self: &Arc<Self>,
+        id: &str,
+        from_seq: u64,
+        follow: bool,
+    ) -> Result<mpsc::Receiver<(u64, String)>> {
+        self.record(id)?;
+        let (tx, rx) = mpsc::channel(256);
+        let live_rx = if follow {
+            self.live(id).map(|l| l.events.subscribe())
+        } else {
+            None
+        };
+        let engine = self.clone();
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            let mut next = from_seq;
+            let replay = |next: &mut u64| -> Option<Vec<(u64, String)>> {
+                let rows = engine.store.events_from(&id, *next, 1000).ok()?;
+                if let Some((seq, _)) = rows.last() {
+                    *next = seq + 1;
+                }
+                Some(rows)
+            };
+            loop {
+                let Some(rows) = replay(&mut next) else {
+                    return;
+                };
+                let done = rows.len() < 1000;
+                for row in rows {
+                    if tx.send(row).await.is_err() {
+                        return;
+                    }
+                }
+                if done {
+                    break;
+                }
+            }
+            let Some(mut live_rx) = live_rx else { return };
+            loop {
+                match live_rx.recv().await {
+                    Ok((seq, line)) => {
+                        if seq < next {
+                            continue;
+                        }
+                        if seq > next {
+                            // Fill the gap from the store before going on.
+                            let Some(rows) = replay(&mut next) else {
+                                return;
+                            };
+                            for row in rows {
+                                if tx.send(row).await.is_err() {
+                                    return;
+                                }
+                            }
+                            continue;
+                        }
+                        next = seq + 1;
+                        if tx.send((seq, line)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        // Lagged: catch up from the store. Closed: the task
+                        // ended; send what is left and stop.
+                        loop {
+                            let Some(rows) = replay(&mut next) else {
+                                return;
+                            };
+                            if rows.is_empty() {
+                                break;
+                            }
+                            for row in rows {
+                                if tx.send(row).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                        if matches!(e, broadcast::error::RecvError::Closed) {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Ok(rx)
+    }
+}
+
+/// The parser for a launch's `parser` name.
+fn parser_for(_name: &str) -> Box<dyn LineParser> {
+    Box::new(GenericParser)
+}
+
+/// The stored name of a blocker kind.
+pub fn blocker_name(kind: BlockerKind) -> &'static str {
+    match kind {
+        BlockerKind::Auth => "auth",
+        BlockerKind::RateLimit => "rate_limit",
+        BlockerKind::Permission => "permission",
+    }
+}
+
+fn append_file(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = f.write_all(bytes);
+    }
+}

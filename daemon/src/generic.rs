@@ -1,0 +1,105 @@
+//! The line parser of OACP generic agents (`[[agent]]`): a line that is an
+//! OACP event (`"protocol":"caesar.event/v1"`) is taken as that event, any
+//! other line is the agent speaking and becomes a `message`.
+//!
+//! The parser interface here is the one every provider adapter implements.
+
+use crate::oacp::{BlockerKind, EVENT_PROTOCOL, EventBody, Usage};
+
+/// Which stream a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// What one line yielded.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Parsed {
+    pub events: Vec<EventBody>,
+    pub session_id: Option<String>,
+    pub final_text: Option<String>,
+    pub usage: Option<Usage>,
+    pub blocker: Option<(BlockerKind, String)>,
+}
+
+/// A streaming parser of one agent's output. It never fails: a line it
+/// cannot read becomes an `unrecognized` event.
+pub trait LineParser: Send {
+    /// Parses one line.
+    fn parse_line(&mut self, line: &str, stream: Stream) -> Parsed;
+    /// Called once at the end of the output.
+    fn finish(&mut self) -> Parsed {
+        Parsed::default()
+    }
+}
+
+/// The parser of generic agents.
+#[derive(Debug, Default)]
+pub struct GenericParser;
+
+impl LineParser for GenericParser {
+    fn parse_line(&mut self, line: &str, _stream: Stream) -> Parsed {
+        let mut out = Parsed::default();
+        if line.trim().is_empty() {
+            return out;
+        }
+        if line.trim_start().starts_with('{')
+            && let Ok(value) = serde_json::from_str::<serde_json::Value>(line)
+            && value.get("protocol").and_then(|p| p.as_str()) == Some(EVENT_PROTOCOL)
+        {
+            match serde_json::from_value::<EventBody>(value) {
+                Ok(body) => {
+                    if let EventBody::Usage { usage } = &body {
+                        out.usage = Some(usage.clone());
+                    }
+                    out.events.push(body);
+                }
+                Err(_) => out.events.push(EventBody::Unrecognized {
+                    line: line.to_owned(),
+                }),
+            }
+            return out;
+        }
+        out.events.push(EventBody::Message {
+            text: line.to_owned(),
+        });
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oacp::ToolStatus;
+
+    #[test]
+    fn oacp_lines_pass_through_and_text_is_a_message() {
+        let mut p = GenericParser;
+        let tool = p.parse_line(
+            r#"{"protocol":"caesar.event/v1","type":"tool_use","tool":"bash","status":"started","id":"1"}"#,
+            Stream::Stdout,
+        );
+        assert_eq!(
+            tool.events,
+            [EventBody::ToolUse {
+                tool: "bash".into(),
+                input_summary: String::new(),
+                status: ToolStatus::Started,
+                id: "1".into()
+            }]
+        );
+        assert_eq!(
+            p.parse_line("hello", Stream::Stdout).events,
+            [EventBody::Message {
+                text: "hello".into()
+            }]
+        );
+        let bad = p.parse_line(
+            r#"{"protocol":"caesar.event/v1","type":"nonsense"}"#,
+            Stream::Stdout,
+        );
+        assert!(matches!(bad.events[0], EventBody::Unrecognized { .. }));
+        assert!(p.parse_line("   ", Stream::Stdout).events.is_empty());
+    }
+}

@@ -1,0 +1,30 @@
+//! The caesar engine and the caesard daemon around it.
+//!
+//! The daemon owns all state: tasks, events, questions, reports and the
+//! agents' processes. Clients (the `caesar` CLI, the `caesar-mcp` shim) reach
+//! it over the `caesar.v1` gRPC API on a per-user local socket. See
+//! ARCHITECTURE.md at the repository root for the map.
+
+pub mod agents;
+pub mod clock;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod generic;
+pub mod ids;
+pub mod oacp;
+pub mod report;
+pub mod rpc;
+pub mod server;
+pub mod store;
+pub mod supervisor;
+pub mod tail;
+
+/// The API protocol number this daemon answers `Ping` with.
+/// `CAESAR_TEST_PROTOCOL` overrides it, so tests can play an older daemon.
+pub fn protocol_number() -> u32 {
+    std::env::var("CAESAR_TEST_PROTOCOL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(caesar_proto::PROTOCOL)
+}

@@ -1,0 +1,106 @@
+//! caesard: the per-user caesar daemon. The engine is in the library; this
+//! is only the wiring: arguments, logging, runtime.
+
+use std::process::ExitCode;
+
+use caesar_proto::paths::Paths;
+use caesard::server::{Served, serve};
+use caesard::supervisor::{self, SUPERVISE_ARG, SuperviseArgs};
+
+const USAGE: &str =
+    "caesard: the caesar daemon. Usually started for you by `caesar` or `caesar-mcp`.
+
+Usage: caesard [--version]
+
+Environment:
+  CAESAR_HOME     keep the socket, state and config under this directory
+  CAESAR_SOCKET   the socket path alone
+  CAESAR_LOG      log filter (default: info), written to <state>/caesard.log";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some(SUPERVISE_ARG) => {
+            return match SuperviseArgs::parse(&args[1..]) {
+                #[cfg(unix)]
+                Ok(a) => ExitCode::from(supervisor::run(a) as u8),
+                #[cfg(not(unix))]
+                Ok(_) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("caesard {SUPERVISE_ARG}: {e}");
+                    ExitCode::from(2)
+                }
+            };
+        }
+        Some("--version" | "-V") => {
+            println!(
+                "caesard {} (API protocol {})",
+                caesar_proto::VERSION,
+                caesard::protocol_number()
+            );
+            return ExitCode::SUCCESS;
+        }
+        Some("--help" | "-h") => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => {
+            eprintln!("caesard: unknown argument `{other}`\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+        None => {}
+    }
+    let paths = match Paths::from_env() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("caesard: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = init_logging(&paths) {
+        eprintln!(
+            "caesard: cannot open the log in {}: {e}",
+            paths.state_dir.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("caesard: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(paths.clone())) {
+        Ok(Served::Stopped) => ExitCode::SUCCESS,
+        Ok(Served::AlreadyRunning) => {
+            eprintln!("caesard: already running for {}", paths.socket.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            tracing::error!("caesard failed: {e:#}");
+            eprintln!("caesard: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(paths: &Paths) -> std::io::Result<()> {
+    paths.ensure_dirs()?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(paths.daemon_log())?;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CAESAR_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .init();
+    Ok(())
+}

@@ -1,0 +1,480 @@
+//! OACP v1, the file contract between an orchestrator and an agent.
+//!
+//! Three JSON documents, each carrying its version in `protocol`:
+//! `task.json` (`caesar.task/v1`), `report.json` (`caesar.report/v1`) and the
+//! lines of `events.jsonl` (`caesar.event/v1`). These types are the engine's
+//! own; the gRPC layer carries them as JSON text so that a document reaches a
+//! client exactly as an agent or a reader of the task directory sees it.
+//!
+//! A reader refuses a document of an unknown protocol version instead of
+//! guessing at it ([`Report::parse`]).
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol number of OACP carried in `CAESAR_PROTOCOL_VERSION`.
+pub const OACP_VERSION: &str = "1";
+/// `protocol` of `task.json`.
+pub const TASK_PROTOCOL: &str = "caesar.task/v1";
+/// `protocol` of `report.json`.
+pub const REPORT_PROTOCOL: &str = "caesar.report/v1";
+/// `protocol` of each line of `events.jsonl`.
+pub const EVENT_PROTOCOL: &str = "caesar.event/v1";
+
+/// Whether the agent may modify the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    #[serde(rename = "read-only")]
+    ReadOnly,
+    #[serde(rename = "write")]
+    Write,
+}
+
+impl Mode {
+    /// The wire spelling, `read-only` or `write`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "read-only",
+            Mode::Write => "write",
+        }
+    }
+
+    /// Parses the wire spelling; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "read-only" | "readonly" | "read_only" => Some(Mode::ReadOnly),
+            "write" => Some(Mode::Write),
+            _ => None,
+        }
+    }
+}
+
+/// Where the agent works: the workspace itself, or a disposable git worktree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    Inplace,
+    Worktree,
+}
+
+impl Isolation {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Inplace => "inplace",
+            Isolation::Worktree => "worktree",
+        }
+    }
+}
+
+/// `task.json`: the mission, the only input an OACP agent needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskDoc {
+    pub protocol: String,
+    pub id: String,
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    pub agent: String,
+    pub objective: String,
+    #[serde(default)]
+    pub context: String,
+    #[serde(default)]
+    pub constraints: Vec<String>,
+    #[serde(default)]
+    pub acceptance_criteria: Vec<String>,
+    pub mode: Mode,
+    pub isolation: Isolation,
+    /// A result, not a request: `false` only when the network is known to be cut.
+    #[serde(default = "default_true")]
+    pub network: bool,
+    pub workspace: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_ref: Option<String>,
+    pub deadline_ms: u64,
+    #[serde(default)]
+    pub depth: u32,
+    pub report_path: String,
+    pub events_path: String,
+    #[serde(default)]
+    pub channel: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// The agent's own verdict on its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReportStatus {
+    Success,
+    Partial,
+    Failed,
+    Blocked,
+}
+
+impl ReportStatus {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportStatus::Success => "success",
+            ReportStatus::Partial => "partial",
+            ReportStatus::Failed => "failed",
+            ReportStatus::Blocked => "blocked",
+        }
+    }
+}
+
+/// What happened to a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeAction {
+    Created,
+    Modified,
+    Deleted,
+    Renamed,
+}
+
+/// One changed file, as declared by the agent or found by git.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub path: String,
+    pub action: ChangeAction,
+    #[serde(default)]
+    pub summary: String,
+}
+
+/// A command the agent ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandRun {
+    pub command: String,
+    #[serde(default)]
+    pub exit_code: Option<i64>,
+    #[serde(default)]
+    pub note: String,
+}
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+/// Something the agent, or the orchestrator, wants the caller to know.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub severity: Severity,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    #[serde(default)]
+    pub detail: String,
+}
+
+/// A question the agent leaves for the caller in its report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportQuestion {
+    pub id: String,
+    pub question: String,
+    #[serde(default)]
+    pub options: Vec<String>,
+}
+
+/// A file the agent produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Artifact {
+    pub path: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// Tokens, cost and time spent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+/// `report.json`: only `protocol`, `status` and `summary` are required.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub protocol: String,
+    #[serde(default)]
+    pub task_id: String,
+    pub status: ReportStatus,
+    pub summary: String,
+    #[serde(default)]
+    pub details: String,
+    #[serde(default)]
+    pub changes: Vec<Change>,
+    #[serde(default)]
+    pub commands_run: Vec<CommandRun>,
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+    #[serde(default)]
+    pub questions: Vec<ReportQuestion>,
+    #[serde(default)]
+    pub next_steps: Vec<String>,
+    #[serde(default)]
+    pub artifacts: Vec<Artifact>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// Why a document was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DocError {
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    #[error("`protocol` is missing: a report must declare \"protocol\": \"{REPORT_PROTOCOL}\"")]
+    MissingProtocol,
+    #[error(
+        "unknown protocol version `{0}`: this caesar reads only \"{REPORT_PROTOCOL}\"; write the report in that version"
+    )]
+    UnknownProtocol(String),
+    #[error("invalid report: {0}")]
+    Invalid(String),
+}
+
+impl Report {
+    /// A minimal report built by the orchestrator itself.
+    pub fn new(task_id: &str, status: ReportStatus, summary: impl Into<String>) -> Report {
+        Report {
+            protocol: REPORT_PROTOCOL.to_owned(),
+            task_id: task_id.to_owned(),
+            status,
+            summary: summary.into(),
+            details: String::new(),
+            changes: Vec::new(),
+            commands_run: Vec::new(),
+            findings: Vec::new(),
+            questions: Vec::new(),
+            next_steps: Vec::new(),
+            artifacts: Vec::new(),
+            usage: None,
+        }
+    }
+
+    /// Parses and validates a report. The protocol version is checked before
+    /// anything else, so a report of another version is refused by name
+    /// rather than by whichever field happens to differ.
+    pub fn parse(text: &str) -> Result<Report, DocError> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| DocError::NotJson(e.to_string()))?;
+        Report::from_value(value)
+    }
+
+    /// Validates an already parsed JSON value as a report.
+    pub fn from_value(value: serde_json::Value) -> Result<Report, DocError> {
+        match value.get("protocol") {
+            None => return Err(DocError::MissingProtocol),
+            Some(serde_json::Value::String(p)) if p == REPORT_PROTOCOL => {}
+            Some(serde_json::Value::String(p)) => return Err(DocError::UnknownProtocol(p.clone())),
+            Some(other) => return Err(DocError::UnknownProtocol(other.to_string())),
+        }
+        let report: Report =
+            serde_json::from_value(value).map_err(|e| DocError::Invalid(e.to_string()))?;
+        if report.summary.trim().is_empty() {
+            return Err(DocError::Invalid("`summary` must not be empty".to_owned()));
+        }
+        Ok(report)
+    }
+}
+
+/// The state of one tool call in a `tool_use` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolStatus {
+    Started,
+    Succeeded,
+    Failed,
+}
+
+/// What an execution blocker is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockerKind {
+    /// Not logged in, 401, missing key.
+    Auth,
+    /// 429, usage limit, quota exceeded, credit balance.
+    RateLimit,
+    /// A denial, approval required, plan-mode refusal, tool not allowlisted.
+    Permission,
+}
+
+/// The body of one normalized event: the `type`-tagged part of a line of
+/// `events.jsonl`. The envelope (`protocol`, `seq`, `at`, `task_id`) is added
+/// by [`EventRecord`].
+///
+/// `usage`, `blocker` and `unrecognized` extend OACP's ten types; readers of
+/// the task directory that do not know them skip them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventBody {
+    Started {
+        agent: String,
+        #[serde(default)]
+        command: String,
+    },
+    Thinking {
+        text: String,
+    },
+    Message {
+        text: String,
+    },
+    ToolUse {
+        tool: String,
+        #[serde(default)]
+        input_summary: String,
+        status: ToolStatus,
+        #[serde(default)]
+        id: String,
+    },
+    FileChanged {
+        path: String,
+        action: ChangeAction,
+    },
+    Progress {
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pct: Option<f64>,
+    },
+    Question {
+        id: String,
+        question: String,
+        #[serde(default)]
+        options: Vec<String>,
+    },
+    Answer {
+        id: String,
+        answer: String,
+    },
+    Error {
+        message: String,
+        #[serde(default)]
+        fatal: bool,
+    },
+    Finished {
+        status: ReportStatus,
+        #[serde(default)]
+        summary: String,
+        #[serde(default)]
+        exit_code: Option<i64>,
+    },
+    Usage {
+        #[serde(flatten)]
+        usage: Usage,
+    },
+    Blocker {
+        kind: BlockerKind,
+        message: String,
+    },
+    Unrecognized {
+        line: String,
+    },
+}
+
+impl EventBody {
+    /// The `type` field of this event.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventBody::Started { .. } => "started",
+            EventBody::Thinking { .. } => "thinking",
+            EventBody::Message { .. } => "message",
+            EventBody::ToolUse { .. } => "tool_use",
+            EventBody::FileChanged { .. } => "file_changed",
+            EventBody::Progress { .. } => "progress",
+            EventBody::Question { .. } => "question",
+            EventBody::Answer { .. } => "answer",
+            EventBody::Error { .. } => "error",
+            EventBody::Finished { .. } => "finished",
+            EventBody::Usage { .. } => "usage",
+            EventBody::Blocker { .. } => "blocker",
+            EventBody::Unrecognized { .. } => "unrecognized",
+        }
+    }
+}
+
+/// One line of `events.jsonl`: the envelope plus the body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    pub protocol: String,
+    pub seq: u64,
+    pub at: String,
+    pub task_id: String,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimal_report_is_valid_and_defaults_the_rest() {
+        let r =
+            Report::parse(r#"{"protocol":"caesar.report/v1","status":"success","summary":"done"}"#)
+                .unwrap();
+        assert_eq!(r.status, ReportStatus::Success);
+        assert!(r.changes.is_empty());
+        assert_eq!(r.task_id, "");
+    }
+
+    #[test]
+    fn unknown_protocol_version_is_refused_by_name() {
+        let err =
+            Report::parse(r#"{"protocol":"caesar.report/v2","status":"success","summary":"x"}"#)
+                .unwrap_err();
+        assert_eq!(err, DocError::UnknownProtocol("caesar.report/v2".into()));
+        assert!(err.to_string().contains("caesar.report/v2"));
+    }
+
+    #[test]
+    fn bad_status_and_empty_summary_are_refused() {
+        assert!(matches!(
+            Report::parse(r#"{"protocol":"caesar.report/v1","status":"great","summary":"x"}"#),
+            Err(DocError::Invalid(_))
+        ));
+        assert!(matches!(
+            Report::parse(r#"{"protocol":"caesar.report/v1","status":"failed","summary":"  "}"#),
+            Err(DocError::Invalid(_))
+        ));
+        assert_eq!(
+            Report::parse(r#"{"status":"failed","summary":"x"}"#),
+            Err(DocError::MissingProtocol)
+        );
+    }
+
+    #[test]
+    fn event_lines_round_trip_with_the_oacp_envelope() {
+        let line = r#"{"protocol":"caesar.event/v1","seq":1,"at":"2026-01-01T00:00:00.000Z","task_id":"t_1","type":"tool_use","tool":"bash","id":"item_1","input_summary":"pnpm test","status":"started"}"#;
+        let rec: EventRecord = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            rec.body,
+            EventBody::ToolUse {
+                tool: "bash".into(),
+                input_summary: "pnpm test".into(),
+                status: ToolStatus::Started,
+                id: "item_1".into()
+            }
+        );
+        let back: serde_json::Value = serde_json::to_value(&rec).unwrap();
+        assert_eq!(back["type"], "tool_use");
+        assert_eq!(back["seq"], 1);
+    }
+}

@@ -1,0 +1,345 @@
+//! Recovering an agent's report once it has exited.
+//!
+//! The tiers, best first (the first two arrive while the agent runs, through
+//! the return channel and the provider's native structured output):
+//!
+//! 3. `file`: the agent wrote `$CAESAR_REPORT_PATH`.
+//! 4. degraded: a fenced ```` ```json caesar:report ```` block in the output
+//!    (`fenced`), else any JSON object declaring
+//!    `"protocol":"caesar.report/v1"` (`embedded`), else a report synthesized
+//!    from the outcome and the tail of the output (`synthesized`).
+//!
+//! A report that is present but invalid (bad JSON, unknown protocol version,
+//! a missing field) is refused by name: the refusal becomes a finding of the
+//! report that is used instead, so nobody mistakes it for silence.
+
+use std::path::Path;
+
+use crate::oacp::{DocError, Finding, REPORT_PROTOCOL, Report, ReportStatus, Severity};
+
+/// Where a report came from, best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Channel,
+    Native,
+    File,
+    Fenced,
+    Embedded,
+    Synthesized,
+}
+
+impl Source {
+    /// The name recorded as `report_source`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Channel => "channel",
+            Source::Native => "native",
+            Source::File => "file",
+            Source::Fenced => "fenced",
+            Source::Embedded => "embedded",
+            Source::Synthesized => "synthesized",
+        }
+    }
+}
+
+/// How the process ended, as far as the report cares.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    Exited(i64),
+    Signalled(i32),
+    TimedOut { after_ms: u64 },
+    Cancelled,
+    Blocked { kind: String, message: String },
+    Failed(String),
+}
+
+/// Everything the recovery looks at.
+#[derive(Debug)]
+pub struct Inputs<'a> {
+    pub task_id: &'a str,
+    pub report_path: &'a Path,
+    /// Texts to search for a degraded report, most authoritative first
+    /// (the agent's final answer, its messages, the raw output tail).
+    pub texts: &'a [&'a str],
+    pub ending: Ending,
+    pub duration_ms: u64,
+}
+
+/// Finds the best report available, never failing: the last tier always
+/// produces one.
+pub fn recover(inputs: &Inputs<'_>) -> (Report, Source) {
+    let mut refusals = Vec::new();
+    let mut found = None;
+    match std::fs::read_to_string(inputs.report_path) {
+        Ok(text) => match Report::parse(&text) {
+            Ok(r) => found = Some((r, Source::File)),
+            Err(e) => refusals.push(refusal(
+                &format!("{} was refused", inputs.report_path.display()),
+                &e,
+            )),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => refusals.push(Finding {
+            severity: Severity::High,
+            title: "the report file could not be read".to_owned(),
+            file: Some(inputs.report_path.display().to_string()),
+            line: None,
+            detail: e.to_string(),
+        }),
+    }
+    if found.is_none() {
+        found = find_fenced(inputs.texts, &mut refusals).map(|r| (r, Source::Fenced));
+    }
+    if found.is_none() {
+        found = find_embedded(inputs.texts).map(|r| (r, Source::Embedded));
+    }
+    let (mut report, source) = found.unwrap_or_else(|| (synthesize(inputs), Source::Synthesized));
+    if report.task_id.is_empty() {
+        report.task_id = inputs.task_id.to_owned();
+    }
+    let usage = report.usage.get_or_insert_with(Default::default);
+    usage.duration_ms.get_or_insert(inputs.duration_ms);
+    // A blocker the orchestrator recognized outranks an agent's claim of
+    // success: the run could not have done its work.
+    if let Ending::Blocked { kind, message } = &inputs.ending
+        && report.status != ReportStatus::Blocked
+        && source != Source::Synthesized
+    {
+        report.status = ReportStatus::Blocked;
+        report.findings.push(Finding {
+            severity: Severity::High,
+            title: format!("blocked: {kind}"),
+            file: None,
+            line: None,
+            detail: message.clone(),
+        });
+    }
+    report.findings.extend(refusals);
+    (report, source)
+}
+
+fn refusal(title: &str, e: &DocError) -> Finding {
+    Finding {
+        severity: Severity::High,
+        title: title.to_owned(),
+        file: None,
+        line: None,
+        detail: e.to_string(),
+    }
+}
+
+const FENCE: &str = "```json caesar:report";
+
+/// The last fenced report block in the first text that has one.
+fn find_fenced(texts: &[&str], refusals: &mut Vec<Finding>) -> Option<Report> {
+    for text in texts {
+        let Some(start) = text.rfind(FENCE) else {
+            continue;
+        };
+        let body = &text[start + FENCE.len()..];
+        let end = body.find("```").unwrap_or(body.len());
+        match Report::parse(body[..end].trim()) {
+            Ok(r) => return Some(r),
+            Err(e) => {
+                refusals.push(refusal("the fenced caesar:report block was refused", &e));
+                return None;
+            }
+        }
+    }
+    None
+}
+
+/// The last JSON object declaring the report protocol, in the first text that
+/// has a valid one.
+fn find_embedded(texts: &[&str]) -> Option<Report> {
+    for text in texts {
+        let mut best = None;
+        for (at, _) in text.match_indices(REPORT_PROTOCOL) {
+            // Try the nearest opening braces before the marker, innermost first.
+            let mut tries = 0;
+            let mut end = at;
+            while let Some(open) = text[..end].rfind('{') {
+                tries += 1;
+                if tries > 16 {
+                    break;
+                }
+                let mut stream = serde_json::Deserializer::from_str(&text[open..])
+                    .into_iter::<serde_json::Value>();
+                if let Some(Ok(value)) = stream.next()
+                    && value.get("protocol").and_then(|p| p.as_str()) == Some(REPORT_PROTOCOL)
+                {
+                    if let Ok(r) = Report::from_value(value) {
+                        best = Some(r);
+                    }
+                    break;
+                }
+                end = open;
+            }
+        }
+        if best.is_some() {
+            return best;
+        }
+    }
+    None
+}
+
+const SUMMARY_TAIL: usize = 1000;
+
+fn synthesize(inputs: &Inputs<'_>) -> Report {
+    let tail = inputs
+        .texts
+        .iter()
+        .map(|t| t.trim())
+        .find(|t| !t.is_empty())
+        .map(|t| tail_chars(t, SUMMARY_TAIL))
+        .unwrap_or_default();
+    let (status, what) = match &inputs.ending {
+        Ending::Exited(0) => (
+            ReportStatus::Success,
+            "The agent exited 0 without a structured report".to_owned(),
+        ),
+        Ending::Exited(code) => (
+            ReportStatus::Failed,
+            format!("The agent exited with code {code} without a structured report"),
+        ),
+        Ending::Signalled(sig) => (
+            ReportStatus::Failed,
+            format!("The agent was killed by signal {sig}"),
+        ),
+        Ending::TimedOut { after_ms } => (
+            ReportStatus::Failed,
+            format!(
+                "The task timed out after {} s and was stopped",
+                after_ms / 1000
+            ),
+        ),
+        Ending::Cancelled => (ReportStatus::Failed, "The task was cancelled".to_owned()),
+        Ending::Blocked { kind, message } => (
+            ReportStatus::Blocked,
+            format!("The agent is blocked ({kind}): {message}"),
+        ),
+        Ending::Failed(why) => (ReportStatus::Failed, why.clone()),
+    };
+    let summary = if tail.is_empty() {
+        format!("{what}.")
+    } else {
+        format!("{what}. Its output ends with: {tail}")
+    };
+    let mut r = Report::new(inputs.task_id, status, summary);
+    r.findings.push(Finding {
+        severity: Severity::Info,
+        title: "report synthesized by caesar".to_owned(),
+        file: None,
+        line: None,
+        detail: "The agent handed in no report (no channel report, no report file, no fenced or embedded report), so this one was built from its exit and its output.".to_owned(),
+    });
+    r
+}
+
+/// The last `n` characters of `s`, on a character boundary.
+pub fn tail_chars(s: &str, n: usize) -> String {
+    let count = s.chars().count();
+    if count <= n {
+        s.to_owned()
+    } else {
+        s.chars().skip(count - n).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs<'a>(dir: &'a Path, texts: &'a [&'a str], ending: Ending) -> Inputs<'a> {
+        Inputs {
+            task_id: "t_1",
+            report_path: dir,
+            texts,
+            ending,
+            duration_ms: 5,
+        }
+    }
+
+    #[test]
+    fn the_report_file_wins_over_the_output() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("report.json");
+        std::fs::write(
+            &p,
+            r#"{"protocol":"caesar.report/v1","status":"partial","summary":"from file"}"#,
+        )
+        .unwrap();
+        let texts = [
+            "```json caesar:report\n{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\"summary\":\"fenced\"}\n```",
+        ];
+        let (r, s) = recover(&inputs(&p, &texts, Ending::Exited(0)));
+        assert_eq!(
+            (s, r.summary.as_str(), r.status),
+            (Source::File, "from file", ReportStatus::Partial)
+        );
+        assert_eq!(r.task_id, "t_1");
+        assert_eq!(r.usage.unwrap().duration_ms, Some(5));
+    }
+
+    #[test]
+    fn an_unknown_protocol_in_the_file_is_refused_and_said() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("report.json");
+        std::fs::write(
+            &p,
+            r#"{"protocol":"caesar.report/v9","status":"success","summary":"x"}"#,
+        )
+        .unwrap();
+        let (r, s) = recover(&inputs(&p, &[], Ending::Exited(0)));
+        assert_eq!(s, Source::Synthesized);
+        assert!(
+            r.findings
+                .iter()
+                .any(|f| f.severity == Severity::High && f.detail.contains("caesar.report/v9"))
+        );
+    }
+
+    #[test]
+    fn fenced_then_embedded_then_synthesized() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("none.json");
+        let fenced = [
+            "noise\n```json caesar:report\n{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\"summary\":\"fenced\"}\n```\n",
+        ];
+        assert_eq!(
+            recover(&inputs(&p, &fenced, Ending::Exited(0))).1,
+            Source::Fenced
+        );
+
+        let embedded = [
+            r#"log line {"type":"x"} then {"summary":"emb","status":"failed","protocol":"caesar.report/v1","details":"{not}"} trailing"#,
+        ];
+        let (r, s) = recover(&inputs(&p, &embedded, Ending::Exited(0)));
+        assert_eq!((s, r.summary.as_str()), (Source::Embedded, "emb"));
+
+        let (r, s) = recover(&inputs(&p, &["last words"], Ending::Exited(3)));
+        assert_eq!((s, r.status), (Source::Synthesized, ReportStatus::Failed));
+        assert!(
+            r.summary.contains("code 3") && r.summary.contains("last words"),
+            "{}",
+            r.summary
+        );
+
+        let (r, _) = recover(&inputs(&p, &[], Ending::TimedOut { after_ms: 2000 }));
+        assert!(r.summary.contains("timed out after 2 s"));
+    }
+
+    #[test]
+    fn a_recognized_blocker_overrides_a_claimed_success() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("none.json");
+        let texts =
+            ["{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\"summary\":\"all good\"}"];
+        let ending = Ending::Blocked {
+            kind: "auth".into(),
+            message: "401".into(),
+        };
+        let (r, _) = recover(&inputs(&p, &texts, ending));
+        assert_eq!(r.status, ReportStatus::Blocked);
+    }
+}

@@ -1,0 +1,377 @@
+//! The gRPC face of the engine: converts `caesar.v1` messages to engine
+//! types and back. No engine logic lives here.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use caesar_proto::pb::{self, caesar_server::Caesar};
+use futures_util::{Stream, StreamExt};
+use tokio::sync::watch;
+use tonic::{Request, Response, Status};
+
+use crate::engine::{DelegateInput, Engine, TaskView};
+use crate::store::TaskStatus;
+
+/// Default and ceiling of `Await.timeout_ms`.
+pub const AWAIT_DEFAULT_MS: u64 = 30_000;
+pub const AWAIT_MAX_MS: u64 = 10 * 60 * 1000;
+
+/// The service. Shutdown requests are passed to the server through `stop`.
+pub struct Service {
+    engine: Arc<Engine>,
+    stop: watch::Sender<bool>,
+}
+
+impl Service {
+    /// A service over `engine`; `stop` is set to `true` on a Shutdown call.
+    pub fn new(engine: Arc<Engine>, stop: watch::Sender<bool>) -> Service {
+        Service { engine, stop }
+    }
+}
+
+fn opt(s: String) -> Option<String> {
+    if s.is_empty() { None } else { Some(s) }
+}
+
+/// Converts an engine view to the wire.
+pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
+    let r = v.record;
+    let now = crate::clock::now_ms();
+    let elapsed_ms = match (r.started_ms, r.finished_ms) {
+        (Some(s), Some(f)) => (f - s).max(0) as u64,
+        (Some(s), None) => (now - s).max(0) as u64,
+        _ => 0,
+    };
+    pb::TaskView {
+        task_id: r.id,
+        status: r.status.as_str().to_owned(),
+        agent: r.agent,
+        role: r.role.unwrap_or_default(),
+        mode: r.mode.as_str().to_owned(),
+        isolation: r.isolation.as_str().to_owned(),
+        objective: r.objective,
+        workspace: r.workspace,
+        created_at: crate::clock::rfc3339(r.created_ms),
+        started_at: r.started_ms.map(crate::clock::rfc3339).unwrap_or_default(),
+        finished_at: r.finished_ms.map(crate::clock::rfc3339).unwrap_or_default(),
+        exit_code: r.exit_code,
+        last_event_json: r.last_event.unwrap_or_default(),
+        report_status: v
+            .report
+            .as_ref()
+            .map(|x| x.status.clone())
+            .unwrap_or_default(),
+        report_source: v
+            .report
+            .as_ref()
+            .map(|x| x.source.clone())
+            .unwrap_or_default(),
+        report_json: v.report.map(|x| x.body).unwrap_or_default(),
+        pending_questions: v
+            .pending_questions
+            .into_iter()
+            .map(|q| pb::PendingQuestion {
+                question_id: q.question_id,
+                question: q.question,
+                options: q.options,
+                asked_at: crate::clock::rfc3339(q.asked_ms),
+            })
+            .collect(),
+        pending: pending && !r.status.is_terminal(),
+        session_id: r.session_id.unwrap_or_default(),
+        model: r.model.unwrap_or_default(),
+        timeout_ms: r.timeout_ms,
+        event_count: r.event_count,
+        error: r.error.unwrap_or_default(),
+        task_dir: r.task_dir,
+        network: r.network,
+        output_age_ms: v.output.as_ref().map(|(_, at)| (now - at).max(0) as u64),
+        output_tail: v.output.map(|(t, _)| t).unwrap_or_default(),
+        blocker: r.blocker.unwrap_or_default(),
+        elapsed_ms,
+    }
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::EventMessage, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Caesar for Service {
+    async fn ping(
+        &self,
+        _: Request<pb::PingRequest>,
+    ) -> Result<Response<pb::PingResponse>, Status> {
+        let paths = self.engine.paths();
+        Ok(Response::new(pb::PingResponse {
+            version: caesar_proto::VERSION.to_owned(),
+            protocol: crate::protocol_number(),
+            pid: std::process::id(),
+            active_tasks: self.engine.active_count()?,
+            state_dir: paths.state_dir.display().to_string(),
+            socket: paths.socket.display().to_string(),
+        }))
+    }
+
+    async fn shutdown(
+        &self,
+        req: Request<pb::ShutdownRequest>,
+    ) -> Result<Response<pb::ShutdownResponse>, Status> {
+        let req = req.into_inner();
+        let active = self.engine.active_count()?;
+        if req.only_if_idle && active > 0 {
+            return Ok(Response::new(pb::ShutdownResponse {
+                stopping: false,
+                active_tasks: active,
+            }));
+        }
+        if req.cancel_tasks {
+            for v in self
+                .engine
+                .list(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?
+            {
+                let _ = self.engine.cancel(&v.record.id).await;
+            }
+        }
+        let _ = self.stop.send(true);
+        Ok(Response::new(pb::ShutdownResponse {
+            stopping: true,
+            active_tasks: active,
+        }))
+    }
+
+    async fn delegate(
+        &self,
+        req: Request<pb::DelegateRequest>,
+    ) -> Result<Response<pb::DelegateResponse>, Status> {
+        let r = req.into_inner();
+        let input = DelegateInput {
+            objective: r.objective,
+            agent: opt(r.agent),
+            role: opt(r.role),
+            mode: opt(r.mode),
+            isolation: opt(r.isolation),
+            network: opt(r.network),
+            context: r.context,
+            constraints: r.constraints,
+            acceptance_criteria: r.acceptance_criteria,
+            model: if r.model.is_empty() {
+                None
+            } else {
+                Some(r.model)
+            },
+            timeout_ms: if r.timeout_ms == 0 {
+                None
+            } else {
+                Some(r.timeout_ms)
+            },
+            channel: r.channel,
+            workspace: r.workspace,
+            session_id: opt(r.session_id),
+            effort: opt(r.effort),
+            depth: r.depth,
+        };
+        let d = self.engine.delegate(input).await?;
+        let t = d.record;
+        Ok(Response::new(pb::DelegateResponse {
+            task_id: t.id,
+            agent: t.agent,
+            role: t.role.unwrap_or_default(),
+            mode: t.mode.as_str().to_owned(),
+            isolation: t.isolation.as_str().to_owned(),
+            network: t.network,
+            model: t.model.unwrap_or_default(),
+            workspace: t.workspace,
+            status: t.status.as_str().to_owned(),
+            warnings: d.warnings.into_iter().collect(),
+            task_dir: t.task_dir,
+            timeout_ms: t.timeout_ms,
+        }))
+    }
+
+    async fn r#await(
+        &self,
+        req: Request<pb::AwaitRequest>,
+    ) -> Result<Response<pb::AwaitResponse>, Status> {
+        let r = req.into_inner();
+        let ms = if r.timeout_ms == 0 {
+            AWAIT_DEFAULT_MS
+        } else {
+            r.timeout_ms.min(AWAIT_MAX_MS)
+        };
+        let (views, woke_early) = self
+            .engine
+            .await_tasks(&r.task_ids, Duration::from_millis(ms), r.wake_on_attention)
+            .await?;
+        Ok(Response::new(pb::AwaitResponse {
+            tasks: views.into_iter().map(|v| task_view(v, true)).collect(),
+            woke_early,
+        }))
+    }
+
+    async fn status(
+        &self,
+        req: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::TaskView>, Status> {
+        let mut v = task_view(self.engine.status(&req.into_inner().task_id)?, false);
+        // Status is a snapshot: the report itself is for Await.
+        v.report_json.clear();
+        Ok(Response::new(v))
+    }
+
+    async fn list_tasks(
+        &self,
+        req: Request<pb::ListTasksRequest>,
+    ) -> Result<Response<pb::ListTasksResponse>, Status> {
+        let r = req.into_inner();
+        let mut statuses = Vec::new();
+        for s in &r.statuses {
+            statuses.push(TaskStatus::parse(s).ok_or_else(|| {
+                Status::invalid_argument(format!(
+                    "unknown status `{s}`: use pending, running, succeeded, failed, cancelled or timed_out"
+                ))
+            })?);
+        }
+        let limit = if r.limit == 0 {
+            50
+        } else {
+            r.limit.min(10_000)
+        };
+        let tasks = self.engine.list(&statuses, limit)?;
+        Ok(Response::new(pb::ListTasksResponse {
+            tasks: tasks
+                .into_iter()
+                .map(|v| {
+                    let mut v = task_view(v, false);
+                    v.report_json.clear();
+                    v
+                })
+                .collect(),
+        }))
+    }
+
+    async fn logs(
+        &self,
+        req: Request<pb::LogsRequest>,
+    ) -> Result<Response<pb::LogsResponse>, Status> {
+        let r = req.into_inner();
+        let limit = if r.limit == 0 { 50 } else { r.limit };
+        let max_bytes = if r.max_bytes == 0 {
+            64 * 1024
+        } else {
+            r.max_bytes.min(16 * 1024 * 1024)
+        };
+        let l = self.engine.logs(&r.task_id, r.raw, limit, max_bytes)?;
+        Ok(Response::new(pb::LogsResponse {
+            total_events: l.total_events,
+            events_json: l.events,
+            raw: l.raw,
+            raw_size: l.raw_size,
+            raw_truncated: l.raw_truncated,
+        }))
+    }
+
+    async fn cancel(
+        &self,
+        req: Request<pb::CancelRequest>,
+    ) -> Result<Response<pb::CancelResponse>, Status> {
+        let (cancelled, status) = self.engine.cancel(&req.into_inner().task_id).await?;
+        Ok(Response::new(pb::CancelResponse {
+            cancelled,
+            status: status.as_str().to_owned(),
+        }))
+    }
+
+    async fn diff(
+        &self,
+        _: Request<pb::DiffRequest>,
+    ) -> Result<Response<pb::DiffResponse>, Status> {
+        Err(Status::unimplemented(
+            "diff arrives with the git workshop; this build has no worktree isolation",
+        ))
+    }
+
+    async fn apply(
+        &self,
+        _: Request<pb::ApplyRequest>,
+    ) -> Result<Response<pb::ApplyResponse>, Status> {
+        Err(Status::unimplemented(
+            "apply arrives with the git workshop; this build has no worktree isolation",
+        ))
+    }
+
+    async fn list_agents(
+        &self,
+        _: Request<pb::ListAgentsRequest>,
+    ) -> Result<Response<pb::ListAgentsResponse>, Status> {
+        Err(Status::unimplemented(
+            "list_agents arrives with the provider adapters",
+        ))
+    }
+
+    async fn list_roles(
+        &self,
+        _: Request<pb::ListRolesRequest>,
+    ) -> Result<Response<pb::ListRolesResponse>, Status> {
+        Err(Status::unimplemented(
+            "roles arrive with the layered configuration",
+        ))
+    }
+
+    async fn answer(
+        &self,
+        _: Request<pb::AnswerRequest>,
+    ) -> Result<Response<pb::AnswerResponse>, Status> {
+        Err(Status::unimplemented(
+            "answer arrives with the return channel",
+        ))
+    }
+
+    type WatchEventsStream = EventStream;
+
+    async fn watch_events(
+        &self,
+        req: Request<pb::WatchEventsRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let r = req.into_inner();
+        let rx = self.engine.watch_events(&r.task_id, r.from_seq, r.follow)?;
+        let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
+            .map(|(seq, event_json)| Ok(pb::EventMessage { seq, event_json }));
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn get_task(
+        &self,
+        _: Request<pb::ChannelRequest>,
+    ) -> Result<Response<pb::GetTaskResponse>, Status> {
+        Err(Status::unimplemented(
+            "the return channel is not in this build yet",
+        ))
+    }
+
+    async fn report_progress(
+        &self,
+        _: Request<pb::ReportProgressRequest>,
+    ) -> Result<Response<pb::ReportProgressResponse>, Status> {
+        Err(Status::unimplemented(
+            "the return channel is not in this build yet",
+        ))
+    }
+
+    async fn ask_orchestrator(
+        &self,
+        _: Request<pb::AskOrchestratorRequest>,
+    ) -> Result<Response<pb::AskOrchestratorResponse>, Status> {
+        Err(Status::unimplemented(
+            "the return channel is not in this build yet",
+        ))
+    }
+
+    async fn submit_report(
+        &self,
+        _: Request<pb::SubmitReportRequest>,
+    ) -> Result<Response<pb::SubmitReportResponse>, Status> {
+        Err(Status::unimplemented(
+            "the return channel is not in this build yet",
+        ))
+    }
+}

@@ -1,0 +1,666 @@
+//! The durable store: one SQLite file (WAL, `synchronous=FULL`) holding
+//! tasks, events, questions and reports.
+//!
+//! Every write is one transaction that commits before the engine acknowledges
+//! the change, so a daemon killed at any instant restarts with everything it
+//! ever confirmed. The schema carries its version in `PRAGMA user_version`;
+//! [`Store::open`] migrates older files forward and refuses newer ones.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::error::{Error, Result};
+use crate::oacp::{EventRecord, Isolation, Mode};
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1: the first schema.
+    "CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        created_ms INTEGER NOT NULL,
+        agent TEXT NOT NULL,
+        role TEXT,
+        mode TEXT NOT NULL,
+        isolation TEXT NOT NULL,
+        network INTEGER NOT NULL,
+        model TEXT,
+        objective TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        task_dir TEXT NOT NULL,
+        timeout_ms INTEGER NOT NULL,
+        depth INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL,
+        started_ms INTEGER,
+        finished_ms INTEGER,
+        exit_code INTEGER,
+        signal INTEGER,
+        error TEXT,
+        supervisor_pid INTEGER,
+        supervisor_start INTEGER,
+        boot_id TEXT,
+        log_offset INTEGER NOT NULL DEFAULT 0,
+        session_id TEXT,
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        secret TEXT NOT NULL,
+        event_count INTEGER NOT NULL DEFAULT 0,
+        last_event TEXT,
+        blocker TEXT,
+        launch_json TEXT NOT NULL
+    );
+    CREATE INDEX tasks_by_status ON tasks(status, created_ms);
+    CREATE INDEX tasks_by_created ON tasks(created_ms);
+    CREATE TABLE events (
+        task_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        line TEXT NOT NULL,
+        PRIMARY KEY (task_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE reports (
+        task_id TEXT PRIMARY KEY,
+        source TEXT NOT NULL,
+        status TEXT NOT NULL,
+        body TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE TABLE questions (
+        task_id TEXT NOT NULL,
+        question_id TEXT NOT NULL,
+        question TEXT NOT NULL,
+        options TEXT NOT NULL,
+        asked_ms INTEGER NOT NULL,
+        answer TEXT,
+        answered_ms INTEGER,
+        delivered INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (task_id, question_id)
+    );",
+];
+
+/// The process outcome of a task, exactly seed 000's six statuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskStatus {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+    TimedOut,
+}
+
+impl TaskStatus {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::Running => "running",
+            TaskStatus::Succeeded => "succeeded",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+            TaskStatus::TimedOut => "timed_out",
+        }
+    }
+
+    /// Parses the wire spelling.
+    pub fn parse(s: &str) -> Option<TaskStatus> {
+        Some(match s {
+            "pending" => TaskStatus::Pending,
+            "running" => TaskStatus::Running,
+            "succeeded" => TaskStatus::Succeeded,
+            "failed" => TaskStatus::Failed,
+            "cancelled" => TaskStatus::Cancelled,
+            "timed_out" => TaskStatus::TimedOut,
+            _ => return None,
+        })
+    }
+
+    /// Whether the task can change no more.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, TaskStatus::Pending | TaskStatus::Running)
+    }
+}
+
+/// One task as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    pub id: String,
+    pub created_ms: i64,
+    pub agent: String,
+    pub role: Option<String>,
+    pub mode: Mode,
+    pub isolation: Isolation,
+    pub network: bool,
+    pub model: Option<String>,
+    pub objective: String,
+    pub workspace: String,
+    pub task_dir: String,
+    pub timeout_ms: u64,
+    pub depth: u32,
+    pub status: TaskStatus,
+    pub started_ms: Option<i64>,
+    pub finished_ms: Option<i64>,
+    pub exit_code: Option<i64>,
+    pub signal: Option<i32>,
+    pub error: Option<String>,
+    pub supervisor_pid: Option<u32>,
+    /// The supervisor's start time (seconds since the epoch), against pid reuse.
+    pub supervisor_start: Option<u64>,
+    pub boot_id: Option<String>,
+    /// How far into raw.log the events are parsed.
+    pub log_offset: u64,
+    pub session_id: Option<String>,
+    pub cancel_requested: bool,
+    pub secret: String,
+    pub event_count: u64,
+    pub last_event: Option<String>,
+    pub blocker: Option<String>,
+    /// The resolved command line and environment (JSON of [`crate::agents::Launch`]).
+    pub launch_json: String,
+}
+
+/// A stored report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredReport {
+    pub source: String,
+    pub status: String,
+    pub body: String,
+}
+
+/// A question an agent asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuestionRecord {
+    pub task_id: String,
+    pub question_id: String,
+    pub question: String,
+    pub options: Vec<String>,
+    pub asked_ms: i64,
+    pub answer: Option<String>,
+}
+
+/// How a task ended, written in one transaction with its report.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: TaskStatus,
+    pub exit_code: Option<i64>,
+    pub signal: Option<i32>,
+    pub finished_ms: i64,
+    pub error: Option<String>,
+    pub report: StoredReport,
+}
+
+/// The store. One connection behind a mutex: every statement is short, and
+/// SQLite serializes writers anyway.
+pub struct Store {
+    conn: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Store")
+    }
+}
+
+const TASK_COLUMNS: &str = "id, created_ms, agent, role, mode, isolation, network, model, objective, \
+    workspace, task_dir, timeout_ms, depth, status, started_ms, finished_ms, exit_code, signal, error, \
+    supervisor_pid, supervisor_start, boot_id, log_offset, session_id, cancel_requested, secret, \
+    event_count, last_event, blocker, launch_json";
+
+impl Store {
+    /// Opens (creating if needed) and migrates the store at `path`.
+    pub fn open(path: &Path) -> Result<Store> {
+        let conn = Connection::open(path).map_err(|e| {
+            Error::Internal(format!(
+                "cannot open the store {}: {e}. Check the state directory's permissions and free space",
+                path.display()
+            ))
+        })?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let store = Store {
+            conn: Mutex::new(conn),
+        };
+        store.migrate(path)?;
+        Ok(store)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves SQLite consistent (the
+        // transaction rolls back), so the poison flag carries no meaning.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn migrate(&self, path: &Path) -> Result<()> {
+        let mut conn = self.lock();
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version > SCHEMA_VERSION {
+            return Err(Error::Precondition(format!(
+                "the store {} has schema version {version}, newer than this caesard ({SCHEMA_VERSION}); upgrade caesar or point CAESAR_HOME elsewhere",
+                path.display()
+            )));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = conn.transaction()?;
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Records a new task.
+    pub fn insert_task(&self, t: &TaskRecord) -> Result<()> {
+        let conn = self.lock();
+        conn.execute(
+            &format!(
+                "INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)"
+            ),
+            params![
+                t.id,
+                t.created_ms,
+                t.agent,
+                t.role,
+                t.mode.as_str(),
+                t.isolation.as_str(),
+                t.network,
+                t.model,
+                t.objective,
+                t.workspace,
+                t.task_dir,
+                t.timeout_ms as i64,
+                t.depth,
+                t.status.as_str(),
+                t.started_ms,
+                t.finished_ms,
+                t.exit_code,
+                t.signal,
+                t.error,
+                t.supervisor_pid,
+                t.supervisor_start.map(|v| v as i64),
+                t.boot_id,
+                t.log_offset as i64,
+                t.session_id,
+                t.cancel_requested,
+                t.secret,
+                t.event_count as i64,
+                t.last_event,
+                t.blocker,
+                t.launch_json,
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// One task, or `None`.
+    pub fn task(&self, id: &str) -> Result<Option<TaskRecord>> {
+        let conn = self.lock();
+        let mut stmt =
+            conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))?;
+        Ok(stmt.query_row([id], task_from_row).optional()?)
+    }
+
+    /// Tasks, newest first, optionally only in some statuses.
+    pub fn tasks(&self, statuses: &[TaskStatus], limit: u32) -> Result<Vec<TaskRecord>> {
+        let conn = self.lock();
+        let mut out = Vec::new();
+        if statuses.is_empty() {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_ms DESC, id DESC LIMIT ?1"
+            ))?;
+            for row in stmt.query_map([limit], task_from_row)? {
+                out.push(row?);
+            }
+        } else {
+            let list = statuses
+                .iter()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect::<Vec<_>>()
+                .join(",");
+            let mut stmt = conn.prepare(&format!(
+                "SELECT {TASK_COLUMNS} FROM tasks WHERE status IN ({list}) ORDER BY created_ms DESC, id DESC LIMIT ?1"
+            ))?;
+            for row in stmt.query_map([limit], task_from_row)? {
+                out.push(row?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Marks a task running with the identity of its supervisor process.
+    pub fn set_running(
+        &self,
+        id: &str,
+        started_ms: i64,
+        pid: u32,
+        start_time: Option<u64>,
+        boot_id: Option<&str>,
+    ) -> Result<()> {
+        let conn = self.lock();
+        conn.execute(
+            "UPDATE tasks SET status = 'running', started_ms = ?2, supervisor_pid = ?3, supervisor_start = ?4, boot_id = ?5 WHERE id = ?1",
+            params![id, started_ms, pid, start_time.map(|v| v as i64), boot_id],
+        )?;
+        Ok(())
+    }
+
+    /// Records that the user asked to cancel, before any signal is sent, so a
+    /// daemon restarted mid-cancel still knows the ending was a cancel.
+    pub fn set_cancel_requested(&self, id: &str) -> Result<()> {
+        self.lock()
+            .execute("UPDATE tasks SET cancel_requested = 1 WHERE id = ?1", [id])?;
+        Ok(())
+    }
+
+    /// Records the provider's session id and the blocker, when seen.
+    pub fn set_session_and_blocker(
+        &self,
+        id: &str,
+        session_id: Option<&str>,
+        blocker: Option<&str>,
+    ) -> Result<()> {
+        self.lock().execute(
+            "UPDATE tasks SET session_id = COALESCE(?2, session_id), blocker = COALESCE(?3, blocker) WHERE id = ?1",
+            params![id, session_id, blocker],
+        )?;
+        Ok(())
+    }
+
+    /// Appends parsed events and advances the raw-log offset in one
+    /// transaction: after a crash, parsing resumes exactly where the stored
+    /// events end, with no gap and no duplicate.
+    pub fn append_events(&self, id: &str, events: &[EventRecord], new_offset: u64) -> Result<()> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        {
+            let mut ins =
+                tx.prepare_cached("INSERT INTO events (task_id, seq, line) VALUES (?1, ?2, ?3)")?;
+            for e in events {
+                let line = serde_json::to_string(e).map_err(|e| Error::Internal(e.to_string()))?;
+                ins.execute(params![id, e.seq as i64, line])?;
+            }
+        }
+        let last = match events.last() {
+            Some(e) => Some(serde_json::to_string(e).map_err(|e| Error::Internal(e.to_string()))?),
+            None => None,
+        };
+        tx.execute(
+            "UPDATE tasks SET log_offset = ?2, event_count = event_count + ?3, last_event = COALESCE(?4, last_event) WHERE id = ?1",
+            params![id, new_offset as i64, events.len() as i64, last],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Ends a task: its status and its report, in one transaction. A task
+    /// already ended is left as it is, and `false` is returned.
+    pub fn finish(&self, id: &str, o: &Outcome) -> Result<bool> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let changed = tx.execute(
+            "UPDATE tasks SET status = ?2, exit_code = ?3, signal = ?4, finished_ms = ?5, error = ?6 WHERE id = ?1 AND status IN ('pending', 'running')",
+            params![id, o.status.as_str(), o.exit_code, o.signal, o.finished_ms, o.error],
+        )?;
+        if changed == 1 {
+            tx.execute(
+                "INSERT OR REPLACE INTO reports (task_id, source, status, body, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id, o.report.source, o.report.status, o.report.body, o.finished_ms],
+            )?;
+        }
+        tx.commit()?;
+        Ok(changed == 1)
+    }
+
+    /// A task's report, once it has one.
+    pub fn report(&self, id: &str) -> Result<Option<StoredReport>> {
+        let conn = self.lock();
+        let mut stmt =
+            conn.prepare_cached("SELECT source, status, body FROM reports WHERE task_id = ?1")?;
+        Ok(stmt
+            .query_row([id], |r| {
+                Ok(StoredReport {
+                    source: r.get(0)?,
+                    status: r.get(1)?,
+                    body: r.get(2)?,
+                })
+            })
+            .optional()?)
+    }
+
+    /// Event lines with `seq >= from`, in order, at most `limit`.
+    pub fn events_from(&self, id: &str, from: u64, limit: u32) -> Result<Vec<(u64, String)>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, line FROM events WHERE task_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![id, from as i64, limit], |r| {
+            Ok((r.get::<_, i64>(0)? as u64, r.get(1)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The last `limit` event lines, in order.
+    pub fn last_events(&self, id: &str, limit: u32) -> Result<Vec<String>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT line FROM events WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2",
+        )?;
+        let mut lines = stmt
+            .query_map(params![id, limit], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        lines.reverse();
+        Ok(lines)
+    }
+
+    /// Questions of a task that have no answer yet.
+    pub fn pending_questions(&self, id: &str) -> Result<Vec<QuestionRecord>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT task_id, question_id, question, options, asked_ms, answer FROM questions WHERE task_id = ?1 AND answer IS NULL ORDER BY asked_ms",
+        )?;
+        let rows = stmt.query_map([id], |r| {
+            let options: String = r.get(3)?;
+            Ok(QuestionRecord {
+                task_id: r.get(0)?,
+                question_id: r.get(1)?,
+                question: r.get(2)?,
+                options: serde_json::from_str(&options).unwrap_or_default(),
+                asked_ms: r.get(4)?,
+                answer: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Runs SQLite's integrity check; `Ok(())` when the file is sound.
+    pub fn integrity_check(&self) -> Result<()> {
+        let conn = self.lock();
+        let verdict: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+        if verdict == "ok" {
+            Ok(())
+        } else {
+            Err(Error::Internal(format!("store integrity check: {verdict}")))
+        }
+    }
+}
+
+fn task_from_row(r: &Row<'_>) -> rusqlite::Result<TaskRecord> {
+    let mode: String = r.get(4)?;
+    let isolation: String = r.get(5)?;
+    let status: String = r.get(13)?;
+    Ok(TaskRecord {
+        id: r.get(0)?,
+        created_ms: r.get(1)?,
+        agent: r.get(2)?,
+        role: r.get(3)?,
+        mode: Mode::parse(&mode).unwrap_or(Mode::ReadOnly),
+        isolation: if isolation == "worktree" {
+            Isolation::Worktree
+        } else {
+            Isolation::Inplace
+        },
+        network: r.get(6)?,
+        model: r.get(7)?,
+        objective: r.get(8)?,
+        workspace: r.get(9)?,
+        task_dir: r.get(10)?,
+        timeout_ms: r.get::<_, i64>(11)? as u64,
+        depth: r.get(12)?,
+        // An unknown status can only come from a newer build, which
+        // `migrate` refuses; treat it as failed rather than panic.
+        status: TaskStatus::parse(&status).unwrap_or(TaskStatus::Failed),
+        started_ms: r.get(14)?,
+        finished_ms: r.get(15)?,
+        exit_code: r.get(16)?,
+        signal: r.get(17)?,
+        error: r.get(18)?,
+        supervisor_pid: r.get(19)?,
+        supervisor_start: r.get::<_, Option<i64>>(20)?.map(|v| v as u64),
+        boot_id: r.get(21)?,
+        log_offset: r.get::<_, i64>(22)? as u64,
+        session_id: r.get(23)?,
+        cancel_requested: r.get(24)?,
+        secret: r.get(25)?,
+        event_count: r.get::<_, i64>(26)? as u64,
+        last_event: r.get(27)?,
+        blocker: r.get(28)?,
+        launch_json: r.get(29)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oacp::{EVENT_PROTOCOL, EventBody};
+
+    pub(crate) fn sample(id: &str) -> TaskRecord {
+        TaskRecord {
+            id: id.into(),
+            created_ms: 1,
+            agent: "fake".into(),
+            role: None,
+            mode: Mode::Write,
+            isolation: Isolation::Inplace,
+            network: true,
+            model: None,
+            objective: "do it".into(),
+            workspace: "/w".into(),
+            task_dir: "/s/t".into(),
+            timeout_ms: 1000,
+            depth: 0,
+            status: TaskStatus::Pending,
+            started_ms: None,
+            finished_ms: None,
+            exit_code: None,
+            signal: None,
+            error: None,
+            supervisor_pid: None,
+            supervisor_start: None,
+            boot_id: None,
+            log_offset: 0,
+            session_id: None,
+            cancel_requested: false,
+            secret: "s".into(),
+            event_count: 0,
+            last_event: None,
+            blocker: None,
+            launch_json: "{}".into(),
+        }
+    }
+
+    fn event(seq: u64) -> EventRecord {
+        EventRecord {
+            protocol: EVENT_PROTOCOL.into(),
+            seq,
+            at: "x".into(),
+            task_id: "t_1".into(),
+            body: EventBody::Message {
+                text: format!("m{seq}"),
+            },
+        }
+    }
+
+    #[test]
+    fn a_task_survives_reopening_with_its_events_and_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("caesar.db");
+        {
+            let s = Store::open(&path).unwrap();
+            s.insert_task(&sample("t_1")).unwrap();
+            s.set_running("t_1", 5, 42, Some(7), Some("boot")).unwrap();
+            s.append_events("t_1", &[event(0), event(1)], 120).unwrap();
+            let o = Outcome {
+                status: TaskStatus::Succeeded,
+                exit_code: Some(0),
+                signal: None,
+                finished_ms: 9,
+                error: None,
+                report: StoredReport {
+                    source: "file".into(),
+                    status: "success".into(),
+                    body: "{}".into(),
+                },
+            };
+            assert!(s.finish("t_1", &o).unwrap());
+            // A second ending is refused: a finished task never changes.
+            assert!(
+                !s.finish(
+                    "t_1",
+                    &Outcome {
+                        status: TaskStatus::Failed,
+                        ..o
+                    }
+                )
+                .unwrap()
+            );
+        }
+        let s = Store::open(&path).unwrap();
+        let t = s.task("t_1").unwrap().unwrap();
+        assert_eq!(t.status, TaskStatus::Succeeded);
+        assert_eq!(t.supervisor_pid, Some(42));
+        assert_eq!(t.log_offset, 120);
+        assert_eq!(t.event_count, 2);
+        assert!(t.last_event.unwrap().contains("m1"));
+        assert_eq!(s.events_from("t_1", 1, 10).unwrap().len(), 1);
+        assert_eq!(s.last_events("t_1", 1).unwrap().len(), 1);
+        assert_eq!(s.report("t_1").unwrap().unwrap().source, "file");
+        s.integrity_check().unwrap();
+    }
+
+    #[test]
+    fn a_store_from_a_newer_build_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("caesar.db");
+        drop(Store::open(&path).unwrap());
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
+        let err = Store::open(&path).unwrap_err().to_string();
+        assert!(err.contains("schema version 99"), "{err}");
+    }
+
+    #[test]
+    fn listing_filters_by_status_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("db")).unwrap();
+        for (i, id) in ["t_a", "t_b", "t_c"].iter().enumerate() {
+            let mut t = sample(id);
+            t.created_ms = i as i64;
+            s.insert_task(&t).unwrap();
+        }
+        s.set_running("t_b", 1, 1, None, None).unwrap();
+        let all: Vec<_> = s
+            .tasks(&[], 10)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(all, ["t_c", "t_b", "t_a"]);
+        let running = s.tasks(&[TaskStatus::Running], 10).unwrap();
+        assert_eq!(running.len(), 1);
+        assert_eq!(running[0].id, "t_b");
+    }
+}

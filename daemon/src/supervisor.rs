@@ -1,0 +1,537 @@
+//! The per-task supervisor: a tiny process between the daemon and the agent.
+//!
+//! The daemon starts `caesard __supervise` in a session of its own; the
+//! supervisor starts the agent in a new process group with stdin from
+//! `/dev/null` and stdout and stderr appended to `raw.log`, waits for it, and
+//! writes the exit status atomically to `exit.json`. Because the supervisor,
+//! not the daemon, is the agent's parent, a daemon that dies or restarts
+//! loses nothing: the next daemon re-attaches by reading `raw.log` from its
+//! stored offset and `exit.json` when it appears.
+//!
+//! The supervisor also owns the whole process tree of its task. It is a
+//! child subreaper on Linux, so a grandchild that leaves the group (setsid,
+//! double fork) is re-parented to it rather than to init. On SIGTERM (cancel)
+//! or at the deadline (timeout) it sends SIGTERM to the group and to every
+//! descendant, waits for the grace period, then SIGKILLs whatever is left.
+//! When the agent exits on its own, leftovers get the same treatment before
+//! `exit.json` is written, so a finished task leaves no process behind.
+//!
+//! It uses no async runtime: two threads (one `wait`, one `sigwait`) and a
+//! channel.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// The argument that selects supervisor mode in the `caesard` binary.
+pub const SUPERVISE_ARG: &str = "__supervise";
+
+/// Written by the supervisor once the agent is started.
+pub const AGENT_FILE: &str = "agent.json";
+/// Written by the supervisor once the agent and its tree are gone.
+pub const EXIT_FILE: &str = "exit.json";
+/// The agent's combined stdout and stderr.
+pub const RAW_LOG: &str = "raw.log";
+
+/// `agent.json`: the agent process as started.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AgentStarted {
+    pub pid: u32,
+    pub started_ms: i64,
+}
+
+/// `exit.json`: how the agent ended.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ExitRecord {
+    /// The exit code when the agent exited normally.
+    pub exit_code: Option<i64>,
+    /// The signal that ended the agent, if one did.
+    pub signal: Option<i32>,
+    /// The deadline passed and the supervisor stopped the tree.
+    pub timed_out: bool,
+    /// The supervisor was told to stop the tree (cancel or shutdown).
+    pub terminated: bool,
+    /// The agent could not be started at all.
+    pub spawn_error: Option<String>,
+    /// Processes still alive after the agent exited, which had to be killed.
+    pub leftovers_killed: u32,
+    pub finished_ms: i64,
+}
+
+/// The supervisor's command line, parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuperviseArgs {
+    pub task_dir: PathBuf,
+    /// Absolute deadline, milliseconds since the epoch.
+    pub deadline_ms: i64,
+    pub grace_ms: u64,
+    pub program: String,
+    pub args: Vec<String>,
+}
+
+impl SuperviseArgs {
+    /// The arguments that follow `caesard` to run this supervisor.
+    pub fn to_argv(&self) -> Vec<String> {
+        let mut v = vec![
+            SUPERVISE_ARG.to_owned(),
+            "--task-dir".to_owned(),
+            self.task_dir.to_string_lossy().into_owned(),
+            "--deadline-ms".to_owned(),
+            self.deadline_ms.to_string(),
+            "--grace-ms".to_owned(),
+            self.grace_ms.to_string(),
+            "--".to_owned(),
+            self.program.clone(),
+        ];
+        v.extend(self.args.iter().cloned());
+        v
+    }
+
+    /// Parses what follows `__supervise`.
+    pub fn parse(argv: &[String]) -> Result<SuperviseArgs, String> {
+        let mut task_dir = None;
+        let mut deadline_ms = None;
+        let mut grace_ms = 2000;
+        let mut i = 0;
+        while i < argv.len() {
+            let value = |i: usize| {
+                argv.get(i + 1)
+                    .cloned()
+                    .ok_or_else(|| format!("{} needs a value", argv[i]))
+            };
+            match argv[i].as_str() {
+                "--task-dir" => task_dir = Some(PathBuf::from(value(i)?)),
+                "--deadline-ms" => {
+                    deadline_ms = Some(
+                        value(i)?
+                            .parse()
+                            .map_err(|e| format!("--deadline-ms: {e}"))?,
+                    )
+                }
+                "--grace-ms" => {
+                    grace_ms = value(i)?.parse().map_err(|e| format!("--grace-ms: {e}"))?
+                }
+                "--" => {
+                    let program = argv.get(i + 1).cloned().ok_or("no program after --")?;
+                    return Ok(SuperviseArgs {
+                        task_dir: task_dir.ok_or("--task-dir is required")?,
+                        deadline_ms: deadline_ms.ok_or("--deadline-ms is required")?,
+                        grace_ms,
+                        program,
+                        args: argv[i + 2..].to_vec(),
+                    });
+                }
+                other => return Err(format!("unknown supervisor argument `{other}`")),
+            }
+            i += 2;
+        }
+        Err("no program: expected `-- <program> [args...]`".to_owned())
+    }
+}
+
+enum Msg {
+    Exited(std::io::Result<ExitStatus>),
+    Signal,
+}
+
+/// Runs the supervisor to completion. Returns the process exit code.
+#[cfg(unix)]
+pub fn run(args: SuperviseArgs) -> i32 {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+
+    // Block the stop signals before any thread exists, so that only the
+    // sigwait thread ever sees them. The agent starts with an empty mask:
+    // std resets the signal mask in the child before exec.
+    let mut stop = SigSet::empty();
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
+        stop.add(s);
+    }
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&stop), None);
+
+    let raw_path = args.task_dir.join(RAW_LOG);
+    let log = match OpenOptions::new().create(true).append(true).open(&raw_path) {
+        Ok(f) => f,
+        Err(e) => {
+            write_exit(
+                &args.task_dir,
+                &ExitRecord {
+                    spawn_error: Some(format!("cannot open {}: {e}", raw_path.display())),
+                    ..exit_now()
+                },
+            );
+            return 1;
+        }
+    };
+    let spawned = (|| -> std::io::Result<std::process::Child> {
+        use std::os::unix::process::CommandExt;
+        Command::new(&args.program)
+            .args(&args.args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log.try_clone()?)
+            .process_group(0)
+            .spawn()
+    })();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            let message = format!("cannot start `{}`: {e}", args.program);
+            let _ = writeln!(&log, "caesar: {message}");
+            write_exit(
+                &args.task_dir,
+                &ExitRecord {
+                    spawn_error: Some(message),
+                    ..exit_now()
+                },
+            );
+            return 0;
+        }
+    };
+    let agent_pid = child.id();
+    let _ = write_atomic(
+        &args.task_dir.join(AGENT_FILE),
+        &serde_json::to_vec(&AgentStarted {
+            pid: agent_pid,
+            started_ms: crate::clock::now_ms(),
+        })
+        .unwrap_or_default(),
+    );
+
+    let (tx, rx) = mpsc::channel();
+    let waiter = tx.clone();
+    std::thread::spawn(move || {
+        let _ = waiter.send(Msg::Exited(child.wait()));
+    });
+    std::thread::spawn(move || {
+        while stop.wait().is_ok() {
+            if tx.send(Msg::Signal).is_err() {
+                break;
+            }
+        }
+    });
+
+    let grace = Duration::from_millis(args.grace_ms);
+    let mut record = ExitRecord::default();
+    let remaining =
+        || Duration::from_millis((args.deadline_ms - crate::clock::now_ms()).max(0) as u64);
+    let status = match rx.recv_timeout(remaining()) {
+        Ok(Msg::Exited(status)) => status,
+        Ok(Msg::Signal) => {
+            record.terminated = true;
+            stop_tree(agent_pid, grace, &rx)
+        }
+        Err(_) => {
+            record.timed_out = true;
+            stop_tree(agent_pid, grace, &rx)
+        }
+    };
+    match status {
+        Ok(st) => {
+            use std::os::unix::process::ExitStatusExt;
+            record.exit_code = st.code().map(i64::from);
+            record.signal = st.signal();
+        }
+        Err(e) => record.spawn_error = Some(format!("lost the agent's exit status: {e}")),
+    }
+    // The agent is gone; anything of its tree still alive is a leftover.
+    record.leftovers_killed = kill_leftovers(agent_pid, grace);
+    record.finished_ms = crate::clock::now_ms();
+    write_exit(&args.task_dir, &record);
+    0
+}
+
+fn exit_now() -> ExitRecord {
+    ExitRecord {
+        finished_ms: crate::clock::now_ms(),
+        ..ExitRecord::default()
+    }
+}
+
+fn write_exit(task_dir: &Path, record: &ExitRecord) {
+    let _ = write_atomic(
+        &task_dir.join(EXIT_FILE),
+        &serde_json::to_vec(record).unwrap_or_default(),
+    );
+}
+
+/// SIGTERM to the group and every descendant, the grace period, then
+/// SIGKILL. Returns the agent's exit status once it is reaped.
+#[cfg(unix)]
+fn stop_tree(
+    agent_pid: u32,
+    grace: Duration,
+    rx: &mpsc::Receiver<Msg>,
+) -> std::io::Result<ExitStatus> {
+    use nix::sys::signal::Signal;
+    signal_tree(agent_pid, Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Msg::Exited(status)) => return status,
+            Ok(Msg::Signal) => continue,
+            Err(_) => break,
+        }
+    }
+    signal_tree(agent_pid, Signal::SIGKILL);
+    loop {
+        match rx.recv() {
+            Ok(Msg::Exited(status)) => return status,
+            Ok(Msg::Signal) => continue,
+            Err(_) => return Err(std::io::Error::other("the wait thread is gone")),
+        }
+    }
+}
+
+/// Ends what is left of the tree after the agent itself exited: SIGTERM,
+/// up to the grace period, SIGKILL, then reaps the re-parented orphans.
+/// Returns how many processes were found.
+#[cfg(unix)]
+fn kill_leftovers(agent_pid: u32, grace: Duration) -> u32 {
+    use nix::sys::signal::Signal;
+    let found = live_tree(agent_pid).len() as u32;
+    if found > 0 {
+        signal_tree(agent_pid, Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline && !live_tree(agent_pid).is_empty() {
+            reap_orphans();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        signal_tree(agent_pid, Signal::SIGKILL);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline && !live_tree(agent_pid).is_empty() {
+            reap_orphans();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    reap_orphans();
+    found
+}
+
+#[cfg(unix)]
+fn reap_orphans() {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    while let Ok(st) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        if st == WaitStatus::StillAlive {
+            break;
+        }
+    }
+}
+
+/// Sends `sig` to the agent's process group and to every live descendant of
+/// this supervisor (which, as subreaper, inherits those that left the group).
+#[cfg(unix)]
+fn signal_tree(agent_pid: u32, sig: nix::sys::signal::Signal) {
+    use nix::sys::signal::{kill, killpg};
+    use nix::unistd::Pid;
+    let _ = killpg(Pid::from_raw(agent_pid as i32), sig);
+    for pid in live_tree(agent_pid) {
+        let _ = kill(Pid::from_raw(pid as i32), sig);
+    }
+}
+
+/// The live (non-zombie) processes of the task: descendants of this
+/// supervisor, plus members of the agent's process group.
+fn live_tree(agent_pid: u32) -> Vec<u32> {
+    let me = std::process::id();
+    let procs = proc_table();
+    let mut tree = Vec::new();
+    let mut frontier = vec![me];
+    while let Some(parent) = frontier.pop() {
+        for p in procs.iter().filter(|p| p.ppid == parent) {
+            frontier.push(p.pid);
+            if !p.zombie {
+                tree.push(p.pid);
+            }
+        }
+    }
+    for p in procs
+        .iter()
+        .filter(|p| p.pgid == agent_pid && !p.zombie && p.pid != me)
+    {
+        if !tree.contains(&p.pid) {
+            tree.push(p.pid);
+        }
+    }
+    tree
+}
+
+struct ProcEntry {
+    pid: u32,
+    ppid: u32,
+    pgid: u32,
+    zombie: bool,
+}
+
+/// Every process from `/proc` (Linux). Elsewhere the table is empty and the
+/// process group alone is signalled.
+fn proc_table() -> Vec<ProcEntry> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // The command name is in parentheses and may contain anything, so
+        // the fields are counted from the last ')'.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() < 4 {
+            continue;
+        }
+        out.push(ProcEntry {
+            pid,
+            ppid: fields[1].parse().unwrap_or(0),
+            pgid: fields[2].parse().unwrap_or(0),
+            zombie: fields[0] == "Z" || fields[0] == "X",
+        });
+    }
+    out
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file, fsync, rename,
+/// fsync of the directory. A reader sees the old file or the whole new one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent()
+        && let Ok(d) = File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Reads `exit.json` from a task directory, if the supervisor wrote it.
+pub fn read_exit(task_dir: &Path) -> Option<ExitRecord> {
+    let bytes = std::fs::read(task_dir.join(EXIT_FILE)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Reads `agent.json` from a task directory, if the agent started.
+pub fn read_agent(task_dir: &Path) -> Option<AgentStarted> {
+    let bytes = std::fs::read(task_dir.join(AGENT_FILE)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The start time of a process in seconds since the epoch, which together
+/// with its pid identifies it against pid reuse. `None` if it is not alive.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+    let mut sys = System::new().ok()?;
+    let pid = Pid::from_u32(pid);
+    sys.refresh_processes_specifics(
+        ProcessesToUpdate::Some(&[pid]),
+        true,
+        ProcessRefreshKind::nothing(),
+    );
+    let p = sys.process(pid)?;
+    if matches!(
+        p.status(),
+        sysinfo::ProcessStatus::Zombie | sysinfo::ProcessStatus::Dead
+    ) {
+        return None;
+    }
+    Some(p.start_time())
+}
+
+/// This boot's identity (Linux), so that a pid recorded before a reboot is
+/// never mistaken for a live process after it.
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+/// Whether the process recorded as `(pid, start)` in boot `boot` is alive now.
+pub fn is_same_process_alive(pid: u32, start: Option<u64>, boot: Option<&str>) -> bool {
+    if boot.is_some() && boot_id().as_deref() != boot {
+        return false;
+    }
+    match (process_start_time(pid), start) {
+        (Some(now), Some(then)) => now == then,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
+/// Asks a supervisor to stop its task's tree (SIGTERM). It writes
+/// `exit.json` with `terminated: true` once the tree is gone.
+#[cfg(unix)]
+pub fn request_stop(pid: u32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+}
+
+/// Kills what may remain of a task whose supervisor vanished: the agent's
+/// process group.
+#[cfg(unix)]
+pub fn kill_group(agent_pid: u32) {
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(agent_pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supervisor_argv_round_trips() {
+        let a = SuperviseArgs {
+            task_dir: "/s/t".into(),
+            deadline_ms: 123,
+            grace_ms: 50,
+            program: "/bin/agent".into(),
+            args: vec!["--x".into(), "--".into(), "y z".into()],
+        };
+        let argv = a.to_argv();
+        assert_eq!(argv[0], SUPERVISE_ARG);
+        assert_eq!(SuperviseArgs::parse(&argv[1..]).unwrap(), a);
+        assert!(SuperviseArgs::parse(&["--task-dir".into()]).is_err());
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_wrong_start_time_is_not() {
+        let me = std::process::id();
+        let start = process_start_time(me).unwrap();
+        assert!(is_same_process_alive(me, Some(start), boot_id().as_deref()));
+        assert!(!is_same_process_alive(me, Some(start + 1000), None));
+        assert!(!is_same_process_alive(
+            me,
+            Some(start),
+            Some("another-boot")
+        ));
+    }
+}

@@ -1,0 +1,197 @@
+//! Reaching the daemon: connect, start it when none answers, and check that
+//! it speaks our protocol.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tonic::transport::Channel;
+
+use crate::paths::Paths;
+use crate::pb::caesar_client::CaesarClient;
+use crate::pb::{PingRequest, PingResponse, ShutdownRequest};
+use crate::{PROTOCOL, ipc};
+
+/// A connected client of the daemon.
+pub type Client = CaesarClient<Channel>;
+
+/// Why no daemon could be reached.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("no caesard answers at {socket}: {cause}. Start it with `caesar daemon start`")]
+    NotRunning { socket: PathBuf, cause: String },
+    #[error(
+        "could not start caesard ({bin}): {cause}. Set CAESAR_DAEMON_BIN to the caesard binary, or start it yourself with `caesard`"
+    )]
+    SpawnFailed { bin: PathBuf, cause: String },
+    #[error("caesard did not become ready at {socket} within {waited:?}; see its log at {log}")]
+    NotReady {
+        socket: PathBuf,
+        waited: Duration,
+        log: PathBuf,
+    },
+    #[error(
+        "caesard {daemon_version} at {socket} speaks API protocol {daemon_protocol}, this client speaks {PROTOCOL}, and it has {active} active task(s), so it was not replaced. Wait for them (`caesar ps`), then run `caesar daemon stop` and retry"
+    )]
+    ProtocolMismatch {
+        socket: PathBuf,
+        daemon_version: String,
+        daemon_protocol: u32,
+        active: u32,
+    },
+    #[error("cannot resolve caesar's directories: {0}")]
+    Paths(#[from] std::io::Error),
+}
+
+/// Connects to a running daemon without starting one, and returns its `Ping`.
+pub async fn connect(paths: &Paths) -> Result<(Client, PingResponse), ConnectError> {
+    let channel = ipc::connect(&paths.socket)
+        .await
+        .map_err(|e| ConnectError::NotRunning {
+            socket: paths.socket.clone(),
+            cause: source_chain(&e),
+        })?;
+    let mut client = CaesarClient::new(channel).max_decoding_message_size(64 * 1024 * 1024);
+    let ping = client
+        .ping(PingRequest {})
+        .await
+        .map_err(|e| ConnectError::NotRunning {
+            socket: paths.socket.clone(),
+            cause: e.message().to_owned(),
+        })?
+        .into_inner();
+    Ok((client, ping))
+}
+
+/// Connects to the daemon, starting it first when none answers. Two clients
+/// that do this at once end up with one daemon: the daemon holds an instance
+/// lock, and the loser exits while both clients connect to the winner.
+///
+/// A daemon of another protocol is replaced when it has no active task, and
+/// refused with [`ConnectError::ProtocolMismatch`] otherwise.
+pub async fn connect_or_start(paths: &Paths) -> Result<Client, ConnectError> {
+    match connect(paths).await {
+        Ok((client, ping)) if ping.protocol == PROTOCOL => return Ok(client),
+        Ok((mut client, ping)) => {
+            if ping.active_tasks > 0 {
+                return Err(ConnectError::ProtocolMismatch {
+                    socket: paths.socket.clone(),
+                    daemon_version: ping.version,
+                    daemon_protocol: ping.protocol,
+                    active: ping.active_tasks,
+                });
+            }
+            let _ = client
+                .shutdown(ShutdownRequest {
+                    cancel_tasks: false,
+                    only_if_idle: true,
+                })
+                .await;
+            wait_until_gone(paths, Duration::from_secs(5)).await;
+        }
+        Err(_) => {}
+    }
+    start_daemon(paths)?;
+    wait_until_ready(paths, Duration::from_secs(10)).await
+}
+
+/// The caesard binary: `CAESAR_DAEMON_BIN`, else the one beside this
+/// executable, else `caesard` on PATH.
+pub fn daemon_binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("CAESAR_DAEMON_BIN").filter(|v| !v.is_empty()) {
+        return PathBuf::from(bin);
+    }
+    let name = if cfg!(windows) {
+        "caesard.exe"
+    } else {
+        "caesard"
+    };
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(dir) = exe.parent()
+    {
+        let sibling = dir.join(name);
+        if sibling.is_file() {
+            return sibling;
+        }
+    }
+    PathBuf::from(name)
+}
+
+/// Starts caesard detached from this process: its own session, no stdio.
+/// The child is reaped by a background thread so it never lingers as a zombie
+/// of a long-lived client.
+pub fn start_daemon(paths: &Paths) -> Result<(), ConnectError> {
+    let bin = daemon_binary();
+    let mut cmd = Command::new(&bin);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid()
+                    .map(|_| ())
+                    .map_err(std::io::Error::from)
+            });
+        }
+    }
+    // The daemon resolves the same paths from the same environment; make
+    // the socket explicit in case the caller computed it differently.
+    cmd.env("CAESAR_SOCKET", &paths.socket);
+    let mut child = cmd.spawn().map_err(|e| ConnectError::SpawnFailed {
+        bin: bin.clone(),
+        cause: e.to_string(),
+    })?;
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(())
+}
+
+/// Polls the socket until a daemon of our protocol answers.
+pub async fn wait_until_ready(paths: &Paths, limit: Duration) -> Result<Client, ConnectError> {
+    let started = Instant::now();
+    let mut delay = Duration::from_millis(2);
+    loop {
+        if let Ok((client, ping)) = connect(paths).await
+            && ping.protocol == PROTOCOL
+        {
+            return Ok(client);
+        }
+        if started.elapsed() >= limit {
+            return Err(ConnectError::NotReady {
+                socket: paths.socket.clone(),
+                waited: limit,
+                log: paths.daemon_log(),
+            });
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// Waits until no daemon answers on the socket, up to `limit`.
+pub async fn wait_until_gone(paths: &Paths, limit: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if connect(paths).await.is_err() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}

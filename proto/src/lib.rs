@@ -1,0 +1,24 @@
+//! The caesar API (`caesar.v1`) and everything a client needs to reach the
+//! daemon: where its files live ([`paths`]), the local-socket transport
+//! ([`ipc`]) and a connection that starts the daemon when none answers and
+//! checks that both sides speak the same protocol ([`client`]).
+//!
+//! The generated types stop at the RPC layer: the daemon's engine has its
+//! own types and converts at the edge.
+
+pub mod client;
+pub mod ipc;
+pub mod paths;
+
+/// Generated protobuf messages and the tonic client and server for `caesar.v1`.
+#[allow(clippy::all, missing_docs)]
+pub mod pb {
+    tonic::include_proto!("caesar.v1");
+}
+
+/// The API protocol number. A client refuses to work with a daemon that
+/// answers `Ping` with another number (see [`client::connect_or_start`]).
+pub const PROTOCOL: u32 = 1;
+
+/// The version of this build, shared by the three binaries.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
