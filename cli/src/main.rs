@@ -1,1 +1,588 @@
-fn main() {}
+//! caesar: the command line for people and scripts.
+//!
+//! Every command is a call to the daemon (started on first use); nothing
+//! here spawns agents or touches the store. `--json` makes any command print
+//! JSON and nothing else.
+//!
+//! Exit codes: 0 success, 1 the task failed or was blocked, 2 bad input,
+//! 3 no daemon could be reached, 4 the task was cancelled, 5 it timed out.
+
+mod render;
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use caesar_proto::client::{self, Client};
+use caesar_proto::paths::Paths;
+use caesar_proto::pb;
+use clap::{Args, Parser, Subcommand};
+use serde_json::{Value, json};
+use tonic::Code;
+
+#[derive(Parser)]
+#[command(
+    name = "caesar",
+    version,
+    about = "Delegate work to coding-agent CLIs, supervised by caesard."
+)]
+struct Cli {
+    /// Print JSON and nothing else.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Delegate an objective, stream its events, then print its report.
+    Run(RunArgs),
+    /// Wait for tasks to finish and print their reports.
+    Await {
+        /// Task ids.
+        #[arg(required = true)]
+        task_ids: Vec<String>,
+        /// How long to wait (e.g. 30s, 10m).
+        #[arg(long, default_value = "30s")]
+        timeout: String,
+    },
+    /// List tasks, newest first.
+    Ps {
+        /// Include finished tasks (running and pending only by default).
+        #[arg(long, short)]
+        all: bool,
+        /// At most this many tasks.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// A snapshot of one task.
+    Status { task_id: String },
+    /// A task's normalized events, or its raw output with --raw.
+    Logs {
+        task_id: String,
+        /// The agent's raw output instead of normalized events.
+        #[arg(long)]
+        raw: bool,
+        /// Keep printing events until the task ends.
+        #[arg(long, short)]
+        follow: bool,
+        /// The most recent events to print.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Stop a running task and its whole process tree.
+    Cancel { task_id: String },
+    /// Manage the daemon.
+    Daemon {
+        #[command(subcommand)]
+        action: DaemonAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum DaemonAction {
+    /// Start caesard if it is not running.
+    Start,
+    /// Stop caesard. Running tasks keep running and are picked up by the next daemon.
+    Stop {
+        /// Cancel every running task first.
+        #[arg(long)]
+        cancel_tasks: bool,
+    },
+    /// Whether caesard is running, its version and its active tasks.
+    Status,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// What the agent should do.
+    objective: String,
+    /// The agent to delegate to.
+    #[arg(long)]
+    agent: Option<String>,
+    /// The role to delegate through.
+    #[arg(long)]
+    role: Option<String>,
+    /// read-only or write.
+    #[arg(long)]
+    mode: Option<String>,
+    /// inplace, worktree or auto.
+    #[arg(long)]
+    isolation: Option<String>,
+    /// auto, on or off.
+    #[arg(long)]
+    network: Option<String>,
+    /// How long the agent may run (e.g. 90s, 10m, 1h).
+    #[arg(long)]
+    timeout: Option<String>,
+    /// The model to ask the agent for.
+    #[arg(long)]
+    model: Option<String>,
+    /// Extra context: text, or @path to read it from a file.
+    #[arg(long)]
+    context: Option<String>,
+    /// A constraint the agent must respect (repeatable).
+    #[arg(long = "constraint")]
+    constraints: Vec<String>,
+    /// An acceptance criterion (repeatable).
+    #[arg(long = "accept")]
+    acceptance_criteria: Vec<String>,
+    /// The directory the agent works in (default: the current directory).
+    #[arg(long)]
+    workspace: Option<std::path::PathBuf>,
+    /// Return once the task is started instead of following it.
+    #[arg(long)]
+    detach: bool,
+}
+
+/// A failure with the exit code it maps to.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Failure {
+        if let Some(status) = e.downcast_ref::<tonic::Status>() {
+            let code = match status.code() {
+                Code::InvalidArgument
+                | Code::NotFound
+                | Code::FailedPrecondition
+                | Code::PermissionDenied => 2,
+                Code::Unavailable => 3,
+                _ => 1,
+            };
+            return Failure {
+                code,
+                message: status.message().to_owned(),
+            };
+        }
+        if e.downcast_ref::<client::ConnectError>().is_some() {
+            return Failure {
+                code: 3,
+                message: format!("{e:#}"),
+            };
+        }
+        Failure {
+            code: 1,
+            message: format!("{e:#}"),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.json;
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("caesar: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            if json {
+                println!("{}", json!({"error": f.message, "exit_code": f.code}));
+            } else {
+                eprintln!("caesar: {}", f.message);
+            }
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+async fn connect() -> anyhow::Result<Client> {
+    let paths = Paths::from_env()?;
+    Ok(client::connect_or_start(&paths).await?)
+}
+
+async fn dispatch(cli: Cli) -> Result<u8, Failure> {
+    let json = cli.json;
+    match cli.command {
+        Command::Run(args) => run(args, json).await,
+        Command::Await { task_ids, timeout } => {
+            let timeout_ms = parse_duration_ms(&timeout)?;
+            let mut c = connect().await?;
+            let r = c
+                .r#await(pb::AwaitRequest {
+                    task_ids,
+                    timeout_ms,
+                    wake_on_attention: false,
+                })
+                .await
+                .map_err(anyhow::Error::from)?
+                .into_inner();
+            if json {
+                let tasks: Vec<Value> = r.tasks.iter().map(render::task_json).collect();
+                println!("{}", json!({"tasks": tasks}));
+            } else {
+                for t in &r.tasks {
+                    render::print_task(t, true);
+                }
+            }
+            Ok(r.tasks.iter().map(exit_code_of).max().unwrap_or(0))
+        }
+        Command::Ps { all, limit } => {
+            let mut c = connect().await?;
+            let statuses = if all {
+                vec![]
+            } else {
+                vec!["pending".to_owned(), "running".to_owned()]
+            };
+            let r = c
+                .list_tasks(pb::ListTasksRequest { statuses, limit })
+                .await
+                .map_err(anyhow::Error::from)?
+                .into_inner();
+            if json {
+                let tasks: Vec<Value> = r.tasks.iter().map(render::task_json).collect();
+                println!("{}", json!({"tasks": tasks}));
+            } else {
+                render::print_table(&r.tasks);
+            }
+            Ok(0)
+        }
+        Command::Status { task_id } => {
+            let mut c = connect().await?;
+            let t = c
+                .status(pb::StatusRequest { task_id })
+                .await
+                .map_err(anyhow::Error::from)?
+                .into_inner();
+            if json {
+                println!("{}", render::task_json(&t));
+            } else {
+                render::print_task(&t, false);
+            }
+            Ok(0)
+        }
+        Command::Logs {
+            task_id,
+            raw,
+            follow,
+            limit,
+        } => logs(task_id, raw, follow, limit, json).await,
+        Command::Cancel { task_id } => {
+            let mut c = connect().await?;
+            let r = c
+                .cancel(pb::CancelRequest {
+                    task_id: task_id.clone(),
+                })
+                .await
+                .map_err(anyhow::Error::from)?
+                .into_inner();
+            if json {
+                println!(
+                    "{}",
+                    json!({"task_id": task_id, "cancelled": r.cancelled, "status": r.status})
+                );
+            } else if r.cancelled {
+                println!("{task_id}: cancelled");
+            } else {
+                println!("{task_id}: not running ({}), nothing to cancel", r.status);
+            }
+            Ok(0)
+        }
+        Command::Daemon { action } => daemon(action, json).await,
+    }
+}
+
+async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
+    let workspace = match a.workspace {
+        Some(w) => {
+            std::path::absolute(&w).with_context(|| format!("bad --workspace {}", w.display()))?
+        }
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let context = match a.context.as_deref() {
+        Some(c) if c.starts_with('@') => std::fs::read_to_string(&c[1..])
+            .with_context(|| format!("cannot read the --context file {}", &c[1..]))?,
+        Some(c) => c.to_owned(),
+        None => String::new(),
+    };
+    let timeout_ms = a
+        .timeout
+        .as_deref()
+        .map(parse_duration_ms)
+        .transpose()?
+        .unwrap_or(0);
+    let depth = std::env::var("CAESAR_DEPTH")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0);
+    let mut c = connect().await?;
+    let d = c
+        .delegate(pb::DelegateRequest {
+            objective: a.objective,
+            agent: a.agent.unwrap_or_default(),
+            role: a.role.unwrap_or_default(),
+            mode: a.mode.unwrap_or_default(),
+            isolation: a.isolation.unwrap_or_default(),
+            network: a.network.unwrap_or_default(),
+            context,
+            constraints: a.constraints,
+            acceptance_criteria: a.acceptance_criteria,
+            model: a.model.unwrap_or_default(),
+            timeout_ms,
+            channel: false,
+            workspace: workspace.display().to_string(),
+            session_id: String::new(),
+            effort: String::new(),
+            depth,
+        })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
+    for (k, v) in &d.warnings {
+        if !json {
+            eprintln!("caesar: {k}: {v}");
+        }
+    }
+    if a.detach {
+        if json {
+            println!("{}", render::delegate_json(&d));
+        } else {
+            println!("{}", d.task_id);
+        }
+        return Ok(0);
+    }
+    if !json {
+        println!(
+            "task {} on {} ({}, {})",
+            d.task_id, d.agent, d.mode, d.isolation
+        );
+    }
+    let task_id = d.task_id.clone();
+    let follow = follow_events(&mut c, &task_id, 0, json);
+    tokio::select! {
+        r = follow => r?,
+        _ = tokio::signal::ctrl_c() => {
+            if !json {
+                eprintln!("caesar: interrupted, cancelling {task_id}");
+            }
+            let _ = c.cancel(pb::CancelRequest { task_id: task_id.clone() }).await;
+            return Ok(130);
+        }
+    }
+    // The stream ends when the task does; Await returns its report.
+    let r = c
+        .r#await(pb::AwaitRequest {
+            task_ids: vec![task_id],
+            timeout_ms: 60_000,
+            wake_on_attention: false,
+        })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
+    let Some(t) = r.tasks.first() else {
+        return Err(Failure {
+            code: 1,
+            message: "the daemon returned no task".into(),
+        });
+    };
+    if json {
+        let mut v = render::task_json(t);
+        v["warnings"] = json!(d.warnings);
+        println!("{v}");
+    } else {
+        render::print_report(t);
+    }
+    Ok(exit_code_of(t))
+}
+
+/// The exit code for a finished task: 0 only when it succeeded and its
+/// report does not say otherwise.
+fn exit_code_of(t: &pb::TaskView) -> u8 {
+    match t.status.as_str() {
+        "succeeded" if matches!(t.report_status.as_str(), "failed" | "blocked") => 1,
+        "succeeded" => 0,
+        "cancelled" => 4,
+        "timed_out" => 5,
+        "pending" | "running" => 1,
+        _ => 1,
+    }
+}
+
+async fn follow_events(
+    c: &mut Client,
+    task_id: &str,
+    from_seq: u64,
+    json: bool,
+) -> Result<(), Failure> {
+    let mut stream = c
+        .watch_events(pb::WatchEventsRequest {
+            task_id: task_id.to_owned(),
+            from_seq,
+            follow: true,
+        })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
+    while let Some(ev) = stream.message().await.map_err(anyhow::Error::from)? {
+        if json {
+            // In --json mode events are not printed: the output is one JSON document.
+            continue;
+        }
+        render::print_event(&ev.event_json);
+    }
+    Ok(())
+}
+
+async fn logs(
+    task_id: String,
+    raw: bool,
+    follow: bool,
+    limit: u32,
+    json: bool,
+) -> Result<u8, Failure> {
+    let mut c = connect().await?;
+    if follow && !raw {
+        if json {
+            let mut stream = c
+                .watch_events(pb::WatchEventsRequest {
+                    task_id,
+                    from_seq: 0,
+                    follow: true,
+                })
+                .await
+                .map_err(anyhow::Error::from)?
+                .into_inner();
+            while let Some(ev) = stream.message().await.map_err(anyhow::Error::from)? {
+                println!("{}", ev.event_json);
+            }
+            return Ok(0);
+        }
+        follow_events(&mut c, &task_id, 0, false).await?;
+        return Ok(0);
+    }
+    let r = c
+        .logs(pb::LogsRequest {
+            task_id,
+            raw,
+            limit,
+            max_bytes: 0,
+        })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
+    if json {
+        let events: Vec<Value> = r
+            .events_json
+            .iter()
+            .filter_map(|e| serde_json::from_str(e).ok())
+            .collect();
+        let mut v = json!({"total_events": r.total_events});
+        if raw {
+            v["raw"] = json!(r.raw);
+            v["raw_size"] = json!(r.raw_size);
+            v["truncated"] = json!(r.raw_truncated);
+        } else {
+            v["events"] = json!(events);
+        }
+        println!("{v}");
+    } else if raw {
+        if r.raw_truncated {
+            eprintln!(
+                "caesar: showing the last {} of {} bytes",
+                r.raw.len(),
+                r.raw_size
+            );
+        }
+        print!("{}", r.raw);
+    } else {
+        if (r.events_json.len() as u64) < r.total_events {
+            println!("({} of {} events)", r.events_json.len(), r.total_events);
+        }
+        for e in &r.events_json {
+            render::print_event(e);
+        }
+    }
+    Ok(0)
+}
+
+async fn daemon(action: DaemonAction, json: bool) -> Result<u8, Failure> {
+    let paths = Paths::from_env().map_err(anyhow::Error::from)?;
+    match action {
+        DaemonAction::Start => {
+            let _ = connect().await?;
+            let (_, ping) = client::connect(&paths).await.map_err(anyhow::Error::from)?;
+            if json {
+                println!("{}", render::ping_json(&ping));
+            } else {
+                println!(
+                    "caesard {} running (pid {}) at {}",
+                    ping.version, ping.pid, ping.socket
+                );
+            }
+            Ok(0)
+        }
+        DaemonAction::Stop { cancel_tasks } => {
+            let Ok((mut c, _)) = client::connect(&paths).await else {
+                if json {
+                    println!("{}", json!({"running": false}));
+                } else {
+                    println!("caesard is not running");
+                }
+                return Ok(0);
+            };
+            let r = c
+                .shutdown(pb::ShutdownRequest {
+                    cancel_tasks,
+                    only_if_idle: false,
+                })
+                .await
+                .map_err(anyhow::Error::from)?
+                .into_inner();
+            client::wait_until_gone(&paths, std::time::Duration::from_secs(10)).await;
+            if json {
+                println!(
+                    "{}",
+                    json!({"stopped": r.stopping, "active_tasks": r.active_tasks})
+                );
+            } else if r.active_tasks > 0 && !cancel_tasks {
+                println!(
+                    "caesard stopped; {} task(s) keep running and will be picked up by the next daemon",
+                    r.active_tasks
+                );
+            } else {
+                println!("caesard stopped");
+            }
+            Ok(0)
+        }
+        DaemonAction::Status => match client::connect(&paths).await {
+            Ok((_, ping)) => {
+                if json {
+                    println!("{}", render::ping_json(&ping));
+                } else {
+                    println!(
+                        "caesard {} running (pid {}, API protocol {}), {} active task(s)\nsocket: {}\nstate:  {}",
+                        ping.version,
+                        ping.pid,
+                        ping.protocol,
+                        ping.active_tasks,
+                        ping.socket,
+                        ping.state_dir
+                    );
+                }
+                Ok(0)
+            }
+            Err(_) => {
+                if json {
+                    println!("{}", json!({"running": false, "socket": paths.socket}));
+                } else {
+                    println!("caesard is not running (socket {})", paths.socket.display());
+                }
+                Ok(3)
+            }
+        },
+    }
+}
+
+fn parse_duration_ms(text: &str) -> anyhow::Result<u64> {
+    caesar_proto::duration::parse_ms(text).map_err(|e| anyhow::anyhow!(e))
+}

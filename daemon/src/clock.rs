@@ -41,58 +41,6 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
-/// Parses a duration such as `90s`, `10m`, `1h30m`, `1500ms` or a bare number
-/// of seconds. Returns milliseconds.
-pub fn parse_duration_ms(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Err("empty duration: write it like 90s, 10m or 1h".to_owned());
-    }
-    if let Ok(secs) = text.parse::<u64>() {
-        return Ok(secs.saturating_mul(1000));
-    }
-    let mut total: u64 = 0;
-    let mut digits = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let mut unit = c.to_string();
-        while let Some(&n) = chars.peek() {
-            if n.is_ascii_alphabetic() {
-                unit.push(n);
-                chars.next();
-            } else {
-                break;
-            }
-        }
-        let n: u64 = digits
-            .parse()
-            .map_err(|_| format!("bad duration `{text}`: a number must come before `{unit}`"))?;
-        digits.clear();
-        let factor = match unit.as_str() {
-            "ms" => 1,
-            "s" => 1000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            _ => {
-                return Err(format!(
-                    "bad duration `{text}`: unknown unit `{unit}` (use ms, s, m or h)"
-                ));
-            }
-        };
-        total = total.saturating_add(n.saturating_mul(factor));
-    }
-    if !digits.is_empty() {
-        return Err(format!(
-            "bad duration `{text}`: `{digits}` has no unit (use ms, s, m or h)"
-        ));
-    }
-    Ok(total)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,20 +50,5 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(rfc3339(1_796_082_231_123), "2026-11-30T23:43:51.123Z");
-    }
-
-    #[test]
-    fn parses_durations() {
-        assert_eq!(parse_duration_ms("10m"), Ok(600_000));
-        assert_eq!(parse_duration_ms("1h30m"), Ok(5_400_000));
-        assert_eq!(parse_duration_ms("1500ms"), Ok(1500));
-        assert_eq!(parse_duration_ms("45"), Ok(45_000));
-        assert!(
-            parse_duration_ms("10x")
-                .unwrap_err()
-                .contains("unknown unit")
-        );
-        assert!(parse_duration_ms("").is_err());
-        assert!(parse_duration_ms("5m3").is_err());
     }
 }

@@ -7,6 +7,7 @@
 //! own types and converts at the edge.
 
 pub mod client;
+pub mod duration;
 pub mod ipc;
 pub mod paths;
 

@@ -1,1 +1,181 @@
-fn main() {}
+//! A scripted agent for caesar's tests. It runs its arguments as steps, in
+//! order, so a test states exactly how the agent behaves:
+//!
+//! ```text
+//! say TEXT            print TEXT on stdout
+//! err TEXT            print TEXT on stderr
+//! lines N             print N numbered lines
+//! flood BYTES         print BYTES bytes of output in 64 KiB lines
+//! badutf8             print a line with invalid UTF-8
+//! event JSON          print an OACP event line built from JSON (a body)
+//! sleep MS            sleep
+//! wait-file PATH      sleep until PATH exists
+//! report STATUS TEXT  write a caesar.report/v1 to $CAESAR_REPORT_PATH
+//! report-raw JSON     write JSON as the report file
+//! fenced STATUS TEXT  print a fenced `json caesar:report` block
+//! ignore-term         ignore SIGTERM from now on
+//! child PIDFILE       start a child that ignores SIGTERM and hangs; append its pid to PIDFILE
+//! escape PIDFILE      the same, but the child leaves the process group (setsid)
+//! pid PIDFILE         append our own pid to PIDFILE
+//! env NAME            print NAME=value of an environment variable
+//! hang                sleep forever
+//! exit CODE           exit with CODE
+//! ```
+//!
+//! The prompt, when the agent template passes one, is ignored.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    let next = |i: &mut usize| -> String {
+        *i += 1;
+        args.get(*i).cloned().unwrap_or_default()
+    };
+    let stdout = std::io::stdout();
+    while i < args.len() {
+        let mut out = stdout.lock();
+        match args[i].as_str() {
+            "say" => {
+                let t = next(&mut i);
+                let _ = writeln!(out, "{t}");
+            }
+            "err" => {
+                let t = next(&mut i);
+                eprintln!("{t}");
+            }
+            "lines" => {
+                let n: u64 = next(&mut i).parse().unwrap_or(0);
+                for k in 0..n {
+                    let _ = writeln!(out, "line {k}");
+                }
+            }
+            "flood" => {
+                let total: u64 = next(&mut i).parse().unwrap_or(0);
+                let chunk = "x".repeat(64 * 1024 - 1) + "\n";
+                let mut written = 0;
+                while written < total {
+                    if out.write_all(chunk.as_bytes()).is_err() {
+                        break;
+                    }
+                    written += chunk.len() as u64;
+                }
+            }
+            "badutf8" => {
+                let _ = out.write_all(b"bad \xff\xfe bytes\n");
+            }
+            "event" => {
+                let body: serde_json::Value =
+                    serde_json::from_str(&next(&mut i)).unwrap_or_default();
+                let mut line = serde_json::json!({"protocol": "caesar.event/v1"});
+                if let (Some(l), Some(b)) = (line.as_object_mut(), body.as_object()) {
+                    l.extend(b.clone());
+                }
+                let _ = writeln!(out, "{line}");
+            }
+            "sleep" => {
+                let ms: u64 = next(&mut i).parse().unwrap_or(0);
+                drop(out);
+                std::thread::sleep(Duration::from_millis(ms));
+            }
+            "wait-file" => {
+                let path = next(&mut i);
+                drop(out);
+                while !std::path::Path::new(&path).exists() {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            "report" => {
+                let status = next(&mut i);
+                let summary = next(&mut i);
+                let report = serde_json::json!({"protocol": "caesar.report/v1", "status": status, "summary": summary});
+                write_report(&report.to_string());
+            }
+            "report-raw" => {
+                let raw = next(&mut i);
+                write_report(&raw);
+            }
+            "fenced" => {
+                let status = next(&mut i);
+                let summary = next(&mut i);
+                let report = serde_json::json!({"protocol": "caesar.report/v1", "status": status, "summary": summary});
+                let _ = writeln!(
+                    out,
+                    "Here is my report:\n```json caesar:report\n{report}\n```"
+                );
+            }
+            "ignore-term" => {
+                // SAFETY: installing SIG_IGN has no handler code to be unsafe in.
+                unsafe {
+                    let _ = nix::sys::signal::signal(
+                        nix::sys::signal::Signal::SIGTERM,
+                        nix::sys::signal::SigHandler::SigIgn,
+                    );
+                }
+            }
+            "child" | "escape" => {
+                let escape = args[i] == "escape";
+                let pidfile = next(&mut i);
+                let mut cmd = Command::new(std::env::current_exe().unwrap_or_default());
+                cmd.args(["ignore-term", "pid", &pidfile, "hang"])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                if escape {
+                    use std::os::unix::process::CommandExt;
+                    // SAFETY: setsid is async-signal-safe.
+                    unsafe {
+                        cmd.pre_exec(|| {
+                            nix::unistd::setsid()
+                                .map(|_| ())
+                                .map_err(std::io::Error::from)
+                        });
+                    }
+                }
+                let _ = cmd.spawn();
+                // Wait until the child has recorded itself.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            "pid" => {
+                let pidfile = next(&mut i);
+                append_line(&pidfile, &std::process::id().to_string());
+            }
+            "env" => {
+                let name = next(&mut i);
+                let _ = writeln!(out, "{name}={}", std::env::var(&name).unwrap_or_default());
+            }
+            "hang" => {
+                drop(out);
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
+            "exit" => {
+                let code: i32 = next(&mut i).parse().unwrap_or(1);
+                let _ = out.flush();
+                std::process::exit(code);
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+}
+
+fn write_report(text: &str) {
+    if let Ok(path) = std::env::var("CAESAR_REPORT_PATH") {
+        let _ = std::fs::write(path, text);
+    }
+}
+
+fn append_line(path: &str, line: &str) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}
