@@ -1,0 +1,239 @@
+//! Test support: a real caesard on a temporary socket and state directory,
+//! a project whose `.caesar/config.toml` declares fake agents, and helpers to
+//! run the real `caesar` binary against it.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use caesar_proto::client::{self, Client};
+use caesar_proto::paths::Paths;
+use caesar_proto::pb;
+
+/// The directory holding the workspace's binaries.
+pub fn bin_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fake-agent"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf()
+}
+
+pub fn fake_agent() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fake-agent"))
+}
+
+pub fn caesard_bin() -> PathBuf {
+    bin_dir().join("caesard")
+}
+
+pub fn caesar_bin() -> PathBuf {
+    bin_dir().join("caesar")
+}
+
+/// One isolated caesar installation: its own CAESAR_HOME and project.
+pub struct Env {
+    pub home: tempfile::TempDir,
+    pub project: tempfile::TempDir,
+    pub paths: Paths,
+    daemons: Vec<Child>,
+}
+
+impl Env {
+    /// A new installation whose project declares `agents` as
+    /// `(id, [args...])` fake agents.
+    pub fn new(agents: &[(&str, &[&str])]) -> Env {
+        let home = tempfile::Builder::new()
+            .prefix("ch")
+            .tempdir_in("/tmp")
+            .expect("home");
+        let project = tempfile::tempdir().expect("project");
+        let paths = Paths::under(home.path());
+        let env = Env {
+            home,
+            project,
+            paths,
+            daemons: Vec::new(),
+        };
+        env.set_agents(agents);
+        env
+    }
+
+    /// Rewrites the project's config to declare exactly these fake agents.
+    pub fn set_agents(&self, agents: &[(&str, &[&str])]) {
+        let mut config = String::new();
+        for (id, args) in agents {
+            config.push_str(&format!(
+                "[[agent]]\nid = {:?}\nbin = {:?}\nargs = {}\n\n",
+                id,
+                fake_agent().display().to_string(),
+                serde_json::to_string(args).expect("args")
+            ));
+        }
+        std::fs::create_dir_all(self.project.path().join(".caesar")).expect("mkdir");
+        std::fs::write(self.project.path().join(".caesar/config.toml"), config).expect("config");
+    }
+
+    pub fn workspace(&self) -> String {
+        self.project.path().display().to_string()
+    }
+
+    /// Environment every process of this installation gets.
+    pub fn envs(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("CAESAR_HOME", self.home.path().display().to_string()),
+            ("CAESAR_KILL_GRACE_MS", "300".to_owned()),
+            ("CAESAR_LOG", "debug".to_owned()),
+        ]
+    }
+
+    /// Starts caesard in the foreground of a child process and waits until
+    /// it answers.
+    pub async fn start_daemon(&mut self) -> Client {
+        self.start_daemon_with(&[]).await
+    }
+
+    pub async fn start_daemon_with(&mut self, extra: &[(&str, &str)]) -> Client {
+        let mut cmd = Command::new(caesard_bin());
+        cmd.envs(self.envs())
+            .envs(extra.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        self.daemons.push(cmd.spawn().expect("spawn caesard"));
+        client::wait_until_ready(&self.paths, Duration::from_secs(20))
+            .await
+            .expect("daemon ready")
+    }
+
+    /// A client of the running daemon (no auto-start).
+    pub async fn client(&self) -> Client {
+        client::connect(&self.paths).await.expect("connect").0
+    }
+
+    /// SIGKILLs every daemon this Env started and waits for the socket to go quiet.
+    pub async fn kill_daemons(&mut self) {
+        for d in &mut self.daemons {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+        self.daemons.clear();
+        assert!(client::wait_until_gone(&self.paths, Duration::from_secs(10)).await);
+    }
+
+    /// Runs the real `caesar` CLI in the project directory.
+    pub fn caesar(&self, args: &[&str]) -> Output {
+        Command::new(caesar_bin())
+            .args(args)
+            .current_dir(self.project.path())
+            .envs(self.envs())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run caesar")
+    }
+
+    pub fn delegate_request(&self, agent: &str, objective: &str) -> pb::DelegateRequest {
+        pb::DelegateRequest {
+            objective: objective.to_owned(),
+            agent: agent.to_owned(),
+            workspace: self.workspace(),
+            ..Default::default()
+        }
+    }
+
+    /// The pid of the daemon that answers, via Ping.
+    pub async fn daemon_pid(&self) -> u32 {
+        let (_, ping) = client::connect(&self.paths).await.expect("connect");
+        ping.pid
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.home.path().join(name)
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // Stop any daemon, whoever started it, and whatever its tasks left.
+        let paths = self.paths.clone();
+        // Drop may run inside a test's runtime, where no other runtime can
+        // block: do the shutdown call from a thread of its own.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                if let Ok((mut c, _)) = client::connect(&paths).await {
+                    let _ = c
+                        .shutdown(pb::ShutdownRequest {
+                            cancel_tasks: true,
+                            only_if_idle: false,
+                        })
+                        .await;
+                }
+            });
+        })
+        .join();
+        for d in &mut self.daemons {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+    }
+}
+
+/// Waits for a task to finish and returns its view.
+pub async fn await_one(c: &mut Client, task_id: &str, timeout: Duration) -> pb::TaskView {
+    let r = c
+        .r#await(pb::AwaitRequest {
+            task_ids: vec![task_id.to_owned()],
+            timeout_ms: timeout.as_millis() as u64,
+            wake_on_attention: false,
+        })
+        .await
+        .expect("await")
+        .into_inner();
+    r.tasks.into_iter().next().expect("one task")
+}
+
+/// Whether a process is alive (a zombie counts as dead).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_owned));
+            !matches!(state.as_deref(), Some("Z") | Some("X") | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Pids recorded by the fake agent's `pid`, `child` and `escape` steps.
+pub fn pids_in(path: &Path) -> Vec<u32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Polls `cond` until it holds or `limit` passes.
+pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cond()
+}
+
+/// Parses a JSON document.
+pub fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
