@@ -38,9 +38,25 @@ pub fn lock_instance(paths: &Paths) -> anyhow::Result<Option<File>> {
     }
 }
 
+/// Takes the instance lock, waiting a little while a daemon that is
+/// stopping still holds it (its socket is closed before its process exits).
+/// Gives up at once when a daemon answers on the socket.
+async fn wait_for_instance_lock(paths: &Paths) -> anyhow::Result<Option<File>> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        if let Some(lock) = lock_instance(paths)? {
+            return Ok(Some(lock));
+        }
+        if std::time::Instant::now() >= deadline || ipc::connect(&paths.socket).await.is_ok() {
+            return Ok(None);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Runs the daemon until SIGTERM, SIGINT or a Shutdown call.
 pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
-    let Some(_lock) = lock_instance(&paths)? else {
+    let Some(_lock) = wait_for_instance_lock(&paths).await? else {
         return Ok(Served::AlreadyRunning);
     };
     let engine = Engine::open(paths.clone(), Settings::from_env()?)?;
@@ -59,32 +75,62 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
             }
         }
     });
-    let shutdown = async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            let mut term = signal(SignalKind::terminate()).ok();
-            let mut int = signal(SignalKind::interrupt()).ok();
-            tokio::select! {
-                _ = async { match term.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => info!("SIGTERM: stopping"),
-                _ = async { match int.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => info!("SIGINT: stopping"),
-                _ = stop_rx.wait_for(|s| *s) => info!("shutdown requested"),
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = stop_rx.wait_for(|s| *s) => {}
-            }
-        }
+    // One signal stops accepting; connections that stay open (a shim idling
+    // on its channel) get a short grace and are then dropped.
+    let (stopping_tx, stopping_rx) = watch::channel(false);
+    let signals = async move {
+        wait_for_stop(&mut stop_rx).await;
+        let _ = stopping_tx.send(true);
     };
-    tonic::transport::Server::builder()
+    let mut drained = stopping_rx.clone();
+    let server = tonic::transport::Server::builder()
         .add_service(CaesarServer::new(service).max_decoding_message_size(64 * 1024 * 1024))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await?;
+        .serve_with_incoming_shutdown(incoming, async move {
+            let mut rx = stopping_rx;
+            let _ = rx.wait_for(|s| *s).await;
+        });
+    tokio::pin!(server);
+    tokio::spawn(signals);
+    tokio::select! {
+        r = &mut server => r?,
+        _ = async {
+            let _ = drained.wait_for(|s| *s).await;
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        } => info!("closing connections that stayed open"),
+    }
     // Running tasks are left to their supervisors; the next daemon
     // re-attaches to them.
     info!("caesard stopped");
     Ok(Served::Stopped)
+}
+
+async fn wait_for_stop(stop_rx: &mut watch::Receiver<bool>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).ok();
+        let mut int = signal(SignalKind::interrupt()).ok();
+        tokio::select! {
+            _ = recv(term.as_mut()) => info!("SIGTERM: stopping"),
+            _ = recv(int.as_mut()) => info!("SIGINT: stopping"),
+            _ = stop_rx.wait_for(|s| *s) => info!("shutdown requested"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = stop_rx.wait_for(|s| *s) => {}
+        }
+    }
+}
+
+#[cfg(unix)]
+async fn recv(signal: Option<&mut tokio::signal::unix::Signal>) {
+    match signal {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
+    }
 }

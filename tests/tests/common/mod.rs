@@ -95,6 +95,14 @@ impl Env {
     }
 
     pub async fn start_daemon_with(&mut self, extra: &[(&str, &str)]) -> Client {
+        self.spawn_daemon(extra);
+        client::wait_until_ready(&self.paths, Duration::from_secs(20))
+            .await
+            .expect("daemon ready")
+    }
+
+    /// Starts caesard with extra environment and does not wait for it.
+    pub fn spawn_daemon(&mut self, extra: &[(&str, &str)]) {
         let mut cmd = Command::new(caesard_bin());
         cmd.envs(self.envs())
             .envs(extra.iter().copied())
@@ -102,9 +110,6 @@ impl Env {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         self.daemons.push(cmd.spawn().expect("spawn caesard"));
-        client::wait_until_ready(&self.paths, Duration::from_secs(20))
-            .await
-            .expect("daemon ready")
     }
 
     /// A client of the running daemon (no auto-start).

@@ -1,0 +1,178 @@
+//! The real `caesar` binary: auto-start, run, exit codes, --json, version
+//! handshake.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn run_autostarts_the_daemon_streams_events_and_prints_the_report() {
+    let env = Env::new(&[
+        (
+            "ok",
+            &["say", "working on it", "report", "success", "it is done"],
+        ),
+        ("bad", &["say", "oops", "exit", "2"]),
+    ]);
+    let o = env.caesar(&["run", "--agent", "ok", "do the thing"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("working on it"), "{out}");
+    assert!(out.contains("started:"), "{out}");
+    assert!(out.contains("it is done"), "{out}");
+    assert!(out.contains("succeeded, report success"), "{out}");
+
+    let o = env.caesar(&["run", "--agent", "bad", "fail please"]);
+    assert_eq!(o.status.code(), Some(1), "a failed task exits 1");
+    assert!(stdout(&o).contains("failed"));
+
+    let o = env.caesar(&["--json", "run", "--agent", "ok", "json please"]);
+    assert!(o.status.success());
+    let v = json(stdout(&o).trim());
+    assert_eq!(v["status"], "succeeded");
+    assert_eq!(v["report"]["summary"], "it is done");
+    assert_eq!(v["last_event"]["type"], "finished");
+
+    let o = env.caesar(&["--json", "ps", "--all"]);
+    let v = json(stdout(&o).trim());
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 3);
+
+    let id = v["tasks"][0]["task_id"].as_str().unwrap().to_owned();
+    let o = env.caesar(&["--json", "status", &id]);
+    assert_eq!(json(stdout(&o).trim())["task_id"], id.as_str());
+    let o = env.caesar(&["--json", "logs", &id]);
+    let logs = json(stdout(&o).trim());
+    assert!(logs["total_events"].as_u64().unwrap() >= 3);
+    let o = env.caesar(&["logs", "--raw", &id]);
+    assert!(stdout(&o).contains("working on it"));
+    let o = env.caesar(&["--json", "cancel", &id]);
+    assert_eq!(json(stdout(&o).trim())["cancelled"], false);
+}
+
+#[tokio::test]
+async fn bad_input_exits_2_with_the_fix_and_json_stays_json() {
+    let env = Env::new(&[("ok", &["report", "success", "fine"])]);
+    let o = env.caesar(&["run", "--agent", "ghost", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unknown agent `ghost`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = env.caesar(&["--json", "status", "t_123456789abc"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        json(stdout(&o).trim())["error"]
+            .as_str()
+            .unwrap()
+            .contains("no task")
+    );
+    assert!(stderr(&o).is_empty(), "--json prints nothing but JSON");
+    let o = env.caesar(&["run", "--agent", "ok", "--timeout", "10 parsecs", "x"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("unit"), "{}", stderr(&o));
+}
+
+#[tokio::test]
+async fn two_clients_starting_at_once_end_with_one_daemon() {
+    let env = Env::new(&[]);
+    let spawn = || {
+        Command::new(caesar_bin())
+            .args(["--json", "daemon", "start"])
+            .current_dir(env.project.path())
+            .envs(env.envs())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert!(
+        a.status.success() && b.status.success(),
+        "{} / {}",
+        stderr(&a),
+        stderr(&b)
+    );
+    let (pa, pb) = (
+        json(stdout(&a).trim())["pid"].as_u64().unwrap(),
+        json(stdout(&b).trim())["pid"].as_u64().unwrap(),
+    );
+    assert_eq!(pa, pb, "both clients talk to the same daemon");
+    // And only one caesard of this installation is alive.
+    let home = env.home.path().display().to_string();
+    let count = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+                let cmd = std::fs::read_to_string(e.path().join("cmdline")).unwrap_or_default();
+                cmd.starts_with(&caesard_bin().display().to_string())
+                    && !cmd.contains("__supervise")
+                    && String::from_utf8_lossy(&environ).contains(&format!("CAESAR_HOME={home}"))
+            })
+            .count()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || count() == 1).await,
+        "{} daemons",
+        count()
+    );
+
+    let o = env.caesar(&["daemon", "stop"]);
+    assert!(o.status.success());
+    let o = env.caesar(&["daemon", "status"]);
+    assert_eq!(o.status.code(), Some(3));
+}
+
+#[tokio::test]
+async fn a_daemon_of_another_protocol_is_refused_when_busy_and_replaced_when_idle() {
+    let mut env = Env::new(&[("hang", &["hang"])]);
+    env.spawn_daemon(&[("CAESAR_TEST_PROTOCOL", "0")]);
+    let mut old = loop {
+        if let Ok((c, ping)) = caesar_proto::client::connect(&env.paths).await {
+            assert_eq!(ping.protocol, 0);
+            break c;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let id = old
+        .delegate(env.delegate_request("hang", "x"))
+        .await
+        .unwrap()
+        .into_inner()
+        .task_id;
+
+    let o = env.caesar(&["ps"]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = stderr(&o);
+    assert!(
+        err.contains("protocol 0") && err.contains("1 active task"),
+        "{err}"
+    );
+
+    old.cancel(caesar_proto::pb::CancelRequest {
+        task_id: id.clone(),
+    })
+    .await
+    .unwrap();
+    let o = env.caesar(&["--json", "daemon", "start"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(stdout(&o).trim());
+    assert_eq!(v["protocol"], caesar_proto::PROTOCOL);
+    // The replaced daemon's tasks are all still there.
+    let o = env.caesar(&["--json", "status", &id]);
+    assert_eq!(json(stdout(&o).trim())["status"], "cancelled");
+}
