@@ -36,7 +36,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Delegate an objective, stream its events, then print its report.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Wait for tasks to finish and print their reports.
     Await {
         /// Task ids.
@@ -204,7 +204,7 @@ async fn connect() -> anyhow::Result<Client> {
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     let json = cli.json;
     match cli.command {
-        Command::Run(args) => run(args, json).await,
+        Command::Run(args) => run(*args, json).await,
         Command::Await { task_ids, timeout } => {
             let timeout_ms = parse_duration_ms(&timeout)?;
             let mut c = connect().await?;

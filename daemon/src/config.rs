@@ -35,6 +35,9 @@ pub struct AgentDef {
 struct Layer {
     #[serde(default)]
     agent: Vec<AgentDef>,
+    /// Executables of the native providers: `claude = "/opt/tools/claude"`.
+    #[serde(default)]
+    bin: std::collections::BTreeMap<String, String>,
 }
 
 /// Which file a value came from.
@@ -50,6 +53,8 @@ pub enum Origin {
 pub struct Config {
     /// Generic agents, in declaration order, with the layer each came from.
     pub agents: Vec<(AgentDef, Origin)>,
+    /// `[bin]`: provider id to executable, merged by key.
+    pub bin: std::collections::BTreeMap<String, (String, Origin)>,
     /// The files that were read.
     pub files: Vec<PathBuf>,
 }
@@ -79,6 +84,15 @@ impl Config {
                     Some(slot) => *slot = (agent, origin),
                     None => config.agents.push((agent, origin)),
                 }
+            }
+            for (id, bin) in layer.bin {
+                if bin.trim().is_empty() {
+                    return Err(Error::Invalid(format!(
+                        "{}: [bin] `{id}` is empty: give the executable's path, or remove the key",
+                        path.display()
+                    )));
+                }
+                config.bin.insert(id, (bin, origin));
             }
             config.files.push(path);
         }
@@ -161,7 +175,7 @@ mod tests {
         );
         write(
             &p.path().join(".caesar/config.local.toml"),
-            "[policy]\nmax_parallel = 2\n",
+            "[policy]\nmax_parallel = 2\n[bin]\nclaude = \"/opt/claude\"\n",
         );
         let c = Config::load(g.path(), p.path()).unwrap();
         assert_eq!(c.agents.len(), 2);
@@ -169,6 +183,7 @@ mod tests {
         assert_eq!(c.agents[0].1, Origin::Project);
         assert_eq!(c.agent("b").unwrap().bin, "b");
         assert_eq!(c.files.len(), 3);
+        assert_eq!(c.bin["claude"], ("/opt/claude".to_owned(), Origin::Local));
     }
 
     #[test]

@@ -26,13 +26,13 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::agents::{self, Launch, TokenValues};
 use crate::clock::{now_ms, rfc3339};
-use crate::config::{Config, project_root};
+use crate::config::{AgentDef, Config, project_root};
 use crate::error::{Error, Result};
-use crate::generic::{GenericParser, LineParser, Parsed, Stream};
 use crate::oacp::{
     BlockerKind, EVENT_PROTOCOL, EventBody, EventRecord, Isolation, Mode, OACP_VERSION,
     TASK_PROTOCOL, TaskDoc,
 };
+use crate::provider::{self, LineParser, Parsed, Stream};
 use crate::report::{self, Ending};
 use crate::store::{Outcome, QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
 use crate::supervisor::{self, SuperviseArgs};
@@ -184,6 +184,8 @@ struct Run {
     messages: String,
     session_id: Option<String>,
     blocker: Option<(BlockerKind, String)>,
+    /// Told to stop when a blocker makes the rest of the run pointless.
+    supervisor_pid: Option<u32>,
     live: Arc<Live>,
 }
 
@@ -326,25 +328,19 @@ impl Engine {
                 ));
             }
         };
-        let Some(def) = config.agent(&agent_id) else {
-            let known: Vec<&str> = config.agents.iter().map(|(a, _)| a.id.as_str()).collect();
-            return Err(Error::NotFound(format!(
-                "unknown agent `{agent_id}`: declare it as [[agent]] in {}/.caesar/config.toml (known: {})",
-                project.display(),
-                if known.is_empty() {
-                    "none".to_owned()
-                } else {
-                    known.join(", ")
-                }
+        let session_id = input.session_id.clone().filter(|s| !s.trim().is_empty());
+        if let Some(session) = &session_id
+            && let Some(owner) = self.store.agent_of_session(session)?
+            && owner != agent_id
+        {
+            return Err(Error::Invalid(format!(
+                "session `{session}` belongs to agent `{owner}`, not `{agent_id}`: resume it with agent `{owner}`, or omit `session_id`"
             )));
-        };
-        let program = agents::resolve_bin(&def.bin).ok_or_else(|| {
-            Error::Precondition(format!(
-                "agent `{agent_id}`: its executable `{}` is not installed or not executable; fix `bin` in the [[agent]] entry",
-                def.bin
-            ))
-        })?;
-        if input.session_id.as_deref().is_some_and(|s| !s.is_empty()) {
+        }
+        let target = resolve_agent(&config, &project, &agent_id)?;
+        if let AgentTarget::Provider { spec, .. } = &target {
+            check_provider_options(spec, &input, session_id.as_deref())?;
+        } else if session_id.is_some() {
             return Err(Error::Invalid(format!(
                 "agent `{agent_id}` is a generic agent and cannot resume a session: omit `session_id`"
             )));
@@ -381,25 +377,62 @@ impl Engine {
         };
         let prompt = agents::brief(&doc);
         let task_dir_s = task_dir.display().to_string();
-        let args = agents::expand_args(
-            &def.args,
-            &TokenValues {
-                prompt: Some(&prompt),
-                workspace: Some(&doc.workspace),
-                task_dir: Some(&task_dir_s),
-                report_path: Some(&doc.report_path),
-                model: input.model.as_deref(),
+        let launch = match &target {
+            AgentTarget::Generic { def, program } => Launch {
+                program: program.display().to_string(),
+                args: agents::expand_args(
+                    &def.args,
+                    &TokenValues {
+                        prompt: Some(&prompt),
+                        workspace: Some(&doc.workspace),
+                        task_dir: Some(&task_dir_s),
+                        report_path: Some(&doc.report_path),
+                        model: input.model.as_deref(),
+                    },
+                ),
+                env: def
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                parser: provider::GENERIC.to_owned(),
             },
-        );
-        let launch = Launch {
-            program: program.display().to_string(),
-            args,
-            env: def
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            parser: "generic".to_owned(),
+            AgentTarget::Provider { spec, program } => {
+                let invocation = provider::Invocation {
+                    prompt: &prompt,
+                    mode,
+                    model: input.model.as_deref(),
+                    effort: input.effort.as_deref().filter(|e| !e.is_empty()),
+                    resume_session: session_id.as_deref(),
+                    workspace: &doc.workspace,
+                    output_schema_path: None,
+                    mcp: None,
+                    network: None,
+                };
+                let built = provider::build_launch(spec.id, &invocation).ok_or_else(|| {
+                    Error::Internal(format!("no launch for provider {}", spec.id))
+                })?;
+                for (name, content) in &built.files {
+                    if name.contains("..") || Path::new(name).is_absolute() {
+                        return Err(Error::Internal(format!(
+                            "provider file `{name}` escapes the task directory"
+                        )));
+                    }
+                    let path = task_dir.join(name);
+                    if let Some(parent) = path.parent() {
+                        std::fs::create_dir_all(parent)
+                            .map_err(|e| Error::io_at("cannot create", parent, e))?;
+                    }
+                    std::fs::write(&path, content)
+                        .map_err(|e| Error::io_at("cannot write", &path, e))?;
+                }
+                Launch {
+                    program: program.display().to_string(),
+                    args: built.args,
+                    env: built.env,
+                    parser: spec.id.to_owned(),
+                }
+            }
         };
         let task_json =
             serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
@@ -430,7 +463,7 @@ impl Engine {
             supervisor_start: None,
             boot_id: None,
             log_offset: 0,
-            session_id: None,
+            session_id: session_id.clone(),
             cancel_requested: false,
             secret: crate::ids::secret(),
             event_count: 0,
@@ -523,6 +556,7 @@ impl Engine {
             messages: String::new(),
             session_id: None,
             blocker: None,
+            supervisor_pid: Some(pid),
             live,
         };
         self.emit(
@@ -581,7 +615,7 @@ impl Engine {
                     if run.task_dir.join(supervisor::EXIT_FILE).exists() {
                         break;
                     }
-                    if ticks % 25 == 0
+                    if ticks.is_multiple_of(25)
                         && !supervisor::is_same_process_alive(*pid, *start, boot.as_deref())
                     {
                         break;
@@ -659,6 +693,16 @@ impl Engine {
                 kind: blocker.0,
                 message: blocker.1.clone(),
             });
+            // An auth or quota blocker will not clear by itself: CLIs that
+            // retry on it only burn time, so the run is stopped now. A
+            // permission denial is left to the agent, which may go on.
+            #[cfg(unix)]
+            if matches!(blocker.0, BlockerKind::Auth | BlockerKind::RateLimit)
+                && let Some(pid) = run.supervisor_pid
+            {
+                info!(task_id = %run.id, kind = blocker_name(blocker.0), "blocker recognized: stopping the run");
+                supervisor::request_stop(pid);
+            }
             run.blocker = Some(blocker);
             changed = true;
             run.live.attention.send_modify(|n| *n += 1);
@@ -904,6 +948,7 @@ impl Engine {
                 messages: String::new(),
                 session_id: record.session_id.clone(),
                 blocker: None,
+                supervisor_pid: record.supervisor_pid,
                 live,
             };
             let waiter = Waiter::Reattached {
@@ -1233,9 +1278,10 @@ impl Engine {
     }
 }
 
-/// The parser for a launch's `parser` name.
-fn parser_for(_name: &str) -> Box<dyn LineParser> {
-    Box::new(GenericParser)
+/// The parser for a launch's `parser` name; the generic one for a name this
+/// build does not know (a task stored by a newer daemon).
+fn parser_for(name: &str) -> Box<dyn LineParser> {
+    provider::parser(name).unwrap_or_else(|| Box::new(provider::GenericParser))
 }
 
 /// The stored name of a blocker kind.
@@ -1256,4 +1302,100 @@ fn append_file(path: &Path, bytes: &[u8]) {
     {
         let _ = f.write_all(bytes);
     }
+}
+
+/// What an agent id resolves to.
+enum AgentTarget<'a> {
+    /// An OACP generic agent from `[[agent]]`.
+    Generic { def: &'a AgentDef, program: PathBuf },
+    /// A native provider adapter.
+    Provider {
+        spec: &'static provider::ProviderSpec,
+        program: PathBuf,
+    },
+}
+
+/// Resolves an agent id: a `[[agent]]` entry first (declaring one with a
+/// native id replaces that adapter), then a native provider, whose
+/// executable is `[bin]`'s, else its default name on PATH.
+fn resolve_agent<'a>(
+    config: &'a Config,
+    project: &Path,
+    agent_id: &str,
+) -> Result<AgentTarget<'a>> {
+    if let Some(def) = config.agent(agent_id) {
+        let program = agents::resolve_bin(&def.bin).ok_or_else(|| {
+            Error::Precondition(format!(
+                "agent `{agent_id}`: its executable `{}` is not installed or not executable; fix `bin` in the [[agent]] entry",
+                def.bin
+            ))
+        })?;
+        return Ok(AgentTarget::Generic { def, program });
+    }
+    if let Some(spec) = provider::spec(agent_id) {
+        let (bin, from_config) = match config.bin.get(agent_id) {
+            Some((bin, _)) => (bin.as_str(), true),
+            None => (spec.default_bin, false),
+        };
+        let program = agents::resolve_bin(bin).ok_or_else(|| {
+            Error::Precondition(if from_config {
+                format!("agent `{agent_id}`: [bin] {agent_id} = `{bin}` is not an executable file; fix the path in your config")
+            } else {
+                format!(
+                    "agent `{agent_id}` is not installed: `{bin}` is not on PATH. Install it, or set its path in config: [bin] {agent_id} = \"/path/to/{bin}\""
+                )
+            })
+        })?;
+        return Ok(AgentTarget::Provider { spec, program });
+    }
+    let mut known: Vec<&str> = config.agents.iter().map(|(a, _)| a.id.as_str()).collect();
+    known.extend(
+        provider::all()
+            .iter()
+            .map(|s| s.id)
+            .filter(|id| config.agent(id).is_none()),
+    );
+    Err(Error::NotFound(format!(
+        "unknown agent `{agent_id}`: use one of {}, or declare it as [[agent]] in {}/.caesar/config.toml",
+        known.join(", "),
+        project.display()
+    )))
+}
+
+/// Refuses options a provider cannot honour, before anything is written.
+fn check_provider_options(
+    spec: &provider::ProviderSpec,
+    input: &DelegateInput,
+    session: Option<&str>,
+) -> Result<()> {
+    let caps = &spec.capabilities;
+    if input.model.is_some() && !caps.model_selection {
+        return Err(Error::Invalid(format!(
+            "agent `{}` cannot choose a model: omit `model`",
+            spec.id
+        )));
+    }
+    if session.is_some() && !caps.resume {
+        return Err(Error::Invalid(format!(
+            "agent `{}` cannot resume sessions: omit `session_id`",
+            spec.id
+        )));
+    }
+    if let Some(effort) = input.effort.as_deref().filter(|e| !e.is_empty())
+        && !spec.efforts.contains(&effort)
+    {
+        return Err(Error::Invalid(if spec.efforts.is_empty() {
+            format!(
+                "agent `{}` takes no reasoning effort: omit `effort`",
+                spec.id
+            )
+        } else {
+            format!(
+                "effort `{effort}` is not allowed for agent `{}`: use one of {}",
+                spec.id,
+                spec.efforts.join(", ")
+            )
+        }));
+    }
+    Ok(())
 }

@@ -5,14 +5,16 @@
 //! it over the `caesar.v1` gRPC API on a per-user local socket. See
 //! ARCHITECTURE.md at the repository root for the map.
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 pub mod agents;
 pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod error;
-pub mod generic;
 pub mod ids;
 pub mod oacp;
+pub mod provider;
 pub mod report;
 pub mod rpc;
 pub mod server;

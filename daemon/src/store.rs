@@ -474,6 +474,15 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// The agent of the task that reported this provider session id, if any.
+    pub fn agent_of_session(&self, session_id: &str) -> Result<Option<String>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT agent FROM tasks WHERE session_id = ?1 ORDER BY created_ms DESC LIMIT 1",
+        )?;
+        Ok(stmt.query_row([session_id], |r| r.get(0)).optional()?)
+    }
+
     /// Runs SQLite's integrity check; `Ok(())` when the file is sound.
     pub fn integrity_check(&self) -> Result<()> {
         let conn = self.lock();

@@ -6,6 +6,8 @@
 //! The generated types stop at the RPC layer: the daemon's engine has its
 //! own types and converts at the edge.
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 pub mod client;
 pub mod duration;
 pub mod ipc;

@@ -1,6 +1,8 @@
 //! The real `caesar` binary: auto-start, run, exit codes, --json, version
 //! handshake.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::process::{Command, Stdio};

@@ -1,6 +1,8 @@
 //! The task lifecycle against a real caesard on a temporary socket: delegate,
 //! events, reports, await, cancel of a process tree, timeout, bad input.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::{Duration, Instant};
@@ -392,7 +394,8 @@ async fn bad_input_gets_clear_errors_and_loses_nothing() {
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
     assert!(
-        e.message().contains("unknown agent `nope`") && e.message().contains("known: ok"),
+        e.message().contains("unknown agent `nope`")
+            && e.message().contains("use one of ok, claude, codex"),
         "{}",
         e.message()
     );

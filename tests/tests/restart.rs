@@ -1,5 +1,7 @@
 //! The daemon dies and comes back: nothing is lost, nothing is left running.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Duration;

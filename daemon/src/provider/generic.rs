@@ -1,38 +1,9 @@
 //! The line parser of OACP generic agents (`[[agent]]`): a line that is an
 //! OACP event (`"protocol":"caesar.event/v1"`) is taken as that event, any
 //! other line is the agent speaking and becomes a `message`.
-//!
-//! The parser interface here is the one every provider adapter implements.
 
-use crate::oacp::{BlockerKind, EVENT_PROTOCOL, EventBody, Usage};
-
-/// Which stream a line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    Stdout,
-    Stderr,
-}
-
-/// What one line yielded.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct Parsed {
-    pub events: Vec<EventBody>,
-    pub session_id: Option<String>,
-    pub final_text: Option<String>,
-    pub usage: Option<Usage>,
-    pub blocker: Option<(BlockerKind, String)>,
-}
-
-/// A streaming parser of one agent's output. It never fails: a line it
-/// cannot read becomes an `unrecognized` event.
-pub trait LineParser: Send {
-    /// Parses one line.
-    fn parse_line(&mut self, line: &str, stream: Stream) -> Parsed;
-    /// Called once at the end of the output.
-    fn finish(&mut self) -> Parsed {
-        Parsed::default()
-    }
-}
+use super::{LineParser, Parsed, Stream};
+use crate::oacp::{EVENT_PROTOCOL, EventBody};
 
 /// The parser of generic agents.
 #[derive(Debug, Default)]

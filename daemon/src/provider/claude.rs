@@ -1,0 +1,348 @@
+//! Claude Code (`claude -p --output-format stream-json`), and the parser shared by the CLIs that
+//! copy its stream-json schema (qwen, codebuddy, grok `streaming-messages-json`).
+//!
+//! Verified on claude 2.1.197 against a scripted server and in a 2.1.227 capture
+//! (../shared/reference/providers.md §2 "claude", help/claude.txt, fixtures/captures-*/claude*).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::{
+    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec,
+    Stream, allowed_effort, error, file_changed, json_object, mcp_servers_json, message,
+    positional, s, str_at, summarize_input, thinking, u64_at,
+};
+use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
+
+pub(super) const SPEC: ProviderSpec = ProviderSpec {
+    id: "claude",
+    display_name: "Claude Code",
+    default_bin: "claude",
+    capabilities: Capabilities {
+        native_read_only: true,
+        // `--json-schema` takes the schema inline, not a path; not wired.
+        structured_output: false,
+        resume: true,
+        model_selection: true,
+        reasoning_effort: true,
+        mcp_injection: true,
+        // `--settings` sandbox.network keys exist in the binary but were never tried.
+        network: NetworkControl::Open,
+    },
+    // help/claude.txt: --effort <level> (low, medium, high, xhigh, max)
+    efforts: &["low", "medium", "high", "xhigh", "max"],
+    version_args: &["--version"],
+};
+
+pub(super) fn launch(inv: &Invocation) -> Launch {
+    // The prompt goes right after -p: later options (--mcp-config, --allowedTools) are
+    // variadic and would swallow a trailing positional.
+    let mut args = vec![
+        s("-p"),
+        positional(inv.prompt),
+        s("--output-format"),
+        s("stream-json"),
+        // [V] stream-json in -p mode requires --verbose.
+        s("--verbose"),
+        s("--permission-mode"),
+        // [V] plan refuses writes ("Cannot write to … while in plan mode"); acceptEdits is what
+        // the caesar capture ran with (captures-caesar/claude.jsonl permissionMode).
+        s(match inv.mode {
+            Mode::ReadOnly => "plan",
+            Mode::Write => "acceptEdits",
+        }),
+    ];
+    if let Some(m) = inv.model {
+        args.extend([s("--model"), s(m)]);
+    }
+    if let Some(e) = allowed_effort(&SPEC, inv.effort) {
+        args.extend([s("--effort"), s(e)]);
+    }
+    if let Some(id) = inv.resume_session {
+        // [V] --resume <session_id> keeps the same session_id (claude-resume-text.jsonl).
+        args.extend([s("--resume"), s(id)]);
+    }
+    if let Some(m) = &inv.mcp {
+        let config = mcp_servers_json(m, &[("type", Value::from("stdio"))]);
+        // [V] inline JSON config plus --strict-mcp-config (claude-mcp-report-progress.jsonl).
+        args.extend([
+            s("--mcp-config"),
+            config.to_string(),
+            s("--strict-mcp-config"),
+        ]);
+        // [V] tools are named mcp__<server>__<tool>; pre-allowed they run even in plan mode.
+        args.extend([s("--allowedTools"), mcp_tool_names(m.name, m.tools)]);
+    }
+    Launch {
+        args,
+        // [V] without it even a 401 is retried 10 times (system/api_retry).
+        env: vec![(s("CLAUDE_CODE_MAX_RETRIES"), s("0"))],
+        stdin_null: true,
+        ..Launch::default()
+    }
+}
+
+/// `mcp__<server>__<tool>` for each tool, or the whole server (`mcp__<server>`) when none listed.
+pub(super) fn mcp_tool_names(server: &str, tools: &[&str]) -> String {
+    if tools.is_empty() {
+        format!("mcp__{server}")
+    } else {
+        tools
+            .iter()
+            .map(|t| format!("mcp__{server}__{t}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// Parser for Claude's stream-json (also qwen, codebuddy and grok `streaming-messages-json`).
+#[derive(Debug, Default)]
+pub(super) struct ClaudeParser {
+    base: Base,
+    /// Last assistant text block, the final answer if the stream ends without a `result`.
+    last_text: Option<String>,
+    got_result: bool,
+    /// tool_use id -> file path, for file-editing tools.
+    file_targets: HashMap<String, String>,
+}
+
+const FILE_TOOLS: &[&str] = &["Write", "Edit", "MultiEdit", "NotebookEdit"];
+
+impl LineParser for ClaudeParser {
+    fn parse_line(&mut self, line: &str, _stream: Stream) -> Parsed {
+        let line = line.trim();
+        if line.is_empty() {
+            return Parsed::default();
+        }
+        let Some(v) = json_object(line) else {
+            return self.base.text_line(line);
+        };
+        let mut p = Parsed::default();
+        if let Some(id) = str_at(&v, "session_id") {
+            self.base.session(&mut p, id);
+        }
+        match str_at(&v, "type").unwrap_or_default() {
+            "system" => self.system(&mut p, &v),
+            "assistant" => self.assistant(&mut p, &v),
+            "user" => self.user(&mut p, &v),
+            "result" => self.result(&mut p, &v),
+            "rate_limit_event" => {
+                let info = v.get("rate_limit_info").unwrap_or(&Value::Null);
+                if str_at(info, "status") == Some("rejected") {
+                    let kind = str_at(info, "rateLimitType").unwrap_or("unknown");
+                    let msg = format!("rate limit rejected ({kind})");
+                    self.base.blocker(&mut p, BlockerKind::RateLimit, &msg);
+                }
+            }
+            // Partial deltas (only with --include-partial-messages) duplicate `assistant`.
+            "stream_event" => {}
+            _ => return super::unrecognized(line),
+        }
+        p
+    }
+
+    fn finish(&mut self) -> Parsed {
+        let mut p = Parsed::default();
+        if !self.got_result {
+            p.final_text = self.last_text.take();
+        }
+        p
+    }
+}
+
+impl ClaudeParser {
+    fn system(&mut self, p: &mut Parsed, v: &Value) {
+        // init, hook_started/hook_response, thinking_tokens, status… are informational.
+        if str_at(v, "subtype") != Some("api_retry") {
+            return;
+        }
+        let err = str_at(v, "error").unwrap_or("unknown");
+        let status = u64_at(v, "error_status");
+        let attempt = u64_at(v, "attempt").unwrap_or(0);
+        let max = u64_at(v, "max_retries").unwrap_or(0);
+        let msg = match status {
+            Some(st) => format!("API retry {attempt}/{max}: {err} (status {st})"),
+            None => format!("API retry {attempt}/{max}: {err}"),
+        };
+        error(p, &msg, false);
+        // A 401 does not heal on retry; a 429 might, so only the final error counts for it.
+        if status == Some(401) || err == "authentication_failed" {
+            self.base.blocker(p, BlockerKind::Auth, &msg);
+        }
+    }
+
+    fn assistant(&mut self, p: &mut Parsed, v: &Value) {
+        let err = str_at(v, "error");
+        let content = v
+            .pointer("/message/content")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for block in content {
+            match str_at(block, "type").unwrap_or_default() {
+                "text" => {
+                    let text = str_at(block, "text").unwrap_or_default();
+                    if let Some(kind) = err {
+                        // A synthetic message carrying an API error, not an answer.
+                        error(p, text, false);
+                        match error_kind(kind) {
+                            Some(k) => self.base.blocker(p, k, text),
+                            None if kind == "unknown" => self.base.classify(p, text),
+                            None => {}
+                        }
+                    } else {
+                        message(p, text);
+                        if !text.trim().is_empty() {
+                            self.last_text = Some(text.to_owned());
+                        }
+                    }
+                }
+                "thinking" => thinking(p, str_at(block, "thinking").unwrap_or_default()),
+                "tool_use" => {
+                    let id = str_at(block, "id").unwrap_or_default();
+                    let name = str_at(block, "name").unwrap_or_default();
+                    let input = block.get("input").unwrap_or(&Value::Null);
+                    if FILE_TOOLS.contains(&name) {
+                        let path =
+                            str_at(input, "file_path").or_else(|| str_at(input, "notebook_path"));
+                        if let Some(path) = path {
+                            self.file_targets.insert(id.to_owned(), path.to_owned());
+                        }
+                    }
+                    self.base.tool_start(p, id, name, summarize_input(input));
+                }
+                _ => {}
+            }
+        }
+        // An error message with no text block still deserves its blocker.
+        if let Some(kind) = err.and_then(error_kind) {
+            self.base.blocker(p, kind, err.unwrap_or_default());
+        }
+    }
+
+    fn user(&mut self, p: &mut Parsed, v: &Value) {
+        let content = v
+            .pointer("/message/content")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let tool_use_result = v.get("tool_use_result");
+        for block in content {
+            if str_at(block, "type") != Some("tool_result") {
+                continue;
+            }
+            let id = str_at(block, "tool_use_id").unwrap_or_default();
+            let is_error = block
+                .get("is_error")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            self.base.tool_end(p, id, None, None, !is_error);
+            if is_error {
+                let text = content_text(block.get("content"));
+                self.base.classify_denial(p, &text);
+                continue;
+            }
+            // tool_use_result {type: create|update, filePath} reports the file change.
+            let reported = tool_use_result.and_then(|r| {
+                let path = str_at(r, "filePath")?;
+                let action = match str_at(r, "type") {
+                    Some("create") => ChangeAction::Created,
+                    _ => ChangeAction::Modified,
+                };
+                Some((path.to_owned(), action))
+            });
+            let target = self.file_targets.remove(id);
+            match (reported, target) {
+                (Some((path, action)), _) => file_changed(p, &path, action),
+                (None, Some(path)) => file_changed(p, &path, ChangeAction::Modified),
+                (None, None) => {}
+            }
+        }
+    }
+
+    fn result(&mut self, p: &mut Parsed, v: &Value) {
+        self.got_result = true;
+        let usage = v.get("usage").unwrap_or(&Value::Null);
+        let input = [
+            "input_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+        ]
+        .iter()
+        .filter_map(|k| u64_at(usage, k))
+        .reduce(|a, b| a + b);
+        let u = Usage {
+            input_tokens: input,
+            output_tokens: u64_at(usage, "output_tokens"),
+            cost_usd: v.get("total_cost_usd").and_then(Value::as_f64),
+            duration_ms: u64_at(v, "duration_ms"),
+        };
+        if u != Usage::default() {
+            self.base.usage(p, u);
+        }
+        let text = str_at(v, "result").unwrap_or_default();
+        let subtype = str_at(v, "subtype").unwrap_or_default();
+        let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false)
+            || subtype.starts_with("error");
+        if is_error {
+            // qwen puts `error: {type, message}` on an error result.
+            let detail = v
+                .pointer("/error/message")
+                .and_then(Value::as_str)
+                .filter(|m| !m.is_empty());
+            let msg = [text, detail.unwrap_or_default(), subtype]
+                .into_iter()
+                .find(|m| !m.is_empty())
+                .unwrap_or("error");
+            error(p, msg, true);
+            match u64_at(v, "api_error_status") {
+                Some(401 | 403) => self.base.blocker(p, BlockerKind::Auth, msg),
+                Some(402 | 429) => self.base.blocker(p, BlockerKind::RateLimit, msg),
+                _ => self.base.classify(p, msg),
+            }
+        } else if !text.is_empty() {
+            p.final_text = Some(text.to_owned());
+        }
+        // [V] a default-mode or plan-mode refusal lists the calls in permission_denials.
+        let denials = v
+            .get("permission_denials")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if !denials.is_empty() {
+            let list: Vec<String> = denials
+                .iter()
+                .map(|d| {
+                    let tool = str_at(d, "tool_name").unwrap_or("tool");
+                    let input = summarize_input(d.get("tool_input").unwrap_or(&Value::Null));
+                    format!("{tool}({input})")
+                })
+                .collect();
+            let msg = format!("permission denied: {}", list.join(", "));
+            self.base.blocker(p, BlockerKind::Permission, &msg);
+        }
+    }
+}
+
+/// The blocker behind an assistant message's `error` kind (full enum in providers.md).
+fn error_kind(kind: &str) -> Option<BlockerKind> {
+    match kind {
+        "authentication_failed" | "oauth_org_not_allowed" => Some(BlockerKind::Auth),
+        "rate_limit" | "billing_error" => Some(BlockerKind::RateLimit),
+        _ => None,
+    }
+}
+
+/// The text of a tool_result `content`: a string or a list of text blocks.
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|i| str_at(i, "text"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}

@@ -1,0 +1,294 @@
+//! OpenAI Codex CLI (`codex exec --json`).
+//!
+//! Verified on codex-cli 0.171.0 (providers.md §2 "codex", help/codex-exec*.txt,
+//! fixtures/captures-local/codex-*); event schema per openai/codex
+//! `codex-rs/exec/src/exec_events.rs`.
+
+use serde_json::Value;
+
+use super::{
+    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec,
+    Stream, allowed_effort, error, file_changed, json_object, message, s, str_at, summarize_input,
+    thinking, toml_inline_env, toml_key, toml_str, toml_str_array, u64_at,
+};
+use crate::oacp::{ChangeAction, Mode, Usage};
+
+pub(super) const SPEC: ProviderSpec = ProviderSpec {
+    id: "codex",
+    display_name: "Codex CLI",
+    default_bin: "codex",
+    capabilities: Capabilities {
+        native_read_only: true,
+        structured_output: true,
+        resume: true,
+        model_selection: true,
+        reasoning_effort: true,
+        mcp_injection: true,
+        // The read-only sandbox has no network; workspace-write toggles it.
+        network: NetworkControl::WriteOnly,
+    },
+    // model_reasoning_effort values of codex-rs config (only "high" was exercised [V]).
+    efforts: &["minimal", "low", "medium", "high", "xhigh"],
+    version_args: &["--version"],
+};
+
+pub(super) fn launch(inv: &Invocation) -> Launch {
+    let sandbox = match inv.mode {
+        Mode::ReadOnly => "read-only",
+        Mode::Write => "workspace-write",
+    };
+    let mut args = vec![s("exec")];
+    let resume = inv.resume_session;
+    if resume.is_some() {
+        // [V] `codex exec resume <thread_id> "prompt"`.
+        args.push(s("resume"));
+    }
+    args.push(s("--json"));
+    if resume.is_some() {
+        // help/codex-exec-resume.txt: resume has no -s / -C, so the sandbox goes through -c.
+        args.extend([s("-c"), format!("sandbox_mode={}", toml_str(sandbox))]);
+    } else {
+        // [V] -s read-only made a shell write fail with "Read-only file system".
+        args.extend([s("-s"), s(sandbox), s("-C"), s(inv.workspace)]);
+    }
+    // [V] outside a git repo exec exits 1 without this.
+    args.push(s("--skip-git-repo-check"));
+    if let Some(m) = inv.model {
+        args.extend([s("-m"), s(m)]);
+    }
+    if let Some(e) = allowed_effort(&SPEC, inv.effort) {
+        // [V] the request carried reasoning.effort.
+        args.extend([s("-c"), format!("model_reasoning_effort={}", toml_str(e))]);
+    }
+    if let (Mode::Write, Some(on)) = (inv.mode, inv.network) {
+        // providers.md: network under workspace-write, off by default.
+        args.extend([
+            s("-c"),
+            format!("sandbox_workspace_write.network_access={on}"),
+        ]);
+    }
+    if let Some(schema) = inv.output_schema_path {
+        args.extend([s("--output-schema"), s(schema)]);
+    }
+    if let Some(m) = &inv.mcp {
+        let mut table = format!(
+            "{{command={},args={}",
+            toml_str(m.command),
+            toml_str_array(m.args)
+        );
+        if !m.env.is_empty() {
+            table.push_str(&format!(",env={}", toml_inline_env(m.env)));
+        }
+        // [V] without it every call fails: "MCP tool call requires approval, but approval
+        // policy is never" (codex-mcp-call-needs-approval.jsonl).
+        table.push_str(",default_tools_approval_mode=\"approve\"}");
+        args.extend([s("-c"), format!("mcp_servers.{}={table}", toml_key(m.name))]);
+    }
+    // clap: everything after `--` is positional, so a prompt may start with '-'.
+    args.push(s("--"));
+    if let Some(id) = resume {
+        args.push(s(id));
+    }
+    args.push(s(inv.prompt));
+    Launch {
+        args,
+        // [V] piped stdin is appended to the prompt ("Reading additional input from stdin...").
+        stdin_null: true,
+        ..Launch::default()
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct CodexParser {
+    base: Base,
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+impl LineParser for CodexParser {
+    fn parse_line(&mut self, line: &str, _stream: Stream) -> Parsed {
+        let line = line.trim();
+        if line.is_empty() {
+            return Parsed::default();
+        }
+        let Some(v) = json_object(line) else {
+            // codex reports its own failures as JSON; tracing lines come from subsystems (e.g.
+            // rmcp's "AuthRequired" for some MCP server) and are not the run's blockers.
+            if is_tracing_line(line) {
+                return super::unrecognized(line);
+            }
+            return self.base.text_line(line);
+        };
+        let mut p = Parsed::default();
+        match str_at(&v, "type").unwrap_or_default() {
+            "thread.started" => {
+                if let Some(id) = str_at(&v, "thread_id") {
+                    self.base.session(&mut p, id);
+                }
+            }
+            "turn.started" => {}
+            "item.started" => self.item(&mut p, &v, false),
+            "item.updated" => {
+                let item = v.get("item").unwrap_or(&Value::Null);
+                if str_at(item, "type") == Some("todo_list") {
+                    todo_progress(&mut p, item);
+                }
+            }
+            "item.completed" => self.item(&mut p, &v, true),
+            "turn.completed" => {
+                let u = v.get("usage").unwrap_or(&Value::Null);
+                // input_tokens already includes cached_input_tokens.
+                self.input_tokens += u64_at(u, "input_tokens").unwrap_or(0);
+                self.output_tokens += u64_at(u, "output_tokens").unwrap_or(0);
+                let usage = Usage {
+                    input_tokens: Some(self.input_tokens),
+                    output_tokens: Some(self.output_tokens),
+                    ..Usage::default()
+                };
+                self.base.usage(&mut p, usage);
+            }
+            "turn.failed" => {
+                let msg = v
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("turn failed");
+                error(&mut p, msg, true);
+                self.base.classify(&mut p, msg);
+            }
+            "error" => {
+                // "Reconnecting... n/5" and other stream errors are not fatal by themselves;
+                // a fatal one is followed by turn.failed.
+                let msg = str_at(&v, "message").unwrap_or("error");
+                error(&mut p, msg, false);
+                self.base.classify(&mut p, msg);
+            }
+            _ => return super::unrecognized(line),
+        }
+        p
+    }
+}
+
+impl CodexParser {
+    fn item(&mut self, p: &mut Parsed, v: &Value, completed: bool) {
+        let item = v.get("item").unwrap_or(&Value::Null);
+        let id = str_at(item, "id").unwrap_or_default();
+        let status = str_at(item, "status").unwrap_or_default();
+        match str_at(item, "type").unwrap_or_default() {
+            "agent_message" if completed => {
+                let text = str_at(item, "text").unwrap_or_default();
+                message(p, text);
+                // The last agent_message is the answer; a later one supersedes.
+                p.final_text = Some(text.to_owned());
+            }
+            "reasoning" if completed => thinking(p, str_at(item, "text").unwrap_or_default()),
+            "command_execution" => {
+                let cmd = str_at(item, "command").unwrap_or_default().to_owned();
+                if completed {
+                    let exit = item.get("exit_code").and_then(Value::as_i64);
+                    let ok = status == "completed" && exit.is_none_or(|c| c == 0);
+                    self.base.tool_end(p, id, Some("shell"), Some(cmd), ok);
+                } else {
+                    self.base.tool_start(p, id, "shell", cmd);
+                }
+            }
+            "file_change" => {
+                let changes = item
+                    .get("changes")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                let paths: Vec<&str> = changes.iter().filter_map(|c| str_at(c, "path")).collect();
+                let summary = paths.join(", ");
+                if !completed {
+                    self.base.tool_start(p, id, "apply_patch", summary);
+                    return;
+                }
+                let ok = status == "completed";
+                self.base
+                    .tool_end(p, id, Some("apply_patch"), Some(summary), ok);
+                if ok {
+                    for c in changes {
+                        let action = match str_at(c, "kind") {
+                            Some("add") => ChangeAction::Created,
+                            Some("delete") => ChangeAction::Deleted,
+                            _ => ChangeAction::Modified,
+                        };
+                        file_changed(p, str_at(c, "path").unwrap_or_default(), action);
+                    }
+                }
+            }
+            "mcp_tool_call" => {
+                let name = format!(
+                    "mcp__{}__{}",
+                    str_at(item, "server").unwrap_or_default(),
+                    str_at(item, "tool").unwrap_or_default()
+                );
+                let summary = summarize_input(item.get("arguments").unwrap_or(&Value::Null));
+                if !completed {
+                    self.base.tool_start(p, id, &name, summary);
+                    return;
+                }
+                let err = item.pointer("/error/message").and_then(Value::as_str);
+                let ok = status == "completed" && err.is_none();
+                self.base.tool_end(p, id, Some(&name), Some(summary), ok);
+                if let Some(err) = err {
+                    self.base.classify_denial(p, err);
+                }
+            }
+            "web_search" => {
+                let q = str_at(item, "query").unwrap_or_default().to_owned();
+                if completed {
+                    self.base.tool_end(p, id, Some("web_search"), Some(q), true);
+                } else {
+                    self.base.tool_start(p, id, "web_search", q);
+                }
+            }
+            "todo_list" => todo_progress(p, item),
+            // A non-fatal warning, e.g. missing model metadata or the WebSocket fallback.
+            "error" if completed => error(p, str_at(item, "message").unwrap_or_default(), false),
+            // Started items whose content only arrives on completion.
+            "agent_message" | "reasoning" | "error" => {}
+            _ => p.events.push(crate::oacp::EventBody::Unrecognized {
+                line: v.to_string(),
+            }),
+        }
+    }
+}
+
+fn todo_progress(p: &mut Parsed, item: &Value) {
+    let items = item
+        .get("items")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let done = items
+        .iter()
+        .filter(|i| i.get("completed").and_then(Value::as_bool) == Some(true))
+        .count();
+    let next = items
+        .iter()
+        .find(|i| i.get("completed").and_then(Value::as_bool) != Some(true))
+        .and_then(|i| str_at(i, "text"))
+        .unwrap_or("done");
+    let pct = (!items.is_empty()).then(|| done as f64 * 100.0 / items.len() as f64);
+    p.events.push(crate::oacp::EventBody::Progress {
+        message: format!("plan {done}/{}: {next}", items.len()),
+        pct,
+    });
+}
+
+/// `2026-08-11T14:54:31.678642Z ERROR target: …`, as written by `tracing_subscriber::fmt`.
+fn is_tracing_line(line: &str) -> bool {
+    let mut parts = line.split_whitespace();
+    let (Some(ts), Some(level)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    let ts = ts.as_bytes();
+    ts.len() >= 20
+        && ts
+            .get(..4)
+            .is_some_and(|y| y.iter().all(u8::is_ascii_digit))
+        && ts.get(4) == Some(&b'-')
+        && ts.get(10) == Some(&b'T')
+        && matches!(level, "ERROR" | "WARN" | "INFO" | "DEBUG" | "TRACE")
+}

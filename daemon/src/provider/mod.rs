@@ -1,0 +1,526 @@
+//! Provider adapters: how to launch each coding-agent CLI and how to read what it streams.
+//!
+//! Everything here is pure: [`build_launch`] turns an [`Invocation`] into an argv, extra
+//! environment and config files, and a [`LineParser`] turns one output line into normalized
+//! [`EventBody`] values. Nothing spawns a process or touches the filesystem.
+//!
+//! Parsers never fail. A line they cannot read becomes `EventBody::Unrecognized`, so a change in
+//! a CLI's output format degrades the activity feed instead of breaking the supervisor.
+//!
+//! Conventions shared by every parser:
+//! - `Parsed::session_id` is reported when a line reveals a session id that differs from the last
+//!   one reported, not on every line.
+//! - `Parsed::final_text` and `Parsed::usage` supersede earlier values: the consumer keeps the
+//!   latest. `usage` is cumulative for the run, and `input_tokens` counts cached input too.
+//! - Each blocker kind is reported at most once per parser (the first message wins), whether it
+//!   came from a structured signal or from a text fallback.
+//! - A non-JSON line yields one `Unrecognized`; if the shared text fallbacks recognize a blocker
+//!   in it (stderr is read this way), it also yields that `Blocker`.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::oacp::{BlockerKind, ChangeAction, EventBody, Mode, ToolStatus, Usage};
+
+mod antigravity;
+mod classify;
+mod claude;
+mod codebuddy;
+mod codex;
+mod copilot;
+mod cursor;
+mod gemini;
+mod generic;
+mod grok;
+mod opencode;
+mod qwen;
+
+#[cfg(test)]
+mod tests;
+
+pub use classify::classify_text;
+pub use generic::GenericParser;
+
+/// Which output stream of the child a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// What one line yielded. Every field is optional; an unparseable line yields exactly one
+/// `EventBody::Unrecognized { line }` (plus a `Blocker` when a text fallback recognizes one).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Parsed {
+    /// Normalized events, in order.
+    pub events: Vec<EventBody>,
+    /// Provider session or thread id, when the line reveals a new one.
+    pub session_id: Option<String>,
+    /// The agent's final answer when the line carries it; a later value supersedes.
+    pub final_text: Option<String>,
+    /// Cumulative token usage and cost when the line carries it (also emitted as an event).
+    pub usage: Option<Usage>,
+    /// A recognized auth, rate-limit or permission blocker (also emitted as an event).
+    pub blocker: Option<(BlockerKind, String)>,
+}
+
+/// Reads a provider's output one line at a time.
+pub trait LineParser: Send {
+    /// Never panics, never fails.
+    fn parse_line(&mut self, line: &str, stream: Stream) -> Parsed;
+    /// Called once at end of stream; flushes buffered text and late fallbacks.
+    fn finish(&mut self) -> Parsed {
+        Parsed::default()
+    }
+}
+
+/// How far caesar can control the network of a provider's agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkControl {
+    /// The agent has the network and caesar knows no verified way to cut it.
+    Open,
+    /// Network can be allowed or cut in both modes.
+    Controllable,
+    /// Network can be chosen only in write mode; the read-only sandbox always cuts it.
+    WriteOnly,
+    /// The agent never has network.
+    None,
+}
+
+/// What a provider can do, as far as the adapter knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capabilities {
+    pub native_read_only: bool,
+    pub structured_output: bool,
+    pub resume: bool,
+    pub model_selection: bool,
+    pub reasoning_effort: bool,
+    pub mcp_injection: bool,
+    pub network: NetworkControl,
+}
+
+/// Static description of one provider.
+#[derive(Debug, Serialize)]
+pub struct ProviderSpec {
+    pub id: &'static str,
+    pub display_name: &'static str,
+    pub default_bin: &'static str,
+    pub capabilities: Capabilities,
+    /// Allowlisted reasoning-effort values, empty if none.
+    pub efforts: &'static [&'static str],
+    pub version_args: &'static [&'static str],
+}
+
+/// One run to launch.
+#[derive(Debug, Clone)]
+pub struct Invocation<'a> {
+    pub prompt: &'a str,
+    pub mode: Mode,
+    pub model: Option<&'a str>,
+    /// Dropped unless it is in the provider's `efforts` allowlist.
+    pub effort: Option<&'a str>,
+    pub resume_session: Option<&'a str>,
+    pub workspace: &'a str,
+    /// Where the CLI supports native structured output (codex `--output-schema`).
+    pub output_schema_path: Option<&'a str>,
+    /// A stdio MCP server to inject (the return channel).
+    pub mcp: Option<McpServer<'a>>,
+    /// Requested network access; `None` leaves the provider default. Only honoured where
+    /// `capabilities.network` allows it (codex in write mode).
+    pub network: Option<bool>,
+}
+
+/// A stdio MCP server to give the agent for one run.
+#[derive(Debug, Clone, Copy)]
+pub struct McpServer<'a> {
+    pub name: &'a str,
+    pub command: &'a str,
+    pub args: &'a [String],
+    pub env: &'a [(String, String)],
+    /// Tool names to pre-approve; empty means every tool of the server.
+    pub tools: &'a [&'a str],
+}
+
+/// Everything needed to launch a provider.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Launch {
+    /// Argv without the binary.
+    pub args: Vec<String>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Files to write before launch: path relative to the task dir, content.
+    pub files: Vec<(String, String)>,
+    /// Files to write before launch: path relative to the workspace, content. Used where the
+    /// only per-run config the CLI reads lives in the project (gemini, qwen, cursor, grok MCP).
+    /// The engine must not clobber an existing file, must exclude these paths from the diff and
+    /// should remove them after the run.
+    pub workspace_files: Vec<(String, String)>,
+    /// Run with stdin at /dev/null.
+    pub stdin_null: bool,
+}
+
+/// The parser name of OACP generic agents declared with `[[agent]]`.
+pub const GENERIC: &str = "generic";
+
+static ALL: &[ProviderSpec] = &[
+    claude::SPEC,
+    codex::SPEC,
+    gemini::SPEC,
+    opencode::SPEC,
+    copilot::SPEC,
+    cursor::SPEC,
+    qwen::SPEC,
+    grok::SPEC,
+    codebuddy::SPEC,
+    antigravity::SPEC,
+];
+
+/// Every known provider.
+pub fn all() -> &'static [ProviderSpec] {
+    ALL
+}
+
+/// The provider with this id.
+pub fn spec(id: &str) -> Option<&'static ProviderSpec> {
+    ALL.iter().find(|s| s.id == id)
+}
+
+/// The argv, environment and files to launch provider `id`; `None` for an unknown id.
+pub fn build_launch(id: &str, inv: &Invocation) -> Option<Launch> {
+    let launch = match id {
+        "claude" => claude::launch(inv),
+        "codex" => codex::launch(inv),
+        "gemini" => gemini::launch(inv),
+        "opencode" => opencode::launch(inv),
+        "copilot" => copilot::launch(inv),
+        "cursor-agent" => cursor::launch(inv),
+        "qwen" => qwen::launch(inv),
+        "grok" => grok::launch(inv),
+        "codebuddy" => codebuddy::launch(inv),
+        "antigravity" => antigravity::launch(inv),
+        _ => return None,
+    };
+    Some(launch)
+}
+
+/// A fresh parser for provider `id`'s stream; `None` for an unknown id.
+pub fn parser(id: &str) -> Option<Box<dyn LineParser>> {
+    let p: Box<dyn LineParser> = match id {
+        "claude" => Box::new(claude::ClaudeParser::default()),
+        "codex" => Box::new(codex::CodexParser::default()),
+        "gemini" => Box::new(gemini::GeminiParser::default()),
+        "opencode" => Box::new(opencode::OpencodeParser::default()),
+        "copilot" => Box::new(copilot::CopilotParser::default()),
+        "cursor-agent" => Box::new(cursor::CursorParser::default()),
+        // qwen, grok (streaming-messages-json) and codebuddy speak Claude's stream-json.
+        "qwen" | "grok" | "codebuddy" => Box::new(claude::ClaudeParser::default()),
+        "antigravity" => Box::new(antigravity::AgyParser::default()),
+        GENERIC => Box::new(GenericParser),
+        _ => return None,
+    };
+    Some(p)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers shared by the adapters.
+// ---------------------------------------------------------------------------------------------
+
+/// The effort to pass, if it is allowlisted for this provider.
+fn allowed_effort<'a>(spec: &ProviderSpec, effort: Option<&'a str>) -> Option<&'a str> {
+    effort.filter(|e| spec.efforts.contains(e))
+}
+
+/// A positional prompt that no option parser can mistake for a flag.
+fn positional(prompt: &str) -> String {
+    if prompt.starts_with('-') {
+        format!(" {prompt}")
+    } else {
+        prompt.to_owned()
+    }
+}
+
+fn s(v: &str) -> String {
+    v.to_owned()
+}
+
+/// The `mcpServers` JSON shape shared by claude, gemini, qwen, cursor and codebuddy.
+fn mcp_servers_json(m: &McpServer, extra: &[(&str, Value)]) -> Value {
+    let mut server = serde_json::Map::new();
+    server.insert("command".into(), Value::from(m.command));
+    server.insert("args".into(), Value::from(m.args.to_vec()));
+    if !m.env.is_empty() {
+        let env: serde_json::Map<String, Value> = m
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+            .collect();
+        server.insert("env".into(), Value::Object(env));
+    }
+    for (k, v) in extra {
+        server.insert((*k).to_owned(), v.clone());
+    }
+    let mut servers = serde_json::Map::new();
+    servers.insert(m.name.to_owned(), Value::Object(server));
+    let mut root = serde_json::Map::new();
+    root.insert("mcpServers".into(), Value::Object(servers));
+    Value::Object(root)
+}
+
+/// A TOML basic string.
+fn toml_str(v: &str) -> String {
+    let mut out = String::with_capacity(v.len() + 2);
+    out.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\u{:04X}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A TOML key: bare when possible, quoted otherwise.
+fn toml_key(k: &str) -> String {
+    let bare = !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if bare { k.to_owned() } else { toml_str(k) }
+}
+
+fn toml_str_array(items: &[String]) -> String {
+    let parts: Vec<String> = items.iter().map(|a| toml_str(a)).collect();
+    format!("[{}]", parts.join(","))
+}
+
+fn toml_inline_env(env: &[(String, String)]) -> String {
+    let parts: Vec<String> = env
+        .iter()
+        .map(|(k, v)| format!("{}={}", toml_key(k), toml_str(v)))
+        .collect();
+    format!("{{{}}}", parts.join(","))
+}
+
+/// Cuts `text` to at most `max` characters, on a character boundary.
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
+    }
+}
+
+/// A one-line summary of a tool's input: the most telling field, else compact JSON.
+fn summarize_input(input: &Value) -> String {
+    const KEYS: &[&str] = &[
+        "command",
+        "cmd",
+        "file_path",
+        "filePath",
+        "path",
+        "absolute_path",
+        "notebook_path",
+        "pattern",
+        "query",
+        "url",
+        "message",
+        "description",
+        "prompt",
+    ];
+    if let Some(obj) = input.as_object() {
+        for k in KEYS {
+            match obj.get(*k) {
+                Some(Value::String(v)) => return truncate(&one_line(v), 200),
+                Some(Value::Array(a)) if *k == "command" || *k == "cmd" => {
+                    let parts: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
+                    return truncate(&parts.join(" "), 200);
+                }
+                _ => {}
+            }
+        }
+    }
+    match input {
+        Value::Null => String::new(),
+        Value::String(v) => truncate(&one_line(v), 200),
+        other => truncate(&other.to_string(), 200),
+    }
+}
+
+fn one_line(v: &str) -> String {
+    v.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn str_at<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+fn u64_at(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(|x| {
+        x.as_u64()
+            .or_else(|| x.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+    })
+}
+
+/// Parses a line as a JSON object; `None` for anything else.
+fn json_object(line: &str) -> Option<Value> {
+    let v: Value = serde_json::from_str(line).ok()?;
+    v.is_object().then_some(v)
+}
+
+/// Per-run state every parser needs: the last session id, reported blockers, open tool calls.
+#[derive(Debug, Default)]
+struct Base {
+    session: Option<String>,
+    reported: Vec<BlockerKind>,
+    /// call id -> (tool name, input summary)
+    tools: HashMap<String, (String, String)>,
+    started: HashSet<String>,
+}
+
+impl Base {
+    fn session(&mut self, p: &mut Parsed, id: &str) {
+        if id.is_empty() || self.session.as_deref() == Some(id) {
+            return;
+        }
+        self.session = Some(id.to_owned());
+        p.session_id = Some(id.to_owned());
+    }
+
+    fn blocker(&mut self, p: &mut Parsed, kind: BlockerKind, message: &str) {
+        if self.reported.contains(&kind) {
+            return;
+        }
+        self.reported.push(kind);
+        let message = truncate(message.trim(), 500);
+        p.events.push(EventBody::Blocker {
+            kind,
+            message: message.clone(),
+        });
+        if p.blocker.is_none() {
+            p.blocker = Some((kind, message));
+        }
+    }
+
+    /// Runs the shared text fallbacks on CLI-originated error text.
+    fn classify(&mut self, p: &mut Parsed, text: &str) {
+        if let Some(kind) = classify_text(text) {
+            self.blocker(p, kind, text);
+        }
+    }
+
+    /// Runs only the permission fallbacks (for tool errors, whose text may come from the tool).
+    fn classify_denial(&mut self, p: &mut Parsed, text: &str) {
+        if classify::is_denial(text) {
+            self.blocker(p, BlockerKind::Permission, text);
+        }
+    }
+
+    fn tool_start(&mut self, p: &mut Parsed, id: &str, tool: &str, summary: String) {
+        self.tools
+            .insert(id.to_owned(), (tool.to_owned(), summary.clone()));
+        self.started.insert(id.to_owned());
+        p.events.push(EventBody::ToolUse {
+            tool: tool.to_owned(),
+            input_summary: summary,
+            status: ToolStatus::Started,
+            id: id.to_owned(),
+        });
+    }
+
+    /// Ends a tool call, emitting its start first if the stream never reported one.
+    fn tool_end(
+        &mut self,
+        p: &mut Parsed,
+        id: &str,
+        tool: Option<&str>,
+        summary: Option<String>,
+        ok: bool,
+    ) {
+        let known = self.tools.get(id).cloned();
+        let name = tool
+            .map(str::to_owned)
+            .or_else(|| known.as_ref().map(|k| k.0.clone()))
+            .unwrap_or_default();
+        let summary = summary
+            .or_else(|| known.as_ref().map(|k| k.1.clone()))
+            .unwrap_or_default();
+        if !self.started.contains(id) {
+            self.tool_start(p, id, &name, summary.clone());
+        }
+        self.started.remove(id);
+        p.events.push(EventBody::ToolUse {
+            tool: name,
+            input_summary: summary,
+            status: if ok {
+                ToolStatus::Succeeded
+            } else {
+                ToolStatus::Failed
+            },
+            id: id.to_owned(),
+        });
+    }
+
+    fn usage(&mut self, p: &mut Parsed, usage: Usage) {
+        p.events.push(EventBody::Usage {
+            usage: usage.clone(),
+        });
+        p.usage = Some(usage);
+    }
+
+    /// A line that is not one of the provider's JSON events.
+    fn text_line(&mut self, line: &str) -> Parsed {
+        let mut p = unrecognized(line);
+        self.classify(&mut p, &classify::strip_ansi(line));
+        p
+    }
+}
+
+fn unrecognized(line: &str) -> Parsed {
+    Parsed {
+        events: vec![EventBody::Unrecognized {
+            line: line.to_owned(),
+        }],
+        ..Parsed::default()
+    }
+}
+
+fn message(p: &mut Parsed, text: &str) {
+    if !text.trim().is_empty() {
+        p.events.push(EventBody::Message {
+            text: text.to_owned(),
+        });
+    }
+}
+
+fn thinking(p: &mut Parsed, text: &str) {
+    if !text.trim().is_empty() {
+        p.events.push(EventBody::Thinking {
+            text: text.to_owned(),
+        });
+    }
+}
+
+fn error(p: &mut Parsed, text: &str, fatal: bool) {
+    p.events.push(EventBody::Error {
+        message: text.to_owned(),
+        fatal,
+    });
+}
+
+fn file_changed(p: &mut Parsed, path: &str, action: ChangeAction) {
+    if !path.is_empty() {
+        p.events.push(EventBody::FileChanged {
+            path: path.to_owned(),
+            action,
+        });
+    }
+}

@@ -1,0 +1,62 @@
+//! Qwen Code (`qwen -p … --output-format stream-json`), a Gemini CLI fork whose stream copies
+//! Claude's stream-json. Never run here (needs Node 22): flags and schema from QwenLM/qwen-code
+//! `packages/cli/src/config/config.ts` and `packages/cli/src/nonInteractive/types.ts` [S].
+//! Parsed by [`super::claude::ClaudeParser`].
+
+use serde_json::Value;
+
+use super::{
+    Capabilities, Invocation, Launch, NetworkControl, ProviderSpec, gemini::prompt_args,
+    mcp_servers_json, s,
+};
+use crate::oacp::Mode;
+
+pub(super) const SPEC: ProviderSpec = ProviderSpec {
+    id: "qwen",
+    display_name: "Qwen Code",
+    default_bin: "qwen",
+    capabilities: Capabilities {
+        native_read_only: true,
+        structured_output: false,
+        resume: true,
+        model_selection: true,
+        reasoning_effort: false,
+        mcp_injection: true,
+        network: NetworkControl::Open,
+    },
+    efforts: &[],
+    version_args: &["--version"],
+};
+
+pub(super) fn launch(inv: &Invocation) -> Launch {
+    let mut args = prompt_args(inv.prompt);
+    args.extend([
+        s("--output-format"),
+        s("stream-json"),
+        // [S] --approval-mode plan|default|auto-edit|yolo.
+        s("--approval-mode"),
+        s(match inv.mode {
+            Mode::ReadOnly => "plan",
+            Mode::Write => "yolo",
+        }),
+    ]);
+    if let Some(m) = inv.model {
+        args.extend([s("-m"), s(m)]);
+    }
+    if let Some(id) = inv.resume_session {
+        args.extend([s("--resume"), s(id)]);
+    }
+    let mut launch = Launch {
+        args,
+        stdin_null: true,
+        ..Launch::default()
+    };
+    if let Some(m) = &inv.mcp {
+        // [S] mcpServers in settings.json, gemini-style, with trust.
+        let settings = mcp_servers_json(m, &[("trust", Value::Bool(true))]);
+        launch
+            .workspace_files
+            .push((s(".qwen/settings.json"), settings.to_string()));
+    }
+    launch
+}
