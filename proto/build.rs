@@ -2,10 +2,7 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = protox::compile(["caesar/v1/caesar.proto"], ["proto"])?;
-    tonic_prost_build::configure()
-        .build_client(true)
-        .build_server(true)
-        .compile_fds(fds)?;
+    tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(fds)?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())
 }

@@ -32,10 +32,7 @@ impl Launch {
 }
 
 fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c))
-    {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c)) {
         s.to_owned()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
@@ -125,18 +122,14 @@ pub fn resolve_bin(bin: &str) -> Option<PathBuf> {
         return is_executable(candidate).then(|| candidate.to_path_buf());
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(bin))
-        .find(|p| is_executable(p))
+    std::env::split_paths(&path).map(|dir| dir.join(bin)).find(|p| is_executable(p))
 }
 
 fn is_executable(p: &Path) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(p)
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false)
+        std::fs::metadata(p).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
     }
     #[cfg(not(unix))]
     {
@@ -172,10 +165,7 @@ mod tests {
             ]),
             &v,
         );
-        assert_eq!(
-            out,
-            strings(&["run", "do it", "--cwd=/w", "/t/x", "/t/report.json"])
-        );
+        assert_eq!(out, strings(&["run", "do it", "--cwd=/w", "/t/x", "/t/report.json"]));
     }
 
     #[test]

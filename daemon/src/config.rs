@@ -66,10 +66,7 @@ impl Config {
         let layers = [
             (global_dir.join("config.toml"), Origin::Global),
             (project.join(".caesar").join("config.toml"), Origin::Project),
-            (
-                project.join(".caesar").join("config.local.toml"),
-                Origin::Local,
-            ),
+            (project.join(".caesar").join("config.local.toml"), Origin::Local),
         ];
         for (path, origin) in layers {
             let text = match std::fs::read_to_string(&path) {
@@ -120,10 +117,7 @@ fn parse_layer(path: &Path, text: &str) -> Result<Layer> {
 
 fn validate_agent(path: &Path, agent: &AgentDef) -> Result<()> {
     if agent.id.trim().is_empty()
-        || !agent
-            .id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        || !agent.id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
     {
         return Err(Error::Invalid(format!(
             "{}: [[agent]] id `{}` must be letters, digits, '-', '_' or '.'",

@@ -39,10 +39,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// An I/O error with the path and the action that failed.
     pub fn io_at(action: &str, path: &std::path::Path, e: std::io::Error) -> Error {
-        Error::Io(std::io::Error::new(
-            e.kind(),
-            format!("{action} {}: {e}", path.display()),
-        ))
+        Error::Io(std::io::Error::new(e.kind(), format!("{action} {}: {e}", path.display())))
     }
 }
 

@@ -7,8 +7,7 @@ use caesar_proto::paths::Paths;
 use caesard::server::{Served, serve};
 use caesard::supervisor::{self, SUPERVISE_ARG, SuperviseArgs};
 
-const USAGE: &str =
-    "caesard: the caesar daemon. Usually started for you by `caesar` or `caesar-mcp`.
+const USAGE: &str = "caesard: the caesar daemon. Usually started for you by `caesar` or `caesar-mcp`.
 
 Usage: caesard [--version]
 
@@ -33,11 +32,7 @@ fn main() -> ExitCode {
             };
         }
         Some("--version" | "-V") => {
-            println!(
-                "caesard {} (API protocol {})",
-                caesar_proto::VERSION,
-                caesard::protocol_number()
-            );
+            println!("caesard {} (API protocol {})", caesar_proto::VERSION, caesard::protocol_number());
             return ExitCode::SUCCESS;
         }
         Some("--help" | "-h") => {
@@ -58,17 +53,10 @@ fn main() -> ExitCode {
         }
     };
     if let Err(e) = init_logging(&paths) {
-        eprintln!(
-            "caesard: cannot open the log in {}: {e}",
-            paths.state_dir.display()
-        );
+        eprintln!("caesard: cannot open the log in {}: {e}", paths.state_dir.display());
         return ExitCode::FAILURE;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("caesard: cannot start the runtime: {e}");
@@ -91,16 +79,9 @@ fn main() -> ExitCode {
 
 fn init_logging(paths: &Paths) -> std::io::Result<()> {
     paths.ensure_dirs()?;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(paths.daemon_log())?;
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(paths.daemon_log())?;
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAESAR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .with_writer(std::sync::Mutex::new(file))
-        .init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::sync::Mutex::new(file)).init();
     Ok(())
 }

@@ -274,8 +274,7 @@ impl Report {
     /// anything else, so a report of another version is refused by name
     /// rather than by whichever field happens to differ.
     pub fn parse(text: &str) -> Result<Report, DocError> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| DocError::NotJson(e.to_string()))?;
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| DocError::NotJson(e.to_string()))?;
         Report::from_value(value)
     }
 
@@ -287,8 +286,7 @@ impl Report {
             Some(serde_json::Value::String(p)) => return Err(DocError::UnknownProtocol(p.clone())),
             Some(other) => return Err(DocError::UnknownProtocol(other.to_string())),
         }
-        let report: Report =
-            serde_json::from_value(value).map_err(|e| DocError::Invalid(e.to_string()))?;
+        let report: Report = serde_json::from_value(value).map_err(|e| DocError::Invalid(e.to_string()))?;
         if report.summary.trim().is_empty() {
             return Err(DocError::Invalid("`summary` must not be empty".to_owned()));
         }
@@ -427,9 +425,7 @@ mod tests {
 
     #[test]
     fn minimal_report_is_valid_and_defaults_the_rest() {
-        let r =
-            Report::parse(r#"{"protocol":"caesar.report/v1","status":"success","summary":"done"}"#)
-                .unwrap();
+        let r = Report::parse(r#"{"protocol":"caesar.report/v1","status":"success","summary":"done"}"#).unwrap();
         assert_eq!(r.status, ReportStatus::Success);
         assert!(r.changes.is_empty());
         assert_eq!(r.task_id, "");
@@ -437,9 +433,7 @@ mod tests {
 
     #[test]
     fn unknown_protocol_version_is_refused_by_name() {
-        let err =
-            Report::parse(r#"{"protocol":"caesar.report/v2","status":"success","summary":"x"}"#)
-                .unwrap_err();
+        let err = Report::parse(r#"{"protocol":"caesar.report/v2","status":"success","summary":"x"}"#).unwrap_err();
         assert_eq!(err, DocError::UnknownProtocol("caesar.report/v2".into()));
         assert!(err.to_string().contains("caesar.report/v2"));
     }
@@ -454,10 +448,7 @@ mod tests {
             Report::parse(r#"{"protocol":"caesar.report/v1","status":"failed","summary":"  "}"#),
             Err(DocError::Invalid(_))
         ));
-        assert_eq!(
-            Report::parse(r#"{"status":"failed","summary":"x"}"#),
-            Err(DocError::MissingProtocol)
-        );
+        assert_eq!(Report::parse(r#"{"status":"failed","summary":"x"}"#), Err(DocError::MissingProtocol));
     }
 
     #[test]

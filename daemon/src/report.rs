@@ -73,10 +73,7 @@ pub fn recover(inputs: &Inputs<'_>) -> (Report, Source) {
     match std::fs::read_to_string(inputs.report_path) {
         Ok(text) => match Report::parse(&text) {
             Ok(r) => found = Some((r, Source::File)),
-            Err(e) => refusals.push(refusal(
-                &format!("{} was refused", inputs.report_path.display()),
-                &e,
-            )),
+            Err(e) => refusals.push(refusal(&format!("{} was refused", inputs.report_path.display()), &e)),
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => refusals.push(Finding {
@@ -119,13 +116,7 @@ pub fn recover(inputs: &Inputs<'_>) -> (Report, Source) {
 }
 
 fn refusal(title: &str, e: &DocError) -> Finding {
-    Finding {
-        severity: Severity::High,
-        title: title.to_owned(),
-        file: None,
-        line: None,
-        detail: e.to_string(),
-    }
+    Finding { severity: Severity::High, title: title.to_owned(), file: None, line: None, detail: e.to_string() }
 }
 
 const FENCE: &str = "```json caesar:report";
@@ -163,8 +154,7 @@ fn find_embedded(texts: &[&str]) -> Option<Report> {
                 if tries > 16 {
                     break;
                 }
-                let mut stream = serde_json::Deserializer::from_str(&text[open..])
-                    .into_iter::<serde_json::Value>();
+                let mut stream = serde_json::Deserializer::from_str(&text[open..]).into_iter::<serde_json::Value>();
                 if let Some(Ok(value)) = stream.next()
                     && value.get("protocol").and_then(|p| p.as_str()) == Some(REPORT_PROTOCOL)
                 {
@@ -194,37 +184,21 @@ fn synthesize(inputs: &Inputs<'_>) -> Report {
         .map(|t| tail_chars(t, SUMMARY_TAIL))
         .unwrap_or_default();
     let (status, what) = match &inputs.ending {
-        Ending::Exited(0) => (
-            ReportStatus::Success,
-            "The agent exited 0 without a structured report".to_owned(),
-        ),
-        Ending::Exited(code) => (
-            ReportStatus::Failed,
-            format!("The agent exited with code {code} without a structured report"),
-        ),
-        Ending::Signalled(sig) => (
-            ReportStatus::Failed,
-            format!("The agent was killed by signal {sig}"),
-        ),
-        Ending::TimedOut { after_ms } => (
-            ReportStatus::Failed,
-            format!(
-                "The task timed out after {} s and was stopped",
-                after_ms / 1000
-            ),
-        ),
+        Ending::Exited(0) => (ReportStatus::Success, "The agent exited 0 without a structured report".to_owned()),
+        Ending::Exited(code) => {
+            (ReportStatus::Failed, format!("The agent exited with code {code} without a structured report"))
+        }
+        Ending::Signalled(sig) => (ReportStatus::Failed, format!("The agent was killed by signal {sig}")),
+        Ending::TimedOut { after_ms } => {
+            (ReportStatus::Failed, format!("The task timed out after {} s and was stopped", after_ms / 1000))
+        }
         Ending::Cancelled => (ReportStatus::Failed, "The task was cancelled".to_owned()),
-        Ending::Blocked { kind, message } => (
-            ReportStatus::Blocked,
-            format!("The agent is blocked ({kind}): {message}"),
-        ),
+        Ending::Blocked { kind, message } => {
+            (ReportStatus::Blocked, format!("The agent is blocked ({kind}): {message}"))
+        }
         Ending::Failed(why) => (ReportStatus::Failed, why.clone()),
     };
-    let summary = if tail.is_empty() {
-        format!("{what}.")
-    } else {
-        format!("{what}. Its output ends with: {tail}")
-    };
+    let summary = if tail.is_empty() { format!("{what}.") } else { format!("{what}. Its output ends with: {tail}") };
     let mut r = Report::new(inputs.task_id, status, summary);
     r.findings.push(Finding {
         severity: Severity::Info,
@@ -239,11 +213,7 @@ fn synthesize(inputs: &Inputs<'_>) -> Report {
 /// The last `n` characters of `s`, on a character boundary.
 pub fn tail_chars(s: &str, n: usize) -> String {
     let count = s.chars().count();
-    if count <= n {
-        s.to_owned()
-    } else {
-        s.chars().skip(count - n).collect()
-    }
+    if count <= n { s.to_owned() } else { s.chars().skip(count - n).collect() }
 }
 
 #[cfg(test)]
@@ -251,32 +221,19 @@ mod tests {
     use super::*;
 
     fn inputs<'a>(dir: &'a Path, texts: &'a [&'a str], ending: Ending) -> Inputs<'a> {
-        Inputs {
-            task_id: "t_1",
-            report_path: dir,
-            texts,
-            ending,
-            duration_ms: 5,
-        }
+        Inputs { task_id: "t_1", report_path: dir, texts, ending, duration_ms: 5 }
     }
 
     #[test]
     fn the_report_file_wins_over_the_output() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("report.json");
-        std::fs::write(
-            &p,
-            r#"{"protocol":"caesar.report/v1","status":"partial","summary":"from file"}"#,
-        )
-        .unwrap();
+        std::fs::write(&p, r#"{"protocol":"caesar.report/v1","status":"partial","summary":"from file"}"#).unwrap();
         let texts = [
             "```json caesar:report\n{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\"summary\":\"fenced\"}\n```",
         ];
         let (r, s) = recover(&inputs(&p, &texts, Ending::Exited(0)));
-        assert_eq!(
-            (s, r.summary.as_str(), r.status),
-            (Source::File, "from file", ReportStatus::Partial)
-        );
+        assert_eq!((s, r.summary.as_str(), r.status), (Source::File, "from file", ReportStatus::Partial));
         assert_eq!(r.task_id, "t_1");
         assert_eq!(r.usage.unwrap().duration_ms, Some(5));
     }
@@ -285,18 +242,10 @@ mod tests {
     fn an_unknown_protocol_in_the_file_is_refused_and_said() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("report.json");
-        std::fs::write(
-            &p,
-            r#"{"protocol":"caesar.report/v9","status":"success","summary":"x"}"#,
-        )
-        .unwrap();
+        std::fs::write(&p, r#"{"protocol":"caesar.report/v9","status":"success","summary":"x"}"#).unwrap();
         let (r, s) = recover(&inputs(&p, &[], Ending::Exited(0)));
         assert_eq!(s, Source::Synthesized);
-        assert!(
-            r.findings
-                .iter()
-                .any(|f| f.severity == Severity::High && f.detail.contains("caesar.report/v9"))
-        );
+        assert!(r.findings.iter().any(|f| f.severity == Severity::High && f.detail.contains("caesar.report/v9")));
     }
 
     #[test]
@@ -306,10 +255,7 @@ mod tests {
         let fenced = [
             "noise\n```json caesar:report\n{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\"summary\":\"fenced\"}\n```\n",
         ];
-        assert_eq!(
-            recover(&inputs(&p, &fenced, Ending::Exited(0))).1,
-            Source::Fenced
-        );
+        assert_eq!(recover(&inputs(&p, &fenced, Ending::Exited(0))).1, Source::Fenced);
 
         let embedded = [
             r#"log line {"type":"x"} then {"summary":"emb","status":"failed","protocol":"caesar.report/v1","details":"{not}"} trailing"#,
@@ -319,11 +265,7 @@ mod tests {
 
         let (r, s) = recover(&inputs(&p, &["last words"], Ending::Exited(3)));
         assert_eq!((s, r.status), (Source::Synthesized, ReportStatus::Failed));
-        assert!(
-            r.summary.contains("code 3") && r.summary.contains("last words"),
-            "{}",
-            r.summary
-        );
+        assert!(r.summary.contains("code 3") && r.summary.contains("last words"), "{}", r.summary);
 
         let (r, _) = recover(&inputs(&p, &[], Ending::TimedOut { after_ms: 2000 }));
         assert!(r.summary.contains("timed out after 2 s"));
@@ -333,12 +275,8 @@ mod tests {
     fn a_recognized_blocker_overrides_a_claimed_success() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("none.json");
-        let texts =
-            ["{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\"summary\":\"all good\"}"];
-        let ending = Ending::Blocked {
-            kind: "auth".into(),
-            message: "401".into(),
-        };
+        let texts = ["{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\"summary\":\"all good\"}"];
+        let ending = Ending::Blocked { kind: "auth".into(), message: "401".into() };
         let (r, _) = recover(&inputs(&p, &texts, ending));
         assert_eq!(r.status, ReportStatus::Blocked);
     }

@@ -26,11 +26,7 @@ pub enum Served {
 /// it when the process dies, however it dies.
 pub fn lock_instance(paths: &Paths) -> anyhow::Result<Option<File>> {
     paths.ensure_dirs()?;
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(paths.lock_file())?;
+    let lock = File::options().create(true).truncate(false).write(true).open(paths.lock_file())?;
     match lock.try_lock() {
         Ok(()) => Ok(Some(lock)),
         Err(std::fs::TryLockError::WouldBlock) => Ok(None),

@@ -220,9 +220,7 @@ impl Store {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        let store = Store {
-            conn: Mutex::new(conn),
-        };
+        let store = Store { conn: Mutex::new(conn) };
         store.migrate(path)?;
         Ok(store)
     }
@@ -297,8 +295,7 @@ impl Store {
     /// One task, or `None`.
     pub fn task(&self, id: &str) -> Result<Option<TaskRecord>> {
         let conn = self.lock();
-        let mut stmt =
-            conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))?;
+        let mut stmt = conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))?;
         Ok(stmt.query_row([id], task_from_row).optional()?)
     }
 
@@ -314,11 +311,7 @@ impl Store {
                 out.push(row?);
             }
         } else {
-            let list = statuses
-                .iter()
-                .map(|s| format!("'{}'", s.as_str()))
-                .collect::<Vec<_>>()
-                .join(",");
+            let list = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(",");
             let mut stmt = conn.prepare(&format!(
                 "SELECT {TASK_COLUMNS} FROM tasks WHERE status IN ({list}) ORDER BY created_ms DESC, id DESC LIMIT ?1"
             ))?;
@@ -349,18 +342,12 @@ impl Store {
     /// Records that the user asked to cancel, before any signal is sent, so a
     /// daemon restarted mid-cancel still knows the ending was a cancel.
     pub fn set_cancel_requested(&self, id: &str) -> Result<()> {
-        self.lock()
-            .execute("UPDATE tasks SET cancel_requested = 1 WHERE id = ?1", [id])?;
+        self.lock().execute("UPDATE tasks SET cancel_requested = 1 WHERE id = ?1", [id])?;
         Ok(())
     }
 
     /// Records the provider's session id and the blocker, when seen.
-    pub fn set_session_and_blocker(
-        &self,
-        id: &str,
-        session_id: Option<&str>,
-        blocker: Option<&str>,
-    ) -> Result<()> {
+    pub fn set_session_and_blocker(&self, id: &str, session_id: Option<&str>, blocker: Option<&str>) -> Result<()> {
         self.lock().execute(
             "UPDATE tasks SET session_id = COALESCE(?2, session_id), blocker = COALESCE(?3, blocker) WHERE id = ?1",
             params![id, session_id, blocker],
@@ -375,8 +362,7 @@ impl Store {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
         {
-            let mut ins =
-                tx.prepare_cached("INSERT INTO events (task_id, seq, line) VALUES (?1, ?2, ?3)")?;
+            let mut ins = tx.prepare_cached("INSERT INTO events (task_id, seq, line) VALUES (?1, ?2, ?3)")?;
             for e in events {
                 let line = serde_json::to_string(e).map_err(|e| Error::Internal(e.to_string()))?;
                 ins.execute(params![id, e.seq as i64, line])?;
@@ -416,40 +402,27 @@ impl Store {
     /// A task's report, once it has one.
     pub fn report(&self, id: &str) -> Result<Option<StoredReport>> {
         let conn = self.lock();
-        let mut stmt =
-            conn.prepare_cached("SELECT source, status, body FROM reports WHERE task_id = ?1")?;
+        let mut stmt = conn.prepare_cached("SELECT source, status, body FROM reports WHERE task_id = ?1")?;
         Ok(stmt
-            .query_row([id], |r| {
-                Ok(StoredReport {
-                    source: r.get(0)?,
-                    status: r.get(1)?,
-                    body: r.get(2)?,
-                })
-            })
+            .query_row([id], |r| Ok(StoredReport { source: r.get(0)?, status: r.get(1)?, body: r.get(2)? }))
             .optional()?)
     }
 
     /// Event lines with `seq >= from`, in order, at most `limit`.
     pub fn events_from(&self, id: &str, from: u64, limit: u32) -> Result<Vec<(u64, String)>> {
         let conn = self.lock();
-        let mut stmt = conn.prepare_cached(
-            "SELECT seq, line FROM events WHERE task_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
-        )?;
-        let rows = stmt.query_map(params![id, from as i64, limit], |r| {
-            Ok((r.get::<_, i64>(0)? as u64, r.get(1)?))
-        })?;
+        let mut stmt =
+            conn.prepare_cached("SELECT seq, line FROM events WHERE task_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3")?;
+        let rows = stmt.query_map(params![id, from as i64, limit], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// The last `limit` event lines, in order.
     pub fn last_events(&self, id: &str, limit: u32) -> Result<Vec<String>> {
         let conn = self.lock();
-        let mut stmt = conn.prepare_cached(
-            "SELECT line FROM events WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2",
-        )?;
-        let mut lines = stmt
-            .query_map(params![id, limit], |r| r.get::<_, String>(0))?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut stmt = conn.prepare_cached("SELECT line FROM events WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2")?;
+        let mut lines =
+            stmt.query_map(params![id, limit], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
         lines.reverse();
         Ok(lines)
     }
@@ -477,9 +450,8 @@ impl Store {
     /// The agent of the task that reported this provider session id, if any.
     pub fn agent_of_session(&self, session_id: &str) -> Result<Option<String>> {
         let conn = self.lock();
-        let mut stmt = conn.prepare_cached(
-            "SELECT agent FROM tasks WHERE session_id = ?1 ORDER BY created_ms DESC LIMIT 1",
-        )?;
+        let mut stmt =
+            conn.prepare_cached("SELECT agent FROM tasks WHERE session_id = ?1 ORDER BY created_ms DESC LIMIT 1")?;
         Ok(stmt.query_row([session_id], |r| r.get(0)).optional()?)
     }
 
@@ -487,11 +459,7 @@ impl Store {
     pub fn integrity_check(&self) -> Result<()> {
         let conn = self.lock();
         let verdict: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
-        if verdict == "ok" {
-            Ok(())
-        } else {
-            Err(Error::Internal(format!("store integrity check: {verdict}")))
-        }
+        if verdict == "ok" { Ok(()) } else { Err(Error::Internal(format!("store integrity check: {verdict}"))) }
     }
 }
 
@@ -505,11 +473,7 @@ fn task_from_row(r: &Row<'_>) -> rusqlite::Result<TaskRecord> {
         agent: r.get(2)?,
         role: r.get(3)?,
         mode: Mode::parse(&mode).unwrap_or(Mode::ReadOnly),
-        isolation: if isolation == "worktree" {
-            Isolation::Worktree
-        } else {
-            Isolation::Inplace
-        },
+        isolation: if isolation == "worktree" { Isolation::Worktree } else { Isolation::Inplace },
         network: r.get(6)?,
         model: r.get(7)?,
         objective: r.get(8)?,
@@ -585,9 +549,7 @@ mod tests {
             seq,
             at: "x".into(),
             task_id: "t_1".into(),
-            body: EventBody::Message {
-                text: format!("m{seq}"),
-            },
+            body: EventBody::Message { text: format!("m{seq}") },
         }
     }
 
@@ -606,24 +568,11 @@ mod tests {
                 signal: None,
                 finished_ms: 9,
                 error: None,
-                report: StoredReport {
-                    source: "file".into(),
-                    status: "success".into(),
-                    body: "{}".into(),
-                },
+                report: StoredReport { source: "file".into(), status: "success".into(), body: "{}".into() },
             };
             assert!(s.finish("t_1", &o).unwrap());
             // A second ending is refused: a finished task never changes.
-            assert!(
-                !s.finish(
-                    "t_1",
-                    &Outcome {
-                        status: TaskStatus::Failed,
-                        ..o
-                    }
-                )
-                .unwrap()
-            );
+            assert!(!s.finish("t_1", &Outcome { status: TaskStatus::Failed, ..o }).unwrap());
         }
         let s = Store::open(&path).unwrap();
         let t = s.task("t_1").unwrap().unwrap();
@@ -643,10 +592,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("caesar.db");
         drop(Store::open(&path).unwrap());
-        Connection::open(&path)
-            .unwrap()
-            .pragma_update(None, "user_version", 99)
-            .unwrap();
+        Connection::open(&path).unwrap().pragma_update(None, "user_version", 99).unwrap();
         let err = Store::open(&path).unwrap_err().to_string();
         assert!(err.contains("schema version 99"), "{err}");
     }
@@ -661,12 +607,7 @@ mod tests {
             s.insert_task(&t).unwrap();
         }
         s.set_running("t_b", 1, 1, None, None).unwrap();
-        let all: Vec<_> = s
-            .tasks(&[], 10)
-            .unwrap()
-            .into_iter()
-            .map(|t| t.id)
-            .collect();
+        let all: Vec<_> = s.tasks(&[], 10).unwrap().into_iter().map(|t| t.id).collect();
         assert_eq!(all, ["t_c", "t_b", "t_a"]);
         let running = s.tasks(&[TaskStatus::Running], 10).unwrap();
         assert_eq!(running.len(), 1);

@@ -24,11 +24,7 @@ pub struct LogTail {
 impl LogTail {
     /// Starts reading `path` at `offset`.
     pub fn new(path: &Path, offset: u64) -> LogTail {
-        LogTail {
-            path: path.to_path_buf(),
-            offset,
-            partial: Vec::new(),
-        }
+        LogTail { path: path.to_path_buf(), offset, partial: Vec::new() }
     }
 
     /// The offset just past the last line returned.
@@ -65,9 +61,7 @@ impl LogTail {
     /// Whether bytes remain beyond what has been read (a flood larger than
     /// one chunk).
     pub fn has_more(&self) -> bool {
-        std::fs::metadata(&self.path)
-            .map(|m| m.len() > self.offset + self.partial.len() as u64)
-            .unwrap_or(false)
+        std::fs::metadata(&self.path).map(|m| m.len() > self.offset + self.partial.len() as u64).unwrap_or(false)
     }
 
     fn split(&mut self, buf: &[u8], lines: &mut Vec<String>) {
@@ -157,9 +151,6 @@ mod tests {
         std::fs::write(&p, "a\nb\nc\n").unwrap();
         assert_eq!(read_tail(&p, 3).unwrap(), ("c\n".to_owned(), 6));
         assert_eq!(read_tail(&p, 100).unwrap().0, "a\nb\nc\n");
-        assert_eq!(
-            read_tail(&d.path().join("none"), 10).unwrap(),
-            (String::new(), 0)
-        );
+        assert_eq!(read_tail(&d.path().join("none"), 10).unwrap(), (String::new(), 0));
     }
 }

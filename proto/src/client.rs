@@ -25,20 +25,11 @@ pub enum ConnectError {
     )]
     SpawnFailed { bin: PathBuf, cause: String },
     #[error("caesard did not become ready at {socket} within {waited:?}; see its log at {log}")]
-    NotReady {
-        socket: PathBuf,
-        waited: Duration,
-        log: PathBuf,
-    },
+    NotReady { socket: PathBuf, waited: Duration, log: PathBuf },
     #[error(
         "caesard {daemon_version} at {socket} speaks API protocol {daemon_protocol}, this client speaks {PROTOCOL}, and it has {active} active task(s), so it was not replaced. Wait for them (`caesar ps`), then run `caesar daemon stop` and retry"
     )]
-    ProtocolMismatch {
-        socket: PathBuf,
-        daemon_version: String,
-        daemon_protocol: u32,
-        active: u32,
-    },
+    ProtocolMismatch { socket: PathBuf, daemon_version: String, daemon_protocol: u32, active: u32 },
     #[error("cannot resolve caesar's directories: {0}")]
     Paths(#[from] std::io::Error),
 }
@@ -47,18 +38,12 @@ pub enum ConnectError {
 pub async fn connect(paths: &Paths) -> Result<(Client, PingResponse), ConnectError> {
     let channel = ipc::connect(&paths.socket)
         .await
-        .map_err(|e| ConnectError::NotRunning {
-            socket: paths.socket.clone(),
-            cause: source_chain(&e),
-        })?;
+        .map_err(|e| ConnectError::NotRunning { socket: paths.socket.clone(), cause: source_chain(&e) })?;
     let mut client = CaesarClient::new(channel).max_decoding_message_size(64 * 1024 * 1024);
     let ping = client
         .ping(PingRequest {})
         .await
-        .map_err(|e| ConnectError::NotRunning {
-            socket: paths.socket.clone(),
-            cause: e.message().to_owned(),
-        })?
+        .map_err(|e| ConnectError::NotRunning { socket: paths.socket.clone(), cause: e.message().to_owned() })?
         .into_inner();
     Ok((client, ping))
 }
@@ -81,12 +66,7 @@ pub async fn connect_or_start(paths: &Paths) -> Result<Client, ConnectError> {
                     active: ping.active_tasks,
                 });
             }
-            let _ = client
-                .shutdown(ShutdownRequest {
-                    cancel_tasks: false,
-                    only_if_idle: true,
-                })
-                .await;
+            let _ = client.shutdown(ShutdownRequest { cancel_tasks: false, only_if_idle: true }).await;
             wait_until_gone(paths, Duration::from_secs(5)).await;
         }
         Err(_) => {}
@@ -101,11 +81,7 @@ pub fn daemon_binary() -> PathBuf {
     if let Some(bin) = std::env::var_os("CAESAR_DAEMON_BIN").filter(|v| !v.is_empty()) {
         return PathBuf::from(bin);
     }
-    let name = if cfg!(windows) {
-        "caesard.exe"
-    } else {
-        "caesard"
-    };
+    let name = if cfg!(windows) { "caesard.exe" } else { "caesard" };
     if let Ok(exe) = std::env::current_exe()
         && let Some(dir) = exe.parent()
     {
@@ -123,28 +99,19 @@ pub fn daemon_binary() -> PathBuf {
 pub fn start_daemon(paths: &Paths) -> Result<(), ConnectError> {
     let bin = daemon_binary();
     let mut cmd = Command::new(&bin);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
         // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
         unsafe {
-            cmd.pre_exec(|| {
-                nix::unistd::setsid()
-                    .map(|_| ())
-                    .map_err(std::io::Error::from)
-            });
+            cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
         }
     }
     // The daemon resolves the same paths from the same environment; make
     // the socket explicit in case the caller computed it differently.
     cmd.env("CAESAR_SOCKET", &paths.socket);
-    let mut child = cmd.spawn().map_err(|e| ConnectError::SpawnFailed {
-        bin: bin.clone(),
-        cause: e.to_string(),
-    })?;
+    let mut child = cmd.spawn().map_err(|e| ConnectError::SpawnFailed { bin: bin.clone(), cause: e.to_string() })?;
     std::thread::spawn(move || {
         let _ = child.wait();
     });

@@ -28,9 +28,8 @@ pub fn parse_ms(text: &str) -> Result<u64, String> {
                 break;
             }
         }
-        let n: u64 = digits
-            .parse()
-            .map_err(|_| format!("bad duration `{text}`: a number must come before `{unit}`"))?;
+        let n: u64 =
+            digits.parse().map_err(|_| format!("bad duration `{text}`: a number must come before `{unit}`"))?;
         digits.clear();
         let factor = match unit.as_str() {
             "ms" => 1,
@@ -38,17 +37,13 @@ pub fn parse_ms(text: &str) -> Result<u64, String> {
             "m" => 60_000,
             "h" => 3_600_000,
             _ => {
-                return Err(format!(
-                    "bad duration `{text}`: unknown unit `{unit}` (use ms, s, m or h)"
-                ));
+                return Err(format!("bad duration `{text}`: unknown unit `{unit}` (use ms, s, m or h)"));
             }
         };
         total = total.saturating_add(n.saturating_mul(factor));
     }
     if !digits.is_empty() {
-        return Err(format!(
-            "bad duration `{text}`: `{digits}` has no unit (use ms, s, m or h)"
-        ));
+        return Err(format!("bad duration `{text}`: `{digits}` has no unit (use ms, s, m or h)"));
     }
     Ok(total)
 }

@@ -14,11 +14,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 fn socket_name(path: &Path) -> io::Result<Name<'static>> {
     let s = path.to_string_lossy().into_owned();
-    if cfg!(windows) {
-        s.to_ns_name::<GenericNamespaced>()
-    } else {
-        s.to_fs_name::<GenericFilePath>()
-    }
+    if cfg!(windows) { s.to_ns_name::<GenericNamespaced>() } else { s.to_fs_name::<GenericFilePath>() }
 }
 
 /// One accepted connection, in the shape tonic's server wants.
@@ -30,21 +26,13 @@ impl tonic::transport::server::Connected for IpcConn {
 }
 
 impl AsyncRead for IpcConn {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for IpcConn {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -59,9 +47,7 @@ impl AsyncWrite for IpcConn {
 /// A stale socket file is replaced: the caller holds the instance lock, so
 /// no live daemon owns it.
 pub fn bind(path: &Path) -> io::Result<Listener> {
-    let opts = ListenerOptions::new()
-        .name(socket_name(path)?)
-        .try_overwrite(true);
+    let opts = ListenerOptions::new().name(socket_name(path)?).try_overwrite(true);
     #[cfg(unix)]
     let opts = {
         use interprocess::os::unix::local_socket::ListenerOptionsExt;

@@ -62,30 +62,18 @@ impl Paths {
                 "cannot find the home directory: set HOME, or CAESAR_HOME=<dir> to keep caesar's files there",
             )
         })?;
-        let state_dir = base
-            .state_dir()
-            .unwrap_or_else(|| base.data_local_dir())
-            .join("caesar");
+        let state_dir = base.state_dir().unwrap_or_else(|| base.data_local_dir()).join("caesar");
         let config_dir = base.config_dir().join("caesar");
         let runtime_dir = match base.runtime_dir() {
             Some(dir) => dir.join("caesar"),
             None => private_tmp_dir(),
         };
-        Ok(Paths {
-            socket: runtime_dir.join(SOCKET_NAME),
-            runtime_dir,
-            state_dir,
-            config_dir,
-        })
+        Ok(Paths { socket: runtime_dir.join(SOCKET_NAME), runtime_dir, state_dir, config_dir })
     }
 
     /// The lock file that makes the daemon single-instance for this socket.
     pub fn lock_file(&self) -> PathBuf {
-        let mut name = self
-            .socket
-            .file_name()
-            .map(|n| n.to_os_string())
-            .unwrap_or_else(|| SOCKET_NAME.into());
+        let mut name = self.socket.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| SOCKET_NAME.into());
         name.push(".lock");
         self.runtime_dir.join(name)
     }

@@ -32,35 +32,21 @@ async fn a_report_file_is_collected_with_events_and_env() {
         ],
     )]);
     let mut c = env.start_daemon().await;
-    let d = c
-        .delegate(env.delegate_request("writer", "write a report"))
-        .await
-        .unwrap()
-        .into_inner();
+    let d = c.delegate(env.delegate_request("writer", "write a report")).await.unwrap().into_inner();
     assert_eq!(d.status, "running");
-    assert_eq!(
-        (d.mode.as_str(), d.isolation.as_str()),
-        ("write", "inplace")
-    );
+    assert_eq!((d.mode.as_str(), d.isolation.as_str()), ("write", "inplace"));
     assert_eq!(d.timeout_ms, 600_000, "the default timeout is 10 minutes");
     let t = await_one(&mut c, &d.task_id, LONG).await;
     assert_eq!(t.status, "succeeded");
     assert_eq!(t.exit_code, Some(0));
     assert!(!t.pending);
-    assert_eq!(
-        (t.report_status.as_str(), t.report_source.as_str()),
-        ("success", "file")
-    );
+    assert_eq!((t.report_status.as_str(), t.report_source.as_str()), ("success", "file"));
     let report = json(&t.report_json);
     assert_eq!(report["summary"], "all done");
     assert_eq!(report["task_id"], d.task_id.as_str());
 
     let logs = c
-        .logs(pb::LogsRequest {
-            task_id: d.task_id.clone(),
-            limit: 100,
-            ..Default::default()
-        })
+        .logs(pb::LogsRequest { task_id: d.task_id.clone(), limit: 100, ..Default::default() })
         .await
         .unwrap()
         .into_inner();
@@ -68,64 +54,29 @@ async fn a_report_file_is_collected_with_events_and_env() {
     assert_eq!(logs.total_events, events.len() as u64);
     assert_eq!(events.first().unwrap()["type"], "started");
     assert_eq!(events.last().unwrap()["type"], "finished");
-    let texts: Vec<&str> = events
-        .iter()
-        .filter(|e| e["type"] == "message")
-        .map(|e| e["text"].as_str().unwrap())
-        .collect();
+    let texts: Vec<&str> =
+        events.iter().filter(|e| e["type"] == "message").map(|e| e["text"].as_str().unwrap()).collect();
     assert_eq!(
         texts,
-        [
-            "hello",
-            &format!("CAESAR_TASK_ID={}", d.task_id),
-            "CAESAR_DEPTH=1",
-            "line 0",
-            "line 1",
-            "line 2"
-        ]
+        ["hello", &format!("CAESAR_TASK_ID={}", d.task_id), "CAESAR_DEPTH=1", "line 0", "line 1", "line 2"]
     );
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    assert_eq!(
-        seqs,
-        (0..events.len() as u64).collect::<Vec<_>>(),
-        "seq is dense and ordered"
-    );
+    assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>(), "seq is dense and ordered");
 
     // The OACP task directory holds the same documents.
     let dir = std::path::Path::new(&t.task_dir);
-    assert_eq!(
-        json(&std::fs::read_to_string(dir.join("task.json")).unwrap())["protocol"],
-        "caesar.task/v1"
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.join("events.jsonl"))
-            .unwrap()
-            .lines()
-            .count(),
-        events.len()
-    );
-    assert!(
-        std::fs::read_to_string(dir.join("raw.log"))
-            .unwrap()
-            .contains("line 2")
-    );
+    assert_eq!(json(&std::fs::read_to_string(dir.join("task.json")).unwrap())["protocol"], "caesar.task/v1");
+    assert_eq!(std::fs::read_to_string(dir.join("events.jsonl")).unwrap().lines().count(), events.len());
+    assert!(std::fs::read_to_string(dir.join("raw.log")).unwrap().contains("line 2"));
 
     let raw = c
-        .logs(pb::LogsRequest {
-            task_id: d.task_id.clone(),
-            raw: true,
-            ..Default::default()
-        })
+        .logs(pb::LogsRequest { task_id: d.task_id.clone(), raw: true, ..Default::default() })
         .await
         .unwrap()
         .into_inner();
     assert!(raw.raw.contains("hello\n") && !raw.raw_truncated);
     let two = c
-        .logs(pb::LogsRequest {
-            task_id: d.task_id.clone(),
-            limit: 2,
-            ..Default::default()
-        })
+        .logs(pb::LogsRequest { task_id: d.task_id.clone(), limit: 2, ..Default::default() })
         .await
         .unwrap()
         .into_inner();
@@ -136,57 +87,26 @@ async fn a_report_file_is_collected_with_events_and_env() {
 #[tokio::test]
 async fn degraded_reports_fenced_embedded_synthesized_and_refused() {
     let mut env = Env::new(&[
-        (
-            "fenced",
-            &["say", "working", "fenced", "partial", "half of it"],
-        ),
-        (
-            "embedded",
-            &[
-                "say",
-                r#"result: {"protocol":"caesar.report/v1","status":"failed","summary":"could not"}"#,
-            ],
-        ),
+        ("fenced", &["say", "working", "fenced", "partial", "half of it"]),
+        ("embedded", &["say", r#"result: {"protocol":"caesar.report/v1","status":"failed","summary":"could not"}"#]),
         ("silent", &["say", "bye", "exit", "7"]),
         (
             "future",
-            &[
-                "report-raw",
-                r#"{"protocol":"caesar.report/v2","status":"success","summary":"from the future"}"#,
-            ],
+            &["report-raw", r#"{"protocol":"caesar.report/v2","status":"success","summary":"from the future"}"#],
         ),
     ]);
     let mut c = env.start_daemon().await;
     let mut ids = Vec::new();
     for agent in ["fenced", "embedded", "silent", "future"] {
-        ids.push(
-            c.delegate(env.delegate_request(agent, "x"))
-                .await
-                .unwrap()
-                .into_inner()
-                .task_id,
-        );
+        ids.push(c.delegate(env.delegate_request(agent, "x")).await.unwrap().into_inner().task_id);
     }
     let r = c
-        .r#await(pb::AwaitRequest {
-            task_ids: ids.clone(),
-            timeout_ms: 30_000,
-            wake_on_attention: false,
-        })
+        .r#await(pb::AwaitRequest { task_ids: ids.clone(), timeout_ms: 30_000, wake_on_attention: false })
         .await
         .unwrap()
         .into_inner();
-    let by: Vec<(&str, &str, &str)> = r
-        .tasks
-        .iter()
-        .map(|t| {
-            (
-                t.status.as_str(),
-                t.report_status.as_str(),
-                t.report_source.as_str(),
-            )
-        })
-        .collect();
+    let by: Vec<(&str, &str, &str)> =
+        r.tasks.iter().map(|t| (t.status.as_str(), t.report_status.as_str(), t.report_source.as_str())).collect();
     assert_eq!(
         by,
         [
@@ -200,31 +120,20 @@ async fn degraded_reports_fenced_embedded_synthesized_and_refused() {
     assert!(silent["summary"].as_str().unwrap().contains("code 7"));
     assert_eq!(r.tasks[2].exit_code, Some(7));
     let future = json(&r.tasks[3].report_json);
-    let refused = future["findings"].as_array().unwrap().iter().any(|f| {
-        f["severity"] == "high" && f["detail"].as_str().unwrap().contains("caesar.report/v2")
-    });
+    let refused = future["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["severity"] == "high" && f["detail"].as_str().unwrap().contains("caesar.report/v2"));
     assert!(refused, "the v2 report is refused by name: {future}");
 }
 
 #[tokio::test]
 async fn await_returns_pending_at_its_timeout_and_wakes_at_the_exit() {
-    let mut env = Env::new(&[
-        ("slow", &["sleep", "1500", "report", "success", "slow done"]),
-        ("hang", &["hang"]),
-    ]);
+    let mut env = Env::new(&[("slow", &["sleep", "1500", "report", "success", "slow done"]), ("hang", &["hang"])]);
     let mut c = env.start_daemon().await;
-    let slow = c
-        .delegate(env.delegate_request("slow", "x"))
-        .await
-        .unwrap()
-        .into_inner()
-        .task_id;
-    let hang = c
-        .delegate(env.delegate_request("hang", "x"))
-        .await
-        .unwrap()
-        .into_inner()
-        .task_id;
+    let slow = c.delegate(env.delegate_request("slow", "x")).await.unwrap().into_inner().task_id;
+    let hang = c.delegate(env.delegate_request("hang", "x")).await.unwrap().into_inner().task_id;
 
     let started = Instant::now();
     let r = c
@@ -237,28 +146,15 @@ async fn await_returns_pending_at_its_timeout_and_wakes_at_the_exit() {
         .unwrap()
         .into_inner();
     assert!(started.elapsed() >= Duration::from_millis(300));
-    assert!(
-        r.tasks
-            .iter()
-            .all(|t| t.pending && t.status == "running" && t.report_json.is_empty())
-    );
+    assert!(r.tasks.iter().all(|t| t.pending && t.status == "running" && t.report_json.is_empty()));
 
     // Waiting for the slow one alone returns when it exits, not at the timeout.
     let started = Instant::now();
     let t = await_one(&mut c, &slow, Duration::from_secs(60)).await;
     assert_eq!(t.status, "succeeded");
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "woken by the exit, not the 60 s timeout"
-    );
+    assert!(started.elapsed() < Duration::from_secs(20), "woken by the exit, not the 60 s timeout");
 
-    let s = c
-        .status(pb::StatusRequest {
-            task_id: hang.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let s = c.status(pb::StatusRequest { task_id: hang.clone() }).await.unwrap().into_inner();
     assert_eq!(s.status, "running");
     assert!(s.last_event_json.contains("started"));
     assert!(s.report_json.is_empty());
@@ -269,40 +165,15 @@ async fn cancel_kills_the_whole_tree_including_escaped_grandchildren() {
     let mut env = Env::new(&[]);
     let pidfile = env.file("pids");
     let pf = pidfile.display().to_string();
-    let args = [
-        "ignore-term",
-        "pid",
-        &pf,
-        "child",
-        &pf,
-        "escape",
-        &pf,
-        "say",
-        "ready",
-        "hang",
-    ];
+    let args = ["ignore-term", "pid", &pf, "child", &pf, "escape", &pf, "say", "ready", "hang"];
     env.set_agents(&[("tree", &args)]);
     let mut c = env.start_daemon().await;
-    let id = c
-        .delegate(env.delegate_request("tree", "x"))
-        .await
-        .unwrap()
-        .into_inner()
-        .task_id;
-    assert!(
-        eventually(LONG, || pids_in(&pidfile).len() == 3).await,
-        "the agent and two children started"
-    );
+    let id = c.delegate(env.delegate_request("tree", "x")).await.unwrap().into_inner().task_id;
+    assert!(eventually(LONG, || pids_in(&pidfile).len() == 3).await, "the agent and two children started");
     let pids = pids_in(&pidfile);
     assert!(pids.iter().all(|&p| alive(p)));
 
-    let r = c
-        .cancel(pb::CancelRequest {
-            task_id: id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let r = c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap().into_inner();
     assert!(r.cancelled);
     assert_eq!(r.status, "cancelled");
     // Cancel returns after the shutdown: nothing is left, not even the
@@ -314,11 +185,7 @@ async fn cancel_kills_the_whole_tree_including_escaped_grandchildren() {
     assert_eq!(t.status, "cancelled");
     assert_eq!(json(&t.report_json)["status"], "failed");
 
-    let again = c
-        .cancel(pb::CancelRequest { task_id: id })
-        .await
-        .unwrap()
-        .into_inner();
+    let again = c.cancel(pb::CancelRequest { task_id: id }).await.unwrap().into_inner();
     assert!(!again.cancelled, "cancelling a finished task is a no-op");
     assert_eq!(again.status, "cancelled");
 }
@@ -336,18 +203,10 @@ async fn a_timeout_stops_the_agent_and_ends_timed_out() {
     let t = await_one(&mut c, &id, LONG).await;
     assert_eq!(t.status, "timed_out");
     assert_eq!(t.report_status, "failed");
-    assert!(
-        json(&t.report_json)["summary"]
-            .as_str()
-            .unwrap()
-            .contains("timed out")
-    );
+    assert!(json(&t.report_json)["summary"].as_str().unwrap().contains("timed out"));
     let pids = pids_in(&pidfile);
     assert_eq!(pids.len(), 2);
-    assert!(
-        pids.iter().all(|&p| !alive(p)),
-        "no process of the task is left"
-    );
+    assert!(pids.iter().all(|&p| !alive(p)), "no process of the task is left");
 }
 
 #[tokio::test]
@@ -355,55 +214,32 @@ async fn leftovers_of_a_finished_agent_are_killed() {
     let mut env = Env::new(&[]);
     let pidfile = env.file("pids");
     let pf = pidfile.display().to_string();
-    env.set_agents(&[(
-        "leaky",
-        &["escape", &pf, "report", "success", "done, but left a child"],
-    )]);
+    env.set_agents(&[("leaky", &["escape", &pf, "report", "success", "done, but left a child"])]);
     let mut c = env.start_daemon().await;
-    let id = c
-        .delegate(env.delegate_request("leaky", "x"))
-        .await
-        .unwrap()
-        .into_inner()
-        .task_id;
+    let id = c.delegate(env.delegate_request("leaky", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
     assert_eq!(t.status, "succeeded");
     let pids = pids_in(&pidfile);
     assert_eq!(pids.len(), 1);
-    assert!(
-        !alive(pids[0]),
-        "the escaped child of a finished task is gone"
-    );
+    assert!(!alive(pids[0]), "the escaped child of a finished task is gone");
 }
 
 #[tokio::test]
 async fn bad_input_gets_clear_errors_and_loses_nothing() {
     let mut env = Env::new(&[("ok", &["report", "success", "fine"])]);
     let mut c = env.start_daemon().await;
-    let good = c
-        .delegate(env.delegate_request("ok", "x"))
-        .await
-        .unwrap()
-        .into_inner()
-        .task_id;
+    let good = c.delegate(env.delegate_request("ok", "x")).await.unwrap().into_inner().task_id;
     let before = await_one(&mut c, &good, LONG).await;
 
-    let e = c
-        .delegate(env.delegate_request("nope", "x"))
-        .await
-        .unwrap_err();
+    let e = c.delegate(env.delegate_request("nope", "x")).await.unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
     assert!(
-        e.message().contains("unknown agent `nope`")
-            && e.message().contains("use one of ok, claude, codex"),
+        e.message().contains("unknown agent `nope`") && e.message().contains("use one of ok, claude, codex"),
         "{}",
         e.message()
     );
 
-    let e = c
-        .delegate(env.delegate_request("ok", "   "))
-        .await
-        .unwrap_err();
+    let e = c.delegate(env.delegate_request("ok", "   ")).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("objective"));
 
@@ -420,10 +256,7 @@ async fn bad_input_gets_clear_errors_and_loses_nothing() {
     assert!(e.message().contains("read-only"));
 
     for id in ["t_000000000000", "../../etc/passwd", ""] {
-        let e = c
-            .status(pb::StatusRequest { task_id: id.into() })
-            .await
-            .unwrap_err();
+        let e = c.status(pb::StatusRequest { task_id: id.into() }).await.unwrap_err();
         assert_eq!(e.code(), Code::NotFound, "{id}");
         assert!(e.message().contains("caesar ps"));
     }
@@ -437,31 +270,15 @@ async fn bad_input_gets_clear_errors_and_loses_nothing() {
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
     assert!(e.message().contains("t_ffffffffffff"));
-    let e = c
-        .cancel(pb::CancelRequest {
-            task_id: "t_ffffffffffff".into(),
-        })
-        .await
-        .unwrap_err();
+    let e = c.cancel(pb::CancelRequest { task_id: "t_ffffffffffff".into() }).await.unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
 
     // Nothing stored before was touched.
     let after = await_one(&mut c, &good, LONG).await;
     assert_eq!(before.report_json, after.report_json);
     assert_eq!(before.event_count, after.event_count);
-    let list = c
-        .list_tasks(pb::ListTasksRequest {
-            statuses: vec![],
-            limit: 10,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        list.tasks.len(),
-        1,
-        "no failed delegation left a task behind"
-    );
+    let list = c.list_tasks(pb::ListTasksRequest { statuses: vec![], limit: 10 }).await.unwrap().into_inner();
+    assert_eq!(list.tasks.len(), 1, "no failed delegation left a task behind");
 }
 
 #[tokio::test]
@@ -473,22 +290,12 @@ async fn a_missing_executable_fails_cleanly() {
     )
     .unwrap();
     let mut c = env.start_daemon().await;
-    let e = c
-        .delegate(env.delegate_request("ghost", "x"))
-        .await
-        .unwrap_err();
+    let e = c.delegate(env.delegate_request("ghost", "x")).await.unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition);
     assert!(e.message().contains("/nonexistent/agent") && e.message().contains("bin"));
 
-    std::fs::write(
-        env.project.path().join(".caesar/config.toml"),
-        "[[agent]]\nid = \"broken\"\nbin = \n",
-    )
-    .unwrap();
-    let e = c
-        .delegate(env.delegate_request("broken", "x"))
-        .await
-        .unwrap_err();
+    std::fs::write(env.project.path().join(".caesar/config.toml"), "[[agent]]\nid = \"broken\"\nbin = \n").unwrap();
+    let e = c.delegate(env.delegate_request("broken", "x")).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("config.toml:3"), "{}", e.message());
 }

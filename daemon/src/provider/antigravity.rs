@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use super::{
-    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec,
-    Stream, error, json_object, positional, s, str_at, u64_at,
+    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, error,
+    json_object, positional, s, str_at, u64_at,
 };
 use crate::oacp::{EventBody, Mode, Usage};
 
@@ -44,11 +44,7 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
     }
     // [3P] -p must come last; a positional prompt is ignored and stdin is never read.
     args.extend([s("-p"), positional(inv.prompt)]);
-    Launch {
-        args,
-        stdin_null: true,
-        ..Launch::default()
-    }
+    Launch { args, stdin_null: true, ..Launch::default() }
 }
 
 #[derive(Debug, Default)]
@@ -81,9 +77,7 @@ impl LineParser for AgyParser {
                 let kind = str_at(step, "step_type").unwrap_or("step");
                 let state = str_at(step, "state").unwrap_or_default().to_lowercase();
                 p.events.push(EventBody::Progress {
-                    message: format!("step {index}: {kind} {state}")
-                        .trim_end()
-                        .to_owned(),
+                    message: format!("step {index}: {kind} {state}").trim_end().to_owned(),
                     pct: None,
                 });
             }
@@ -100,34 +94,21 @@ impl AgyParser {
             self.base.session(p, id);
         }
         let u = r.get("usage").unwrap_or(&Value::Null);
-        let input = ["input_tokens", "cache_read_tokens"]
-            .iter()
-            .filter_map(|k| u64_at(u, k))
-            .reduce(|a, b| a + b);
-        let output = ["output_tokens", "thinking_tokens"]
-            .iter()
-            .filter_map(|k| u64_at(u, k))
-            .reduce(|a, b| a + b);
+        let input = ["input_tokens", "cache_read_tokens"].iter().filter_map(|k| u64_at(u, k)).reduce(|a, b| a + b);
+        let output = ["output_tokens", "thinking_tokens"].iter().filter_map(|k| u64_at(u, k)).reduce(|a, b| a + b);
         let duration = r
             .get("duration_seconds")
             .and_then(Value::as_f64)
             .filter(|d| *d >= 0.0)
             .map(|d| (d * 1000.0).round() as u64);
-        let usage = Usage {
-            input_tokens: input,
-            output_tokens: output,
-            cost_usd: None,
-            duration_ms: duration,
-        };
+        let usage = Usage { input_tokens: input, output_tokens: output, cost_usd: None, duration_ms: duration };
         if usage != Usage::default() {
             self.base.usage(p, usage);
         }
         let status = str_at(r, "status").unwrap_or_default();
         let response = str_at(r, "response").unwrap_or_default();
         if status.eq_ignore_ascii_case("error") || status.eq_ignore_ascii_case("failed") {
-            let msg = str_at(r, "error")
-                .filter(|m| !m.is_empty())
-                .unwrap_or("agy run failed");
+            let msg = str_at(r, "error").filter(|m| !m.is_empty()).unwrap_or("agy run failed");
             error(p, msg, true);
             // "Individual quota reached. Please upgrade your subscription…"
             self.base.classify(p, msg);

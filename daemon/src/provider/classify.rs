@@ -103,16 +103,7 @@ fn normalize(text: &str) -> String {
 
 /// `code` as a standalone number in text that talks about a status or an error.
 fn has_status(t: &str, code: &str) -> bool {
-    const CONTEXT: &[&str] = &[
-        "status",
-        "error",
-        "http",
-        "api",
-        "code",
-        "unauthorized",
-        "rejected",
-        "failed",
-    ];
+    const CONTEXT: &[&str] = &["status", "error", "http", "api", "code", "unauthorized", "rejected", "failed"];
     let bytes = t.as_bytes();
     let standalone = t.match_indices(code).any(|(i, _)| {
         let before = i.checked_sub(1).and_then(|j| bytes.get(j));
@@ -229,8 +220,6 @@ mod tests {
     #[test]
     fn shell_eacces_is_not_a_cli_denial() {
         assert!(!is_denial("bash: /etc/shadow: Permission denied"));
-        assert!(is_denial(
-            "The user rejected permission to use this specific tool call."
-        ));
+        assert!(is_denial("The user rejected permission to use this specific tool call."));
     }
 }

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::{
-    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec,
-    Stream, allowed_effort, error, file_changed, json_object, mcp_servers_json, message,
-    positional, s, str_at, summarize_input, thinking, u64_at,
+    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, allowed_effort,
+    error, file_changed, json_object, mcp_servers_json, message, positional, s, str_at, summarize_input, thinking,
+    u64_at,
 };
 use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 
@@ -66,11 +66,7 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
     if let Some(m) = &inv.mcp {
         let config = mcp_servers_json(m, &[("type", Value::from("stdio"))]);
         // [V] inline JSON config plus --strict-mcp-config (claude-mcp-report-progress.jsonl).
-        args.extend([
-            s("--mcp-config"),
-            config.to_string(),
-            s("--strict-mcp-config"),
-        ]);
+        args.extend([s("--mcp-config"), config.to_string(), s("--strict-mcp-config")]);
         // [V] tools are named mcp__<server>__<tool>; pre-allowed they run even in plan mode.
         args.extend([s("--allowedTools"), mcp_tool_names(m.name, m.tools)]);
     }
@@ -88,11 +84,7 @@ pub(super) fn mcp_tool_names(server: &str, tools: &[&str]) -> String {
     if tools.is_empty() {
         format!("mcp__{server}")
     } else {
-        tools
-            .iter()
-            .map(|t| format!("mcp__{server}__{t}"))
-            .collect::<Vec<_>>()
-            .join(",")
+        tools.iter().map(|t| format!("mcp__{server}__{t}")).collect::<Vec<_>>().join(",")
     }
 }
 
@@ -174,11 +166,7 @@ impl ClaudeParser {
 
     fn assistant(&mut self, p: &mut Parsed, v: &Value) {
         let err = str_at(v, "error");
-        let content = v
-            .pointer("/message/content")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+        let content = v.pointer("/message/content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
         for block in content {
             match str_at(block, "type").unwrap_or_default() {
                 "text" => {
@@ -204,8 +192,7 @@ impl ClaudeParser {
                     let name = str_at(block, "name").unwrap_or_default();
                     let input = block.get("input").unwrap_or(&Value::Null);
                     if FILE_TOOLS.contains(&name) {
-                        let path =
-                            str_at(input, "file_path").or_else(|| str_at(input, "notebook_path"));
+                        let path = str_at(input, "file_path").or_else(|| str_at(input, "notebook_path"));
                         if let Some(path) = path {
                             self.file_targets.insert(id.to_owned(), path.to_owned());
                         }
@@ -222,21 +209,14 @@ impl ClaudeParser {
     }
 
     fn user(&mut self, p: &mut Parsed, v: &Value) {
-        let content = v
-            .pointer("/message/content")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+        let content = v.pointer("/message/content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
         let tool_use_result = v.get("tool_use_result");
         for block in content {
             if str_at(block, "type") != Some("tool_result") {
                 continue;
             }
             let id = str_at(block, "tool_use_id").unwrap_or_default();
-            let is_error = block
-                .get("is_error")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
+            let is_error = block.get("is_error").and_then(Value::as_bool).unwrap_or(false);
             self.base.tool_end(p, id, None, None, !is_error);
             if is_error {
                 let text = content_text(block.get("content"));
@@ -264,14 +244,10 @@ impl ClaudeParser {
     fn result(&mut self, p: &mut Parsed, v: &Value) {
         self.got_result = true;
         let usage = v.get("usage").unwrap_or(&Value::Null);
-        let input = [
-            "input_tokens",
-            "cache_creation_input_tokens",
-            "cache_read_input_tokens",
-        ]
-        .iter()
-        .filter_map(|k| u64_at(usage, k))
-        .reduce(|a, b| a + b);
+        let input = ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]
+            .iter()
+            .filter_map(|k| u64_at(usage, k))
+            .reduce(|a, b| a + b);
         let u = Usage {
             input_tokens: input,
             output_tokens: u64_at(usage, "output_tokens"),
@@ -283,18 +259,12 @@ impl ClaudeParser {
         }
         let text = str_at(v, "result").unwrap_or_default();
         let subtype = str_at(v, "subtype").unwrap_or_default();
-        let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false)
-            || subtype.starts_with("error");
+        let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false) || subtype.starts_with("error");
         if is_error {
             // qwen puts `error: {type, message}` on an error result.
-            let detail = v
-                .pointer("/error/message")
-                .and_then(Value::as_str)
-                .filter(|m| !m.is_empty());
-            let msg = [text, detail.unwrap_or_default(), subtype]
-                .into_iter()
-                .find(|m| !m.is_empty())
-                .unwrap_or("error");
+            let detail = v.pointer("/error/message").and_then(Value::as_str).filter(|m| !m.is_empty());
+            let msg =
+                [text, detail.unwrap_or_default(), subtype].into_iter().find(|m| !m.is_empty()).unwrap_or("error");
             error(p, msg, true);
             match u64_at(v, "api_error_status") {
                 Some(401 | 403) => self.base.blocker(p, BlockerKind::Auth, msg),
@@ -305,11 +275,7 @@ impl ClaudeParser {
             p.final_text = Some(text.to_owned());
         }
         // [V] a default-mode or plan-mode refusal lists the calls in permission_denials.
-        let denials = v
-            .get("permission_denials")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+        let denials = v.get("permission_denials").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
         if !denials.is_empty() {
             let list: Vec<String> = denials
                 .iter()
@@ -338,11 +304,7 @@ fn error_kind(kind: &str) -> Option<BlockerKind> {
 fn content_text(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(t)) => t.clone(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .filter_map(|i| str_at(i, "text"))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        Some(Value::Array(items)) => items.iter().filter_map(|i| str_at(i, "text")).collect::<Vec<_>>().join("\n"),
         _ => String::new(),
     }
 }

@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use super::{
-    Capabilities, Invocation, Launch, NetworkControl, ProviderSpec, claude::mcp_tool_names,
-    mcp_servers_json, positional, s,
+    Capabilities, Invocation, Launch, NetworkControl, ProviderSpec, claude::mcp_tool_names, mcp_servers_json,
+    positional, s,
 };
 use crate::oacp::Mode;
 
@@ -30,12 +30,7 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
 
 pub(super) fn launch(inv: &Invocation) -> Launch {
     // Prompt right after -p, as for claude: --mcp-config and --allowedTools are variadic there.
-    let mut args = vec![
-        s("-p"),
-        positional(inv.prompt),
-        s("--output-format"),
-        s("stream-json"),
-    ];
+    let mut args = vec![s("-p"), positional(inv.prompt), s("--output-format"), s("stream-json")];
     match inv.mode {
         Mode::ReadOnly => args.extend([s("--permission-mode"), s("plan")]),
         // [D] -y is required in -p mode for any tool that needs authorization.
@@ -52,9 +47,5 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         args.extend([s("--mcp-config"), config.to_string()]);
         args.extend([s("--allowedTools"), mcp_tool_names(m.name, m.tools)]);
     }
-    Launch {
-        args,
-        stdin_null: true,
-        ..Launch::default()
-    }
+    Launch { args, stdin_null: true, ..Launch::default() }
 }

@@ -7,9 +7,9 @@
 use serde_json::Value;
 
 use super::{
-    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec,
-    Stream, allowed_effort, error, file_changed, json_object, message, s, str_at, summarize_input,
-    thinking, toml_inline_env, toml_key, toml_str, toml_str_array, u64_at,
+    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, allowed_effort,
+    error, file_changed, json_object, message, s, str_at, summarize_input, thinking, toml_inline_env, toml_key,
+    toml_str, toml_str_array, u64_at,
 };
 use crate::oacp::{ChangeAction, Mode, Usage};
 
@@ -62,20 +62,13 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
     }
     if let (Mode::Write, Some(on)) = (inv.mode, inv.network) {
         // providers.md: network under workspace-write, off by default.
-        args.extend([
-            s("-c"),
-            format!("sandbox_workspace_write.network_access={on}"),
-        ]);
+        args.extend([s("-c"), format!("sandbox_workspace_write.network_access={on}")]);
     }
     if let Some(schema) = inv.output_schema_path {
         args.extend([s("--output-schema"), s(schema)]);
     }
     if let Some(m) = &inv.mcp {
-        let mut table = format!(
-            "{{command={},args={}",
-            toml_str(m.command),
-            toml_str_array(m.args)
-        );
+        let mut table = format!("{{command={},args={}", toml_str(m.command), toml_str_array(m.args));
         if !m.env.is_empty() {
             table.push_str(&format!(",env={}", toml_inline_env(m.env)));
         }
@@ -148,10 +141,7 @@ impl LineParser for CodexParser {
                 self.base.usage(&mut p, usage);
             }
             "turn.failed" => {
-                let msg = v
-                    .pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("turn failed");
+                let msg = v.pointer("/error/message").and_then(Value::as_str).unwrap_or("turn failed");
                 error(&mut p, msg, true);
                 self.base.classify(&mut p, msg);
             }
@@ -192,11 +182,7 @@ impl CodexParser {
                 }
             }
             "file_change" => {
-                let changes = item
-                    .get("changes")
-                    .and_then(Value::as_array)
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
+                let changes = item.get("changes").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
                 let paths: Vec<&str> = changes.iter().filter_map(|c| str_at(c, "path")).collect();
                 let summary = paths.join(", ");
                 if !completed {
@@ -204,8 +190,7 @@ impl CodexParser {
                     return;
                 }
                 let ok = status == "completed";
-                self.base
-                    .tool_end(p, id, Some("apply_patch"), Some(summary), ok);
+                self.base.tool_end(p, id, Some("apply_patch"), Some(summary), ok);
                 if ok {
                     for c in changes {
                         let action = match str_at(c, "kind") {
@@ -248,33 +233,21 @@ impl CodexParser {
             "error" if completed => error(p, str_at(item, "message").unwrap_or_default(), false),
             // Started items whose content only arrives on completion.
             "agent_message" | "reasoning" | "error" => {}
-            _ => p.events.push(crate::oacp::EventBody::Unrecognized {
-                line: v.to_string(),
-            }),
+            _ => p.events.push(crate::oacp::EventBody::Unrecognized { line: v.to_string() }),
         }
     }
 }
 
 fn todo_progress(p: &mut Parsed, item: &Value) {
-    let items = item
-        .get("items")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let done = items
-        .iter()
-        .filter(|i| i.get("completed").and_then(Value::as_bool) == Some(true))
-        .count();
+    let items = item.get("items").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let done = items.iter().filter(|i| i.get("completed").and_then(Value::as_bool) == Some(true)).count();
     let next = items
         .iter()
         .find(|i| i.get("completed").and_then(Value::as_bool) != Some(true))
         .and_then(|i| str_at(i, "text"))
         .unwrap_or("done");
     let pct = (!items.is_empty()).then(|| done as f64 * 100.0 / items.len() as f64);
-    p.events.push(crate::oacp::EventBody::Progress {
-        message: format!("plan {done}/{}: {next}", items.len()),
-        pct,
-    });
+    p.events.push(crate::oacp::EventBody::Progress { message: format!("plan {done}/{}: {next}", items.len()), pct });
 }
 
 /// `2026-08-11T14:54:31.678642Z ERROR target: …`, as written by `tracing_subscriber::fmt`.
@@ -285,9 +258,7 @@ fn is_tracing_line(line: &str) -> bool {
     };
     let ts = ts.as_bytes();
     ts.len() >= 20
-        && ts
-            .get(..4)
-            .is_some_and(|y| y.iter().all(u8::is_ascii_digit))
+        && ts.get(..4).is_some_and(|y| y.iter().all(u8::is_ascii_digit))
         && ts.get(4) == Some(&b'-')
         && ts.get(10) == Some(&b'T')
         && matches!(level, "ERROR" | "WARN" | "INFO" | "DEBUG" | "TRACE")

@@ -6,9 +6,9 @@
 use serde_json::Value;
 
 use super::{
-    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec,
-    Stream, allowed_effort, error, file_changed, gemini::prompt_args, json_object,
-    mcp_servers_json, message, s, str_at, summarize_input, thinking, u64_at,
+    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, allowed_effort,
+    error, file_changed, gemini::prompt_args, json_object, mcp_servers_json, message, s, str_at, summarize_input,
+    thinking, u64_at,
 };
 use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 
@@ -50,18 +50,9 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         args.push(format!("--resume={id}"));
     }
     if let Some(m) = &inv.mcp {
-        let tools: Vec<Value> = if m.tools.is_empty() {
-            vec![Value::from("*")]
-        } else {
-            m.tools.iter().map(|t| Value::from(*t)).collect()
-        };
-        let config = mcp_servers_json(
-            m,
-            &[
-                ("type", Value::from("local")),
-                ("tools", Value::from(tools)),
-            ],
-        );
+        let tools: Vec<Value> =
+            if m.tools.is_empty() { vec![Value::from("*")] } else { m.tools.iter().map(|t| Value::from(*t)).collect() };
+        let config = mcp_servers_json(m, &[("type", Value::from("local")), ("tools", Value::from(tools))]);
         // [V] --additional-mcp-config <json>; the tool must also be allowed.
         args.extend([s("--additional-mcp-config"), config.to_string()]);
         if inv.mode == Mode::ReadOnly {
@@ -167,16 +158,9 @@ impl LineParser for CopilotParser {
 impl CopilotParser {
     fn tool_complete(&mut self, p: &mut Parsed, data: &Value) {
         let id = str_at(data, "toolCallId").unwrap_or_default();
-        let ok = data
-            .get("success")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let ok = data.get("success").and_then(Value::as_bool).unwrap_or(false);
         self.base.tool_end(p, id, None, None, ok);
-        let edits = data
-            .get("fileEdits")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+        let edits = data.get("fileEdits").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
         for e in edits {
             let action = match str_at(e, "kind") {
                 Some("create") => ChangeAction::Created,
@@ -189,10 +173,7 @@ impl CopilotParser {
         if ok {
             return;
         }
-        let msg = data
-            .pointer("/error/message")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let msg = data.pointer("/error/message").and_then(Value::as_str).unwrap_or_default();
         // [V] error.code "denied": "Permission denied because no interactive user response…"
         if data.pointer("/error/code").and_then(Value::as_str) == Some("denied") {
             self.base.blocker(p, BlockerKind::Permission, msg);

@@ -5,9 +5,8 @@
 use serde_json::Value;
 
 use super::{
-    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec,
-    Stream, error, file_changed, json_object, mcp_servers_json, message, positional, s, str_at,
-    summarize_input, thinking, u64_at,
+    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, error,
+    file_changed, json_object, mcp_servers_json, message, positional, s, str_at, summarize_input, thinking, u64_at,
 };
 use crate::oacp::{ChangeAction, Mode, Usage};
 
@@ -45,17 +44,12 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         // [D] --resume [chatId] has an optional value, so bind it with '='.
         args.push(format!("--resume={id}"));
     }
-    let mut launch = Launch {
-        stdin_null: true,
-        ..Launch::default()
-    };
+    let mut launch = Launch { stdin_null: true, ..Launch::default() };
     if let Some(m) = &inv.mcp {
         // [D] MCP servers come only from .cursor/mcp.json; --approve-mcps skips the approval.
         args.push(s("--approve-mcps"));
         let config = mcp_servers_json(m, &[]);
-        launch
-            .workspace_files
-            .push((s(".cursor/mcp.json"), config.to_string()));
+        launch.workspace_files.push((s(".cursor/mcp.json"), config.to_string()));
     }
     args.push(positional(inv.prompt));
     launch.args = args;
@@ -95,8 +89,7 @@ impl LineParser for CursorParser {
         match kind {
             "system" | "user" => {}
             "thinking" => {
-                self.thinking
-                    .push_str(str_at(&v, "text").unwrap_or_default());
+                self.thinking.push_str(str_at(&v, "text").unwrap_or_default());
                 if str_at(&v, "subtype") == Some("completed") {
                     self.flush_thinking(&mut p);
                 }
@@ -111,10 +104,7 @@ impl LineParser for CursorParser {
             "tool_call" => self.tool_call(&mut p, &v),
             "result" => {
                 self.got_result = true;
-                let u = Usage {
-                    duration_ms: u64_at(&v, "duration_ms"),
-                    ..Usage::default()
-                };
+                let u = Usage { duration_ms: u64_at(&v, "duration_ms"), ..Usage::default() };
                 if u != Usage::default() {
                     self.base.usage(&mut p, u);
                 }
@@ -155,14 +145,8 @@ impl CursorParser {
     /// `tool_call {subtype, call_id, tool_call: {<kind>ToolCall: {args, result}}}`.
     fn tool_call(&mut self, p: &mut Parsed, v: &Value) {
         let id = str_at(v, "call_id").unwrap_or_default();
-        let Some((key, call)) = v
-            .get("tool_call")
-            .and_then(Value::as_object)
-            .and_then(|o| o.iter().next())
-        else {
-            p.events.push(crate::oacp::EventBody::Unrecognized {
-                line: v.to_string(),
-            });
+        let Some((key, call)) = v.get("tool_call").and_then(Value::as_object).and_then(|o| o.iter().next()) else {
+            p.events.push(crate::oacp::EventBody::Unrecognized { line: v.to_string() });
             return;
         };
         let name = key.strip_suffix("ToolCall").unwrap_or(key);
@@ -177,11 +161,7 @@ impl CursorParser {
         self.base.tool_end(p, id, Some(name), Some(summary), ok);
         if ok && matches!(name, "write" | "edit") {
             let path = str_at(args, "path").unwrap_or_default();
-            let action = if name == "write" {
-                ChangeAction::Created
-            } else {
-                ChangeAction::Modified
-            };
+            let action = if name == "write" { ChangeAction::Created } else { ChangeAction::Modified };
             file_changed(p, path, action);
         }
         if !ok {

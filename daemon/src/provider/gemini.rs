@@ -6,9 +6,8 @@
 use serde_json::Value;
 
 use super::{
-    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec,
-    Stream, error, file_changed, json_object, mcp_servers_json, message, s, str_at,
-    summarize_input, u64_at,
+    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, error,
+    file_changed, json_object, mcp_servers_json, message, s, str_at, summarize_input, u64_at,
 };
 use crate::oacp::{ChangeAction, Mode, Usage};
 
@@ -62,20 +61,14 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         // [V] mcpServers with "trust": true in the workspace settings: called without a prompt
         // (gemini-mcp.jsonl). A system settings path is only honoured in a root-owned dir.
         let settings = mcp_servers_json(m, &[("trust", Value::Bool(true))]);
-        launch
-            .workspace_files
-            .push((s(".gemini/settings.json"), settings.to_string()));
+        launch.workspace_files.push((s(".gemini/settings.json"), settings.to_string()));
     }
     launch
 }
 
 /// `-p <prompt>`, or `--prompt=<prompt>` when the prompt would read as a flag (yargs).
 pub(super) fn prompt_args(prompt: &str) -> Vec<String> {
-    if prompt.starts_with('-') {
-        vec![format!("--prompt={prompt}")]
-    } else {
-        vec![s("-p"), s(prompt)]
-    }
+    if prompt.starts_with('-') { vec![format!("--prompt={prompt}")] } else { vec![s("-p"), s(prompt)] }
 }
 
 #[derive(Debug, Default)]
@@ -119,8 +112,7 @@ impl LineParser for GeminiParser {
             }
             "message" => {
                 if is_assistant_text {
-                    self.pending
-                        .push_str(str_at(&v, "content").unwrap_or_default());
+                    self.pending.push_str(str_at(&v, "content").unwrap_or_default());
                 }
                 // role "user" echoes the prompt.
             }
@@ -128,8 +120,7 @@ impl LineParser for GeminiParser {
                 let id = str_at(&v, "tool_id").unwrap_or_default();
                 let name = str_at(&v, "tool_name").unwrap_or_default();
                 let params = v.get("parameters").cloned().unwrap_or(Value::Null);
-                self.base
-                    .tool_start(&mut p, id, name, summarize_input(&params));
+                self.base.tool_start(&mut p, id, name, summarize_input(&params));
                 self.calls.insert(id.to_owned(), (name.to_owned(), params));
             }
             "tool_result" => {
@@ -140,11 +131,7 @@ impl LineParser for GeminiParser {
                     let path = str_at(&params, "file_path").unwrap_or_default();
                     if ok && WRITE_TOOLS.contains(&name.as_str()) {
                         // write_file does not say whether the file existed.
-                        let action = if name == "write_file" {
-                            ChangeAction::Created
-                        } else {
-                            ChangeAction::Modified
-                        };
+                        let action = if name == "write_file" { ChangeAction::Created } else { ChangeAction::Modified };
                         file_changed(&mut p, path, action);
                     }
                 }
@@ -201,10 +188,7 @@ impl GeminiParser {
             self.base.usage(p, usage);
         }
         if str_at(v, "status") == Some("error") {
-            let msg = v
-                .pointer("/error/message")
-                .and_then(Value::as_str)
-                .unwrap_or("error");
+            let msg = v.pointer("/error/message").and_then(Value::as_str).unwrap_or("error");
             error(p, msg, true);
             self.base.classify(p, msg);
         } else {

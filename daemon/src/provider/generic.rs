@@ -26,15 +26,11 @@ impl LineParser for GenericParser {
                     }
                     out.events.push(body);
                 }
-                Err(_) => out.events.push(EventBody::Unrecognized {
-                    line: line.to_owned(),
-                }),
+                Err(_) => out.events.push(EventBody::Unrecognized { line: line.to_owned() }),
             }
             return out;
         }
-        out.events.push(EventBody::Message {
-            text: line.to_owned(),
-        });
+        out.events.push(EventBody::Message { text: line.to_owned() });
         out
     }
 }
@@ -60,16 +56,8 @@ mod tests {
                 id: "1".into()
             }]
         );
-        assert_eq!(
-            p.parse_line("hello", Stream::Stdout).events,
-            [EventBody::Message {
-                text: "hello".into()
-            }]
-        );
-        let bad = p.parse_line(
-            r#"{"protocol":"caesar.event/v1","type":"nonsense"}"#,
-            Stream::Stdout,
-        );
+        assert_eq!(p.parse_line("hello", Stream::Stdout).events, [EventBody::Message { text: "hello".into() }]);
+        let bad = p.parse_line(r#"{"protocol":"caesar.event/v1","type":"nonsense"}"#, Stream::Stdout);
         assert!(matches!(bad.events[0], EventBody::Unrecognized { .. }));
         assert!(p.parse_line("   ", Stream::Stdout).events.is_empty());
     }

@@ -5,8 +5,8 @@
 //! prints OpenAI chat messages instead; it is not supported.)
 
 use super::{
-    Capabilities, Invocation, Launch, NetworkControl, ProviderSpec, allowed_effort, s,
-    toml_inline_env, toml_key, toml_str, toml_str_array,
+    Capabilities, Invocation, Launch, NetworkControl, ProviderSpec, allowed_effort, s, toml_inline_env, toml_key,
+    toml_str, toml_str_array,
 };
 use crate::oacp::Mode;
 

@@ -235,11 +235,7 @@ fn allowed_effort<'a>(spec: &ProviderSpec, effort: Option<&'a str>) -> Option<&'
 
 /// A positional prompt that no option parser can mistake for a flag.
 fn positional(prompt: &str) -> String {
-    if prompt.starts_with('-') {
-        format!(" {prompt}")
-    } else {
-        prompt.to_owned()
-    }
+    if prompt.starts_with('-') { format!(" {prompt}") } else { prompt.to_owned() }
 }
 
 fn s(v: &str) -> String {
@@ -252,11 +248,8 @@ fn mcp_servers_json(m: &McpServer, extra: &[(&str, Value)]) -> Value {
     server.insert("command".into(), Value::from(m.command));
     server.insert("args".into(), Value::from(m.args.to_vec()));
     if !m.env.is_empty() {
-        let env: serde_json::Map<String, Value> = m
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
-            .collect();
+        let env: serde_json::Map<String, Value> =
+            m.env.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect();
         server.insert("env".into(), Value::Object(env));
     }
     for (k, v) in extra {
@@ -292,9 +285,7 @@ fn toml_str(v: &str) -> String {
 
 /// A TOML key: bare when possible, quoted otherwise.
 fn toml_key(k: &str) -> String {
-    let bare = !k.is_empty()
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let bare = !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if bare { k.to_owned() } else { toml_str(k) }
 }
 
@@ -304,10 +295,7 @@ fn toml_str_array(items: &[String]) -> String {
 }
 
 fn toml_inline_env(env: &[(String, String)]) -> String {
-    let parts: Vec<String> = env
-        .iter()
-        .map(|(k, v)| format!("{}={}", toml_key(k), toml_str(v)))
-        .collect();
+    let parts: Vec<String> = env.iter().map(|(k, v)| format!("{}={}", toml_key(k), toml_str(v))).collect();
     format!("{{{}}}", parts.join(","))
 }
 
@@ -364,10 +352,7 @@ fn str_at<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
 }
 
 fn u64_at(v: &Value, key: &str) -> Option<u64> {
-    v.get(key).and_then(|x| {
-        x.as_u64()
-            .or_else(|| x.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
-    })
+    v.get(key).and_then(|x| x.as_u64().or_else(|| x.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)))
 }
 
 /// Parses a line as a JSON object; `None` for anything else.
@@ -401,10 +386,7 @@ impl Base {
         }
         self.reported.push(kind);
         let message = truncate(message.trim(), 500);
-        p.events.push(EventBody::Blocker {
-            kind,
-            message: message.clone(),
-        });
+        p.events.push(EventBody::Blocker { kind, message: message.clone() });
         if p.blocker.is_none() {
             p.blocker = Some((kind, message));
         }
@@ -425,8 +407,7 @@ impl Base {
     }
 
     fn tool_start(&mut self, p: &mut Parsed, id: &str, tool: &str, summary: String) {
-        self.tools
-            .insert(id.to_owned(), (tool.to_owned(), summary.clone()));
+        self.tools.insert(id.to_owned(), (tool.to_owned(), summary.clone()));
         self.started.insert(id.to_owned());
         p.events.push(EventBody::ToolUse {
             tool: tool.to_owned(),
@@ -437,22 +418,10 @@ impl Base {
     }
 
     /// Ends a tool call, emitting its start first if the stream never reported one.
-    fn tool_end(
-        &mut self,
-        p: &mut Parsed,
-        id: &str,
-        tool: Option<&str>,
-        summary: Option<String>,
-        ok: bool,
-    ) {
+    fn tool_end(&mut self, p: &mut Parsed, id: &str, tool: Option<&str>, summary: Option<String>, ok: bool) {
         let known = self.tools.get(id).cloned();
-        let name = tool
-            .map(str::to_owned)
-            .or_else(|| known.as_ref().map(|k| k.0.clone()))
-            .unwrap_or_default();
-        let summary = summary
-            .or_else(|| known.as_ref().map(|k| k.1.clone()))
-            .unwrap_or_default();
+        let name = tool.map(str::to_owned).or_else(|| known.as_ref().map(|k| k.0.clone())).unwrap_or_default();
+        let summary = summary.or_else(|| known.as_ref().map(|k| k.1.clone())).unwrap_or_default();
         if !self.started.contains(id) {
             self.tool_start(p, id, &name, summary.clone());
         }
@@ -460,19 +429,13 @@ impl Base {
         p.events.push(EventBody::ToolUse {
             tool: name,
             input_summary: summary,
-            status: if ok {
-                ToolStatus::Succeeded
-            } else {
-                ToolStatus::Failed
-            },
+            status: if ok { ToolStatus::Succeeded } else { ToolStatus::Failed },
             id: id.to_owned(),
         });
     }
 
     fn usage(&mut self, p: &mut Parsed, usage: Usage) {
-        p.events.push(EventBody::Usage {
-            usage: usage.clone(),
-        });
+        p.events.push(EventBody::Usage { usage: usage.clone() });
         p.usage = Some(usage);
     }
 
@@ -485,42 +448,27 @@ impl Base {
 }
 
 fn unrecognized(line: &str) -> Parsed {
-    Parsed {
-        events: vec![EventBody::Unrecognized {
-            line: line.to_owned(),
-        }],
-        ..Parsed::default()
-    }
+    Parsed { events: vec![EventBody::Unrecognized { line: line.to_owned() }], ..Parsed::default() }
 }
 
 fn message(p: &mut Parsed, text: &str) {
     if !text.trim().is_empty() {
-        p.events.push(EventBody::Message {
-            text: text.to_owned(),
-        });
+        p.events.push(EventBody::Message { text: text.to_owned() });
     }
 }
 
 fn thinking(p: &mut Parsed, text: &str) {
     if !text.trim().is_empty() {
-        p.events.push(EventBody::Thinking {
-            text: text.to_owned(),
-        });
+        p.events.push(EventBody::Thinking { text: text.to_owned() });
     }
 }
 
 fn error(p: &mut Parsed, text: &str, fatal: bool) {
-    p.events.push(EventBody::Error {
-        message: text.to_owned(),
-        fatal,
-    });
+    p.events.push(EventBody::Error { message: text.to_owned(), fatal });
 }
 
 fn file_changed(p: &mut Parsed, path: &str, action: ChangeAction) {
     if !path.is_empty() {
-        p.events.push(EventBody::FileChanged {
-            path: path.to_owned(),
-            action,
-        });
+        p.events.push(EventBody::FileChanged { path: path.to_owned(), action });
     }
 }

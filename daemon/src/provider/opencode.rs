@@ -6,9 +6,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec,
-    Stream, allowed_effort, error, file_changed, json_object, message, positional, s, str_at,
-    summarize_input, thinking, u64_at,
+    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, allowed_effort,
+    error, file_changed, json_object, message, positional, s, str_at, summarize_input, thinking, u64_at,
 };
 use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 
@@ -54,11 +53,8 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         command.extend(m.args.iter().cloned());
         let mut server = json!({"type": "local", "command": command, "enabled": true});
         if !m.env.is_empty() {
-            let env: serde_json::Map<String, Value> = m
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
-                .collect();
+            let env: serde_json::Map<String, Value> =
+                m.env.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect();
             if let Some(obj) = server.as_object_mut() {
                 // [S] `environment` of a local MCP server (config schema).
                 obj.insert("environment".into(), Value::Object(env));
@@ -72,17 +68,9 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
     let mut env = vec![(s("OPENCODE_DISABLE_AUTOUPDATE"), s("1"))];
     if !config.is_empty() {
         // [S] src/flag/flag.ts; the engine must merge a value the user already set.
-        env.push((
-            s("OPENCODE_CONFIG_CONTENT"),
-            Value::Object(config).to_string(),
-        ));
+        env.push((s("OPENCODE_CONFIG_CONTENT"), Value::Object(config).to_string()));
     }
-    Launch {
-        args,
-        env,
-        stdin_null: true,
-        ..Launch::default()
-    }
+    Launch { args, env, stdin_null: true, ..Launch::default() }
 }
 
 #[derive(Debug, Default)]
@@ -144,10 +132,7 @@ impl LineParser for OpencodeParser {
             }
             "done" => {
                 // [S] JSON mode lists auto-rejected permissions in done.rejected.
-                let rejected = v
-                    .get("rejected")
-                    .and_then(Value::as_array)
-                    .filter(|r| !r.is_empty());
+                let rejected = v.get("rejected").and_then(Value::as_array).filter(|r| !r.is_empty());
                 if let Some(r) = rejected {
                     let msg = format!("permissions auto-rejected: {}", Value::from(r.clone()));
                     self.base.blocker(&mut p, BlockerKind::Permission, &msg);
@@ -190,8 +175,7 @@ impl OpencodeParser {
             "error" => {
                 self.base.tool_end(p, id, Some(name), Some(summary), false);
                 // [V] "The user rejected permission to use this specific tool call."
-                self.base
-                    .classify_denial(p, str_at(state, "error").unwrap_or_default());
+                self.base.classify_denial(p, str_at(state, "error").unwrap_or_default());
             }
             // pending / running, should a later version stream them.
             _ => self.base.tool_start(p, id, name, summary),
@@ -204,8 +188,7 @@ impl OpencodeParser {
         self.input += u64_at(tokens, "input").unwrap_or(0)
             + u64_at(cache, "read").unwrap_or(0)
             + u64_at(cache, "write").unwrap_or(0);
-        self.output +=
-            u64_at(tokens, "output").unwrap_or(0) + u64_at(tokens, "reasoning").unwrap_or(0);
+        self.output += u64_at(tokens, "output").unwrap_or(0) + u64_at(tokens, "reasoning").unwrap_or(0);
         if let Some(c) = part.get("cost").and_then(Value::as_f64) {
             self.cost += c;
             self.has_cost = true;

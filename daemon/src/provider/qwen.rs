@@ -5,10 +5,7 @@
 
 use serde_json::Value;
 
-use super::{
-    Capabilities, Invocation, Launch, NetworkControl, ProviderSpec, gemini::prompt_args,
-    mcp_servers_json, s,
-};
+use super::{Capabilities, Invocation, Launch, NetworkControl, ProviderSpec, gemini::prompt_args, mcp_servers_json, s};
 use crate::oacp::Mode;
 
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
@@ -46,17 +43,11 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
     if let Some(id) = inv.resume_session {
         args.extend([s("--resume"), s(id)]);
     }
-    let mut launch = Launch {
-        args,
-        stdin_null: true,
-        ..Launch::default()
-    };
+    let mut launch = Launch { args, stdin_null: true, ..Launch::default() };
     if let Some(m) = &inv.mcp {
         // [S] mcpServers in settings.json, gemini-style, with trust.
         let settings = mcp_servers_json(m, &[("trust", Value::Bool(true))]);
-        launch
-            .workspace_files
-            .push((s(".qwen/settings.json"), settings.to_string()));
+        launch.workspace_files.push((s(".qwen/settings.json"), settings.to_string()));
     }
     launch
 }

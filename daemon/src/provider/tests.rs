@@ -39,9 +39,7 @@ impl Run {
         self.events
             .iter()
             .filter_map(|e| match e {
-                EventBody::ToolUse {
-                    tool, status, id, ..
-                } => Some((tool.clone(), *status, id.clone())),
+                EventBody::ToolUse { tool, status, id, .. } => Some((tool.clone(), *status, id.clone())),
                 _ => None,
             })
             .collect()
@@ -128,10 +126,7 @@ fn assert_usage(got: &Option<Usage>, want: Option<Usage>) {
         assert_eq!(got, &want);
         return;
     };
-    assert_eq!(
-        (g.input_tokens, g.output_tokens, g.duration_ms),
-        (w.input_tokens, w.output_tokens, w.duration_ms)
-    );
+    assert_eq!((g.input_tokens, g.output_tokens, g.duration_ms), (w.input_tokens, w.output_tokens, w.duration_ms));
     match (g.cost_usd, w.cost_usd) {
         (Some(a), Some(b)) => assert!((a - b).abs() < 1e-12, "{a} != {b}"),
         (a, b) => assert_eq!(a, b),
@@ -139,12 +134,7 @@ fn assert_usage(got: &Option<Usage>, want: Option<Usage>) {
 }
 
 fn usage(input: u64, output: u64, cost: Option<f64>, duration: Option<u64>) -> Option<Usage> {
-    Some(Usage {
-        input_tokens: Some(input),
-        output_tokens: Some(output),
-        cost_usd: cost,
-        duration_ms: duration,
-    })
+    Some(Usage { input_tokens: Some(input), output_tokens: Some(output), cost_usd: cost, duration_ms: duration })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -174,19 +164,12 @@ fn claude_caesar_capture_write_bash_and_report() {
     }));
     let files = r.files();
     assert_eq!(files.len(), 2);
-    assert_eq!(
-        files[0],
-        ("/home/user/project/note.txt".into(), ChangeAction::Created)
-    );
+    assert_eq!(files[0], ("/home/user/project/note.txt".into(), ChangeAction::Created));
     assert_eq!(r.count("message"), 2);
     // Redacted thinking blocks (empty text, signature only) and hook events yield nothing.
     assert_eq!(r.count("thinking"), 0);
     assert_eq!(r.count("unrecognized"), 0);
-    assert!(
-        r.final_text
-            .as_deref()
-            .is_some_and(|t| t.starts_with("Task finished: `note.txt`"))
-    );
+    assert!(r.final_text.as_deref().is_some_and(|t| t.starts_with("Task finished: `note.txt`")));
     // 8 + 13296 cache creation + 101187 cache read.
     assert_usage(&r.usage, usage(114_491, 918, Some(0.0), Some(28_242)));
     assert!(r.blockers.is_empty());
@@ -199,19 +182,13 @@ fn claude_text_only_and_resume_keep_their_session() {
     assert_eq!(r.session(), Some("c0c229a3-687b-416b-8090-93b5d36f7554"));
     assert_eq!(r.messages(), vec!["Hello from fake."]);
     assert_eq!(r.final_text.as_deref(), Some("Hello from fake."));
-    assert_usage(
-        &r.usage,
-        usage(12, 5, Some(0.00011100000000000001), Some(79)),
-    );
+    assert_usage(&r.usage, usage(12, 5, Some(0.00011100000000000001), Some(79)));
     assert!(r.blockers.is_empty());
     assert_eq!(r.events.len(), 2, "{:?}", r.events);
 
     let resumed = replay("claude", "captures-local/claude-resume-text");
     let mcp = replay("claude", "captures-local/claude-mcp-report-progress");
-    assert_eq!(
-        resumed.sessions,
-        vec!["5234c1cd-a1f3-4d27-a916-f4818f255c01"]
-    );
+    assert_eq!(resumed.sessions, vec!["5234c1cd-a1f3-4d27-a916-f4818f255c01"]);
     assert_eq!(resumed.session(), mcp.session());
     assert_eq!(resumed.final_text.as_deref(), Some("Hello from fake."));
 }
@@ -238,20 +215,15 @@ fn claude_mcp_tool_result_gets_its_name_from_the_tool_use() {
 
 #[test]
 fn claude_auth_failures_are_auth_blockers() {
-    for (name, needle) in [
-        ("captures-local/claude-not-logged-in", "Not logged in"),
-        ("captures-local/claude-api-401", "401"),
-    ] {
+    for (name, needle) in
+        [("captures-local/claude-not-logged-in", "Not logged in"), ("captures-local/claude-api-401", "401")]
+    {
         let r = replay("claude", name);
         assert_eq!(r.blocker_kinds(), vec![Auth], "{name}");
         assert_eq!(r.blocker_events(), vec![Auth], "{name}");
         assert!(r.blockers[0].1.contains(needle), "{name}: {:?}", r.blockers);
         assert_eq!(r.fatal_errors(), 1, "{name}");
-        assert_eq!(
-            r.count("message"),
-            0,
-            "the synthetic error text is not an answer"
-        );
+        assert_eq!(r.count("message"), 0, "the synthetic error text is not an answer");
         assert_eq!(r.final_text, None, "{name}");
     }
     let r = replay("claude", "captures-local/claude-not-logged-in");
@@ -271,25 +243,13 @@ fn claude_429_is_a_rate_limit_blocker() {
 #[test]
 fn claude_write_denials_are_permission_blockers() {
     for (name, needle) in [
-        (
-            "captures-local/claude-write-denied-default-mode",
-            "haven't granted it yet",
-        ),
-        (
-            "captures-local/claude-write-denied-in-workdir",
-            "while in plan mode",
-        ),
+        ("captures-local/claude-write-denied-default-mode", "haven't granted it yet"),
+        ("captures-local/claude-write-denied-in-workdir", "while in plan mode"),
     ] {
         let r = replay("claude", name);
         assert_eq!(r.blocker_events(), vec![Permission], "{name}");
         assert!(r.blockers[0].1.contains(needle), "{name}: {:?}", r.blockers);
-        assert_eq!(
-            r.tools(),
-            vec![
-                tool("Write", Started, "toolu_fake1"),
-                tool("Write", Failed, "toolu_fake1")
-            ]
-        );
+        assert_eq!(r.tools(), vec![tool("Write", Started, "toolu_fake1"), tool("Write", Failed, "toolu_fake1")]);
         assert!(r.files().is_empty(), "a denied write changed nothing");
         assert_eq!(r.final_text.as_deref(), Some("Hello from fake."));
         assert_eq!(r.fatal_errors(), 0);
@@ -301,10 +261,7 @@ fn claude_result_denial_list_alone_is_a_permission_blocker() {
     let mut p = parser("claude").unwrap();
     let line = r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"s1","permission_denials":[{"tool_name":"Bash","tool_use_id":"t","tool_input":{"command":"rm -rf x"}}]}"#;
     let out = p.parse_line(line, Stream::Stdout);
-    assert_eq!(
-        out.blocker,
-        Some((Permission, "permission denied: Bash(rm -rf x)".into()))
-    );
+    assert_eq!(out.blocker, Some((Permission, "permission denied: Bash(rm -rf x)".into())));
     assert_eq!(out.final_text.as_deref(), Some("ok"));
 }
 
@@ -314,10 +271,7 @@ fn claude_rejected_rate_limit_event_and_retry_401() {
     let allowed = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed","resetsAt":0,"rateLimitType":"five_hour"}}"#;
     assert_eq!(p.parse_line(allowed, Stream::Stdout), Parsed::default());
     let rejected = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1,"rateLimitType":"seven_day"}}"#;
-    assert_eq!(
-        p.parse_line(rejected, Stream::Stdout).blocker.map(|b| b.0),
-        Some(RateLimit)
-    );
+    assert_eq!(p.parse_line(rejected, Stream::Stdout).blocker.map(|b| b.0), Some(RateLimit));
     let retry = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"error_status":401,"error":"authentication_failed"}"#;
     let out = p.parse_line(retry, Stream::Stdout);
     assert_eq!(out.blocker.map(|b| b.0), Some(Auth));
@@ -332,12 +286,7 @@ fn claude_stream_cut_before_result_keeps_last_text() {
     assert_eq!(out.session_id.as_deref(), Some("s9"));
     assert_eq!(
         out.events,
-        vec![
-            EventBody::Thinking { text: "hmm".into() },
-            EventBody::Message {
-                text: "partial answer".into()
-            }
-        ]
+        vec![EventBody::Thinking { text: "hmm".into() }, EventBody::Message { text: "partial answer".into() }]
     );
     assert_eq!(out.final_text, None);
     assert_eq!(p.finish().final_text.as_deref(), Some("partial answer"));
@@ -362,10 +311,7 @@ fn codex_caesar_capture_commands_file_change_and_report() {
             tool("shell", Succeeded, "item_4"),
         ]
     );
-    assert_eq!(
-        r.files(),
-        vec![("/home/user/project/note.txt".into(), ChangeAction::Created)]
-    );
+    assert_eq!(r.files(), vec![("/home/user/project/note.txt".into(), ChangeAction::Created)]);
     assert_eq!(r.count("message"), 3);
     // The stdin notice and two rmcp tracing lines (an MCP server's AuthRequired) are noise.
     assert_eq!(r.count("unrecognized"), 3);
@@ -385,11 +331,7 @@ fn codex_text_only_ignores_the_metadata_warning() {
     assert_usage(&r.usage, usage(12, 5, None, None));
     let errors = r.errors();
     assert_eq!(errors.len(), 1);
-    assert!(
-        errors[0]
-            .0
-            .starts_with("Model metadata for `gpt-5-codex` not found")
-    );
+    assert!(errors[0].0.starts_with("Model metadata for `gpt-5-codex` not found"));
     assert!(!errors[0].1, "the metadata warning is not fatal");
     assert!(r.blockers.is_empty());
 }
@@ -397,13 +339,7 @@ fn codex_text_only_ignores_the_metadata_warning() {
 #[test]
 fn codex_shell_write_and_resume() {
     let r = replay("codex", "captures-local/codex-shell-write");
-    assert_eq!(
-        r.tools(),
-        vec![
-            tool("shell", Started, "item_1"),
-            tool("shell", Succeeded, "item_1")
-        ]
-    );
+    assert_eq!(r.tools(), vec![tool("shell", Started, "item_1"), tool("shell", Succeeded, "item_1")]);
     assert!(r.events.contains(&EventBody::ToolUse {
         tool: "shell".into(),
         input_summary: "/bin/bash -lc 'echo hi > written.txt'".into(),
@@ -414,10 +350,7 @@ fn codex_shell_write_and_resume() {
     assert!(r.blockers.is_empty());
 
     let resumed = replay("codex", "captures-local/codex-resume-text");
-    assert_eq!(
-        resumed.session(),
-        Some("01a22e15-a4cf-72d2-9351-a6a1f3e58fda")
-    );
+    assert_eq!(resumed.session(), Some("01a22e15-a4cf-72d2-9351-a6a1f3e58fda"));
     assert_usage(&resumed.usage, usage(36, 15, None, None));
     assert_eq!(resumed.final_text.as_deref(), Some("Hello from fake."));
 }
@@ -451,16 +384,8 @@ fn codex_mcp_call_needing_approval_is_a_permission_blocker() {
 fn codex_failed_turns_are_classified() {
     for (name, kind, needle) in [
         ("captures-local/codex-api-401", Auth, "401 Unauthorized"),
-        (
-            "captures-local/codex-missing-api-key-env",
-            Auth,
-            "Missing environment variable",
-        ),
-        (
-            "captures-local/codex-api-429",
-            RateLimit,
-            "429 Too Many Requests",
-        ),
+        ("captures-local/codex-missing-api-key-env", Auth, "Missing environment variable"),
+        ("captures-local/codex-api-429", RateLimit, "429 Too Many Requests"),
     ] {
         let r = replay("codex", name);
         assert_eq!(r.blocker_events(), vec![kind], "{name}");
@@ -478,11 +403,7 @@ fn codex_high_demand_5xx_is_not_a_blocker() {
     assert!(r.blockers.is_empty());
     assert_eq!(r.count("blocker"), 0);
     assert_eq!(r.fatal_errors(), 1);
-    assert!(
-        r.errors()
-            .iter()
-            .any(|e| e.0.starts_with("We’re currently experiencing high demand"))
-    );
+    assert!(r.errors().iter().any(|e| e.0.starts_with("We’re currently experiencing high demand")));
 }
 
 #[test]
@@ -491,13 +412,7 @@ fn codex_websocket_reconnects_are_not_failures() {
     let errors = r.errors();
     assert_eq!(errors.len(), 5, "4 reconnects + the fallback notice");
     assert!(errors.iter().all(|e| !e.1));
-    assert_eq!(
-        errors
-            .iter()
-            .filter(|e| e.0.starts_with("Reconnecting... "))
-            .count(),
-        4
-    );
+    assert_eq!(errors.iter().filter(|e| e.0.starts_with("Reconnecting... ")).count(), 4);
     assert!(r.blockers.is_empty());
     assert_eq!(r.final_text.as_deref(), Some("Hello from fake."));
     assert_eq!(r.session(), Some("01a22e18-f90c-7462-8085-f10da5002e78"));
@@ -509,10 +424,7 @@ fn codex_reconnect_with_401_wakes_as_auth() {
     let line = r#"{"type":"error","message":"Reconnecting... 1/5 (unexpected status 401 Unauthorized: Missing bearer, url: wss://x)"}"#;
     let out = p.parse_line(line, Stream::Stdout);
     assert_eq!(out.blocker.map(|b| b.0), Some(Auth));
-    assert!(matches!(
-        out.events[0],
-        EventBody::Error { fatal: false, .. }
-    ));
+    assert!(matches!(out.events[0], EventBody::Error { fatal: false, .. }));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -525,40 +437,20 @@ fn gemini_text_run_with_stderr_noise() {
     assert_eq!(r.sessions, vec!["e265f8fb-e353-4666-afc7-c492615e3d04"]);
     assert_eq!(r.count("message"), 1, "the user echo is not a message");
     assert!(has_message(&r, "text scenario done"));
-    assert!(
-        r.final_text
-            .as_deref()
-            .is_some_and(|t| t.starts_with("All done. ```json caesar:report"))
-    );
+    assert!(r.final_text.as_deref().is_some_and(|t| t.starts_with("All done. ```json caesar:report")));
     assert_usage(&r.usage, usage(12, 5, None, Some(67)));
     assert_eq!(r.count("unrecognized"), 4, "four stderr lines");
-    assert!(
-        r.blockers.is_empty(),
-        "'YOLO mode … automatically approved' is not a denial"
-    );
+    assert!(r.blockers.is_empty(), "'YOLO mode … automatically approved' is not a denial");
 }
 
 #[test]
 fn gemini_write_reports_the_file() {
     let r = replay("gemini", "captures-local/gemini-write");
     let id = "write_file__write_file_1796072755395_0";
-    assert_eq!(
-        r.tools(),
-        vec![
-            tool("write_file", Started, id),
-            tool("write_file", Succeeded, id)
-        ]
-    );
-    assert_eq!(
-        r.files(),
-        vec![("/home/user/project/hello.txt".into(), ChangeAction::Created)]
-    );
+    assert_eq!(r.tools(), vec![tool("write_file", Started, id), tool("write_file", Succeeded, id)]);
+    assert_eq!(r.files(), vec![("/home/user/project/hello.txt".into(), ChangeAction::Created)]);
     assert_usage(&r.usage, usage(24, 10, None, Some(165)));
-    assert!(
-        r.final_text
-            .as_deref()
-            .is_some_and(|t| t.starts_with("Wrote hello.txt."))
-    );
+    assert!(r.final_text.as_deref().is_some_and(|t| t.starts_with("Wrote hello.txt.")));
     assert!(r.blockers.is_empty());
 }
 
@@ -566,13 +458,7 @@ fn gemini_write_reports_the_file() {
 fn gemini_default_mode_missing_tool_is_a_failed_call_not_a_blocker() {
     let r = replay("gemini", "captures-local/gemini-write-default");
     let id = "missing_write_tool__missing_write_tool_1796072760143_0";
-    assert_eq!(
-        r.tools(),
-        vec![
-            tool("missing_write_tool", Started, id),
-            tool("missing_write_tool", Failed, id)
-        ]
-    );
+    assert_eq!(r.tools(), vec![tool("missing_write_tool", Started, id), tool("missing_write_tool", Failed, id)]);
     assert!(r.files().is_empty());
     // "Tool not found" is what the stream shows: no denial, and the run "succeeds".
     assert!(r.blockers.is_empty());
@@ -583,11 +469,7 @@ fn gemini_default_mode_missing_tool_is_a_failed_call_not_a_blocker() {
 #[test]
 fn gemini_401_is_one_auth_blocker_from_result_and_stderr() {
     let r = replay("gemini", "captures-local/gemini-e401");
-    assert_eq!(
-        r.blocker_events(),
-        vec![Auth],
-        "reported once across stdout and stderr"
-    );
+    assert_eq!(r.blocker_events(), vec![Auth], "reported once across stdout and stderr");
     assert!(r.blockers[0].1.contains("API key not valid"));
     assert_eq!(r.fatal_errors(), 1);
     assert_eq!(r.final_text, None);
@@ -595,13 +477,8 @@ fn gemini_401_is_one_auth_blocker_from_result_and_stderr() {
     assert_eq!(r.count("unrecognized"), 19);
     // stderr alone is enough to recognize it.
     let mut p = parser("gemini").unwrap();
-    let stderr =
-        std::fs::read_to_string(format!("{FIXTURES}captures-local/gemini-e401.stderr.txt"))
-            .unwrap();
-    let kinds: Vec<_> = stderr
-        .lines()
-        .filter_map(|l| p.parse_line(l, Stream::Stderr).blocker.map(|b| b.0))
-        .collect();
+    let stderr = std::fs::read_to_string(format!("{FIXTURES}captures-local/gemini-e401.stderr.txt")).unwrap();
+    let kinds: Vec<_> = stderr.lines().filter_map(|l| p.parse_line(l, Stream::Stderr).blocker.map(|b| b.0)).collect();
     assert_eq!(kinds, vec![Auth]);
 }
 
@@ -621,10 +498,7 @@ fn gemini_trusted_mcp_tool_call() {
     let id = "mcp_progress_report_progress__mcp_progress_report_progress_1796073208991_0";
     assert_eq!(
         r.tools(),
-        vec![
-            tool("mcp_progress_report_progress", Started, id),
-            tool("mcp_progress_report_progress", Succeeded, id),
-        ]
+        vec![tool("mcp_progress_report_progress", Started, id), tool("mcp_progress_report_progress", Succeeded, id),]
     );
     assert!(r.events.contains(&EventBody::ToolUse {
         tool: "mcp_progress_report_progress".into(),
@@ -633,11 +507,7 @@ fn gemini_trusted_mcp_tool_call() {
         id: id.into(),
     }));
     assert_usage(&r.usage, usage(24, 10, None, Some(113)));
-    assert!(
-        r.final_text
-            .as_deref()
-            .is_some_and(|t| t.starts_with("The tool answered:"))
-    );
+    assert!(r.final_text.as_deref().is_some_and(|t| t.starts_with("The tool answered:")));
 }
 
 #[test]
@@ -658,25 +528,9 @@ fn gemini_deltas_are_joined_into_one_message_per_segment() {
     }
     let out = p.finish();
     events.extend(out.events);
-    assert_eq!(
-        events[0],
-        EventBody::Message {
-            text: "Hello".into()
-        }
-    );
-    assert!(events.iter().any(|e| matches!(
-        e,
-        EventBody::Blocker {
-            kind: Permission,
-            ..
-        }
-    )));
-    assert_eq!(
-        events.last(),
-        Some(&EventBody::Message {
-            text: "Done".into()
-        })
-    );
+    assert_eq!(events[0], EventBody::Message { text: "Hello".into() });
+    assert!(events.iter().any(|e| matches!(e, EventBody::Blocker { kind: Permission, .. })));
+    assert_eq!(events.last(), Some(&EventBody::Message { text: "Done".into() }));
     assert_eq!(out.final_text.as_deref(), Some("Done"));
     assert_eq!(final_text, None);
 }
@@ -700,28 +554,15 @@ fn opencode_caesar_capture_tools_text_and_cumulative_usage() {
             tool("write", Succeeded, "write_2"),
         ]
     );
-    assert_eq!(
-        r.files()[0],
-        ("/home/user/project/note.txt".into(), ChangeAction::Created)
-    );
+    assert_eq!(r.files()[0], ("/home/user/project/note.txt".into(), ChangeAction::Created));
     assert_eq!(r.count("message"), 2);
-    assert!(
-        r.final_text
-            .as_deref()
-            .is_some_and(|t| t.starts_with("Task finished: the file `note.txt`"))
-    );
+    assert!(r.final_text.as_deref().is_some_and(|t| t.starts_with("Task finished: the file `note.txt`")));
     assert_eq!(r.count("usage"), 4, "one per step_finish");
     let u = r.usage.expect("usage");
     // input + cache read + cache write, summed over the four steps.
-    assert_eq!(
-        u.input_tokens,
-        Some(8948 + 458 + 8704 + 287 + 8960 + 415 + 9216)
-    );
+    assert_eq!(u.input_tokens, Some(8948 + 458 + 8704 + 287 + 8960 + 415 + 9216));
     // output + reasoning.
-    assert_eq!(
-        u.output_tokens,
-        Some(117 + 66 + 52 + 1 + 323 + 30 + 98 + 17)
-    );
+    assert_eq!(u.output_tokens, Some(117 + 66 + 52 + 1 + 323 + 30 + 98 + 17));
     let cost = u.cost_usd.expect("cost");
     assert!((cost - (0.029589 + 0.0047802 + 0.008844 + 0.0057348)).abs() < 1e-9);
     assert!(r.blockers.is_empty());
@@ -737,39 +578,21 @@ fn opencode_text_write_and_mcp() {
     let w = replay("opencode", "captures-local/opencode-write");
     assert_eq!(
         w.tools(),
-        vec![
-            tool("write", Started, "call_1796072963551829"),
-            tool("write", Succeeded, "call_1796072963551829"),
-        ]
+        vec![tool("write", Started, "call_1796072963551829"), tool("write", Succeeded, "call_1796072963551829"),]
     );
-    assert_eq!(
-        w.files(),
-        vec![("/home/user/project/hello.txt".into(), ChangeAction::Created)]
-    );
+    assert_eq!(w.files(), vec![("/home/user/project/hello.txt".into(), ChangeAction::Created)]);
     assert_usage(&w.usage, usage(24, 10, Some(0.0), None));
-    assert!(
-        w.final_text
-            .as_deref()
-            .is_some_and(|t| t.starts_with("Wrote hello.txt."))
-    );
+    assert!(w.final_text.as_deref().is_some_and(|t| t.starts_with("Wrote hello.txt.")));
 
     let m = replay("opencode", "captures-local/opencode-mcp");
     assert_eq!(
         m.tools(),
         vec![
             tool("progress_report_progress", Started, "call_1796073272136724"),
-            tool(
-                "progress_report_progress",
-                Succeeded,
-                "call_1796073272136724"
-            ),
+            tool("progress_report_progress", Succeeded, "call_1796073272136724"),
         ]
     );
-    assert!(
-        m.final_text
-            .as_deref()
-            .is_some_and(|t| t.starts_with("The tool answered:"))
-    );
+    assert!(m.final_text.as_deref().is_some_and(|t| t.starts_with("The tool answered:")));
     for r in [r, w, m] {
         assert!(r.blockers.is_empty());
     }
@@ -780,30 +603,16 @@ fn opencode_ask_permission_is_auto_rejected_and_reported_once() {
     let r = replay("opencode", "captures-local/opencode-write-ask");
     assert_eq!(
         r.tools(),
-        vec![
-            tool("write", Started, "call_1796072971233831"),
-            tool("write", Failed, "call_1796072971233831"),
-        ]
+        vec![tool("write", Started, "call_1796072971233831"), tool("write", Failed, "call_1796072971233831"),]
     );
-    assert_eq!(
-        r.blocker_events(),
-        vec![Permission],
-        "stdout error + stderr notice, one blocker"
-    );
+    assert_eq!(r.blocker_events(), vec![Permission], "stdout error + stderr notice, one blocker");
     assert!(r.blockers[0].1.contains("rejected permission"));
     assert!(r.files().is_empty());
-    assert_eq!(
-        r.count("unrecognized"),
-        1,
-        "the ANSI-coloured stderr notice"
-    );
+    assert_eq!(r.count("unrecognized"), 1, "the ANSI-coloured stderr notice");
     // The stderr notice on its own is recognized too.
     let mut p = parser("opencode").unwrap();
     let line = "\u{1b}[93m\u{1b}[1m! \u{1b}[0mpermission requested: edit (home/user/project/hello.txt); auto-rejecting";
-    assert_eq!(
-        p.parse_line(line, Stream::Stderr).blocker.map(|b| b.0),
-        Some(Permission)
-    );
+    assert_eq!(p.parse_line(line, Stream::Stderr).blocker.map(|b| b.0), Some(Permission));
 }
 
 #[test]
@@ -829,11 +638,7 @@ fn copilot_text_run() {
     let r = replay("copilot", "captures-local/copilot-text");
     assert_eq!(r.sessions, vec!["eef27286-8b8c-41c1-8112-305cbdcc53f7"]);
     assert_eq!(r.count("message"), 1, "deltas are not repeated");
-    assert!(
-        r.final_text
-            .as_deref()
-            .is_some_and(|t| t.contains("text scenario done"))
-    );
+    assert!(r.final_text.as_deref().is_some_and(|t| t.contains("text scenario done")));
     assert_eq!(r.usage.as_ref().and_then(|u| u.duration_ms), Some(733));
     assert_eq!(r.count("unrecognized"), 0);
     assert!(r.blockers.is_empty());
@@ -844,67 +649,38 @@ fn copilot_text_run() {
 fn copilot_write_and_denied_write() {
     let r = replay("copilot", "captures-local/copilot-write");
     let id = "call_1796073091603577";
-    assert_eq!(
-        r.tools(),
-        vec![tool("create", Started, id), tool("create", Succeeded, id)]
-    );
-    assert_eq!(
-        r.files(),
-        vec![("/home/user/project/hello.txt".into(), ChangeAction::Created)]
-    );
+    assert_eq!(r.tools(), vec![tool("create", Started, id), tool("create", Succeeded, id)]);
+    assert_eq!(r.files(), vec![("/home/user/project/hello.txt".into(), ChangeAction::Created)]);
     assert!(r.blockers.is_empty());
 
     let d = replay("copilot", "captures-local/copilot-write-noallow");
     let id = "call_1796073096453639";
-    assert_eq!(
-        d.tools(),
-        vec![tool("create", Started, id), tool("create", Failed, id)]
-    );
+    assert_eq!(d.tools(), vec![tool("create", Started, id), tool("create", Failed, id)]);
     assert_eq!(d.blocker_events(), vec![Permission]);
-    assert!(
-        d.blockers[0]
-            .1
-            .starts_with("Permission denied because no interactive user response")
-    );
+    assert!(d.blockers[0].1.starts_with("Permission denied because no interactive user response"));
     assert!(d.files().is_empty());
     // The model then claims success: the final text is not proof of anything.
-    assert!(
-        d.final_text
-            .as_deref()
-            .is_some_and(|t| t.starts_with("Wrote hello.txt."))
-    );
+    assert!(d.final_text.as_deref().is_some_and(|t| t.starts_with("Wrote hello.txt.")));
     assert_eq!(d.session(), Some("07c39b50-046b-4c7d-8f61-830b11304422"));
 }
 
 #[test]
 fn copilot_session_errors() {
     let r = replay("copilot", "captures-local/copilot-e401");
-    assert_eq!(
-        r.blocker_events(),
-        vec![Auth],
-        "retried 401s wake once, on session.error"
-    );
+    assert_eq!(r.blocker_events(), vec![Auth], "retried 401s wake once, on session.error");
     assert!(r.blockers[0].1.contains("HTTP 401"));
     assert_eq!(r.fatal_errors(), 1);
     assert_eq!(r.session(), Some("a3cc1ac5-f6dd-47e1-ba7e-06008eb1facf"));
 
     let q = replay("copilot", "captures-caesar/copilot");
-    assert_eq!(
-        q.blocker_events(),
-        vec![RateLimit],
-        "errorType quota, HTTP 402"
-    );
+    assert_eq!(q.blocker_events(), vec![RateLimit], "errorType quota, HTTP 402");
     assert_eq!(q.session(), Some("39be4f5d-1453-4850-9ce4-0ea59b180b3b"));
     assert_eq!(q.usage.as_ref().and_then(|u| u.duration_ms), Some(2552));
 
     let d = replay("copilot", "captures-local/copilot-down");
     assert!(d.blockers.is_empty());
     assert_eq!(d.fatal_errors(), 1);
-    assert!(
-        d.errors()[0]
-            .0
-            .starts_with("Could not connect to local model provider")
-    );
+    assert!(d.errors()[0].0.starts_with("Could not connect to local model provider"));
     assert_eq!(d.count("unrecognized"), 0);
 }
 
@@ -914,17 +690,11 @@ fn copilot_mcp_call_and_stderr_login_error() {
     let id = "call_1796073282940590";
     assert_eq!(
         r.tools(),
-        vec![
-            tool("progress-report_progress", Started, id),
-            tool("progress-report_progress", Succeeded, id),
-        ]
+        vec![tool("progress-report_progress", Started, id), tool("progress-report_progress", Succeeded, id),]
     );
     assert!(r.blockers.is_empty());
     let mut p = parser("copilot").unwrap();
-    let out = p.parse_line(
-        "Error: No authentication information found.",
-        Stream::Stderr,
-    );
+    let out = p.parse_line("Error: No authentication information found.", Stream::Stderr);
     assert_eq!(out.blocker.map(|b| b.0), Some(Auth));
     assert_eq!(out.events[0].kind(), "unrecognized");
 }
@@ -977,12 +747,7 @@ fn cursor_documented_stream() {
     }
     absorb(&mut run, p.finish());
     assert_eq!(run.sessions, vec!["cur-1"]);
-    assert_eq!(
-        run.events[0],
-        EventBody::Thinking {
-            text: "Let me think.".into()
-        }
-    );
+    assert_eq!(run.events[0], EventBody::Thinking { text: "Let me think.".into() });
     assert_eq!(
         run.tools(),
         vec![
@@ -998,7 +763,10 @@ fn cursor_documented_stream() {
     assert_eq!(run.usage.as_ref().and_then(|u| u.duration_ms), Some(1234));
     // A failure without a result line: the error is on stderr.
     let mut p = parser("cursor-agent").unwrap();
-    let out = p.parse_line("Error: Authentication required. Please run 'cursor-agent login' first, or set CURSOR_API_KEY. Not logged in", Stream::Stderr);
+    let out = p.parse_line(
+        "Error: Authentication required. Please run 'cursor-agent login' first, or set CURSOR_API_KEY. Not logged in",
+        Stream::Stderr,
+    );
     assert_eq!(out.blocker.map(|b| b.0), Some(Auth));
 }
 
@@ -1008,21 +776,11 @@ fn claude_schema_clis_share_the_parser() {
     for id in ["qwen", "codebuddy", "grok"] {
         let mut p = parser(id).unwrap();
         let init = r#"{"type":"system","subtype":"init","session_id":"q-1","model":"m","permission_mode":"plan"}"#;
-        assert_eq!(
-            p.parse_line(init, Stream::Stdout).session_id.as_deref(),
-            Some("q-1")
-        );
+        assert_eq!(p.parse_line(init, Stream::Stdout).session_id.as_deref(), Some("q-1"));
         let res = r#"{"type":"result","subtype":"error_during_execution","is_error":true,"session_id":"q-1","usage":{"input_tokens":3,"output_tokens":1},"error":{"type":"api","message":"429 Too Many Requests: quota exceeded"}}"#;
         let out = p.parse_line(res, Stream::Stdout);
         assert_eq!(out.blocker.map(|b| b.0), Some(RateLimit), "{id}");
-        assert_eq!(
-            out.usage,
-            Some(Usage {
-                input_tokens: Some(3),
-                output_tokens: Some(1),
-                ..Usage::default()
-            })
-        );
+        assert_eq!(out.usage, Some(Usage { input_tokens: Some(3), output_tokens: Some(1), ..Usage::default() }));
         assert_eq!(out.final_text, None);
     }
 }
@@ -1031,18 +789,8 @@ fn claude_schema_clis_share_the_parser() {
 // Robustness
 // ---------------------------------------------------------------------------------------------
 
-const IDS: &[&str] = &[
-    "claude",
-    "codex",
-    "gemini",
-    "opencode",
-    "copilot",
-    "cursor-agent",
-    "qwen",
-    "grok",
-    "codebuddy",
-    "antigravity",
-];
+const IDS: &[&str] =
+    &["claude", "codex", "gemini", "opencode", "copilot", "cursor-agent", "qwen", "grok", "codebuddy", "antigravity"];
 
 #[test]
 fn garbage_lines_are_unrecognized_and_nothing_else() {
@@ -1068,22 +816,13 @@ fn garbage_lines_are_unrecognized_and_nothing_else() {
         for stream in [Stream::Stdout, Stream::Stderr] {
             let mut p = parser(id).unwrap();
             for line in ["", "   ", "\t\r"] {
-                assert_eq!(
-                    p.parse_line(line, stream),
-                    Parsed::default(),
-                    "{id}: {line:?}"
-                );
+                assert_eq!(p.parse_line(line, stream), Parsed::default(), "{id}: {line:?}");
             }
             for line in garbage {
                 let out = p.parse_line(line, stream);
                 assert_eq!(
                     out,
-                    Parsed {
-                        events: vec![EventBody::Unrecognized {
-                            line: line.to_owned()
-                        }],
-                        ..Parsed::default()
-                    },
+                    Parsed { events: vec![EventBody::Unrecognized { line: line.to_owned() }], ..Parsed::default() },
                     "{id} {stream:?}: {}",
                     &line[..line.len().min(40)]
                 );
@@ -1139,18 +878,14 @@ fn truncated_capture_lines_never_panic() {
             for line in text.lines() {
                 let cuts: Vec<usize> = (1..8).map(|k| line.len() * k / 8).collect();
                 for cut in cuts {
-                    let cut = (cut..=line.len())
-                        .find(|c| line.is_char_boundary(*c))
-                        .unwrap_or(0);
+                    let cut = (cut..=line.len()).find(|c| line.is_char_boundary(*c)).unwrap_or(0);
                     let cut_line = &line[..cut];
                     let out = p.parse_line(cut_line, Stream::Stdout);
                     if cut < line.len() && !cut_line.trim().is_empty() {
                         // A cut JSON object is never valid JSON, and cut text stays text.
                         assert_eq!(
                             out.events.first(),
-                            Some(&EventBody::Unrecognized {
-                                line: cut_line.trim().to_owned()
-                            }),
+                            Some(&EventBody::Unrecognized { line: cut_line.trim().to_owned() }),
                             "{id}: {}",
                             path.display()
                         );
@@ -1170,13 +905,8 @@ fn every_capture_is_covered_by_a_replay_test() {
     for sub in ["captures-caesar", "captures-local"] {
         for entry in std::fs::read_dir(format!("{FIXTURES}{sub}")).unwrap() {
             let name = entry.unwrap().file_name().into_string().unwrap();
-            let stem = name
-                .trim_end_matches(".stderr.txt")
-                .trim_end_matches(".jsonl");
-            assert!(
-                covered.contains(&format!("\"{sub}/{stem}\"")),
-                "{sub}/{stem} is never replayed"
-            );
+            let stem = name.trim_end_matches(".stderr.txt").trim_end_matches(".jsonl");
+            assert!(covered.contains(&format!("\"{sub}/{stem}\"")), "{sub}/{stem} is never replayed");
         }
     }
 }
@@ -1209,167 +939,37 @@ fn argv_per_provider_and_mode() {
         (
             "claude",
             ReadOnly,
-            &[
-                "-p",
-                "Fix the bug",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--permission-mode",
-                "plan",
-            ],
+            &["-p", "Fix the bug", "--output-format", "stream-json", "--verbose", "--permission-mode", "plan"],
         ),
         (
             "claude",
             Write,
-            &[
-                "-p",
-                "Fix the bug",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--permission-mode",
-                "acceptEdits",
-            ],
+            &["-p", "Fix the bug", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits"],
         ),
         (
             "codex",
             ReadOnly,
-            &[
-                "exec",
-                "--json",
-                "-s",
-                "read-only",
-                "-C",
-                "/ws",
-                "--skip-git-repo-check",
-                "--",
-                "Fix the bug",
-            ],
+            &["exec", "--json", "-s", "read-only", "-C", "/ws", "--skip-git-repo-check", "--", "Fix the bug"],
         ),
         (
             "codex",
             Write,
-            &[
-                "exec",
-                "--json",
-                "-s",
-                "workspace-write",
-                "-C",
-                "/ws",
-                "--skip-git-repo-check",
-                "--",
-                "Fix the bug",
-            ],
+            &["exec", "--json", "-s", "workspace-write", "-C", "/ws", "--skip-git-repo-check", "--", "Fix the bug"],
         ),
-        (
-            "gemini",
-            ReadOnly,
-            &[
-                "-p",
-                "Fix the bug",
-                "-o",
-                "stream-json",
-                "--approval-mode",
-                "default",
-                "--skip-trust",
-            ],
-        ),
-        (
-            "gemini",
-            Write,
-            &[
-                "-p",
-                "Fix the bug",
-                "-o",
-                "stream-json",
-                "--approval-mode",
-                "yolo",
-                "--skip-trust",
-            ],
-        ),
-        (
-            "opencode",
-            ReadOnly,
-            &["run", "--format", "json", "--agent", "plan", "Fix the bug"],
-        ),
-        (
-            "opencode",
-            Write,
-            &["run", "--format", "json", "Fix the bug"],
-        ),
-        (
-            "copilot",
-            ReadOnly,
-            &[
-                "-p",
-                "Fix the bug",
-                "--output-format",
-                "json",
-                "--no-ask-user",
-            ],
-        ),
-        (
-            "copilot",
-            Write,
-            &[
-                "-p",
-                "Fix the bug",
-                "--output-format",
-                "json",
-                "--no-ask-user",
-                "--allow-all-tools",
-            ],
-        ),
+        ("gemini", ReadOnly, &["-p", "Fix the bug", "-o", "stream-json", "--approval-mode", "default", "--skip-trust"]),
+        ("gemini", Write, &["-p", "Fix the bug", "-o", "stream-json", "--approval-mode", "yolo", "--skip-trust"]),
+        ("opencode", ReadOnly, &["run", "--format", "json", "--agent", "plan", "Fix the bug"]),
+        ("opencode", Write, &["run", "--format", "json", "Fix the bug"]),
+        ("copilot", ReadOnly, &["-p", "Fix the bug", "--output-format", "json", "--no-ask-user"]),
+        ("copilot", Write, &["-p", "Fix the bug", "--output-format", "json", "--no-ask-user", "--allow-all-tools"]),
         (
             "cursor-agent",
             ReadOnly,
-            &[
-                "-p",
-                "--output-format",
-                "stream-json",
-                "--mode",
-                "plan",
-                "--trust",
-                "Fix the bug",
-            ],
+            &["-p", "--output-format", "stream-json", "--mode", "plan", "--trust", "Fix the bug"],
         ),
-        (
-            "cursor-agent",
-            Write,
-            &[
-                "-p",
-                "--output-format",
-                "stream-json",
-                "--force",
-                "--trust",
-                "Fix the bug",
-            ],
-        ),
-        (
-            "qwen",
-            ReadOnly,
-            &[
-                "-p",
-                "Fix the bug",
-                "--output-format",
-                "stream-json",
-                "--approval-mode",
-                "plan",
-            ],
-        ),
-        (
-            "qwen",
-            Write,
-            &[
-                "-p",
-                "Fix the bug",
-                "--output-format",
-                "stream-json",
-                "--approval-mode",
-                "yolo",
-            ],
-        ),
+        ("cursor-agent", Write, &["-p", "--output-format", "stream-json", "--force", "--trust", "Fix the bug"]),
+        ("qwen", ReadOnly, &["-p", "Fix the bug", "--output-format", "stream-json", "--approval-mode", "plan"]),
+        ("qwen", Write, &["-p", "Fix the bug", "--output-format", "stream-json", "--approval-mode", "yolo"]),
         (
             "grok",
             ReadOnly,
@@ -1396,68 +996,32 @@ fn argv_per_provider_and_mode() {
                 "--always-approve",
             ],
         ),
-        (
-            "codebuddy",
-            ReadOnly,
-            &[
-                "-p",
-                "Fix the bug",
-                "--output-format",
-                "stream-json",
-                "--permission-mode",
-                "plan",
-            ],
-        ),
-        (
-            "codebuddy",
-            Write,
-            &["-p", "Fix the bug", "--output-format", "stream-json", "-y"],
-        ),
-        (
-            "antigravity",
-            ReadOnly,
-            &["--output-format", "stream-json", "-p", "Fix the bug"],
-        ),
+        ("codebuddy", ReadOnly, &["-p", "Fix the bug", "--output-format", "stream-json", "--permission-mode", "plan"]),
+        ("codebuddy", Write, &["-p", "Fix the bug", "--output-format", "stream-json", "-y"]),
+        ("antigravity", ReadOnly, &["--output-format", "stream-json", "-p", "Fix the bug"]),
         (
             "antigravity",
             Write,
-            &[
-                "--output-format",
-                "stream-json",
-                "--dangerously-skip-permissions",
-                "-p",
-                "Fix the bug",
-            ],
+            &["--output-format", "stream-json", "--dangerously-skip-permissions", "-p", "Fix the bug"],
         ),
     ];
     for (id, mode, want) in table {
         let launch = build_launch(id, &base_inv(*mode)).expect(id);
         assert_eq!(launch.args, *want, "{id} {mode:?}");
         assert!(launch.stdin_null, "{id}: stdin is /dev/null");
-        assert!(
-            launch.files.is_empty() && launch.workspace_files.is_empty(),
-            "{id}"
-        );
+        assert!(launch.files.is_empty() && launch.workspace_files.is_empty(), "{id}");
     }
     // Every provider has a row per mode.
     for s in all() {
         for mode in [ReadOnly, Write] {
-            assert!(
-                table.iter().any(|(id, m, _)| *id == s.id && *m == mode),
-                "{}",
-                s.id
-            );
+            assert!(table.iter().any(|(id, m, _)| *id == s.id && *m == mode), "{}", s.id);
         }
     }
     assert!(build_launch("amp", &base_inv(Write)).is_none());
 }
 
 fn env_of(launch: &Launch, key: &str) -> Option<String> {
-    launch
-        .env
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.clone())
+    launch.env.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
 }
 
 fn json_arg(args: &[String], flag: &str) -> serde_json::Value {
@@ -1480,13 +1044,7 @@ fn claude_options_resume_and_mcp() {
         model: Some("opus"),
         effort: Some("xhigh"),
         resume_session: Some("5234c1cd"),
-        mcp: Some(McpServer {
-            name: "orch",
-            command: "python3",
-            args: &args,
-            env: &env,
-            tools,
-        }),
+        mcp: Some(McpServer { name: "orch", command: "python3", args: &args, env: &env, tools }),
         ..base_inv(ReadOnly)
     };
     let launch = build_launch("claude", &inv).unwrap();
@@ -1517,28 +1075,15 @@ fn claude_options_resume_and_mcp() {
     );
     assert_eq!(
         a[15..],
-        [
-            "--strict-mcp-config",
-            "--allowedTools",
-            "mcp__orch__report_progress,mcp__orch__submit_report"
-        ]
+        ["--strict-mcp-config", "--allowedTools", "mcp__orch__report_progress,mcp__orch__submit_report"]
     );
-    assert_eq!(
-        env_of(&launch, "CLAUDE_CODE_MAX_RETRIES").as_deref(),
-        Some("0")
-    );
+    assert_eq!(env_of(&launch, "CLAUDE_CODE_MAX_RETRIES").as_deref(), Some("0"));
 
     // No tool list: the whole server is allowed; a bad effort is dropped; a dash prompt is safe.
     let inv = Invocation {
         prompt: "--help me",
         effort: Some("extreme"),
-        mcp: Some(McpServer {
-            name: "orch",
-            command: "python3",
-            args: MCP_ARGS,
-            env: &[],
-            tools: &[],
-        }),
+        mcp: Some(McpServer { name: "orch", command: "python3", args: MCP_ARGS, env: &[], tools: &[] }),
         ..base_inv(Write)
     };
     let a = args_of("claude", &inv);
@@ -1556,13 +1101,7 @@ fn codex_options_resume_schema_network_and_mcp() {
         effort: Some("high"),
         output_schema_path: Some("/t/schema.json"),
         network: Some(true),
-        mcp: Some(McpServer {
-            name: "orch",
-            command: "python3",
-            args: &args,
-            env: &env,
-            tools: &[],
-        }),
+        mcp: Some(McpServer { name: "orch", command: "python3", args: &args, env: &env, tools: &[] }),
         ..base_inv(Write)
     };
     assert_eq!(
@@ -1615,17 +1154,8 @@ fn codex_options_resume_schema_network_and_mcp() {
 #[test]
 fn gemini_and_qwen_write_trusted_mcp_settings_into_the_workspace() {
     let args = mcp_args();
-    let mcp = McpServer {
-        name: "orch",
-        command: "python3",
-        args: &args,
-        env: &[],
-        tools: &[],
-    };
-    for (id, path) in [
-        ("gemini", ".gemini/settings.json"),
-        ("qwen", ".qwen/settings.json"),
-    ] {
+    let mcp = McpServer { name: "orch", command: "python3", args: &args, env: &[], tools: &[] };
+    for (id, path) in [("gemini", ".gemini/settings.json"), ("qwen", ".qwen/settings.json")] {
         let inv = Invocation {
             model: Some("gemini-2.5-pro"),
             resume_session: Some("sess-1"),
@@ -1635,42 +1165,19 @@ fn gemini_and_qwen_write_trusted_mcp_settings_into_the_workspace() {
         let launch = build_launch(id, &inv).unwrap();
         assert_eq!(launch.workspace_files.len(), 1, "{id}");
         assert_eq!(launch.workspace_files[0].0, path);
-        let settings: serde_json::Value =
-            serde_json::from_str(&launch.workspace_files[0].1).unwrap();
+        let settings: serde_json::Value = serde_json::from_str(&launch.workspace_files[0].1).unwrap();
         assert_eq!(
             settings,
             serde_json::json!({"mcpServers": {"orch": {"command": "python3", "args": ["/srv/x.py", "--stdio"], "trust": true}}})
         );
-        assert!(
-            launch
-                .args
-                .windows(2)
-                .any(|w| w == ["-m", "gemini-2.5-pro"]),
-            "{id}"
-        );
+        assert!(launch.args.windows(2).any(|w| w == ["-m", "gemini-2.5-pro"]), "{id}");
     }
-    let g = build_launch(
-        "gemini",
-        &Invocation {
-            resume_session: Some("sess-1"),
-            prompt: "-x",
-            ..base_inv(ReadOnly)
-        },
-    )
-    .unwrap();
+    let g = build_launch("gemini", &Invocation { resume_session: Some("sess-1"), prompt: "-x", ..base_inv(ReadOnly) })
+        .unwrap();
     assert_eq!(g.args[0], "--prompt=-x");
     assert!(g.args.windows(2).any(|w| w == ["-r", "sess-1"]));
-    assert_eq!(
-        env_of(&g, "GEMINI_CLI_NO_RELAUNCH").as_deref(),
-        Some("true")
-    );
-    let q = args_of(
-        "qwen",
-        &Invocation {
-            resume_session: Some("sess-1"),
-            ..base_inv(ReadOnly)
-        },
-    );
+    assert_eq!(env_of(&g, "GEMINI_CLI_NO_RELAUNCH").as_deref(), Some("true"));
+    let q = args_of("qwen", &Invocation { resume_session: Some("sess-1"), ..base_inv(ReadOnly) });
     assert!(q.windows(2).any(|w| w == ["--resume", "sess-1"]));
 }
 
@@ -1682,13 +1189,7 @@ fn opencode_options_and_config_content() {
         model: Some("anthropic/claude-sonnet-4-5"),
         effort: Some("high"),
         resume_session: Some("ses_A"),
-        mcp: Some(McpServer {
-            name: "orch",
-            command: "python3",
-            args: &args,
-            env: &env,
-            tools: &[],
-        }),
+        mcp: Some(McpServer { name: "orch", command: "python3", args: &args, env: &env, tools: &[] }),
         ..base_inv(ReadOnly)
     };
     let launch = build_launch("opencode", &inv).unwrap();
@@ -1709,8 +1210,7 @@ fn opencode_options_and_config_content() {
             "Fix the bug"
         ]
     );
-    let config: serde_json::Value =
-        serde_json::from_str(&env_of(&launch, "OPENCODE_CONFIG_CONTENT").unwrap()).unwrap();
+    let config: serde_json::Value = serde_json::from_str(&env_of(&launch, "OPENCODE_CONFIG_CONTENT").unwrap()).unwrap();
     assert_eq!(
         config,
         serde_json::json!({
@@ -1719,10 +1219,7 @@ fn opencode_options_and_config_content() {
                              "enabled": true, "environment": {"K": "V"}}}
         })
     );
-    assert_eq!(
-        env_of(&launch, "OPENCODE_DISABLE_AUTOUPDATE").as_deref(),
-        Some("1")
-    );
+    assert_eq!(env_of(&launch, "OPENCODE_DISABLE_AUTOUPDATE").as_deref(), Some("1"));
     let w = build_launch("opencode", &base_inv(Write)).unwrap();
     assert_eq!(env_of(&w, "OPENCODE_CONFIG_CONTENT"), None);
 }
@@ -1730,13 +1227,7 @@ fn opencode_options_and_config_content() {
 #[test]
 fn copilot_options_and_mcp() {
     let args = mcp_args();
-    let mcp = McpServer {
-        name: "orch",
-        command: "python3",
-        args: &args,
-        env: &[],
-        tools: &[],
-    };
+    let mcp = McpServer { name: "orch", command: "python3", args: &args, env: &[], tools: &[] };
     let inv = Invocation {
         model: Some("gpt-4.1"),
         effort: Some("medium"),
@@ -1768,13 +1259,7 @@ fn copilot_options_and_mcp() {
     );
     assert_eq!(a.last().map(String::as_str), Some("--allow-tool=orch"));
     // In write mode --allow-all-tools already covers the server.
-    let w = args_of(
-        "copilot",
-        &Invocation {
-            mcp: Some(mcp),
-            ..base_inv(Write)
-        },
-    );
+    let w = args_of("copilot", &Invocation { mcp: Some(mcp), ..base_inv(Write) });
     assert!(!w.iter().any(|x| x.starts_with("--allow-tool=")));
     assert!(w.contains(&"--allow-all-tools".to_owned()));
 }
@@ -1782,13 +1267,7 @@ fn copilot_options_and_mcp() {
 #[test]
 fn cursor_grok_codebuddy_antigravity_options() {
     let args = mcp_args();
-    let mcp = McpServer {
-        name: "orch",
-        command: "python3",
-        args: &args,
-        env: &[],
-        tools: &["report_progress"],
-    };
+    let mcp = McpServer { name: "orch", command: "python3", args: &args, env: &[], tools: &["report_progress"] };
     let full = |mode| Invocation {
         model: Some("m1"),
         effort: Some("high"),
@@ -1839,34 +1318,14 @@ fn cursor_grok_codebuddy_antigravity_options() {
         g.workspace_files,
         vec![(
             ".grok/config.toml".to_owned(),
-            "[mcp_servers.orch]\ncommand = \"python3\"\nargs = [\"/srv/x.py\",\"--stdio\"]\n"
-                .to_owned()
+            "[mcp_servers.orch]\ncommand = \"python3\"\nargs = [\"/srv/x.py\",\"--stdio\"]\n".to_owned()
         )]
     );
 
     let b = args_of("codebuddy", &full(Write));
-    assert_eq!(
-        b[..9],
-        [
-            "-p",
-            "Fix the bug",
-            "--output-format",
-            "stream-json",
-            "-y",
-            "--model",
-            "m1",
-            "-r",
-            "S1"
-        ]
-    );
-    assert_eq!(
-        b[b.len() - 2..],
-        ["--allowedTools", "mcp__orch__report_progress"]
-    );
-    assert!(
-        !b.contains(&"--effort".to_owned()),
-        "codebuddy has no effort allowlist"
-    );
+    assert_eq!(b[..9], ["-p", "Fix the bug", "--output-format", "stream-json", "-y", "--model", "m1", "-r", "S1"]);
+    assert_eq!(b[b.len() - 2..], ["--allowedTools", "mcp__orch__report_progress"]);
+    assert!(!b.contains(&"--effort".to_owned()), "codebuddy has no effort allowlist");
 
     let a = build_launch("antigravity", &full(Write)).unwrap();
     assert_eq!(
@@ -1893,22 +1352,11 @@ fn specs_are_consistent() {
     for s in all() {
         assert_eq!(spec(s.id).map(|x| x.id), Some(s.id));
         assert!(parser(s.id).is_some(), "{}", s.id);
-        assert_eq!(
-            s.capabilities.reasoning_effort,
-            !s.efforts.is_empty(),
-            "{}",
-            s.id
-        );
+        assert_eq!(s.capabilities.reasoning_effort, !s.efforts.is_empty(), "{}", s.id);
         assert_eq!(s.version_args, ["--version"]);
     }
     assert_eq!(spec("antigravity").map(|s| s.default_bin), Some("agy"));
-    assert_eq!(
-        spec("cursor-agent").map(|s| s.default_bin),
-        Some("cursor-agent")
-    );
+    assert_eq!(spec("cursor-agent").map(|s| s.default_bin), Some("cursor-agent"));
     assert!(spec("nope").is_none() && parser("nope").is_none());
-    assert_eq!(
-        serde_json::to_value(NetworkControl::WriteOnly).unwrap(),
-        serde_json::json!("write_only")
-    );
+    assert_eq!(serde_json::to_value(NetworkControl::WriteOnly).unwrap(), serde_json::json!("write_only"));
 }

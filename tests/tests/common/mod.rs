@@ -14,10 +14,7 @@ use caesar_proto::pb;
 
 /// The directory holding the workspace's binaries.
 pub fn bin_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_fake-agent"))
-        .parent()
-        .expect("bin dir")
-        .to_path_buf()
+    PathBuf::from(env!("CARGO_BIN_EXE_fake-agent")).parent().expect("bin dir").to_path_buf()
 }
 
 pub fn fake_agent() -> PathBuf {
@@ -44,18 +41,10 @@ impl Env {
     /// A new installation whose project declares `agents` as
     /// `(id, [args...])` fake agents.
     pub fn new(agents: &[(&str, &[&str])]) -> Env {
-        let home = tempfile::Builder::new()
-            .prefix("ch")
-            .tempdir_in("/tmp")
-            .expect("home");
+        let home = tempfile::Builder::new().prefix("ch").tempdir_in("/tmp").expect("home");
         let project = tempfile::tempdir().expect("project");
         let paths = Paths::under(home.path());
-        let env = Env {
-            home,
-            project,
-            paths,
-            daemons: Vec::new(),
-        };
+        let env = Env { home, project, paths, daemons: Vec::new() };
         env.set_agents(agents);
         env
     }
@@ -96,9 +85,7 @@ impl Env {
 
     pub async fn start_daemon_with(&mut self, extra: &[(&str, &str)]) -> Client {
         self.spawn_daemon(extra);
-        client::wait_until_ready(&self.paths, Duration::from_secs(20))
-            .await
-            .expect("daemon ready")
+        client::wait_until_ready(&self.paths, Duration::from_secs(20)).await.expect("daemon ready")
     }
 
     /// Starts caesard with extra environment and does not wait for it.
@@ -165,20 +152,12 @@ impl Drop for Env {
         // Drop may run inside a test's runtime, where no other runtime can
         // block: do the shutdown call from a thread of its own.
         let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
                 return;
             };
             rt.block_on(async {
                 if let Ok((mut c, _)) = client::connect(&paths).await {
-                    let _ = c
-                        .shutdown(pb::ShutdownRequest {
-                            cancel_tasks: true,
-                            only_if_idle: false,
-                        })
-                        .await;
+                    let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
                 }
             });
         })
@@ -208,9 +187,7 @@ pub async fn await_one(c: &mut Client, task_id: &str, timeout: Duration) -> pb::
 pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
-            let state = stat
-                .rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_owned));
+            let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_owned));
             !matches!(state.as_deref(), Some("Z") | Some("X") | None)
         }
         Err(_) => false,
@@ -219,11 +196,7 @@ pub fn alive(pid: u32) -> bool {
 
 /// Pids recorded by the fake agent's `pid`, `child` and `escape` steps.
 pub fn pids_in(path: &Path) -> Vec<u32> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
+    std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
 }
 
 /// Polls `cond` until it holds or `limit` passes.
