@@ -20,11 +20,7 @@ use serde_json::{Value, json};
 use tonic::Code;
 
 #[derive(Parser)]
-#[command(
-    name = "caesar",
-    version,
-    about = "Delegate work to coding-agent CLIs, supervised by caesard."
-)]
+#[command(name = "caesar", version, about = "Delegate work to coding-agent CLIs, supervised by caesard.")]
 struct Cli {
     /// Print JSON and nothing else.
     #[arg(long, global = true)]
@@ -72,11 +68,26 @@ enum Command {
     },
     /// Stop a running task and its whole process tree.
     Cancel { task_id: String },
+    /// The agents caesar can delegate to.
+    Agents {
+        #[command(subcommand)]
+        action: AgentsAction,
+    },
+    /// Check the daemon and every agent: installed, version, capabilities.
+    Doctor,
     /// Manage the daemon.
     Daemon {
         #[command(subcommand)]
         action: DaemonAction,
     },
+}
+
+#[derive(Subcommand)]
+enum AgentsAction {
+    /// Every agent: native providers and [[agent]] entries.
+    List,
+    /// One agent in detail, with the options delegate accepts for it.
+    Describe { agent: String },
 }
 
 #[derive(Subcommand)]
@@ -145,38 +156,23 @@ impl From<anyhow::Error> for Failure {
     fn from(e: anyhow::Error) -> Failure {
         if let Some(status) = e.downcast_ref::<tonic::Status>() {
             let code = match status.code() {
-                Code::InvalidArgument
-                | Code::NotFound
-                | Code::FailedPrecondition
-                | Code::PermissionDenied => 2,
+                Code::InvalidArgument | Code::NotFound | Code::FailedPrecondition | Code::PermissionDenied => 2,
                 Code::Unavailable => 3,
                 _ => 1,
             };
-            return Failure {
-                code,
-                message: status.message().to_owned(),
-            };
+            return Failure { code, message: status.message().to_owned() };
         }
         if e.downcast_ref::<client::ConnectError>().is_some() {
-            return Failure {
-                code: 3,
-                message: format!("{e:#}"),
-            };
+            return Failure { code: 3, message: format!("{e:#}") };
         }
-        Failure {
-            code: 1,
-            message: format!("{e:#}"),
-        }
+        Failure { code: 1, message: format!("{e:#}") }
     }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let json = cli.json;
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("caesar: cannot start the runtime: {e}");
@@ -209,11 +205,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let timeout_ms = parse_duration_ms(&timeout)?;
             let mut c = connect().await?;
             let r = c
-                .r#await(pb::AwaitRequest {
-                    task_ids,
-                    timeout_ms,
-                    wake_on_attention: false,
-                })
+                .r#await(pb::AwaitRequest { task_ids, timeout_ms, wake_on_attention: false })
                 .await
                 .map_err(anyhow::Error::from)?
                 .into_inner();
@@ -229,16 +221,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Ps { all, limit } => {
             let mut c = connect().await?;
-            let statuses = if all {
-                vec![]
-            } else {
-                vec!["pending".to_owned(), "running".to_owned()]
-            };
-            let r = c
-                .list_tasks(pb::ListTasksRequest { statuses, limit })
-                .await
-                .map_err(anyhow::Error::from)?
-                .into_inner();
+            let statuses = if all { vec![] } else { vec!["pending".to_owned(), "running".to_owned()] };
+            let r =
+                c.list_tasks(pb::ListTasksRequest { statuses, limit }).await.map_err(anyhow::Error::from)?.into_inner();
             if json {
                 let tasks: Vec<Value> = r.tasks.iter().map(render::task_json).collect();
                 println!("{}", json!({"tasks": tasks}));
@@ -249,11 +234,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Status { task_id } => {
             let mut c = connect().await?;
-            let t = c
-                .status(pb::StatusRequest { task_id })
-                .await
-                .map_err(anyhow::Error::from)?
-                .into_inner();
+            let t = c.status(pb::StatusRequest { task_id }).await.map_err(anyhow::Error::from)?.into_inner();
             if json {
                 println!("{}", render::task_json(&t));
             } else {
@@ -261,26 +242,16 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(0)
         }
-        Command::Logs {
-            task_id,
-            raw,
-            follow,
-            limit,
-        } => logs(task_id, raw, follow, limit, json).await,
+        Command::Logs { task_id, raw, follow, limit } => logs(task_id, raw, follow, limit, json).await,
         Command::Cancel { task_id } => {
             let mut c = connect().await?;
             let r = c
-                .cancel(pb::CancelRequest {
-                    task_id: task_id.clone(),
-                })
+                .cancel(pb::CancelRequest { task_id: task_id.clone() })
                 .await
                 .map_err(anyhow::Error::from)?
                 .into_inner();
             if json {
-                println!(
-                    "{}",
-                    json!({"task_id": task_id, "cancelled": r.cancelled, "status": r.status})
-                );
+                println!("{}", json!({"task_id": task_id, "cancelled": r.cancelled, "status": r.status}));
             } else if r.cancelled {
                 println!("{task_id}: cancelled");
             } else {
@@ -288,33 +259,26 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(0)
         }
+        Command::Agents { action } => agents(action, json).await,
+        Command::Doctor => doctor(json).await,
         Command::Daemon { action } => daemon(action, json).await,
     }
 }
 
 async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
     let workspace = match a.workspace {
-        Some(w) => {
-            std::path::absolute(&w).with_context(|| format!("bad --workspace {}", w.display()))?
-        }
+        Some(w) => std::path::absolute(&w).with_context(|| format!("bad --workspace {}", w.display()))?,
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     let context = match a.context.as_deref() {
-        Some(c) if c.starts_with('@') => std::fs::read_to_string(&c[1..])
-            .with_context(|| format!("cannot read the --context file {}", &c[1..]))?,
+        Some(c) if c.starts_with('@') => {
+            std::fs::read_to_string(&c[1..]).with_context(|| format!("cannot read the --context file {}", &c[1..]))?
+        }
         Some(c) => c.to_owned(),
         None => String::new(),
     };
-    let timeout_ms = a
-        .timeout
-        .as_deref()
-        .map(parse_duration_ms)
-        .transpose()?
-        .unwrap_or(0);
-    let depth = std::env::var("CAESAR_DEPTH")
-        .ok()
-        .and_then(|d| d.parse().ok())
-        .unwrap_or(0);
+    let timeout_ms = a.timeout.as_deref().map(parse_duration_ms).transpose()?.unwrap_or(0);
+    let depth = std::env::var("CAESAR_DEPTH").ok().and_then(|d| d.parse().ok()).unwrap_or(0);
     let mut c = connect().await?;
     let d = c
         .delegate(pb::DelegateRequest {
@@ -352,10 +316,7 @@ async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
         return Ok(0);
     }
     if !json {
-        println!(
-            "task {} on {} ({}, {})",
-            d.task_id, d.agent, d.mode, d.isolation
-        );
+        println!("task {} on {} ({}, {})", d.task_id, d.agent, d.mode, d.isolation);
     }
     let task_id = d.task_id.clone();
     let follow = follow_events(&mut c, &task_id, 0, json);
@@ -371,19 +332,12 @@ async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
     }
     // The stream ends when the task does; Await returns its report.
     let r = c
-        .r#await(pb::AwaitRequest {
-            task_ids: vec![task_id],
-            timeout_ms: 60_000,
-            wake_on_attention: false,
-        })
+        .r#await(pb::AwaitRequest { task_ids: vec![task_id], timeout_ms: 60_000, wake_on_attention: false })
         .await
         .map_err(anyhow::Error::from)?
         .into_inner();
     let Some(t) = r.tasks.first() else {
-        return Err(Failure {
-            code: 1,
-            message: "the daemon returned no task".into(),
-        });
+        return Err(Failure { code: 1, message: "the daemon returned no task".into() });
     };
     if json {
         let mut v = render::task_json(t);
@@ -408,18 +362,9 @@ fn exit_code_of(t: &pb::TaskView) -> u8 {
     }
 }
 
-async fn follow_events(
-    c: &mut Client,
-    task_id: &str,
-    from_seq: u64,
-    json: bool,
-) -> Result<(), Failure> {
+async fn follow_events(c: &mut Client, task_id: &str, from_seq: u64, json: bool) -> Result<(), Failure> {
     let mut stream = c
-        .watch_events(pb::WatchEventsRequest {
-            task_id: task_id.to_owned(),
-            from_seq,
-            follow: true,
-        })
+        .watch_events(pb::WatchEventsRequest { task_id: task_id.to_owned(), from_seq, follow: true })
         .await
         .map_err(anyhow::Error::from)?
         .into_inner();
@@ -433,22 +378,12 @@ async fn follow_events(
     Ok(())
 }
 
-async fn logs(
-    task_id: String,
-    raw: bool,
-    follow: bool,
-    limit: u32,
-    json: bool,
-) -> Result<u8, Failure> {
+async fn logs(task_id: String, raw: bool, follow: bool, limit: u32, json: bool) -> Result<u8, Failure> {
     let mut c = connect().await?;
     if follow && !raw {
         if json {
             let mut stream = c
-                .watch_events(pb::WatchEventsRequest {
-                    task_id,
-                    from_seq: 0,
-                    follow: true,
-                })
+                .watch_events(pb::WatchEventsRequest { task_id, from_seq: 0, follow: true })
                 .await
                 .map_err(anyhow::Error::from)?
                 .into_inner();
@@ -460,22 +395,10 @@ async fn logs(
         follow_events(&mut c, &task_id, 0, false).await?;
         return Ok(0);
     }
-    let r = c
-        .logs(pb::LogsRequest {
-            task_id,
-            raw,
-            limit,
-            max_bytes: 0,
-        })
-        .await
-        .map_err(anyhow::Error::from)?
-        .into_inner();
+    let r =
+        c.logs(pb::LogsRequest { task_id, raw, limit, max_bytes: 0 }).await.map_err(anyhow::Error::from)?.into_inner();
     if json {
-        let events: Vec<Value> = r
-            .events_json
-            .iter()
-            .filter_map(|e| serde_json::from_str(e).ok())
-            .collect();
+        let events: Vec<Value> = r.events_json.iter().filter_map(|e| serde_json::from_str(e).ok()).collect();
         let mut v = json!({"total_events": r.total_events});
         if raw {
             v["raw"] = json!(r.raw);
@@ -487,11 +410,7 @@ async fn logs(
         println!("{v}");
     } else if raw {
         if r.raw_truncated {
-            eprintln!(
-                "caesar: showing the last {} of {} bytes",
-                r.raw.len(),
-                r.raw_size
-            );
+            eprintln!("caesar: showing the last {} of {} bytes", r.raw.len(), r.raw_size);
         }
         print!("{}", r.raw);
     } else {
@@ -514,10 +433,7 @@ async fn daemon(action: DaemonAction, json: bool) -> Result<u8, Failure> {
             if json {
                 println!("{}", render::ping_json(&ping));
             } else {
-                println!(
-                    "caesard {} running (pid {}) at {}",
-                    ping.version, ping.pid, ping.socket
-                );
+                println!("caesard {} running (pid {}) at {}", ping.version, ping.pid, ping.socket);
             }
             Ok(0)
         }
@@ -531,19 +447,13 @@ async fn daemon(action: DaemonAction, json: bool) -> Result<u8, Failure> {
                 return Ok(0);
             };
             let r = c
-                .shutdown(pb::ShutdownRequest {
-                    cancel_tasks,
-                    only_if_idle: false,
-                })
+                .shutdown(pb::ShutdownRequest { cancel_tasks, only_if_idle: false })
                 .await
                 .map_err(anyhow::Error::from)?
                 .into_inner();
             client::wait_until_gone(&paths, std::time::Duration::from_secs(10)).await;
             if json {
-                println!(
-                    "{}",
-                    json!({"stopped": r.stopping, "active_tasks": r.active_tasks})
-                );
+                println!("{}", json!({"stopped": r.stopping, "active_tasks": r.active_tasks}));
             } else if r.active_tasks > 0 && !cancel_tasks {
                 println!(
                     "caesard stopped; {} task(s) keep running and will be picked up by the next daemon",
@@ -561,12 +471,7 @@ async fn daemon(action: DaemonAction, json: bool) -> Result<u8, Failure> {
                 } else {
                     println!(
                         "caesard {} running (pid {}, API protocol {}), {} active task(s)\nsocket: {}\nstate:  {}",
-                        ping.version,
-                        ping.pid,
-                        ping.protocol,
-                        ping.active_tasks,
-                        ping.socket,
-                        ping.state_dir
+                        ping.version, ping.pid, ping.protocol, ping.active_tasks, ping.socket, ping.state_dir
                     );
                 }
                 Ok(0)
@@ -585,4 +490,93 @@ async fn daemon(action: DaemonAction, json: bool) -> Result<u8, Failure> {
 
 fn parse_duration_ms(text: &str) -> anyhow::Result<u64> {
     caesar_proto::duration::parse_ms(text).map_err(|e| anyhow::anyhow!(e))
+}
+
+fn cwd_string() -> String {
+    std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()
+}
+
+async fn agents(action: AgentsAction, json: bool) -> Result<u8, Failure> {
+    let mut c = connect().await?;
+    match action {
+        AgentsAction::List => {
+            let r = c
+                .list_agents(pb::ListAgentsRequest { workspace: cwd_string() })
+                .await
+                .map_err(anyhow::Error::from)?
+                .into_inner();
+            if json {
+                let agents: Vec<Value> = r.agents.iter().map(render::agent_json).collect();
+                println!("{}", json!({ "agents": agents }));
+            } else {
+                render::print_agents(&r.agents);
+            }
+        }
+        AgentsAction::Describe { agent } => {
+            let r = c
+                .describe_agent(pb::DescribeAgentRequest { agent, workspace: cwd_string() })
+                .await
+                .map_err(anyhow::Error::from)?
+                .into_inner();
+            let info = r.agent.unwrap_or_default();
+            let mut v = render::agent_json(&info);
+            v["options"] = serde_json::from_str(&r.options_json).unwrap_or(Value::Null);
+            if json {
+                println!("{v}");
+            } else {
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// Exits 1 when something is wrong, and says how to fix it.
+async fn doctor(json: bool) -> Result<u8, Failure> {
+    let paths = Paths::from_env().map_err(anyhow::Error::from)?;
+    let mut problems = Vec::new();
+    let mut c = match connect().await {
+        Ok(c) => c,
+        Err(e) => {
+            let f = Failure::from(e);
+            if json {
+                println!("{}", json!({"ok": false, "daemon": {"running": false, "error": f.message}}));
+            } else {
+                println!("daemon: NOT RUNNING: {}", f.message);
+            }
+            return Ok(1);
+        }
+    };
+    let (_, ping) = client::connect(&paths).await.map_err(anyhow::Error::from)?;
+    let agents = c
+        .list_agents(pb::ListAgentsRequest { workspace: cwd_string() })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner()
+        .agents;
+    if !agents.iter().any(|a| a.installed) {
+        problems.push(
+            "no agent is installed: install a provider CLI (claude, codex, gemini, ...) or declare an [[agent]]"
+                .to_owned(),
+        );
+    }
+    if json {
+        let list: Vec<Value> = agents.iter().map(render::agent_json).collect();
+        println!(
+            "{}",
+            json!({"ok": problems.is_empty(), "daemon": render::ping_json(&ping), "agents": list, "problems": problems})
+        );
+    } else {
+        println!(
+            "daemon: caesard {} (pid {}, API protocol {}) at {}",
+            ping.version, ping.pid, ping.protocol, ping.socket
+        );
+        println!("state:  {}", ping.state_dir);
+        println!();
+        render::print_agents(&agents);
+        for p in &problems {
+            println!("\nPROBLEM: {p}");
+        }
+    }
+    Ok(if problems.is_empty() { 0 } else { 1 })
 }

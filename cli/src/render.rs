@@ -89,30 +89,19 @@ pub fn print_event(line: &str) {
         "started" => format!("started: {}", s("command")),
         "message" => s("text").to_owned(),
         "thinking" => format!("(thinking) {}", s("text")),
-        "tool_use" => format!(
-            "tool {} {}{}",
-            s("tool"),
-            s("status"),
-            prefixed(": ", s("input_summary"))
-        ),
+        "tool_use" => format!("tool {} {}{}", s("tool"), s("status"), prefixed(": ", s("input_summary"))),
         "file_changed" => format!("file {} {}", s("action"), s("path")),
-        "progress" => format!(
-            "progress {}{}",
-            e.get("pct").map(|p| format!("{p}% ")).unwrap_or_default(),
-            s("message")
-        ),
+        "progress" => {
+            format!("progress {}{}", e.get("pct").map(|p| format!("{p}% ")).unwrap_or_default(), s("message"))
+        }
         "question" => format!("question {}: {}", s("id"), s("question")),
         "answer" => format!("answer {}: {}", s("id"), s("answer")),
         "error" => format!("error: {}", s("message")),
         "blocker" => format!("BLOCKED ({}): {}", s("kind"), s("message")),
         "usage" => format!(
             "usage: {} in, {} out",
-            e.get("input_tokens")
-                .map(Value::to_string)
-                .unwrap_or_else(|| "?".into()),
-            e.get("output_tokens")
-                .map(Value::to_string)
-                .unwrap_or_else(|| "?".into())
+            e.get("input_tokens").map(Value::to_string).unwrap_or_else(|| "?".into()),
+            e.get("output_tokens").map(Value::to_string).unwrap_or_else(|| "?".into())
         ),
         "finished" => format!("finished: {}{}", s("status"), prefixed(": ", s("summary"))),
         "unrecognized" => format!("? {}", s("line")),
@@ -122,23 +111,13 @@ pub fn print_event(line: &str) {
 }
 
 fn prefixed(prefix: &str, s: &str) -> String {
-    if s.is_empty() {
-        String::new()
-    } else {
-        format!("{prefix}{s}")
-    }
+    if s.is_empty() { String::new() } else { format!("{prefix}{s}") }
 }
 
 /// A task in a few lines.
 pub fn print_task(t: &pb::TaskView, with_report: bool) {
     println!("{}  {}  {}  {}", t.task_id, t.status, t.agent, t.objective);
-    println!(
-        "  mode {}, isolation {}, {} event(s), {}",
-        t.mode,
-        t.isolation,
-        t.event_count,
-        human_ms(t.elapsed_ms)
-    );
+    println!("  mode {}, isolation {}, {} event(s), {}", t.mode, t.isolation, t.event_count, human_ms(t.elapsed_ms));
     if !t.report_status.is_empty() {
         println!("  report: {} (from {})", t.report_status, t.report_source);
     }
@@ -167,32 +146,17 @@ pub fn print_report(t: &pb::TaskView) {
     };
     let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
     println!();
-    println!(
-        "{}: {}, report {} (from {})",
-        t.task_id,
-        t.status,
-        s("status"),
-        t.report_source
-    );
+    println!("{}: {}, report {} (from {})", t.task_id, t.status, s("status"), t.report_source);
     println!("{}", s("summary"));
     if !s("details").is_empty() {
         println!("\n{}", s("details"));
     }
-    let list = |k: &str| {
-        r.get(k)
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
+    let list = |k: &str| r.get(k).and_then(Value::as_array).cloned().unwrap_or_default();
     let changes = list("changes");
     if !changes.is_empty() {
         println!("\nchanges:");
         for c in changes {
-            println!(
-                "  {} {}",
-                c["action"].as_str().unwrap_or(""),
-                c["path"].as_str().unwrap_or("")
-            );
+            println!("  {} {}", c["action"].as_str().unwrap_or(""), c["path"].as_str().unwrap_or(""));
         }
     }
     let findings = list("findings");
@@ -224,16 +188,9 @@ pub fn print_table(tasks: &[pb::TaskView]) {
     }
     let mut sorted: Vec<&pb::TaskView> = tasks.iter().collect();
     sorted.sort_by_key(|t| t.pending_questions.is_empty());
-    println!(
-        "{:<16} {:<10} {:<12} {:>8}  OBJECTIVE",
-        "TASK", "STATUS", "AGENT", "ELAPSED"
-    );
+    println!("{:<16} {:<10} {:<12} {:>8}  OBJECTIVE", "TASK", "STATUS", "AGENT", "ELAPSED");
     for t in sorted {
-        let status = if t.pending_questions.is_empty() {
-            t.status.clone()
-        } else {
-            "question".to_owned()
-        };
+        let status = if t.pending_questions.is_empty() { t.status.clone() } else { "question".to_owned() };
         println!(
             "{:<16} {:<10} {:<12} {:>8}  {}",
             t.task_id,
@@ -247,11 +204,7 @@ pub fn print_table(tasks: &[pb::TaskView]) {
 
 fn one_line(s: &str, max: usize) -> String {
     let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        format!("{}…", flat.chars().take(max - 1).collect::<String>())
-    }
+    if flat.chars().count() <= max { flat } else { format!("{}…", flat.chars().take(max - 1).collect::<String>()) }
 }
 
 fn human_ms(ms: u64) -> String {
@@ -262,5 +215,33 @@ fn human_ms(ms: u64) -> String {
         format!("{}m{:02}s", s / 60, s % 60)
     } else {
         format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    }
+}
+
+/// An agent as JSON, with its capabilities parsed.
+pub fn agent_json(a: &pb::AgentInfo) -> Value {
+    json!({
+        "id": a.id, "display_name": a.display_name, "bin": a.bin, "installed": a.installed,
+        "path": if a.path.is_empty() { Value::Null } else { json!(a.path) },
+        "version": if a.version.is_empty() { Value::Null } else { json!(a.version) },
+        "capabilities": serde_json::from_str::<Value>(&a.capabilities_json).unwrap_or(Value::Null),
+        "default_model": if a.default_model.is_empty() { Value::Null } else { json!(a.default_model) },
+        "policy": if a.allowed { json!({"allowed": true}) } else { json!({"allowed": false, "reason": a.refusal}) },
+        "kind": a.kind,
+    })
+}
+
+/// The agents as a table.
+pub fn print_agents(agents: &[pb::AgentInfo]) {
+    println!("{:<14} {:<10} {:<9} {:<28} PATH", "AGENT", "KIND", "INSTALLED", "VERSION");
+    for a in agents {
+        println!(
+            "{:<14} {:<10} {:<9} {:<28} {}",
+            a.id,
+            a.kind,
+            if a.installed { "yes" } else { "no" },
+            one_line(if a.version.is_empty() { "-" } else { &a.version }, 28),
+            if a.path.is_empty() { format!("({} not found)", a.bin) } else { a.path.clone() }
+        );
     }
 }

@@ -29,8 +29,7 @@ use crate::clock::{now_ms, rfc3339};
 use crate::config::{AgentDef, Config, project_root};
 use crate::error::{Error, Result};
 use crate::oacp::{
-    BlockerKind, EVENT_PROTOCOL, EventBody, EventRecord, Isolation, Mode, OACP_VERSION,
-    TASK_PROTOCOL, TaskDoc,
+    BlockerKind, EVENT_PROTOCOL, EventBody, EventRecord, Isolation, Mode, OACP_VERSION, TASK_PROTOCOL, TaskDoc,
 };
 use crate::provider::{self, LineParser, Parsed, Stream};
 use crate::report::{self, Ending};
@@ -55,10 +54,7 @@ impl Settings {
     /// The defaults, with the grace period overridable by
     /// `CAESAR_KILL_GRACE_MS` (tests shorten it).
     pub fn from_env() -> std::io::Result<Settings> {
-        let grace_ms = std::env::var("CAESAR_KILL_GRACE_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(3000);
+        let grace_ms = std::env::var("CAESAR_KILL_GRACE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
         Ok(Settings {
             default_timeout_ms: 10 * 60 * 1000,
             grace_ms,
@@ -106,6 +102,8 @@ pub struct TaskView {
     pub pending_questions: Vec<QuestionRecord>,
     /// The last characters of the agent's reply and when it last spoke.
     pub output: Option<(String, i64)>,
+    /// What the agent is doing now.
+    pub activity: Option<Activity>,
 }
 
 /// The result of [`Engine::delegate`].
@@ -125,6 +123,18 @@ pub struct Logs {
     pub raw_truncated: bool,
 }
 
+/// What a running agent is doing now, from its latest events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Activity {
+    /// `message`, `thinking` or `tool_use`.
+    pub kind: &'static str,
+    pub tool_name: String,
+    /// The tool call's state; empty for other kinds.
+    pub state: String,
+    /// When it was seen, milliseconds since the epoch.
+    pub at_ms: i64,
+}
+
 /// What the engine keeps in memory for a running task.
 struct Live {
     status: watch::Sender<TaskStatus>,
@@ -132,6 +142,7 @@ struct Live {
     attention: watch::Sender<u64>,
     events: broadcast::Sender<(u64, String)>,
     output: Mutex<Option<(String, i64)>>,
+    activity: Mutex<Option<Activity>>,
 }
 
 impl Live {
@@ -141,6 +152,7 @@ impl Live {
             attention: watch::channel(0).0,
             events: broadcast::channel(1024).0,
             output: Mutex::new(None),
+            activity: Mutex::new(None),
         })
     }
 }
@@ -151,13 +163,12 @@ pub struct Engine {
     settings: Settings,
     store: Store,
     live: Mutex<HashMap<String, Arc<Live>>>,
+    versions: crate::catalog::VersionCache,
 }
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
-            .field("paths", &self.paths)
-            .finish_non_exhaustive()
+        f.debug_struct("Engine").field("paths", &self.paths).finish_non_exhaustive()
     }
 }
 
@@ -166,11 +177,7 @@ enum Waiter {
     /// This daemon started the supervisor and is its parent.
     Child(tokio::process::Child),
     /// A previous daemon started it; `exit.json` and liveness are checked.
-    Reattached {
-        pid: u32,
-        start: Option<u64>,
-        boot: Option<String>,
-    },
+    Reattached { pid: u32, start: Option<u64>, boot: Option<String> },
 }
 
 /// The parsing state of one running task.
@@ -179,6 +186,8 @@ struct Run {
     task_dir: PathBuf,
     tail: LogTail,
     parser: Box<dyn LineParser>,
+    /// Whether the parser is the generic one, whose raw output is the agent's own words.
+    generic: bool,
     next_seq: u64,
     final_text: Option<String>,
     messages: String,
@@ -196,12 +205,7 @@ impl Engine {
         std::fs::create_dir_all(paths.state_dir.join("tasks"))
             .map_err(|e| Error::io_at("cannot create", &paths.state_dir, e))?;
         let store = Store::open(&paths.state_dir.join("caesar.db"))?;
-        Ok(Arc::new(Engine {
-            paths,
-            settings,
-            store,
-            live: Mutex::new(HashMap::new()),
-        }))
+        Ok(Arc::new(Engine { paths, settings, store, live: Mutex::new(HashMap::new()), versions: Default::default() }))
     }
 
     /// The store, for read-only inspection (doctor, tests).
@@ -215,19 +219,12 @@ impl Engine {
     }
 
     fn live(&self, id: &str) -> Option<Arc<Live>> {
-        self.live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id)
-            .cloned()
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
     }
 
     /// Tasks pending or running now.
     pub fn active_count(&self) -> Result<u32> {
-        Ok(self
-            .store
-            .tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?
-            .len() as u32)
+        Ok(self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?.len() as u32)
     }
 
     // ---------------------------------------------------------------- delegate
@@ -237,9 +234,7 @@ impl Engine {
     pub async fn delegate(self: &Arc<Self>, input: DelegateInput) -> Result<Delegated> {
         let objective = input.objective.trim();
         if objective.is_empty() {
-            return Err(Error::Invalid(
-                "`objective` is empty: say what the agent should do".to_owned(),
-            ));
+            return Err(Error::Invalid("`objective` is empty: say what the agent should do".to_owned()));
         }
         let workspace = PathBuf::from(&input.workspace);
         if input.workspace.is_empty() || !workspace.is_absolute() {
@@ -249,16 +244,12 @@ impl Engine {
             )));
         }
         if !workspace.is_dir() {
-            return Err(Error::Invalid(format!(
-                "workspace {} is not a directory",
-                workspace.display()
-            )));
+            return Err(Error::Invalid(format!("workspace {} is not a directory", workspace.display())));
         }
         let mode = match input.mode.as_deref().filter(|m| !m.is_empty()) {
             None => Mode::Write,
-            Some(m) => Mode::parse(m).ok_or_else(|| {
-                Error::Invalid(format!("unknown mode `{m}`: use `read-only` or `write`"))
-            })?,
+            Some(m) => Mode::parse(m)
+                .ok_or_else(|| Error::Invalid(format!("unknown mode `{m}`: use `read-only` or `write`")))?,
         };
         let mut warnings = BTreeMap::new();
         let isolation = match input.isolation.as_deref().filter(|m| !m.is_empty()) {
@@ -279,14 +270,11 @@ impl Engine {
             Some("off") => {
                 warnings.insert(
                     "network_warning".to_owned(),
-                    "network `off` cannot be enforced for this agent: it runs with the network"
-                        .to_owned(),
+                    "network `off` cannot be enforced for this agent: it runs with the network".to_owned(),
                 );
             }
             Some(other) => {
-                return Err(Error::Invalid(format!(
-                    "unknown network `{other}`: use `auto`, `on` or `off`"
-                )));
+                return Err(Error::Invalid(format!("unknown network `{other}`: use `auto`, `on` or `off`")));
             }
         }
         let timeout_ms = match input.timeout_ms {
@@ -299,35 +287,28 @@ impl Engine {
             Some(t) => t,
         };
         if input.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
-            return Err(Error::Invalid(
-                "`model` is empty: omit it or name a model".to_owned(),
-            ));
+            return Err(Error::Invalid("`model` is empty: omit it or name a model".to_owned()));
         }
         if input.channel {
             warnings.insert(
                 "channel_warning".to_owned(),
-                "the return channel is not available in this build: the agent runs without it"
-                    .to_owned(),
+                "the return channel is not available in this build: the agent runs without it".to_owned(),
             );
         }
         let project = project_root(&workspace);
         let config = Config::load(&self.paths.config_dir, &project)?;
-        let agent_id = match (
-            input.agent.as_deref().filter(|a| !a.is_empty()),
-            input.role.as_deref().filter(|r| !r.is_empty()),
-        ) {
-            (Some(a), _) => a.to_owned(),
-            (None, Some(role)) => {
-                return Err(Error::NotFound(format!(
-                    "unknown role `{role}`: roles are not available in this build yet; name an agent with `agent`"
-                )));
-            }
-            (None, None) => {
-                return Err(Error::Invalid(
-                    "name an `agent` (or a `role`) to delegate to".to_owned(),
-                ));
-            }
-        };
+        let agent_id =
+            match (input.agent.as_deref().filter(|a| !a.is_empty()), input.role.as_deref().filter(|r| !r.is_empty())) {
+                (Some(a), _) => a.to_owned(),
+                (None, Some(role)) => {
+                    return Err(Error::NotFound(format!(
+                        "unknown role `{role}`: roles are not available in this build yet; name an agent with `agent`"
+                    )));
+                }
+                (None, None) => {
+                    return Err(Error::Invalid("name an `agent` (or a `role`) to delegate to".to_owned()));
+                }
+            };
         let session_id = input.session_id.clone().filter(|s| !s.trim().is_empty());
         if let Some(session) = &session_id
             && let Some(owner) = self.store.agent_of_session(session)?
@@ -348,8 +329,7 @@ impl Engine {
 
         let id = crate::ids::task_id();
         let task_dir = self.paths.state_dir.join("tasks").join(&id);
-        std::fs::create_dir_all(&task_dir)
-            .map_err(|e| Error::io_at("cannot create", &task_dir, e))?;
+        std::fs::create_dir_all(&task_dir).map_err(|e| Error::io_at("cannot create", &task_dir, e))?;
         let report_path = task_dir.join("report.json");
         let events_path = task_dir.join("events.jsonl");
         let created_ms = now_ms();
@@ -390,11 +370,7 @@ impl Engine {
                         model: input.model.as_deref(),
                     },
                 ),
-                env: def
-                    .env
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
+                env: def.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 parser: provider::GENERIC.to_owned(),
             },
             AgentTarget::Provider { spec, program } => {
@@ -409,22 +385,17 @@ impl Engine {
                     mcp: None,
                     network: None,
                 };
-                let built = provider::build_launch(spec.id, &invocation).ok_or_else(|| {
-                    Error::Internal(format!("no launch for provider {}", spec.id))
-                })?;
+                let built = provider::build_launch(spec.id, &invocation)
+                    .ok_or_else(|| Error::Internal(format!("no launch for provider {}", spec.id)))?;
                 for (name, content) in &built.files {
                     if name.contains("..") || Path::new(name).is_absolute() {
-                        return Err(Error::Internal(format!(
-                            "provider file `{name}` escapes the task directory"
-                        )));
+                        return Err(Error::Internal(format!("provider file `{name}` escapes the task directory")));
                     }
                     let path = task_dir.join(name);
                     if let Some(parent) = path.parent() {
-                        std::fs::create_dir_all(parent)
-                            .map_err(|e| Error::io_at("cannot create", parent, e))?;
+                        std::fs::create_dir_all(parent).map_err(|e| Error::io_at("cannot create", parent, e))?;
                     }
-                    std::fs::write(&path, content)
-                        .map_err(|e| Error::io_at("cannot write", &path, e))?;
+                    std::fs::write(&path, content).map_err(|e| Error::io_at("cannot write", &path, e))?;
                 }
                 Launch {
                     program: program.display().to_string(),
@@ -434,8 +405,7 @@ impl Engine {
                 }
             }
         };
-        let task_json =
-            serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
+        let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
         supervisor::write_atomic(&task_dir.join("task.json"), &task_json)
             .map_err(|e| Error::io_at("cannot write", &task_dir.join("task.json"), e))?;
 
@@ -469,8 +439,7 @@ impl Engine {
             event_count: 0,
             last_event: None,
             blocker: None,
-            launch_json: serde_json::to_string(&launch)
-                .map_err(|e| Error::Internal(e.to_string()))?,
+            launch_json: serde_json::to_string(&launch).map_err(|e| Error::Internal(e.to_string()))?,
         };
         self.store.insert_task(&record)?;
         let record = self.start(record).await?;
@@ -479,8 +448,8 @@ impl Engine {
 
     /// Starts the supervisor of a recorded task and its monitor.
     async fn start(self: &Arc<Self>, record: TaskRecord) -> Result<TaskRecord> {
-        let launch: Launch = serde_json::from_str(&record.launch_json)
-            .map_err(|e| Error::Internal(format!("stored launch: {e}")))?;
+        let launch: Launch =
+            serde_json::from_str(&record.launch_json).map_err(|e| Error::Internal(format!("stored launch: {e}")))?;
         let task_dir = PathBuf::from(&record.task_dir);
         let started_ms = now_ms();
         let sargs = SuperviseArgs {
@@ -515,42 +484,27 @@ impl Engine {
         #[cfg(unix)]
         // SAFETY: setsid is async-signal-safe; nothing else runs in the child.
         unsafe {
-            cmd.pre_exec(|| {
-                nix::unistd::setsid()
-                    .map(|_| ())
-                    .map_err(std::io::Error::from)
-            });
+            cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
         }
         let live = Live::new(TaskStatus::Running);
-        self.live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(record.id.clone(), live.clone());
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(record.id.clone(), live.clone());
         let child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
-                let why = format!(
-                    "cannot start the supervisor {}: {e}",
-                    self.settings.supervisor_exe.display()
-                );
+                let why = format!("cannot start the supervisor {}: {e}", self.settings.supervisor_exe.display());
                 self.fail_unstarted(&record, &why)?;
                 return Err(Error::Internal(why));
             }
         };
         let pid = child.id().unwrap_or(0);
         let start_time = supervisor::process_start_time(pid);
-        self.store.set_running(
-            &record.id,
-            started_ms,
-            pid,
-            start_time,
-            supervisor::boot_id().as_deref(),
-        )?;
+        self.store.set_running(&record.id, started_ms, pid, start_time, supervisor::boot_id().as_deref())?;
         let mut run = Run {
             id: record.id.clone(),
             task_dir: task_dir.clone(),
             tail: LogTail::new(&task_dir.join(supervisor::RAW_LOG), 0),
             parser: parser_for(&launch.parser),
+            generic: launch.parser == provider::GENERIC,
             next_seq: record.event_count,
             final_text: None,
             messages: String::new(),
@@ -559,22 +513,12 @@ impl Engine {
             supervisor_pid: Some(pid),
             live,
         };
-        self.emit(
-            &mut run,
-            vec![EventBody::Started {
-                agent: record.agent.clone(),
-                command: launch.display(),
-            }],
-        )?;
+        self.emit(&mut run, vec![EventBody::Started { agent: record.agent.clone(), command: launch.display() }])?;
         info!(task_id = %record.id, pid, "task started");
         let engine = self.clone();
         let span = info_span!("task", task_id = %record.id);
-        tokio::spawn(
-            async move { engine.monitor(run, Waiter::Child(child)).await }.instrument(span),
-        );
-        self.store
-            .task(&record.id)?
-            .ok_or_else(|| Error::Internal("task vanished from the store".to_owned()))
+        tokio::spawn(async move { engine.monitor(run, Waiter::Child(child)).await }.instrument(span));
+        self.store.task(&record.id)?.ok_or_else(|| Error::Internal("task vanished from the store".to_owned()))
     }
 
     fn fail_unstarted(&self, record: &TaskRecord, why: &str) -> Result<()> {
@@ -585,14 +529,7 @@ impl Engine {
             ending: Ending::Failed(why.to_owned()),
             duration_ms: 0,
         });
-        self.finish_task(
-            record,
-            TaskStatus::Failed,
-            None,
-            None,
-            Some(why.to_owned()),
-            report,
-        )
+        self.finish_task(record, TaskStatus::Failed, None, None, Some(why.to_owned()), report)
     }
 
     // ---------------------------------------------------------------- monitor
@@ -615,9 +552,7 @@ impl Engine {
                     if run.task_dir.join(supervisor::EXIT_FILE).exists() {
                         break;
                     }
-                    if ticks.is_multiple_of(25)
-                        && !supervisor::is_same_process_alive(*pid, *start, boot.as_deref())
-                    {
+                    if ticks.is_multiple_of(25) && !supervisor::is_same_process_alive(*pid, *start, boot.as_deref()) {
                         break;
                     }
                 }
@@ -664,6 +599,27 @@ impl Engine {
 
     fn absorb(&self, run: &mut Run, parsed: Parsed, bodies: &mut Vec<EventBody>) {
         for body in &parsed.events {
+            let activity = match body {
+                EventBody::Message { .. } => Some(("message", String::new(), String::new())),
+                EventBody::Thinking { .. } => Some(("thinking", String::new(), String::new())),
+                EventBody::ToolUse { tool, status, .. } => Some((
+                    "tool_use",
+                    tool.clone(),
+                    serde_json::to_value(status).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+                )),
+                _ => None,
+            };
+            if let Some((kind, mut tool_name, state)) = activity {
+                let mut slot = run.live.activity.lock().unwrap_or_else(|p| p.into_inner());
+                // A tool's end may carry only its call id: keep the name of its start.
+                if kind == "tool_use"
+                    && tool_name.is_empty()
+                    && let Some(prev) = slot.as_ref().filter(|a| a.kind == "tool_use")
+                {
+                    tool_name = prev.tool_name.clone();
+                }
+                *slot = Some(Activity { kind, tool_name, state, at_ms: now_ms() });
+            }
             if let EventBody::Message { text } = body {
                 run.messages.push_str(text);
                 run.messages.push('\n');
@@ -686,13 +642,10 @@ impl Engine {
             run.session_id = Some(session);
             changed = true;
         }
+        // The parser has already emitted the `blocker` event itself.
         if let Some(blocker) = parsed.blocker
             && run.blocker.is_none()
         {
-            bodies.push(EventBody::Blocker {
-                kind: blocker.0,
-                message: blocker.1.clone(),
-            });
             // An auth or quota blocker will not clear by itself: CLIs that
             // retry on it only burn time, so the run is stopped now. A
             // permission denial is left to the agent, which may go on.
@@ -709,10 +662,7 @@ impl Engine {
         }
         if changed {
             let kind = run.blocker.as_ref().map(|(k, _)| blocker_name(*k));
-            if let Err(e) =
-                self.store
-                    .set_session_and_blocker(&run.id, run.session_id.as_deref(), kind)
-            {
+            if let Err(e) = self.store.set_session_and_blocker(&run.id, run.session_id.as_deref(), kind) {
                 warn!(task_id = %run.id, "storing the session id failed: {e}");
             }
         }
@@ -727,17 +677,10 @@ impl Engine {
             .map(|body| {
                 let seq = run.next_seq;
                 run.next_seq += 1;
-                EventRecord {
-                    protocol: EVENT_PROTOCOL.to_owned(),
-                    seq,
-                    at: at.clone(),
-                    task_id: run.id.clone(),
-                    body,
-                }
+                EventRecord { protocol: EVENT_PROTOCOL.to_owned(), seq, at: at.clone(), task_id: run.id.clone(), body }
             })
             .collect();
-        self.store
-            .append_events(&run.id, &records, run.tail.offset())?;
+        self.store.append_events(&run.id, &records, run.tail.offset())?;
         if records.is_empty() {
             return Ok(());
         }
@@ -764,76 +707,53 @@ impl Engine {
         let exit = supervisor::read_exit(&run.task_dir);
         let (status, ending, error) = match &exit {
             None => {
+                // The supervisor died without a word; its agent must not
+                // run on unwatched. Its group if it was recorded, and every
+                // process carrying the task's id in its environment.
+                #[cfg(unix)]
                 if let Some(agent) = supervisor::read_agent(&run.task_dir) {
-                    // The supervisor died without a word; its agent must not
-                    // run on unwatched.
-                    #[cfg(unix)]
                     supervisor::kill_group(agent.pid);
                 }
+                supervisor::kill_by_task_env(&run.id);
                 let why = "the task's supervisor process vanished without recording how the agent ended (killed, or the machine restarted)".to_owned();
                 (TaskStatus::Failed, Ending::Failed(why.clone()), Some(why))
             }
             Some(e) => {
                 if let Some(err) = &e.spawn_error {
-                    (
-                        TaskStatus::Failed,
-                        Ending::Failed(err.clone()),
-                        Some(err.clone()),
-                    )
+                    (TaskStatus::Failed, Ending::Failed(err.clone()), Some(err.clone()))
                 } else if record.cancel_requested {
                     (TaskStatus::Cancelled, Ending::Cancelled, None)
                 } else if e.timed_out {
-                    (
-                        TaskStatus::TimedOut,
-                        Ending::TimedOut {
-                            after_ms: record.timeout_ms,
-                        },
-                        None,
-                    )
+                    (TaskStatus::TimedOut, Ending::TimedOut { after_ms: record.timeout_ms }, None)
                 } else if let Some((kind, message)) = &run.blocker {
-                    let status = if e.exit_code == Some(0) {
-                        TaskStatus::Succeeded
-                    } else {
-                        TaskStatus::Failed
-                    };
-                    (
-                        status,
-                        Ending::Blocked {
-                            kind: blocker_name(*kind).to_owned(),
-                            message: message.clone(),
-                        },
-                        None,
-                    )
+                    let status = if e.exit_code == Some(0) { TaskStatus::Succeeded } else { TaskStatus::Failed };
+                    (status, Ending::Blocked { kind: blocker_name(*kind).to_owned(), message: message.clone() }, None)
                 } else if e.terminated {
-                    let why = "the task's supervisor was told to stop (SIGTERM) by someone other than caesar".to_owned();
+                    let why =
+                        "the task's supervisor was told to stop (SIGTERM) by someone other than caesar".to_owned();
                     (TaskStatus::Failed, Ending::Failed(why.clone()), Some(why))
                 } else {
                     match (e.exit_code, e.signal) {
                         (Some(0), _) => (TaskStatus::Succeeded, Ending::Exited(0), None),
                         (Some(code), _) => (TaskStatus::Failed, Ending::Exited(code), None),
                         (None, Some(sig)) => (TaskStatus::Failed, Ending::Signalled(sig), None),
-                        (None, None) => (
-                            TaskStatus::Failed,
-                            Ending::Failed("no exit status".to_owned()),
-                            None,
-                        ),
+                        (None, None) => (TaskStatus::Failed, Ending::Failed("no exit status".to_owned()), None),
                     }
                 }
             }
         };
-        let (raw_tail, _) = tail::read_tail(&run.task_dir.join(supervisor::RAW_LOG), 256 * 1024)
-            .unwrap_or_default();
+        // A provider's raw output is its JSON stream, no place for a summary:
+        // only a generic agent's raw output is read as its words.
+        let raw_tail = if run.generic {
+            tail::read_tail(&run.task_dir.join(supervisor::RAW_LOG), 256 * 1024).unwrap_or_default().0
+        } else {
+            String::new()
+        };
         let final_text = run.final_text.clone().unwrap_or_default();
-        let texts = [
-            final_text.as_str(),
-            run.messages.as_str(),
-            raw_tail.as_str(),
-        ];
+        let texts = [final_text.as_str(), run.messages.as_str(), raw_tail.as_str()];
         let duration_ms = record
             .started_ms
-            .map(|s| {
-                (exit.as_ref().map(|e| e.finished_ms).unwrap_or_else(now_ms) - s).max(0) as u64
-            })
+            .map(|s| (exit.as_ref().map(|e| e.finished_ms).unwrap_or_else(now_ms) - s).max(0) as u64)
             .unwrap_or(0);
         let recovered = report::recover(&report::Inputs {
             task_id: &run.id,
@@ -869,8 +789,7 @@ impl Engine {
         error: Option<String>,
         (report, source): (crate::oacp::Report, report::Source),
     ) -> Result<()> {
-        let body =
-            serde_json::to_string_pretty(&report).map_err(|e| Error::Internal(e.to_string()))?;
+        let body = serde_json::to_string_pretty(&report).map_err(|e| Error::Internal(e.to_string()))?;
         let outcome = Outcome {
             status,
             exit_code,
@@ -890,12 +809,7 @@ impl Engine {
         if !report_path.exists() {
             let _ = supervisor::write_atomic(&report_path, body.as_bytes());
         }
-        if let Some(live) = self
-            .live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&record.id)
-        {
+        if let Some(live) = self.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&record.id) {
             live.status.send_replace(status);
         }
         Ok(())
@@ -905,19 +819,13 @@ impl Engine {
 
     /// Re-attaches to the tasks a previous daemon left pending or running.
     pub async fn recover(self: &Arc<Self>) -> Result<()> {
-        let active = self
-            .store
-            .tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
+        let active = self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
         for record in active {
             let task_dir = PathBuf::from(&record.task_dir);
             let agent = supervisor::read_agent(&task_dir);
             let exited = task_dir.join(supervisor::EXIT_FILE).exists();
             let supervisor_alive = record.supervisor_pid.is_some_and(|pid| {
-                supervisor::is_same_process_alive(
-                    pid,
-                    record.supervisor_start,
-                    record.boot_id.as_deref(),
-                )
+                supervisor::is_same_process_alive(pid, record.supervisor_start, record.boot_id.as_deref())
             });
             if record.supervisor_pid.is_none() && agent.is_none() && !exited {
                 // Recorded, never started: start it now.
@@ -929,20 +837,13 @@ impl Engine {
             }
             let launch: Option<Launch> = serde_json::from_str(&record.launch_json).ok();
             let live = Live::new(TaskStatus::Running);
-            self.live
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(record.id.clone(), live.clone());
+            self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(record.id.clone(), live.clone());
             let run = Run {
                 id: record.id.clone(),
                 task_dir: task_dir.clone(),
                 tail: LogTail::new(&task_dir.join(supervisor::RAW_LOG), record.log_offset),
-                parser: parser_for(
-                    launch
-                        .as_ref()
-                        .map(|l| l.parser.as_str())
-                        .unwrap_or("generic"),
-                ),
+                parser: parser_for(launch.as_ref().map(|l| l.parser.as_str()).unwrap_or(provider::GENERIC)),
+                generic: launch.as_ref().is_none_or(|l| l.parser == provider::GENERIC),
                 next_seq: record.event_count,
                 final_text: None,
                 messages: String::new(),
@@ -978,6 +879,40 @@ impl Engine {
         }
     }
 
+    // ---------------------------------------------------------------- agents
+
+    fn config_for(&self, workspace: &str) -> Result<(Config, PathBuf)> {
+        let project = if workspace.is_empty() { PathBuf::new() } else { project_root(Path::new(workspace)) };
+        let config = if workspace.is_empty() {
+            Config::load(&self.paths.config_dir, Path::new("/nonexistent-project"))?
+        } else {
+            Config::load(&self.paths.config_dir, &project)?
+        };
+        Ok((config, project))
+    }
+
+    /// Every agent of the project at `workspace` (only the global config
+    /// when empty). Probes executables for their version: call it off the
+    /// async runtime.
+    pub fn list_agents(&self, workspace: &str) -> Result<Vec<crate::catalog::AgentEntry>> {
+        let (config, _) = self.config_for(workspace)?;
+        Ok(crate::catalog::list(&config, &self.versions))
+    }
+
+    /// One agent with the options delegate accepts for it.
+    pub fn describe_agent(&self, id: &str, workspace: &str) -> Result<crate::catalog::AgentEntry> {
+        let (config, project) = self.config_for(workspace)?;
+        let all = crate::catalog::list(&config, &self.versions);
+        let known: Vec<String> = all.iter().map(|a| a.id.clone()).collect();
+        all.into_iter().find(|a| a.id == id).ok_or_else(|| {
+            Error::NotFound(format!(
+                "unknown agent `{id}`: use one of {}, or declare it as [[agent]] in {}/.caesar/config.toml",
+                known.join(", "),
+                project.display()
+            ))
+        })
+    }
+
     // ---------------------------------------------------------------- queries
 
     fn record(&self, id: &str) -> Result<TaskRecord> {
@@ -986,9 +921,7 @@ impl Engine {
                 "no task `{id}`: task ids look like t_0123456789ab; list tasks with `caesar ps`"
             )));
         }
-        self.store
-            .task(id)?
-            .ok_or_else(|| Error::NotFound(format!("no task `{id}`: list tasks with `caesar ps`")))
+        self.store.task(id)?.ok_or_else(|| Error::NotFound(format!("no task `{id}`: list tasks with `caesar ps`")))
     }
 
     /// A snapshot of one task.
@@ -998,34 +931,18 @@ impl Engine {
     }
 
     fn view(&self, record: TaskRecord) -> Result<TaskView> {
-        let report = if record.status.is_terminal() {
-            self.store.report(&record.id)?
-        } else {
-            None
-        };
-        let pending_questions = if record.status.is_terminal() {
-            Vec::new()
-        } else {
-            self.store.pending_questions(&record.id)?
-        };
-        let output = self
-            .live(&record.id)
-            .and_then(|l| l.output.lock().unwrap_or_else(|p| p.into_inner()).clone());
-        Ok(TaskView {
-            record,
-            report,
-            pending_questions,
-            output,
-        })
+        let report = if record.status.is_terminal() { self.store.report(&record.id)? } else { None };
+        let pending_questions =
+            if record.status.is_terminal() { Vec::new() } else { self.store.pending_questions(&record.id)? };
+        let live = self.live(&record.id);
+        let output = live.as_ref().and_then(|l| l.output.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        let activity = live.as_ref().and_then(|l| l.activity.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        Ok(TaskView { record, report, pending_questions, output, activity })
     }
 
     /// Tasks, newest first.
     pub fn list(&self, statuses: &[TaskStatus], limit: u32) -> Result<Vec<TaskView>> {
-        self.store
-            .tasks(statuses, limit)?
-            .into_iter()
-            .map(|r| self.view(r))
-            .collect()
+        self.store.tasks(statuses, limit)?.into_iter().map(|r| self.view(r)).collect()
     }
 
     /// Waits until every task is finished, `timeout` passes or (with
@@ -1038,9 +955,7 @@ impl Engine {
         wake_on_attention: bool,
     ) -> Result<(Vec<TaskView>, bool)> {
         if ids.is_empty() {
-            return Err(Error::Invalid(
-                "`task_ids` is empty: pass the ids that delegate returned".to_owned(),
-            ));
+            return Err(Error::Invalid("`task_ids` is empty: pass the ids that delegate returned".to_owned()));
         }
         let mut unknown = Vec::new();
         for id in ids {
@@ -1049,10 +964,7 @@ impl Engine {
             }
         }
         if !unknown.is_empty() {
-            return Err(Error::NotFound(format!(
-                "no task {}: list tasks with `caesar ps`",
-                unknown.join(", ")
-            )));
+            return Err(Error::NotFound(format!("no task {}: list tasks with `caesar ps`", unknown.join(", "))));
         }
         let mut waits = Vec::new();
         let mut attention = Vec::new();
@@ -1077,13 +989,7 @@ impl Engine {
                     // is re-attaching. Check the store until it settles.
                     None => loop {
                         tokio::time::sleep(Duration::from_millis(50)).await;
-                        if self
-                            .store
-                            .task(&id)
-                            .ok()
-                            .flatten()
-                            .is_none_or(|r| r.status.is_terminal())
-                        {
+                        if self.store.task(&id).ok().flatten().is_none_or(|r| r.status.is_terminal()) {
                             break;
                         }
                     },
@@ -1102,10 +1008,7 @@ impl Engine {
             _ = tokio::time::timeout(timeout, all_done) => false,
             _ = any_attention => true,
         };
-        let views = ids
-            .iter()
-            .map(|id| self.status(id))
-            .collect::<Result<Vec<_>>>()?;
+        let views = ids.iter().map(|id| self.status(id)).collect::<Result<Vec<_>>>()?;
         Ok((views, woke_early))
     }
 
@@ -1121,13 +1024,7 @@ impl Engine {
         self.store.set_cancel_requested(id)?;
         match record.supervisor_pid {
             #[cfg(unix)]
-            Some(pid)
-                if supervisor::is_same_process_alive(
-                    pid,
-                    record.supervisor_start,
-                    record.boot_id.as_deref(),
-                ) =>
-            {
+            Some(pid) if supervisor::is_same_process_alive(pid, record.supervisor_start, record.boot_id.as_deref()) => {
                 supervisor::request_stop(pid);
             }
             _ => {}
@@ -1139,13 +1036,7 @@ impl Engine {
                     let _ = rx.wait_for(|s| s.is_terminal()).await;
                 }
                 None => loop {
-                    if self
-                        .store
-                        .task(id)
-                        .ok()
-                        .flatten()
-                        .is_none_or(|r| r.status.is_terminal())
-                    {
+                    if self.store.task(id).ok().flatten().is_none_or(|r| r.status.is_terminal()) {
                         break;
                     }
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1168,8 +1059,7 @@ impl Engine {
         let record = self.record(id)?;
         if raw {
             let path = Path::new(&record.task_dir).join(supervisor::RAW_LOG);
-            let (text, size) = tail::read_tail(&path, max_bytes)
-                .map_err(|e| Error::io_at("cannot read", &path, e))?;
+            let (text, size) = tail::read_tail(&path, max_bytes).map_err(|e| Error::io_at("cannot read", &path, e))?;
             let truncated = (text.len() as u64) < size;
             return Ok(Logs {
                 total_events: record.event_count,
@@ -1180,11 +1070,7 @@ impl Engine {
             });
         }
         let events = self.store.last_events(id, limit.clamp(1, MAX_LOG_EVENTS))?;
-        Ok(Logs {
-            total_events: record.event_count,
-            events,
-            ..Logs::default()
-        })
+        Ok(Logs { total_events: record.event_count, events, ..Logs::default() })
     }
 
     /// The events of a task from `from_seq`: stored ones first, then live
@@ -1197,11 +1083,7 @@ impl Engine {
     ) -> Result<mpsc::Receiver<(u64, String)>> {
         self.record(id)?;
         let (tx, rx) = mpsc::channel(256);
-        let live_rx = if follow {
-            self.live(id).map(|l| l.events.subscribe())
-        } else {
-            None
-        };
+        let live_rx = if follow { self.live(id).map(|l| l.events.subscribe()) } else { None };
         let engine = self.clone();
         let id = id.to_owned();
         tokio::spawn(async move {
@@ -1295,11 +1177,7 @@ pub fn blocker_name(kind: BlockerKind) -> &'static str {
 
 fn append_file(path: &Path, bytes: &[u8]) {
     use std::io::Write;
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
         let _ = f.write_all(bytes);
     }
 }
@@ -1309,20 +1187,13 @@ enum AgentTarget<'a> {
     /// An OACP generic agent from `[[agent]]`.
     Generic { def: &'a AgentDef, program: PathBuf },
     /// A native provider adapter.
-    Provider {
-        spec: &'static provider::ProviderSpec,
-        program: PathBuf,
-    },
+    Provider { spec: &'static provider::ProviderSpec, program: PathBuf },
 }
 
 /// Resolves an agent id: a `[[agent]]` entry first (declaring one with a
 /// native id replaces that adapter), then a native provider, whose
 /// executable is `[bin]`'s, else its default name on PATH.
-fn resolve_agent<'a>(
-    config: &'a Config,
-    project: &Path,
-    agent_id: &str,
-) -> Result<AgentTarget<'a>> {
+fn resolve_agent<'a>(config: &'a Config, project: &Path, agent_id: &str) -> Result<AgentTarget<'a>> {
     if let Some(def) = config.agent(agent_id) {
         let program = agents::resolve_bin(&def.bin).ok_or_else(|| {
             Error::Precondition(format!(
@@ -1349,12 +1220,7 @@ fn resolve_agent<'a>(
         return Ok(AgentTarget::Provider { spec, program });
     }
     let mut known: Vec<&str> = config.agents.iter().map(|(a, _)| a.id.as_str()).collect();
-    known.extend(
-        provider::all()
-            .iter()
-            .map(|s| s.id)
-            .filter(|id| config.agent(id).is_none()),
-    );
+    known.extend(provider::all().iter().map(|s| s.id).filter(|id| config.agent(id).is_none()));
     Err(Error::NotFound(format!(
         "unknown agent `{agent_id}`: use one of {}, or declare it as [[agent]] in {}/.caesar/config.toml",
         known.join(", "),
@@ -1363,38 +1229,21 @@ fn resolve_agent<'a>(
 }
 
 /// Refuses options a provider cannot honour, before anything is written.
-fn check_provider_options(
-    spec: &provider::ProviderSpec,
-    input: &DelegateInput,
-    session: Option<&str>,
-) -> Result<()> {
+fn check_provider_options(spec: &provider::ProviderSpec, input: &DelegateInput, session: Option<&str>) -> Result<()> {
     let caps = &spec.capabilities;
     if input.model.is_some() && !caps.model_selection {
-        return Err(Error::Invalid(format!(
-            "agent `{}` cannot choose a model: omit `model`",
-            spec.id
-        )));
+        return Err(Error::Invalid(format!("agent `{}` cannot choose a model: omit `model`", spec.id)));
     }
     if session.is_some() && !caps.resume {
-        return Err(Error::Invalid(format!(
-            "agent `{}` cannot resume sessions: omit `session_id`",
-            spec.id
-        )));
+        return Err(Error::Invalid(format!("agent `{}` cannot resume sessions: omit `session_id`", spec.id)));
     }
     if let Some(effort) = input.effort.as_deref().filter(|e| !e.is_empty())
         && !spec.efforts.contains(&effort)
     {
         return Err(Error::Invalid(if spec.efforts.is_empty() {
-            format!(
-                "agent `{}` takes no reasoning effort: omit `effort`",
-                spec.id
-            )
+            format!("agent `{}` takes no reasoning effort: omit `effort`", spec.id)
         } else {
-            format!(
-                "effort `{effort}` is not allowed for agent `{}`: use one of {}",
-                spec.id,
-                spec.efforts.join(", ")
-            )
+            format!("effort `{effort}` is not allowed for agent `{}`: use one of {}", spec.id, spec.efforts.join(", "))
         }));
     }
     Ok(())

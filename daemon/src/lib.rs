@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod agents;
+pub mod catalog;
 pub mod clock;
 pub mod config;
 pub mod engine;
@@ -25,8 +26,5 @@ pub mod tail;
 /// The API protocol number this daemon answers `Ping` with.
 /// `CAESAR_TEST_PROTOCOL` overrides it, so tests can play an older daemon.
 pub fn protocol_number() -> u32 {
-    std::env::var("CAESAR_TEST_PROTOCOL")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(caesar_proto::PROTOCOL)
+    std::env::var("CAESAR_TEST_PROTOCOL").ok().and_then(|v| v.parse().ok()).unwrap_or(caesar_proto::PROTOCOL)
 }

@@ -57,16 +57,8 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         finished_at: r.finished_ms.map(crate::clock::rfc3339).unwrap_or_default(),
         exit_code: r.exit_code,
         last_event_json: r.last_event.unwrap_or_default(),
-        report_status: v
-            .report
-            .as_ref()
-            .map(|x| x.status.clone())
-            .unwrap_or_default(),
-        report_source: v
-            .report
-            .as_ref()
-            .map(|x| x.source.clone())
-            .unwrap_or_default(),
+        report_status: v.report.as_ref().map(|x| x.status.clone()).unwrap_or_default(),
+        report_source: v.report.as_ref().map(|x| x.source.clone()).unwrap_or_default(),
         report_json: v.report.map(|x| x.body).unwrap_or_default(),
         pending_questions: v
             .pending_questions
@@ -90,6 +82,12 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         output_tail: v.output.map(|(t, _)| t).unwrap_or_default(),
         blocker: r.blocker.unwrap_or_default(),
         elapsed_ms,
+        activity: v.activity.map(|a| pb::Activity {
+            kind: a.kind.to_owned(),
+            tool_name: a.tool_name,
+            state: a.state,
+            age_ms: (now - a.at_ms).max(0) as u64,
+        }),
     }
 }
 
@@ -97,10 +95,7 @@ type EventStream = Pin<Box<dyn Stream<Item = Result<pb::EventMessage, Status>> +
 
 #[tonic::async_trait]
 impl Caesar for Service {
-    async fn ping(
-        &self,
-        _: Request<pb::PingRequest>,
-    ) -> Result<Response<pb::PingResponse>, Status> {
+    async fn ping(&self, _: Request<pb::PingRequest>) -> Result<Response<pb::PingResponse>, Status> {
         let paths = self.engine.paths();
         Ok(Response::new(pb::PingResponse {
             version: caesar_proto::VERSION.to_owned(),
@@ -112,37 +107,22 @@ impl Caesar for Service {
         }))
     }
 
-    async fn shutdown(
-        &self,
-        req: Request<pb::ShutdownRequest>,
-    ) -> Result<Response<pb::ShutdownResponse>, Status> {
+    async fn shutdown(&self, req: Request<pb::ShutdownRequest>) -> Result<Response<pb::ShutdownResponse>, Status> {
         let req = req.into_inner();
         let active = self.engine.active_count()?;
         if req.only_if_idle && active > 0 {
-            return Ok(Response::new(pb::ShutdownResponse {
-                stopping: false,
-                active_tasks: active,
-            }));
+            return Ok(Response::new(pb::ShutdownResponse { stopping: false, active_tasks: active }));
         }
         if req.cancel_tasks {
-            for v in self
-                .engine
-                .list(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?
-            {
+            for v in self.engine.list(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)? {
                 let _ = self.engine.cancel(&v.record.id).await;
             }
         }
         let _ = self.stop.send(true);
-        Ok(Response::new(pb::ShutdownResponse {
-            stopping: true,
-            active_tasks: active,
-        }))
+        Ok(Response::new(pb::ShutdownResponse { stopping: true, active_tasks: active }))
     }
 
-    async fn delegate(
-        &self,
-        req: Request<pb::DelegateRequest>,
-    ) -> Result<Response<pb::DelegateResponse>, Status> {
+    async fn delegate(&self, req: Request<pb::DelegateRequest>) -> Result<Response<pb::DelegateResponse>, Status> {
         let r = req.into_inner();
         let input = DelegateInput {
             objective: r.objective,
@@ -154,16 +134,8 @@ impl Caesar for Service {
             context: r.context,
             constraints: r.constraints,
             acceptance_criteria: r.acceptance_criteria,
-            model: if r.model.is_empty() {
-                None
-            } else {
-                Some(r.model)
-            },
-            timeout_ms: if r.timeout_ms == 0 {
-                None
-            } else {
-                Some(r.timeout_ms)
-            },
+            model: if r.model.is_empty() { None } else { Some(r.model) },
+            timeout_ms: if r.timeout_ms == 0 { None } else { Some(r.timeout_ms) },
             channel: r.channel,
             workspace: r.workspace,
             session_id: opt(r.session_id),
@@ -188,40 +160,25 @@ impl Caesar for Service {
         }))
     }
 
-    async fn r#await(
-        &self,
-        req: Request<pb::AwaitRequest>,
-    ) -> Result<Response<pb::AwaitResponse>, Status> {
+    async fn r#await(&self, req: Request<pb::AwaitRequest>) -> Result<Response<pb::AwaitResponse>, Status> {
         let r = req.into_inner();
-        let ms = if r.timeout_ms == 0 {
-            AWAIT_DEFAULT_MS
-        } else {
-            r.timeout_ms.min(AWAIT_MAX_MS)
-        };
-        let (views, woke_early) = self
-            .engine
-            .await_tasks(&r.task_ids, Duration::from_millis(ms), r.wake_on_attention)
-            .await?;
+        let ms = if r.timeout_ms == 0 { AWAIT_DEFAULT_MS } else { r.timeout_ms.min(AWAIT_MAX_MS) };
+        let (views, woke_early) =
+            self.engine.await_tasks(&r.task_ids, Duration::from_millis(ms), r.wake_on_attention).await?;
         Ok(Response::new(pb::AwaitResponse {
             tasks: views.into_iter().map(|v| task_view(v, true)).collect(),
             woke_early,
         }))
     }
 
-    async fn status(
-        &self,
-        req: Request<pb::StatusRequest>,
-    ) -> Result<Response<pb::TaskView>, Status> {
+    async fn status(&self, req: Request<pb::StatusRequest>) -> Result<Response<pb::TaskView>, Status> {
         let mut v = task_view(self.engine.status(&req.into_inner().task_id)?, false);
         // Status is a snapshot: the report itself is for Await.
         v.report_json.clear();
         Ok(Response::new(v))
     }
 
-    async fn list_tasks(
-        &self,
-        req: Request<pb::ListTasksRequest>,
-    ) -> Result<Response<pb::ListTasksResponse>, Status> {
+    async fn list_tasks(&self, req: Request<pb::ListTasksRequest>) -> Result<Response<pb::ListTasksResponse>, Status> {
         let r = req.into_inner();
         let mut statuses = Vec::new();
         for s in &r.statuses {
@@ -231,11 +188,7 @@ impl Caesar for Service {
                 ))
             })?);
         }
-        let limit = if r.limit == 0 {
-            50
-        } else {
-            r.limit.min(10_000)
-        };
+        let limit = if r.limit == 0 { 50 } else { r.limit.min(10_000) };
         let tasks = self.engine.list(&statuses, limit)?;
         Ok(Response::new(pb::ListTasksResponse {
             tasks: tasks
@@ -249,17 +202,10 @@ impl Caesar for Service {
         }))
     }
 
-    async fn logs(
-        &self,
-        req: Request<pb::LogsRequest>,
-    ) -> Result<Response<pb::LogsResponse>, Status> {
+    async fn logs(&self, req: Request<pb::LogsRequest>) -> Result<Response<pb::LogsResponse>, Status> {
         let r = req.into_inner();
         let limit = if r.limit == 0 { 50 } else { r.limit };
-        let max_bytes = if r.max_bytes == 0 {
-            64 * 1024
-        } else {
-            r.max_bytes.min(16 * 1024 * 1024)
-        };
+        let max_bytes = if r.max_bytes == 0 { 64 * 1024 } else { r.max_bytes.min(16 * 1024 * 1024) };
         let l = self.engine.logs(&r.task_id, r.raw, limit, max_bytes)?;
         Ok(Response::new(pb::LogsResponse {
             total_events: l.total_events,
@@ -270,68 +216,55 @@ impl Caesar for Service {
         }))
     }
 
-    async fn cancel(
-        &self,
-        req: Request<pb::CancelRequest>,
-    ) -> Result<Response<pb::CancelResponse>, Status> {
+    async fn cancel(&self, req: Request<pb::CancelRequest>) -> Result<Response<pb::CancelResponse>, Status> {
         let (cancelled, status) = self.engine.cancel(&req.into_inner().task_id).await?;
-        Ok(Response::new(pb::CancelResponse {
-            cancelled,
-            status: status.as_str().to_owned(),
-        }))
+        Ok(Response::new(pb::CancelResponse { cancelled, status: status.as_str().to_owned() }))
     }
 
-    async fn diff(
-        &self,
-        _: Request<pb::DiffRequest>,
-    ) -> Result<Response<pb::DiffResponse>, Status> {
-        Err(Status::unimplemented(
-            "diff arrives with the git workshop; this build has no worktree isolation",
-        ))
+    async fn diff(&self, _: Request<pb::DiffRequest>) -> Result<Response<pb::DiffResponse>, Status> {
+        Err(Status::unimplemented("diff arrives with the git workshop; this build has no worktree isolation"))
     }
 
-    async fn apply(
-        &self,
-        _: Request<pb::ApplyRequest>,
-    ) -> Result<Response<pb::ApplyResponse>, Status> {
-        Err(Status::unimplemented(
-            "apply arrives with the git workshop; this build has no worktree isolation",
-        ))
+    async fn apply(&self, _: Request<pb::ApplyRequest>) -> Result<Response<pb::ApplyResponse>, Status> {
+        Err(Status::unimplemented("apply arrives with the git workshop; this build has no worktree isolation"))
     }
 
     async fn list_agents(
         &self,
-        _: Request<pb::ListAgentsRequest>,
+        req: Request<pb::ListAgentsRequest>,
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
-        Err(Status::unimplemented(
-            "list_agents arrives with the provider adapters",
-        ))
+        let workspace = req.into_inner().workspace;
+        let engine = self.engine.clone();
+        let agents = tokio::task::spawn_blocking(move || engine.list_agents(&workspace))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(pb::ListAgentsResponse { agents: agents.into_iter().map(agent_info).collect() }))
     }
 
-    async fn list_roles(
+    async fn describe_agent(
         &self,
-        _: Request<pb::ListRolesRequest>,
-    ) -> Result<Response<pb::ListRolesResponse>, Status> {
-        Err(Status::unimplemented(
-            "roles arrive with the layered configuration",
-        ))
+        req: Request<pb::DescribeAgentRequest>,
+    ) -> Result<Response<pb::DescribeAgentResponse>, Status> {
+        let r = req.into_inner();
+        let engine = self.engine.clone();
+        let entry = tokio::task::spawn_blocking(move || engine.describe_agent(&r.agent, &r.workspace))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        let options_json = entry.options.to_string();
+        Ok(Response::new(pb::DescribeAgentResponse { agent: Some(agent_info(entry)), options_json }))
     }
 
-    async fn answer(
-        &self,
-        _: Request<pb::AnswerRequest>,
-    ) -> Result<Response<pb::AnswerResponse>, Status> {
-        Err(Status::unimplemented(
-            "answer arrives with the return channel",
-        ))
+    async fn list_roles(&self, _: Request<pb::ListRolesRequest>) -> Result<Response<pb::ListRolesResponse>, Status> {
+        Err(Status::unimplemented("roles arrive with the layered configuration"))
+    }
+
+    async fn answer(&self, _: Request<pb::AnswerRequest>) -> Result<Response<pb::AnswerResponse>, Status> {
+        Err(Status::unimplemented("answer arrives with the return channel"))
     }
 
     type WatchEventsStream = EventStream;
 
-    async fn watch_events(
-        &self,
-        req: Request<pb::WatchEventsRequest>,
-    ) -> Result<Response<EventStream>, Status> {
+    async fn watch_events(&self, req: Request<pb::WatchEventsRequest>) -> Result<Response<EventStream>, Status> {
         let r = req.into_inner();
         let rx = self.engine.watch_events(&r.task_id, r.from_seq, r.follow)?;
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
@@ -339,39 +272,44 @@ impl Caesar for Service {
         Ok(Response::new(Box::pin(stream)))
     }
 
-    async fn get_task(
-        &self,
-        _: Request<pb::ChannelRequest>,
-    ) -> Result<Response<pb::GetTaskResponse>, Status> {
-        Err(Status::unimplemented(
-            "the return channel is not in this build yet",
-        ))
+    async fn get_task(&self, _: Request<pb::ChannelRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {
+        Err(Status::unimplemented("the return channel is not in this build yet"))
     }
 
     async fn report_progress(
         &self,
         _: Request<pb::ReportProgressRequest>,
     ) -> Result<Response<pb::ReportProgressResponse>, Status> {
-        Err(Status::unimplemented(
-            "the return channel is not in this build yet",
-        ))
+        Err(Status::unimplemented("the return channel is not in this build yet"))
     }
 
     async fn ask_orchestrator(
         &self,
         _: Request<pb::AskOrchestratorRequest>,
     ) -> Result<Response<pb::AskOrchestratorResponse>, Status> {
-        Err(Status::unimplemented(
-            "the return channel is not in this build yet",
-        ))
+        Err(Status::unimplemented("the return channel is not in this build yet"))
     }
 
     async fn submit_report(
         &self,
         _: Request<pb::SubmitReportRequest>,
     ) -> Result<Response<pb::SubmitReportResponse>, Status> {
-        Err(Status::unimplemented(
-            "the return channel is not in this build yet",
-        ))
+        Err(Status::unimplemented("the return channel is not in this build yet"))
+    }
+}
+
+fn agent_info(a: crate::catalog::AgentEntry) -> pb::AgentInfo {
+    pb::AgentInfo {
+        id: a.id,
+        display_name: a.display_name,
+        bin: a.bin,
+        installed: a.installed,
+        path: a.path.map(|p| p.display().to_string()).unwrap_or_default(),
+        capabilities_json: a.capabilities.to_string(),
+        default_model: a.default_model.unwrap_or_default(),
+        allowed: a.allowed,
+        refusal: a.refusal.unwrap_or_default(),
+        version: a.version.unwrap_or_default(),
+        kind: a.kind.to_owned(),
     }
 }

@@ -99,23 +99,11 @@ impl SuperviseArgs {
         let mut grace_ms = 2000;
         let mut i = 0;
         while i < argv.len() {
-            let value = |i: usize| {
-                argv.get(i + 1)
-                    .cloned()
-                    .ok_or_else(|| format!("{} needs a value", argv[i]))
-            };
+            let value = |i: usize| argv.get(i + 1).cloned().ok_or_else(|| format!("{} needs a value", argv[i]));
             match argv[i].as_str() {
                 "--task-dir" => task_dir = Some(PathBuf::from(value(i)?)),
-                "--deadline-ms" => {
-                    deadline_ms = Some(
-                        value(i)?
-                            .parse()
-                            .map_err(|e| format!("--deadline-ms: {e}"))?,
-                    )
-                }
-                "--grace-ms" => {
-                    grace_ms = value(i)?.parse().map_err(|e| format!("--grace-ms: {e}"))?
-                }
+                "--deadline-ms" => deadline_ms = Some(value(i)?.parse().map_err(|e| format!("--deadline-ms: {e}"))?),
+                "--grace-ms" => grace_ms = value(i)?.parse().map_err(|e| format!("--grace-ms: {e}"))?,
                 "--" => {
                     let program = argv.get(i + 1).cloned().ok_or("no program after --")?;
                     return Ok(SuperviseArgs {
@@ -151,12 +139,7 @@ pub fn run(args: SuperviseArgs) -> i32 {
     // sigwait thread ever sees them. The agent starts with an empty mask:
     // std resets the signal mask in the child before exec.
     let mut stop = SigSet::empty();
-    for s in [
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-    ] {
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT] {
         stop.add(s);
     }
     let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&stop), None);
@@ -167,10 +150,7 @@ pub fn run(args: SuperviseArgs) -> i32 {
         Err(e) => {
             write_exit(
                 &args.task_dir,
-                &ExitRecord {
-                    spawn_error: Some(format!("cannot open {}: {e}", raw_path.display())),
-                    ..exit_now()
-                },
+                &ExitRecord { spawn_error: Some(format!("cannot open {}: {e}", raw_path.display())), ..exit_now() },
             );
             return 1;
         }
@@ -190,24 +170,14 @@ pub fn run(args: SuperviseArgs) -> i32 {
         Err(e) => {
             let message = format!("cannot start `{}`: {e}", args.program);
             let _ = writeln!(&log, "caesar: {message}");
-            write_exit(
-                &args.task_dir,
-                &ExitRecord {
-                    spawn_error: Some(message),
-                    ..exit_now()
-                },
-            );
+            write_exit(&args.task_dir, &ExitRecord { spawn_error: Some(message), ..exit_now() });
             return 0;
         }
     };
     let agent_pid = child.id();
     let _ = write_atomic(
         &args.task_dir.join(AGENT_FILE),
-        &serde_json::to_vec(&AgentStarted {
-            pid: agent_pid,
-            started_ms: crate::clock::now_ms(),
-        })
-        .unwrap_or_default(),
+        &serde_json::to_vec(&AgentStarted { pid: agent_pid, started_ms: crate::clock::now_ms() }).unwrap_or_default(),
     );
 
     let (tx, rx) = mpsc::channel();
@@ -225,8 +195,7 @@ pub fn run(args: SuperviseArgs) -> i32 {
 
     let grace = Duration::from_millis(args.grace_ms);
     let mut record = ExitRecord::default();
-    let remaining =
-        || Duration::from_millis((args.deadline_ms - crate::clock::now_ms()).max(0) as u64);
+    let remaining = || Duration::from_millis((args.deadline_ms - crate::clock::now_ms()).max(0) as u64);
     let status = match rx.recv_timeout(remaining()) {
         Ok(Msg::Exited(status)) => status,
         Ok(Msg::Signal) => {
@@ -254,27 +223,17 @@ pub fn run(args: SuperviseArgs) -> i32 {
 }
 
 fn exit_now() -> ExitRecord {
-    ExitRecord {
-        finished_ms: crate::clock::now_ms(),
-        ..ExitRecord::default()
-    }
+    ExitRecord { finished_ms: crate::clock::now_ms(), ..ExitRecord::default() }
 }
 
 fn write_exit(task_dir: &Path, record: &ExitRecord) {
-    let _ = write_atomic(
-        &task_dir.join(EXIT_FILE),
-        &serde_json::to_vec(record).unwrap_or_default(),
-    );
+    let _ = write_atomic(&task_dir.join(EXIT_FILE), &serde_json::to_vec(record).unwrap_or_default());
 }
 
 /// SIGTERM to the group and every descendant, the grace period, then
 /// SIGKILL. Returns the agent's exit status once it is reaped.
 #[cfg(unix)]
-fn stop_tree(
-    agent_pid: u32,
-    grace: Duration,
-    rx: &mpsc::Receiver<Msg>,
-) -> std::io::Result<ExitStatus> {
+fn stop_tree(agent_pid: u32, grace: Duration, rx: &mpsc::Receiver<Msg>) -> std::io::Result<ExitStatus> {
     use nix::sys::signal::Signal;
     signal_tree(agent_pid, Signal::SIGTERM);
     let deadline = Instant::now() + grace;
@@ -357,10 +316,7 @@ fn live_tree(agent_pid: u32) -> Vec<u32> {
             }
         }
     }
-    for p in procs
-        .iter()
-        .filter(|p| p.pgid == agent_pid && !p.zombie && p.pid != me)
-    {
+    for p in procs.iter().filter(|p| p.pgid == agent_pid && !p.zombie && p.pid != me) {
         if !tree.contains(&p.pid) {
             tree.push(p.pid);
         }
@@ -383,11 +339,7 @@ fn proc_table() -> Vec<ProcEntry> {
     };
     let mut out = Vec::new();
     for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -448,16 +400,9 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
     let mut sys = System::new().ok()?;
     let pid = Pid::from_u32(pid);
-    sys.refresh_processes_specifics(
-        ProcessesToUpdate::Some(&[pid]),
-        true,
-        ProcessRefreshKind::nothing(),
-    );
+    sys.refresh_processes_specifics(ProcessesToUpdate::Some(&[pid]), true, ProcessRefreshKind::nothing());
     let p = sys.process(pid)?;
-    if matches!(
-        p.status(),
-        sysinfo::ProcessStatus::Zombie | sysinfo::ProcessStatus::Dead
-    ) {
+    if matches!(p.status(), sysinfo::ProcessStatus::Zombie | sysinfo::ProcessStatus::Dead) {
         return None;
     }
     Some(p.start_time())
@@ -466,9 +411,7 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
 /// This boot's identity (Linux), so that a pid recorded before a reboot is
 /// never mistaken for a live process after it.
 pub fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .map(|s| s.trim().to_owned())
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|s| s.trim().to_owned())
 }
 
 /// Whether the process recorded as `(pid, start)` in boot `boot` is alive now.
@@ -487,20 +430,36 @@ pub fn is_same_process_alive(pid: u32, start: Option<u64>, boot: Option<&str>) -
 /// `exit.json` with `terminated: true` once the tree is gone.
 #[cfg(unix)]
 pub fn request_stop(pid: u32) {
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    );
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
+}
+
+/// Kills every process that carries `CAESAR_TASK_ID=<task_id>` in its
+/// environment (Linux): the agent and whatever it started, wherever they
+/// went. Used for a task whose supervisor vanished, possibly before it
+/// recorded the agent's pid. Returns how many were signalled.
+pub fn kill_by_task_env(task_id: &str) -> usize {
+    let marker = format!("CAESAR_TASK_ID={task_id}");
+    let me = std::process::id();
+    let mut killed = 0;
+    for p in proc_table() {
+        if p.pid == me || p.zombie {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(format!("/proc/{}/environ", p.pid)) else { continue };
+        if environ.split(|&b| b == 0).any(|var| var == marker.as_bytes()) {
+            #[cfg(unix)]
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p.pid as i32), nix::sys::signal::Signal::SIGKILL);
+            killed += 1;
+        }
+    }
+    killed
 }
 
 /// Kills what may remain of a task whose supervisor vanished: the agent's
 /// process group.
 #[cfg(unix)]
 pub fn kill_group(agent_pid: u32) {
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(agent_pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(agent_pid as i32), nix::sys::signal::Signal::SIGKILL);
 }
 
 #[cfg(test)]
@@ -528,10 +487,6 @@ mod tests {
         let start = process_start_time(me).unwrap();
         assert!(is_same_process_alive(me, Some(start), boot_id().as_deref()));
         assert!(!is_same_process_alive(me, Some(start + 1000), None));
-        assert!(!is_same_process_alive(
-            me,
-            Some(start),
-            Some("another-boot")
-        ));
+        assert!(!is_same_process_alive(me, Some(start), Some("another-boot")));
     }
 }

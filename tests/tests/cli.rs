@@ -21,10 +21,7 @@ fn stderr(o: &std::process::Output) -> String {
 #[tokio::test]
 async fn run_autostarts_the_daemon_streams_events_and_prints_the_report() {
     let env = Env::new(&[
-        (
-            "ok",
-            &["say", "working on it", "report", "success", "it is done"],
-        ),
+        ("ok", &["say", "working on it", "report", "success", "it is done"]),
         ("bad", &["say", "oops", "exit", "2"]),
     ]);
     let o = env.caesar(&["run", "--agent", "ok", "do the thing"]);
@@ -67,19 +64,10 @@ async fn bad_input_exits_2_with_the_fix_and_json_stays_json() {
     let env = Env::new(&[("ok", &["report", "success", "fine"])]);
     let o = env.caesar(&["run", "--agent", "ghost", "x"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("unknown agent `ghost`"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("unknown agent `ghost`"), "{}", stderr(&o));
     let o = env.caesar(&["--json", "status", "t_123456789abc"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        json(stdout(&o).trim())["error"]
-            .as_str()
-            .unwrap()
-            .contains("no task")
-    );
+    assert!(json(stdout(&o).trim())["error"].as_str().unwrap().contains("no task"));
     assert!(stderr(&o).is_empty(), "--json prints nothing but JSON");
     let o = env.caesar(&["run", "--agent", "ok", "--timeout", "10 parsecs", "x"]);
     assert_eq!(o.status.code(), Some(1));
@@ -101,16 +89,8 @@ async fn two_clients_starting_at_once_end_with_one_daemon() {
     };
     let (a, b) = (spawn(), spawn());
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
-    assert!(
-        a.status.success() && b.status.success(),
-        "{} / {}",
-        stderr(&a),
-        stderr(&b)
-    );
-    let (pa, pb) = (
-        json(stdout(&a).trim())["pid"].as_u64().unwrap(),
-        json(stdout(&b).trim())["pid"].as_u64().unwrap(),
-    );
+    assert!(a.status.success() && b.status.success(), "{} / {}", stderr(&a), stderr(&b));
+    let (pa, pb) = (json(stdout(&a).trim())["pid"].as_u64().unwrap(), json(stdout(&b).trim())["pid"].as_u64().unwrap());
     assert_eq!(pa, pb, "both clients talk to the same daemon");
     // And only one caesard of this installation is alive.
     let home = env.home.path().display().to_string();
@@ -127,11 +107,7 @@ async fn two_clients_starting_at_once_end_with_one_daemon() {
             })
             .count()
     };
-    assert!(
-        eventually(Duration::from_secs(10), || count() == 1).await,
-        "{} daemons",
-        count()
-    );
+    assert!(eventually(Duration::from_secs(10), || count() == 1).await, "{} daemons", count());
 
     let o = env.caesar(&["daemon", "stop"]);
     assert!(o.status.success());
@@ -150,26 +126,14 @@ async fn a_daemon_of_another_protocol_is_refused_when_busy_and_replaced_when_idl
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let id = old
-        .delegate(env.delegate_request("hang", "x"))
-        .await
-        .unwrap()
-        .into_inner()
-        .task_id;
+    let id = old.delegate(env.delegate_request("hang", "x")).await.unwrap().into_inner().task_id;
 
     let o = env.caesar(&["ps"]);
     assert_eq!(o.status.code(), Some(3));
     let err = stderr(&o);
-    assert!(
-        err.contains("protocol 0") && err.contains("1 active task"),
-        "{err}"
-    );
+    assert!(err.contains("protocol 0") && err.contains("1 active task"), "{err}");
 
-    old.cancel(caesar_proto::pb::CancelRequest {
-        task_id: id.clone(),
-    })
-    .await
-    .unwrap();
+    old.cancel(caesar_proto::pb::CancelRequest { task_id: id.clone() }).await.unwrap();
     let o = env.caesar(&["--json", "daemon", "start"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v = json(stdout(&o).trim());

@@ -34,23 +34,12 @@ async fn sigkill_mid_task_then_restart_collects_the_task_and_its_report() {
     )]);
     let mut env = env;
     let mut c = env.start_daemon().await;
-    let id = c
-        .delegate(env.delegate_request("gated", "x"))
-        .await
-        .unwrap()
-        .into_inner()
-        .task_id;
+    let id = c.delegate(env.delegate_request("gated", "x")).await.unwrap().into_inner().task_id;
     // Let the first line be read and stored.
     assert!(
         eventually(LONG, || {
-            std::fs::read_to_string(
-                env.paths
-                    .state_dir
-                    .join("tasks")
-                    .join(&id)
-                    .join("events.jsonl"),
-            )
-            .is_ok_and(|s| s.contains("before the restart"))
+            std::fs::read_to_string(env.paths.state_dir.join("tasks").join(&id).join("events.jsonl"))
+                .is_ok_and(|s| s.contains("before the restart"))
         })
         .await
     );
@@ -59,36 +48,18 @@ async fn sigkill_mid_task_then_restart_collects_the_task_and_its_report() {
 
     // While no daemon runs, the agent goes on and finishes.
     std::fs::write(&gate, "go").unwrap();
-    let exit_file = env
-        .paths
-        .state_dir
-        .join("tasks")
-        .join(&id)
-        .join("exit.json");
-    assert!(
-        eventually(LONG, || exit_file.exists()).await,
-        "the supervisor records the exit with no daemon"
-    );
+    let exit_file = env.paths.state_dir.join("tasks").join(&id).join("exit.json");
+    assert!(eventually(LONG, || exit_file.exists()).await, "the supervisor records the exit with no daemon");
 
     let mut c = env.start_daemon().await;
     assert_ne!(env.daemon_pid().await, old_pid);
     let t = await_one(&mut c, &id, LONG).await;
     assert_eq!(t.status, "succeeded");
-    assert_eq!(
-        (t.report_status.as_str(), t.report_source.as_str()),
-        ("success", "file")
-    );
+    assert_eq!((t.report_status.as_str(), t.report_source.as_str()), ("success", "file"));
     assert_eq!(json(&t.report_json)["summary"], "survived");
 
-    let logs = c
-        .logs(pb::LogsRequest {
-            task_id: id.clone(),
-            limit: 100,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let logs =
+        c.logs(pb::LogsRequest { task_id: id.clone(), limit: 100, ..Default::default() }).await.unwrap().into_inner();
     let texts: Vec<String> = logs
         .events_json
         .iter()
@@ -96,21 +67,8 @@ async fn sigkill_mid_task_then_restart_collects_the_task_and_its_report() {
         .filter(|e| e["type"] == "message")
         .map(|e| e["text"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(
-        texts,
-        [
-            "before the restart",
-            "after the restart",
-            "line 0",
-            "line 1"
-        ],
-        "no event lost or doubled"
-    );
-    let seqs: Vec<u64> = logs
-        .events_json
-        .iter()
-        .map(|e| json(e)["seq"].as_u64().unwrap())
-        .collect();
+    assert_eq!(texts, ["before the restart", "after the restart", "line 0", "line 1"], "no event lost or doubled");
+    let seqs: Vec<u64> = logs.events_json.iter().map(|e| json(e)["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
 }
 
@@ -119,45 +77,25 @@ async fn a_task_still_running_at_restart_is_reattached_and_streams_on() {
     let env = Env::new(&[]);
     let gate = env.file("gate");
     let g = gate.display().to_string();
-    env.set_agents(&[(
-        "gated",
-        &["say", "one", "wait-file", &g, "say", "two", "exit", "3"],
-    )]);
+    env.set_agents(&[("gated", &["say", "one", "wait-file", &g, "say", "two", "exit", "3"])]);
     let mut env = env;
     let mut c = env.start_daemon().await;
-    let id = c
-        .delegate(env.delegate_request("gated", "x"))
-        .await
-        .unwrap()
-        .into_inner()
-        .task_id;
+    let id = c.delegate(env.delegate_request("gated", "x")).await.unwrap().into_inner().task_id;
     assert!(
-        eventually(LONG, || std::fs::read_to_string(
-            env.paths.state_dir.join("tasks").join(&id).join("raw.log")
-        )
-        .is_ok_and(|s| s.contains("one")))
+        eventually(LONG, || std::fs::read_to_string(env.paths.state_dir.join("tasks").join(&id).join("raw.log"))
+            .is_ok_and(|s| s.contains("one")))
         .await
     );
     env.kill_daemons().await;
 
     let mut c2 = env.start_daemon().await;
-    let s = c2
-        .status(pb::StatusRequest {
-            task_id: id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let s = c2.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
     assert_eq!(s.status, "running", "re-attached, still running");
     // Await is woken by the re-attached task's exit.
     std::fs::write(&gate, "go").unwrap();
     let t = await_one(&mut c2, &id, LONG).await;
     assert_eq!(t.status, "failed");
-    assert_eq!(
-        t.exit_code,
-        Some(3),
-        "the exit code is collected across the restart"
-    );
+    assert_eq!(t.exit_code, Some(3), "the exit code is collected across the restart");
     drop(c);
 }
 
@@ -169,29 +107,18 @@ async fn a_task_whose_processes_vanished_ends_failed_with_a_reason() {
     env.set_agents(&[("victim", &["pid", &pf, "hang"])]);
     let mut env = env;
     let mut c = env.start_daemon().await;
-    let id = c
-        .delegate(env.delegate_request("victim", "x"))
-        .await
-        .unwrap()
-        .into_inner()
-        .task_id;
+    let id = c.delegate(env.delegate_request("victim", "x")).await.unwrap().into_inner().task_id;
     assert!(eventually(LONG, || pids_in(&pidfile).len() == 1).await);
     let agent = pids_in(&pidfile)[0];
     let supervisor = std::fs::read_to_string(format!("/proc/{agent}/stat")).unwrap();
-    let supervisor: i32 = supervisor[supervisor.rfind(')').unwrap() + 1..]
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let supervisor: i32 =
+        supervisor[supervisor.rfind(')').unwrap() + 1..].split_whitespace().nth(1).unwrap().parse().unwrap();
     env.kill_daemons().await;
     // The supervisor dies with no word; its agent goes on unwatched.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(supervisor),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(supervisor), nix::sys::signal::Signal::SIGKILL).unwrap();
     assert!(eventually(LONG, || !alive(supervisor as u32)).await);
+    // As if it died before recording its agent: the agent is still found.
+    let _ = std::fs::remove_file(env.paths.state_dir.join("tasks").join(&id).join("agent.json"));
 
     let mut c2 = env.start_daemon().await;
     let t = await_one(&mut c2, &id, LONG).await;
@@ -200,10 +127,7 @@ async fn a_task_whose_processes_vanished_ends_failed_with_a_reason() {
     let report = json(&t.report_json);
     assert_eq!(report["status"], "failed");
     assert!(report["summary"].as_str().unwrap().contains("vanished"));
-    assert!(
-        eventually(LONG, || !alive(agent)).await,
-        "the orphaned agent was killed"
-    );
+    assert!(eventually(LONG, || !alive(agent)).await, "the orphaned agent was killed");
     drop(c);
 }
 
@@ -215,24 +139,12 @@ async fn sigterm_stops_the_daemon_cleanly_and_tasks_survive() {
     env.set_agents(&[("gated", &["wait-file", &g, "report", "success", "ok"])]);
     let mut env = env;
     let mut c = env.start_daemon().await;
-    let id = c
-        .delegate(env.delegate_request("gated", "x"))
-        .await
-        .unwrap()
-        .into_inner()
-        .task_id;
+    let id = c.delegate(env.delegate_request("gated", "x")).await.unwrap().into_inner().task_id;
     let pid = env.daemon_pid().await;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
     assert!(caesar_proto::client::wait_until_gone(&env.paths, LONG).await);
     assert!(eventually(LONG, || !alive(pid)).await, "the daemon exited");
-    assert!(
-        !env.paths.socket.exists(),
-        "the socket file is removed on a clean stop"
-    );
+    assert!(!env.paths.socket.exists(), "the socket file is removed on a clean stop");
     std::fs::write(&gate, "go").unwrap();
     let mut c2 = env.start_daemon().await;
     let t = await_one(&mut c2, &id, LONG).await;

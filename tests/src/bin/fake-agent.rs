@@ -17,6 +17,9 @@
 //! child PIDFILE       start a child that ignores SIGTERM and hangs; append its pid to PIDFILE
 //! escape PIDFILE      the same, but the child leaves the process group (setsid)
 //! pid PIDFILE         append our own pid to PIDFILE
+//! replay FILE         print FILE's lines on stdout (a real CLI capture)
+//! replay-err FILE     print FILE's lines on stderr
+//! stamp FILE          append the wall-clock time (ns since the epoch) to FILE
 //! env NAME            print NAME=value of an environment variable
 //! hang                sleep forever
 //! exit CODE           exit with CODE
@@ -68,8 +71,7 @@ fn main() {
                 let _ = out.write_all(b"bad \xff\xfe bytes\n");
             }
             "event" => {
-                let body: serde_json::Value =
-                    serde_json::from_str(&next(&mut i)).unwrap_or_default();
+                let body: serde_json::Value = serde_json::from_str(&next(&mut i)).unwrap_or_default();
                 let mut line = serde_json::json!({"protocol": "caesar.event/v1"});
                 if let (Some(l), Some(b)) = (line.as_object_mut(), body.as_object()) {
                     l.extend(b.clone());
@@ -102,10 +104,7 @@ fn main() {
                 let status = next(&mut i);
                 let summary = next(&mut i);
                 let report = serde_json::json!({"protocol": "caesar.report/v1", "status": status, "summary": summary});
-                let _ = writeln!(
-                    out,
-                    "Here is my report:\n```json caesar:report\n{report}\n```"
-                );
+                let _ = writeln!(out, "Here is my report:\n```json caesar:report\n{report}\n```");
             }
             "ignore-term" => {
                 // SAFETY: installing SIG_IGN has no handler code to be unsafe in.
@@ -128,11 +127,7 @@ fn main() {
                     use std::os::unix::process::CommandExt;
                     // SAFETY: setsid is async-signal-safe.
                     unsafe {
-                        cmd.pre_exec(|| {
-                            nix::unistd::setsid()
-                                .map(|_| ())
-                                .map_err(std::io::Error::from)
-                        });
+                        cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
                     }
                 }
                 let _ = cmd.spawn();
@@ -142,6 +137,26 @@ fn main() {
             "pid" => {
                 let pidfile = next(&mut i);
                 append_line(&pidfile, &std::process::id().to_string());
+            }
+            "replay" | "replay-err" => {
+                let to_stderr = args[i] == "replay-err";
+                let file = next(&mut i);
+                let text = std::fs::read_to_string(&file).unwrap_or_default();
+                for line in text.lines() {
+                    if to_stderr {
+                        eprintln!("{line}");
+                    } else {
+                        let _ = writeln!(out, "{line}");
+                    }
+                }
+            }
+            "stamp" => {
+                let file = next(&mut i);
+                let ns = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0);
+                append_line(&file, &ns.to_string());
             }
             "env" => {
                 let name = next(&mut i);
@@ -171,11 +186,7 @@ fn write_report(text: &str) {
 }
 
 fn append_line(path: &str, line: &str) {
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
         let _ = writeln!(f, "{line}");
     }
 }
