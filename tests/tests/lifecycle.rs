@@ -299,3 +299,25 @@ async fn a_missing_executable_fails_cleanly() {
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("config.toml:3"), "{}", e.message());
 }
+
+#[tokio::test]
+async fn a_flood_and_invalid_utf8_are_read_whole() {
+    // 24 MiB in 64 KiB lines, then a line of invalid UTF-8 and a report.
+    let mut env = Env::new(&[("flood", &["flood", "25165824", "badutf8", "report", "success", "survived the flood"])]);
+    let mut c = env.start_daemon().await;
+    let id = c.delegate(env.delegate_request("flood", "x")).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, Duration::from_secs(120)).await;
+    assert_eq!(t.status, "succeeded");
+    assert_eq!(json(&t.report_json)["summary"], "survived the flood");
+    // 384 lines of 64 KiB, the bad line, started and finished.
+    assert_eq!(t.event_count, 384 + 1 + 2);
+    let last =
+        c.logs(pb::LogsRequest { task_id: id.clone(), limit: 2, ..Default::default() }).await.unwrap().into_inner();
+    assert!(json(&last.events_json[0])["text"].as_str().unwrap().contains("bad \u{fffd}"), "{}", last.events_json[0]);
+    let raw = c
+        .logs(pb::LogsRequest { task_id: id, raw: true, max_bytes: 1024, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(raw.raw_truncated && raw.raw_size > 25_000_000 && raw.raw.len() <= 1024);
+}
