@@ -9,7 +9,7 @@ use crate::oacp::{Mode, TaskDoc};
 
 /// The resolved command of a task, stored with it so that a restarted daemon
 /// knows exactly what ran.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Launch {
     pub program: String,
     pub args: Vec<String>,
@@ -18,6 +18,12 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// Which line parser reads the output: a provider id, or `generic`.
     pub parser: String,
+    /// Facts found while resolving (network, model), added to the report.
+    #[serde(default)]
+    pub findings: Vec<crate::oacp::Finding>,
+    /// The project's `max_parallel` when the task was queued; 0 for no limit.
+    #[serde(default)]
+    pub max_parallel: u32,
 }
 
 impl Launch {
@@ -170,12 +176,7 @@ mod tests {
 
     #[test]
     fn display_quotes_what_a_shell_would_split() {
-        let l = Launch {
-            program: "/bin/a".into(),
-            args: strings(&["-p", "it's two words"]),
-            env: vec![],
-            parser: "generic".into(),
-        };
+        let l = Launch { program: "/bin/a".into(), args: strings(&["-p", "it's two words"]), ..Launch::default() };
         assert_eq!(l.display(), r"/bin/a -p 'it'\''s two words'");
     }
 

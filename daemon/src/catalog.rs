@@ -96,6 +96,13 @@ pub fn list(config: &Config, versions: &VersionCache) -> Vec<AgentEntry> {
             out.push(builtin_entry(spec, config, versions));
         }
     }
+    for entry in &mut out {
+        if let Err(refusal) = crate::policy::standing(&config.policy, &entry.id) {
+            entry.allowed = false;
+            entry.refusal = Some(refusal.to_string());
+        }
+        entry.default_model = config.models.get(&entry.id).map(|(m, _)| m.clone());
+    }
     out
 }
 
@@ -175,13 +182,7 @@ mod tests {
         assert_eq!(claude.capabilities["resume"], true);
 
         config.agents.push((
-            AgentDef {
-                id: "claude".into(),
-                bin: "sh".into(),
-                args: vec![],
-                display_name: None,
-                env: Default::default(),
-            },
+            AgentDef { id: "claude".into(), bin: "sh".into(), ..Default::default() },
             crate::config::Origin::Project,
         ));
         let all = list(&config, &versions);

@@ -1,19 +1,30 @@
-//! Configuration files, read the way caesar reads them: the global layer
-//! (`<config_dir>/config.toml`), the project layer
-//! (`<project>/.caesar/config.toml`) and the local layer
-//! (`<project>/.caesar/config.local.toml`). `[[agent]]` entries merge by `id`,
-//! a later layer replacing an earlier entry of the same id.
+//! Configuration, read and merged the way caesar reads it.
 //!
-//! A file that does not parse is refused with its path, line and column.
+//! Three TOML layers, most general first: global (`<config_dir>/config.toml`),
+//! project (`<project>/.caesar/config.toml`) and local
+//! (`<project>/.caesar/config.local.toml`). On top of the defaults:
+//!
+//! - `[policy]` and `[worktree]` merge field by field; a list replaces the
+//!   inherited list whole (so a layer can remove an inherited entry).
+//! - `[[role]]` merges by `name`, `[[agent]]` by `id`: a later entry replaces
+//!   an earlier one whole.
+//! - `[models]` (agent id to default model) and `[bin]` (provider id to
+//!   executable) merge by key.
+//!
+//! Every effective value knows the layer it came from ([`Config::provenance`]).
+//! A file that does not parse, or holds a value that cannot work, is refused
+//! at load time with its path, line and the key to fix.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::oacp::Mode;
 
 /// An OACP generic agent declared with `[[agent]]`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentDef {
     pub id: String,
@@ -22,84 +33,516 @@ pub struct AgentDef {
     /// The argument template; see [`crate::agents::expand_args`].
     #[serde(default)]
     pub args: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
-    /// Extra environment variables for the agent.
-    #[serde(default)]
-    pub env: std::collections::BTreeMap<String, String>,
+    /// caesar's `process` (run in the workspace) or `flag` (the template
+    /// passes `{{workspace}}`); both run in the workspace here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd_mode: Option<String>,
+    /// The agent enforces read-only mode itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_read_only: Option<bool>,
+    /// Arguments that cut the agent's network, appended when network is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_args: Option<Vec<String>>,
+    /// Extra environment variables for the agent (a caesar-rs extension).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
 }
 
-/// One parsed file. Unknown top-level tables are kept for later layers of
-/// the product (roles, policy, worktree) and ignored here.
+/// `isolation` as configured: a choice, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IsolationPref {
+    Inplace,
+    Worktree,
+    Auto,
+}
+
+impl IsolationPref {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IsolationPref::Inplace => "inplace",
+            IsolationPref::Worktree => "worktree",
+            IsolationPref::Auto => "auto",
+        }
+    }
+
+    /// Parses the wire spelling.
+    pub fn parse(s: &str) -> Option<IsolationPref> {
+        match s {
+            "inplace" => Some(IsolationPref::Inplace),
+            "worktree" => Some(IsolationPref::Worktree),
+            "auto" => Some(IsolationPref::Auto),
+            _ => None,
+        }
+    }
+}
+
+/// The network request: `auto`, `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkPref {
+    Auto,
+    On,
+    Off,
+}
+
+impl NetworkPref {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkPref::Auto => "auto",
+            NetworkPref::On => "on",
+            NetworkPref::Off => "off",
+        }
+    }
+
+    /// Parses the wire spelling.
+    pub fn parse(s: &str) -> Option<NetworkPref> {
+        match s {
+            "auto" => Some(NetworkPref::Auto),
+            "on" => Some(NetworkPref::On),
+            "off" => Some(NetworkPref::Off),
+            _ => None,
+        }
+    }
+}
+
+/// A duration in TOML: `"10m"`, `"90s"`, `"1h"`, or an integer of milliseconds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum DurationValue {
+    Millis(u64),
+    Text(String),
+}
+
+impl DurationValue {
+    fn ms(&self) -> std::result::Result<u64, String> {
+        match self {
+            DurationValue::Millis(ms) => Ok(*ms),
+            DurationValue::Text(t) => caesar_proto::duration::parse_ms(t),
+        }
+    }
+}
+
+/// `[policy]`: who may be delegated to, and the defaults of a delegation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Policy {
+    pub allowed: Vec<String>,
+    pub denied: Vec<String>,
+    pub max_parallel: u32,
+    pub default_isolation: IsolationPref,
+    pub default_mode: Mode,
+    pub default_network: NetworkPref,
+    pub default_timeout_ms: u64,
+    pub allow_recursion: bool,
+    pub allow_inplace_write: bool,
+    pub max_depth: u32,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            allowed: Vec::new(),
+            denied: Vec::new(),
+            max_parallel: 4,
+            default_isolation: IsolationPref::Auto,
+            default_mode: Mode::Write,
+            default_network: NetworkPref::Auto,
+            default_timeout_ms: 10 * 60 * 1000,
+            allow_recursion: false,
+            allow_inplace_write: false,
+            max_depth: 2,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
-struct Layer {
-    #[serde(default)]
-    agent: Vec<AgentDef>,
-    /// Executables of the native providers: `claude = "/opt/tools/claude"`.
-    #[serde(default)]
-    bin: std::collections::BTreeMap<String, String>,
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    allowed: Option<Vec<String>>,
+    denied: Option<Vec<String>>,
+    max_parallel: Option<u32>,
+    default_isolation: Option<IsolationPref>,
+    default_mode: Option<Mode>,
+    default_network: Option<NetworkPref>,
+    default_timeout: Option<DurationValue>,
+    allow_recursion: Option<bool>,
+    allow_inplace_write: Option<bool>,
+    max_depth: Option<u32>,
 }
 
-/// Which file a value came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `[worktree]`: what a task's worktree needs to be workable.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorktreeSection {
+    /// Paths copied from the workspace (reflinked where the filesystem can).
+    pub copy: Vec<String>,
+    /// Paths symlinked from the workspace (shared, not isolated).
+    pub link: Vec<String>,
+    /// Commands run in the worktree before the agent starts.
+    pub setup: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorktree {
+    copy: Option<Vec<String>>,
+    link: Option<Vec<String>>,
+    setup: Option<Vec<String>>,
+}
+
+/// A role: a purpose, defaults, and a fallback chain of agents.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Role {
+    pub name: String,
+    pub purpose: String,
+    /// Candidate agents, first choice first.
+    pub agents: Vec<String>,
+    pub mode: Mode,
+    pub isolation: IsolationPref,
+    pub network: NetworkPref,
+    pub timeout_ms: u64,
+    /// The model the role asks for, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Relative to `<project>/.caesar/`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system_prompt_file: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRole {
+    name: String,
+    #[serde(default)]
+    purpose: String,
+    agents: Vec<String>,
+    mode: Mode,
+    #[serde(default = "auto_isolation")]
+    isolation: IsolationPref,
+    #[serde(default = "auto_network")]
+    network: NetworkPref,
+    timeout: Option<DurationValue>,
+    model: Option<String>,
+    system_prompt_file: Option<String>,
+}
+
+fn auto_isolation() -> IsolationPref {
+    IsolationPref::Auto
+}
+
+fn auto_network() -> NetworkPref {
+    NetworkPref::Auto
+}
+
+/// The three roles caesar ships.
+pub fn builtin_roles() -> Vec<Role> {
+    let role = |name: &str, purpose: &str, agents: &[&str], mode, isolation| Role {
+        name: name.to_owned(),
+        purpose: purpose.to_owned(),
+        agents: agents.iter().map(|a| a.to_string()).collect(),
+        mode,
+        isolation,
+        network: NetworkPref::Auto,
+        timeout_ms: 10 * 60 * 1000,
+        model: None,
+        system_prompt_file: Some(format!("roles/{name}.md")),
+    };
+    vec![
+        role(
+            "reviewer",
+            "Reviews a diff and reports bugs and regressions. Changes nothing.",
+            &["codex", "antigravity"],
+            Mode::ReadOnly,
+            IsolationPref::Inplace,
+        ),
+        role(
+            "implementer",
+            "Implements a precise task and hands back a reviewed diff.",
+            &["codex", "antigravity", "opencode"],
+            Mode::Write,
+            IsolationPref::Worktree,
+        ),
+        role(
+            "investigator",
+            "Explores the code and explains a mechanism. Changes nothing.",
+            &["antigravity", "codex", "opencode"],
+            Mode::ReadOnly,
+            IsolationPref::Auto,
+        ),
+    ]
+}
+
+/// One parsed file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Layer {
+    policy: Option<RawPolicy>,
+    worktree: Option<RawWorktree>,
+    role: Option<Vec<RawRole>>,
+    agent: Option<Vec<AgentDef>>,
+    /// Default model per agent id.
+    models: Option<BTreeMap<String, String>>,
+    /// Executables of the native providers: `claude = "/opt/tools/claude"`.
+    bin: Option<BTreeMap<String, String>>,
+}
+
+/// Which layer a value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Origin {
+    Default,
     Global,
     Project,
     Local,
 }
 
+impl Origin {
+    /// The name shown to people.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Default => "default",
+            Origin::Global => "global",
+            Origin::Project => "project",
+            Origin::Local => "local",
+        }
+    }
+}
+
 /// The effective configuration for one project.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Config {
+    pub policy: Policy,
+    pub worktree: WorktreeSection,
+    /// Roles, built-in ones first, with the layer each came from.
+    pub roles: Vec<(Role, Origin)>,
     /// Generic agents, in declaration order, with the layer each came from.
     pub agents: Vec<(AgentDef, Origin)>,
+    /// `[models]`: agent id to default model, merged by key.
+    pub models: BTreeMap<String, (String, Origin)>,
     /// `[bin]`: provider id to executable, merged by key.
-    pub bin: std::collections::BTreeMap<String, (String, Origin)>,
+    pub bin: BTreeMap<String, (String, Origin)>,
+    /// Where each `policy.*` and `worktree.*` field came from; absent means default.
+    pub provenance: BTreeMap<String, Origin>,
     /// The files that were read.
     pub files: Vec<PathBuf>,
 }
 
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            policy: Policy::default(),
+            worktree: WorktreeSection::default(),
+            roles: builtin_roles().into_iter().map(|r| (r, Origin::Default)).collect(),
+            agents: Vec::new(),
+            models: BTreeMap::new(),
+            bin: BTreeMap::new(),
+            provenance: BTreeMap::new(),
+            files: Vec::new(),
+        }
+    }
+}
+
+/// The three layer files for a project, most general first.
+pub fn layer_paths(global_dir: &Path, project: &Path) -> [(PathBuf, Origin); 3] {
+    [
+        (global_dir.join("config.toml"), Origin::Global),
+        (project.join(".caesar").join("config.toml"), Origin::Project),
+        (project.join(".caesar").join("config.local.toml"), Origin::Local),
+    ]
+}
+
 impl Config {
-    /// Loads and merges the three layers for `project`.
+    /// Loads and merges the three layers for `project` over the defaults.
     pub fn load(global_dir: &Path, project: &Path) -> Result<Config> {
         let mut config = Config::default();
-        let layers = [
-            (global_dir.join("config.toml"), Origin::Global),
-            (project.join(".caesar").join("config.toml"), Origin::Project),
-            (project.join(".caesar").join("config.local.toml"), Origin::Local),
-        ];
-        for (path, origin) in layers {
+        for (path, origin) in layer_paths(global_dir, project) {
             let text = match std::fs::read_to_string(&path) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(Error::io_at("cannot read", &path, e)),
             };
             let layer = parse_layer(&path, &text)?;
-            for agent in layer.agent {
-                validate_agent(&path, &agent)?;
-                match config.agents.iter_mut().find(|(a, _)| a.id == agent.id) {
-                    Some(slot) => *slot = (agent, origin),
-                    None => config.agents.push((agent, origin)),
-                }
-            }
-            for (id, bin) in layer.bin {
-                if bin.trim().is_empty() {
-                    return Err(Error::Invalid(format!(
-                        "{}: [bin] `{id}` is empty: give the executable's path, or remove the key",
-                        path.display()
-                    )));
-                }
-                config.bin.insert(id, (bin, origin));
-            }
+            config.merge(&path, &text, layer, origin)?;
             config.files.push(path);
         }
         Ok(config)
+    }
+
+    /// Loads only the global layer (no project).
+    pub fn load_global(global_dir: &Path) -> Result<Config> {
+        Config::load(global_dir, Path::new("/nonexistent/caesar-no-project"))
+    }
+
+    fn merge(&mut self, path: &Path, text: &str, layer: Layer, origin: Origin) -> Result<()> {
+        let bad =
+            |key: &str, why: String| Error::Invalid(format!("{}{}: `{key}` {why}", path.display(), line_of(text, key)));
+        if let Some(p) = layer.policy {
+            let mut set = |field: &str| {
+                self.provenance.insert(format!("policy.{field}"), origin);
+            };
+            if let Some(v) = p.allowed {
+                self.policy.allowed = v;
+                set("allowed");
+            }
+            if let Some(v) = p.denied {
+                self.policy.denied = v;
+                set("denied");
+            }
+            if let Some(v) = p.max_parallel {
+                if v == 0 {
+                    return Err(bad("max_parallel", "must be at least 1".to_owned()));
+                }
+                self.policy.max_parallel = v;
+                set("max_parallel");
+            }
+            if let Some(v) = p.default_isolation {
+                self.policy.default_isolation = v;
+                set("default_isolation");
+            }
+            if let Some(v) = p.default_mode {
+                self.policy.default_mode = v;
+                set("default_mode");
+            }
+            if let Some(v) = p.default_network {
+                self.policy.default_network = v;
+                set("default_network");
+            }
+            if let Some(v) = p.default_timeout {
+                self.policy.default_timeout_ms = v.ms().map_err(|e| bad("default_timeout", e))?;
+                set("default_timeout");
+            }
+            if let Some(v) = p.allow_recursion {
+                self.policy.allow_recursion = v;
+                set("allow_recursion");
+            }
+            if let Some(v) = p.allow_inplace_write {
+                self.policy.allow_inplace_write = v;
+                set("allow_inplace_write");
+            }
+            if let Some(v) = p.max_depth {
+                self.policy.max_depth = v;
+                set("max_depth");
+            }
+        }
+        if let Some(w) = layer.worktree {
+            for (key, list) in [("copy", &w.copy), ("link", &w.link)] {
+                for entry in list.iter().flatten() {
+                    check_worktree_path(entry).map_err(|why| bad(key, format!("entry `{entry}` {why}")))?;
+                }
+            }
+            if let Some(v) = w.copy {
+                self.worktree.copy = v;
+                self.provenance.insert("worktree.copy".to_owned(), origin);
+            }
+            if let Some(v) = w.link {
+                self.worktree.link = v;
+                self.provenance.insert("worktree.link".to_owned(), origin);
+            }
+            if let Some(v) = w.setup {
+                if v.iter().any(|c| c.trim().is_empty()) {
+                    return Err(bad("setup", "holds an empty command: remove it".to_owned()));
+                }
+                self.worktree.setup = v;
+                self.provenance.insert("worktree.setup".to_owned(), origin);
+            }
+        }
+        for raw in layer.role.unwrap_or_default() {
+            if raw.name.trim().is_empty() {
+                return Err(bad("name", "of a [[role]] is empty: give the role a name".to_owned()));
+            }
+            if raw.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+                return Err(bad("model", format!("of role `{}` is empty: remove the key or name a model", raw.name)));
+            }
+            let timeout_ms = match &raw.timeout {
+                Some(t) => t.ms().map_err(|e| bad("timeout", e))?,
+                None => 10 * 60 * 1000,
+            };
+            let role = Role {
+                name: raw.name,
+                purpose: raw.purpose,
+                agents: raw.agents,
+                mode: raw.mode,
+                isolation: raw.isolation,
+                network: raw.network,
+                timeout_ms,
+                model: raw.model,
+                system_prompt_file: raw.system_prompt_file,
+            };
+            match self.roles.iter_mut().find(|(r, _)| r.name == role.name) {
+                Some(slot) => *slot = (role, origin),
+                None => self.roles.push((role, origin)),
+            }
+        }
+        for agent in layer.agent.unwrap_or_default() {
+            validate_agent(path, &agent)?;
+            match self.agents.iter_mut().find(|(a, _)| a.id == agent.id) {
+                Some(slot) => *slot = (agent, origin),
+                None => self.agents.push((agent, origin)),
+            }
+        }
+        for (id, model) in layer.models.unwrap_or_default() {
+            if model.trim().is_empty() {
+                return Err(bad(&id, "in [models] is empty: remove the key or name a model".to_owned()));
+            }
+            self.models.insert(id, (model, origin));
+        }
+        for (id, bin) in layer.bin.unwrap_or_default() {
+            if bin.trim().is_empty() {
+                return Err(bad(&id, "in [bin] is empty: give the executable's path, or remove the key".to_owned()));
+            }
+            self.bin.insert(id, (bin, origin));
+        }
+        Ok(())
     }
 
     /// The generic agent with this id, if declared.
     pub fn agent(&self, id: &str) -> Option<&AgentDef> {
         self.agents.iter().find(|(a, _)| a.id == id).map(|(a, _)| a)
     }
+
+    /// The role with this name, if any.
+    pub fn role(&self, name: &str) -> Option<&Role> {
+        self.roles.iter().find(|(r, _)| r.name == name).map(|(r, _)| r)
+    }
+
+    /// Where a `policy.*` or `worktree.*` field came from.
+    pub fn origin_of(&self, key: &str) -> Origin {
+        self.provenance.get(key).copied().unwrap_or(Origin::Default)
+    }
+}
+
+/// The line of the first occurrence of `key` in `text`, as `:N`, to point
+/// a person at it; empty when not found.
+fn line_of(text: &str, key: &str) -> String {
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start();
+            l.starts_with(key) && l[key.len()..].trim_start().starts_with('=')
+        })
+        .map(|i| format!(":{}", i + 1))
+        .unwrap_or_default()
+}
+
+/// A `[worktree]` copy or link path must stay inside the workspace and out
+/// of the repository's and caesar's own directories.
+fn check_worktree_path(p: &str) -> std::result::Result<(), &'static str> {
+    if p.trim().is_empty() {
+        return Err("is empty");
+    }
+    if p.starts_with('/') || p.starts_with('\\') || (p.len() > 1 && p.as_bytes()[1] == b':') {
+        return Err("is absolute: paths are relative to the workspace root");
+    }
+    let parts: Vec<&str> = p.split(['/', '\\']).collect();
+    if parts.contains(&"..") {
+        return Err("contains `..`: a path cannot leave the workspace");
+    }
+    if matches!(parts.first(), Some(&".git") | Some(&".caesar")) {
+        return Err("is under .git or .caesar, which belong to git and to caesar");
+    }
+    Ok(())
 }
 
 fn parse_layer(path: &Path, text: &str) -> Result<Layer> {
@@ -111,7 +554,7 @@ fn parse_layer(path: &Path, text: &str) -> Result<Layer> {
                 format!(":{line}")
             })
             .unwrap_or_default();
-        Error::Invalid(format!("{}{place}: {}", path.display(), e.message()))
+        Error::Invalid(format!("{}{place}: {}", path.display(), e.message().trim()))
     })
 }
 
@@ -128,6 +571,15 @@ fn validate_agent(path: &Path, agent: &AgentDef) -> Result<()> {
     if agent.bin.trim().is_empty() {
         return Err(Error::Invalid(format!(
             "{}: [[agent]] `{}` has an empty `bin`: give the executable's name or path",
+            path.display(),
+            agent.id
+        )));
+    }
+    if let Some(mode) = agent.cwd_mode.as_deref()
+        && !matches!(mode, "process" | "flag")
+    {
+        return Err(Error::Invalid(format!(
+            "{}: [[agent]] `{}` has cwd_mode `{mode}`: use `process` or `flag`",
             path.display(),
             agent.id
         )));
@@ -155,43 +607,101 @@ mod tests {
         std::fs::write(path, text).unwrap();
     }
 
-    #[test]
-    fn agents_merge_by_id_across_layers() {
-        let g = tempfile::tempdir().unwrap();
-        let p = tempfile::tempdir().unwrap();
-        write(
-            &g.path().join("config.toml"),
-            "[[agent]]\nid = \"a\"\nbin = \"global-a\"\n[[agent]]\nid = \"b\"\nbin = \"b\"\n",
-        );
-        write(
-            &p.path().join(".caesar/config.toml"),
-            "[[agent]]\nid = \"a\"\nbin = \"project-a\"\nargs = [\"{{prompt}}\"]\n",
-        );
-        write(
-            &p.path().join(".caesar/config.local.toml"),
-            "[policy]\nmax_parallel = 2\n[bin]\nclaude = \"/opt/claude\"\n",
-        );
-        let c = Config::load(g.path(), p.path()).unwrap();
-        assert_eq!(c.agents.len(), 2);
-        assert_eq!(c.agent("a").unwrap().bin, "project-a");
-        assert_eq!(c.agents[0].1, Origin::Project);
-        assert_eq!(c.agent("b").unwrap().bin, "b");
-        assert_eq!(c.files.len(), 3);
-        assert_eq!(c.bin["claude"], ("/opt/claude".to_owned(), Origin::Local));
+    struct Dirs {
+        global: tempfile::TempDir,
+        project: tempfile::TempDir,
+    }
+
+    impl Dirs {
+        fn new() -> Dirs {
+            Dirs { global: tempfile::tempdir().unwrap(), project: tempfile::tempdir().unwrap() }
+        }
+        fn global(&self, text: &str) {
+            write(&self.global.path().join("config.toml"), text);
+        }
+        fn project(&self, text: &str) {
+            write(&self.project.path().join(".caesar/config.toml"), text);
+        }
+        fn local(&self, text: &str) {
+            write(&self.project.path().join(".caesar/config.local.toml"), text);
+        }
+        fn load(&self) -> Result<Config> {
+            Config::load(self.global.path(), self.project.path())
+        }
     }
 
     #[test]
-    fn a_parse_error_names_the_file_and_line() {
-        let g = tempfile::tempdir().unwrap();
-        let p = tempfile::tempdir().unwrap();
-        let file = p.path().join(".caesar/config.toml");
-        write(&file, "[[agent]]\nid = \"a\"\nbin = \n");
-        let err = Config::load(g.path(), p.path()).unwrap_err().to_string();
-        assert!(err.contains("config.toml:3"), "{err}");
-        write(&file, "[[agent]]\nid = \"a\"\nbin = \"x\"\nargz = []\n");
-        let err = Config::load(g.path(), p.path()).unwrap_err().to_string();
-        assert!(err.contains("argz"), "{err}");
-        write(&file, "[[agent]]\nid = \"a b\"\nbin = \"x\"\n");
-        assert!(Config::load(g.path(), p.path()).is_err());
+    fn defaults_are_caesars() {
+        let c = Dirs::new().load().unwrap();
+        let p = &c.policy;
+        assert_eq!((p.max_parallel, p.max_depth, p.default_timeout_ms), (4, 2, 600_000));
+        assert_eq!(
+            (p.default_isolation, p.default_mode, p.default_network),
+            (IsolationPref::Auto, Mode::Write, NetworkPref::Auto)
+        );
+        assert!(!p.allow_recursion && !p.allow_inplace_write);
+        let names: Vec<&str> = c.roles.iter().map(|(r, _)| r.name.as_str()).collect();
+        assert_eq!(names, ["reviewer", "implementer", "investigator"]);
+        assert_eq!(c.origin_of("policy.max_parallel"), Origin::Default);
+    }
+
+    #[test]
+    fn three_layers_merge_field_by_field_with_provenance() {
+        let d = Dirs::new();
+        d.global("[policy]\nmax_parallel = 8\ndenied = [\"grok\", \"qwen\"]\ndefault_timeout = \"20m\"\n[models]\ncodex = \"gpt-5\"\nclaude = \"opus\"\n");
+        d.project("[policy]\nmax_depth = 3\n[worktree]\ncopy = [\"node_modules\"]\nsetup = [\"npm ci\"]\n[[role]]\nname = \"reviewer\"\nagents = [\"claude\"]\nmode = \"read-only\"\n[[agent]]\nid = \"a\"\nbin = \"project-a\"\nargs = [\"{{prompt}}\"]\nnative_read_only = true\n");
+        d.local("[policy]\ndenied = [\"grok\"]\ndefault_timeout = 90000\n[worktree]\nsetup = []\n[models]\ncodex = \"o4\"\n[bin]\nclaude = \"/opt/claude\"\n[[agent]]\nid = \"a\"\nbin = \"local-a\"\n");
+        let c = d.load().unwrap();
+        assert_eq!(c.policy.max_parallel, 8);
+        assert_eq!(c.origin_of("policy.max_parallel"), Origin::Global);
+        assert_eq!(c.policy.max_depth, 3);
+        assert_eq!(c.origin_of("policy.max_depth"), Origin::Project);
+        // A list replaces the inherited list: the local layer removed qwen.
+        assert_eq!(c.policy.denied, ["grok"]);
+        assert_eq!(c.origin_of("policy.denied"), Origin::Local);
+        assert_eq!(c.policy.default_timeout_ms, 90_000);
+        assert_eq!(c.worktree.copy, ["node_modules"]);
+        assert!(c.worktree.setup.is_empty(), "the local layer emptied setup");
+        assert_eq!(c.origin_of("worktree.setup"), Origin::Local);
+        assert_eq!(c.models["codex"], ("o4".to_owned(), Origin::Local));
+        assert_eq!(c.models["claude"], ("opus".to_owned(), Origin::Global));
+        assert_eq!(c.bin["claude"], ("/opt/claude".to_owned(), Origin::Local));
+        let (reviewer, origin) = c.roles.iter().find(|(r, _)| r.name == "reviewer").unwrap();
+        assert_eq!((reviewer.agents.as_slice(), *origin), (&["claude".to_owned()][..], Origin::Project));
+        assert_eq!(reviewer.isolation, IsolationPref::Auto, "a role replaced whole takes its own defaults");
+        assert_eq!(c.roles.len(), 3);
+        let a = c.agent("a").unwrap();
+        assert_eq!(a.bin, "local-a");
+        assert_eq!(a.native_read_only, None, "an agent replaced whole");
+        assert_eq!(c.files.len(), 3);
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_file_line_and_key() {
+        let d = Dirs::new();
+        d.project("[policy]\nmax_parallel = 2\ndefault_mode = \"yolo\"\n");
+        let err = d.load().unwrap_err().to_string();
+        assert!(err.contains("config.toml:3") && err.contains("yolo"), "{err}");
+
+        d.project("[worktree]\ncopy = [\"../secrets\"]\n");
+        let err = d.load().unwrap_err().to_string();
+        assert!(err.contains("copy") && err.contains("..") && err.contains(":2"), "{err}");
+        d.project("[worktree]\nlink = [\"/etc\"]\n");
+        assert!(d.load().unwrap_err().to_string().contains("absolute"));
+        d.project("[worktree]\ncopy = [\".git/config\"]\n");
+        assert!(d.load().unwrap_err().to_string().contains(".git"));
+
+        d.project("[models]\ncodex = \"\"\n");
+        assert!(d.load().unwrap_err().to_string().contains("[models] is empty"));
+        d.project("[policy]\ndefault_timeout = \"10 parsecs\"\n");
+        assert!(d.load().unwrap_err().to_string().contains("default_timeout"));
+        d.project("[polcy]\nmax_parallel = 2\n");
+        assert!(d.load().unwrap_err().to_string().contains("polcy"));
+        d.project("[[agent]]\nid = \"a\"\nbin = \n");
+        assert!(d.load().unwrap_err().to_string().contains("config.toml:3"));
+        d.project("[[agent]]\nid = \"a b\"\nbin = \"x\"\n");
+        assert!(d.load().is_err());
+        d.project("[policy]\nmax_parallel = 0\n");
+        assert!(d.load().unwrap_err().to_string().contains("at least 1"));
     }
 }

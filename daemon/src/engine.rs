@@ -26,13 +26,14 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::agents::{self, Launch, TokenValues};
 use crate::clock::{now_ms, rfc3339};
-use crate::config::{AgentDef, Config, project_root};
+use crate::config::{Config, IsolationPref, project_root};
 use crate::error::{Error, Result};
 use crate::oacp::{
-    BlockerKind, EVENT_PROTOCOL, EventBody, EventRecord, Isolation, Mode, OACP_VERSION, TASK_PROTOCOL, TaskDoc,
+    BlockerKind, EVENT_PROTOCOL, EventBody, EventRecord, Isolation, OACP_VERSION, TASK_PROTOCOL, TaskDoc,
 };
 use crate::provider::{self, LineParser, Parsed, Stream};
 use crate::report::{self, Ending};
+use crate::resolve::{self, AgentTarget};
 use crate::store::{Outcome, QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
 use crate::supervisor::{self, SuperviseArgs};
 use crate::tail::{self, LogTail};
@@ -40,8 +41,6 @@ use crate::tail::{self, LogTail};
 /// Tunables of the engine.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Used when a delegation names no timeout (10 minutes).
-    pub default_timeout_ms: u64,
     /// Between SIGTERM and SIGKILL when a task is stopped.
     pub grace_ms: u64,
     /// How often a running task's log is read.
@@ -55,17 +54,10 @@ impl Settings {
     /// `CAESAR_KILL_GRACE_MS` (tests shorten it).
     pub fn from_env() -> std::io::Result<Settings> {
         let grace_ms = std::env::var("CAESAR_KILL_GRACE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
-        Ok(Settings {
-            default_timeout_ms: 10 * 60 * 1000,
-            grace_ms,
-            poll: Duration::from_millis(20),
-            supervisor_exe: std::env::current_exe()?,
-        })
+        Ok(Settings { grace_ms, poll: Duration::from_millis(20), supervisor_exe: std::env::current_exe()? })
     }
 }
 
-/// The longest timeout a delegation may ask for.
-pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 /// The most events one `Logs` call returns.
 pub const MAX_LOG_EVENTS: u32 = 10_000;
 /// How many characters of the agent's reply a snapshot shows.
@@ -104,6 +96,8 @@ pub struct TaskView {
     pub output: Option<(String, i64)>,
     /// What the agent is doing now.
     pub activity: Option<Activity>,
+    /// For a queued task, how many queued tasks start before it.
+    pub queue_position: Option<u32>,
 }
 
 /// The result of [`Engine::delegate`].
@@ -164,6 +158,9 @@ pub struct Engine {
     store: Store,
     live: Mutex<HashMap<String, Arc<Live>>>,
     versions: crate::catalog::VersionCache,
+    /// Held while the queue decides what to start, and while a queued task
+    /// is cancelled, so the two never race.
+    scheduling: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -205,7 +202,14 @@ impl Engine {
         std::fs::create_dir_all(paths.state_dir.join("tasks"))
             .map_err(|e| Error::io_at("cannot create", &paths.state_dir, e))?;
         let store = Store::open(&paths.state_dir.join("caesar.db"))?;
-        Ok(Arc::new(Engine { paths, settings, store, live: Mutex::new(HashMap::new()), versions: Default::default() }))
+        Ok(Arc::new(Engine {
+            paths,
+            settings,
+            store,
+            live: Mutex::new(HashMap::new()),
+            versions: Default::default(),
+            scheduling: Default::default(),
+        }))
     }
 
     /// The store, for read-only inspection (doctor, tests).
@@ -246,70 +250,32 @@ impl Engine {
         if !workspace.is_dir() {
             return Err(Error::Invalid(format!("workspace {} is not a directory", workspace.display())));
         }
-        let mode = match input.mode.as_deref().filter(|m| !m.is_empty()) {
-            None => Mode::Write,
-            Some(m) => Mode::parse(m)
-                .ok_or_else(|| Error::Invalid(format!("unknown mode `{m}`: use `read-only` or `write`")))?,
-        };
-        let mut warnings = BTreeMap::new();
-        let isolation = match input.isolation.as_deref().filter(|m| !m.is_empty()) {
-            None | Some("auto") | Some("inplace") => Isolation::Inplace,
-            Some("worktree") => {
+        let project = project_root(&workspace);
+        let config = Config::load(&self.paths.config_dir, &project)?;
+        let resolution = resolve::resolve(&config, &project, &input)?;
+        let mut warnings = resolution.warnings.clone();
+        let agent_id = resolution.agent.clone();
+        let (mode, timeout_ms) = (resolution.mode, resolution.timeout_ms);
+        let isolation = match resolution.isolation {
+            IsolationPref::Inplace | IsolationPref::Auto => Isolation::Inplace,
+            IsolationPref::Worktree => {
                 return Err(Error::Unimplemented(
                     "worktree isolation is not available in this build yet: use `inplace` (or `auto`)".to_owned(),
                 ));
             }
-            Some(other) => {
-                return Err(Error::Invalid(format!(
-                    "unknown isolation `{other}`: use `inplace`, `worktree` or `auto`"
-                )));
-            }
         };
-        match input.network.as_deref().filter(|n| !n.is_empty()) {
-            None | Some("auto") | Some("on") => {}
-            Some("off") => {
-                warnings.insert(
-                    "network_warning".to_owned(),
-                    "network `off` cannot be enforced for this agent: it runs with the network".to_owned(),
-                );
-            }
-            Some(other) => {
-                return Err(Error::Invalid(format!("unknown network `{other}`: use `auto`, `on` or `off`")));
-            }
-        }
-        let timeout_ms = match input.timeout_ms {
-            None | Some(0) => self.settings.default_timeout_ms,
-            Some(t) if t > MAX_TIMEOUT_MS => {
-                return Err(Error::Invalid(format!(
-                    "timeout of {t} ms is over the limit of {MAX_TIMEOUT_MS} ms (24 h)"
-                )));
-            }
-            Some(t) => t,
-        };
-        if input.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
-            return Err(Error::Invalid("`model` is empty: omit it or name a model".to_owned()));
-        }
-        if input.channel {
-            warnings.insert(
-                "channel_warning".to_owned(),
-                "the return channel is not available in this build: the agent runs without it".to_owned(),
-            );
-        }
-        let project = project_root(&workspace);
-        let config = Config::load(&self.paths.config_dir, &project)?;
-        let agent_id =
-            match (input.agent.as_deref().filter(|a| !a.is_empty()), input.role.as_deref().filter(|r| !r.is_empty())) {
-                (Some(a), _) => a.to_owned(),
-                (None, Some(role)) => {
-                    return Err(Error::NotFound(format!(
-                        "unknown role `{role}`: roles are not available in this build yet; name an agent with `agent`"
-                    )));
-                }
-                (None, None) => {
-                    return Err(Error::Invalid("name an `agent` (or a `role`) to delegate to".to_owned()));
-                }
-            };
         let session_id = input.session_id.clone().filter(|s| !s.trim().is_empty());
+        match &resolution.target {
+            AgentTarget::Provider { spec, .. } if session_id.is_some() && !spec.capabilities.resume => {
+                return Err(Error::Invalid(format!("agent `{agent_id}` cannot resume sessions: omit `session_id`")));
+            }
+            AgentTarget::Generic { .. } if session_id.is_some() => {
+                return Err(Error::Invalid(format!(
+                    "agent `{agent_id}` is a generic agent and cannot resume a session: omit `session_id`"
+                )));
+            }
+            _ => {}
+        }
         if let Some(session) = &session_id
             && let Some(owner) = self.store.agent_of_session(session)?
             && owner != agent_id
@@ -318,13 +284,11 @@ impl Engine {
                 "session `{session}` belongs to agent `{owner}`, not `{agent_id}`: resume it with agent `{owner}`, or omit `session_id`"
             )));
         }
-        let target = resolve_agent(&config, &project, &agent_id)?;
-        if let AgentTarget::Provider { spec, .. } = &target {
-            check_provider_options(spec, &input, session_id.as_deref())?;
-        } else if session_id.is_some() {
-            return Err(Error::Invalid(format!(
-                "agent `{agent_id}` is a generic agent and cannot resume a session: omit `session_id`"
-            )));
+        if input.channel {
+            warnings.insert(
+                "channel_warning".to_owned(),
+                "the return channel is not available in this build: the agent runs without it".to_owned(),
+            );
         }
 
         let id = crate::ids::task_id();
@@ -333,19 +297,23 @@ impl Engine {
         let report_path = task_dir.join("report.json");
         let events_path = task_dir.join("events.jsonl");
         let created_ms = now_ms();
+        let mut context = input.context.clone();
+        if !resolution.system_prompt.trim().is_empty() {
+            context = format!("{}\n\n{context}", resolution.system_prompt.trim()).trim().to_owned();
+        }
         let doc = TaskDoc {
             protocol: TASK_PROTOCOL.to_owned(),
             id: id.clone(),
             created_at: rfc3339(created_ms),
-            role: input.role.clone().filter(|r| !r.is_empty()),
+            role: resolution.role.as_ref().map(|r| r.name.clone()),
             agent: agent_id.clone(),
             objective: objective.to_owned(),
-            context: input.context.clone(),
+            context,
             constraints: input.constraints.clone(),
             acceptance_criteria: input.acceptance_criteria.clone(),
             mode,
             isolation,
-            network: true,
+            network: resolution.network.available,
             workspace: workspace.display().to_string(),
             base_ref: None,
             deadline_ms: timeout_ms,
@@ -353,37 +321,44 @@ impl Engine {
             report_path: report_path.display().to_string(),
             events_path: events_path.display().to_string(),
             channel: None,
-            model: input.model.clone(),
+            model: resolution.model.clone(),
         };
         let prompt = agents::brief(&doc);
         let task_dir_s = task_dir.display().to_string();
-        let launch = match &target {
-            AgentTarget::Generic { def, program } => Launch {
-                program: program.display().to_string(),
-                args: agents::expand_args(
+        let mut launch = match &resolution.target {
+            AgentTarget::Generic { def, program } => {
+                let mut args = agents::expand_args(
                     &def.args,
                     &TokenValues {
                         prompt: Some(&prompt),
                         workspace: Some(&doc.workspace),
                         task_dir: Some(&task_dir_s),
                         report_path: Some(&doc.report_path),
-                        model: input.model.as_deref(),
+                        model: resolution.model.as_deref(),
                     },
-                ),
-                env: def.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                parser: provider::GENERIC.to_owned(),
-            },
+                );
+                if resolution.network.request == Some(false) {
+                    args.extend(def.network_args.iter().flatten().cloned());
+                }
+                Launch {
+                    program: program.display().to_string(),
+                    args,
+                    env: def.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    parser: provider::GENERIC.to_owned(),
+                    ..Launch::default()
+                }
+            }
             AgentTarget::Provider { spec, program } => {
                 let invocation = provider::Invocation {
                     prompt: &prompt,
                     mode,
-                    model: input.model.as_deref(),
+                    model: resolution.model.as_deref(),
                     effort: input.effort.as_deref().filter(|e| !e.is_empty()),
                     resume_session: session_id.as_deref(),
                     workspace: &doc.workspace,
                     output_schema_path: None,
                     mcp: None,
-                    network: None,
+                    network: resolution.network.request,
                 };
                 let built = provider::build_launch(spec.id, &invocation)
                     .ok_or_else(|| Error::Internal(format!("no launch for provider {}", spec.id)))?;
@@ -402,9 +377,12 @@ impl Engine {
                     args: built.args,
                     env: built.env,
                     parser: spec.id.to_owned(),
+                    ..Launch::default()
                 }
             }
         };
+        launch.findings = resolution.findings.clone();
+        launch.max_parallel = config.policy.max_parallel;
         let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
         supervisor::write_atomic(&task_dir.join("task.json"), &task_json)
             .map_err(|e| Error::io_at("cannot write", &task_dir.join("task.json"), e))?;
@@ -416,8 +394,8 @@ impl Engine {
             role: doc.role.clone(),
             mode,
             isolation,
-            network: true,
-            model: input.model.clone(),
+            network: doc.network,
+            model: resolution.model.clone(),
             objective: objective.to_owned(),
             workspace: doc.workspace.clone(),
             task_dir: task_dir_s,
@@ -442,8 +420,37 @@ impl Engine {
             launch_json: serde_json::to_string(&launch).map_err(|e| Error::Internal(e.to_string()))?,
         };
         self.store.insert_task(&record)?;
-        let record = self.start(record).await?;
+        self.schedule().await;
+        let record = self.record(&id)?;
         Ok(Delegated { record, warnings })
+    }
+
+    /// Starts queued tasks, oldest first, while fewer tasks run than the
+    /// head of the queue allows (its project's `max_parallel`). The queue is
+    /// FIFO across every client of the daemon: a task never overtakes an
+    /// older one.
+    ///
+    /// Boxed: starting a task spawns its monitor, which schedules again
+    /// when the task ends, and that cycle needs one named future type.
+    fn schedule(self: &Arc<Self>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(self.schedule_now())
+    }
+
+    async fn schedule_now(self: &Arc<Self>) {
+        let _turn = self.scheduling.lock().await;
+        loop {
+            let Ok(mut pending) = self.store.tasks(&[TaskStatus::Pending], u32::MAX) else { return };
+            let Some(head) = pending.pop() else { return };
+            let running = self.store.count_status(TaskStatus::Running).unwrap_or(0);
+            let max_parallel = serde_json::from_str::<Launch>(&head.launch_json).map(|l| l.max_parallel).unwrap_or(0);
+            if max_parallel > 0 && running >= max_parallel {
+                return;
+            }
+            let id = head.id.clone();
+            if let Err(e) = self.start(head).await {
+                warn!(task_id = %id, "could not start: {e}");
+            }
+        }
     }
 
     /// Starts the supervisor of a recorded task and its monitor.
@@ -567,6 +574,8 @@ impl Engine {
         if let Err(e) = self.conclude(run) {
             warn!("ending a task failed: {e}");
         }
+        // A slot is free: start the next queued task.
+        self.schedule().await;
     }
 
     /// Reads new output, parses it and stores the events.
@@ -762,6 +771,10 @@ impl Engine {
             ending,
             duration_ms,
         });
+        let mut recovered = recovered;
+        if let Ok(launch) = serde_json::from_str::<Launch>(&record.launch_json) {
+            recovered.0.findings.extend(launch.findings);
+        }
         let finished = EventBody::Finished {
             status: recovered.0.status,
             summary: report::tail_chars(&recovered.0.summary, 500),
@@ -828,13 +841,16 @@ impl Engine {
                 supervisor::is_same_process_alive(pid, record.supervisor_start, record.boot_id.as_deref())
             });
             if record.supervisor_pid.is_none() && agent.is_none() && !exited {
-                // Recorded, never started: start it now.
-                info!(task_id = %record.id, "starting a task recorded before the restart");
-                if let Err(e) = self.start(record.clone()).await {
-                    warn!(task_id = %record.id, "could not start: {e}");
-                }
+                // Queued, never started: the queue starts it below.
                 continue;
             }
+            // Started, but the daemon died before recording the supervisor:
+            // the supervisor recorded itself in agent.json.
+            let (supervisor_pid, supervisor_alive) = match (record.supervisor_pid, &agent) {
+                (Some(pid), _) => (pid, supervisor_alive),
+                (None, Some(a)) => (a.supervisor_pid, supervisor::is_same_process_alive(a.supervisor_pid, None, None)),
+                (None, None) => (0, false),
+            };
             let launch: Option<Launch> = serde_json::from_str(&record.launch_json).ok();
             let live = Live::new(TaskStatus::Running);
             self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(record.id.clone(), live.clone());
@@ -849,11 +865,11 @@ impl Engine {
                 messages: String::new(),
                 session_id: record.session_id.clone(),
                 blocker: None,
-                supervisor_pid: record.supervisor_pid,
+                supervisor_pid: Some(supervisor_pid).filter(|p| *p != 0),
                 live,
             };
             let waiter = Waiter::Reattached {
-                pid: record.supervisor_pid.unwrap_or(0),
+                pid: supervisor_pid,
                 start: record.supervisor_start,
                 boot: record.boot_id.clone(),
             };
@@ -867,6 +883,7 @@ impl Engine {
                 tokio::spawn(async move { engine.monitor(run, waiter).await }.instrument(span));
             }
         }
+        self.schedule().await;
         Ok(())
     }
 
@@ -897,6 +914,13 @@ impl Engine {
     pub fn list_agents(&self, workspace: &str) -> Result<Vec<crate::catalog::AgentEntry>> {
         let (config, _) = self.config_for(workspace)?;
         Ok(crate::catalog::list(&config, &self.versions))
+    }
+
+    /// The roles of the project at `workspace`, each with the agent it would
+    /// pick now and why earlier candidates were skipped.
+    pub fn list_roles(&self, workspace: &str) -> Result<Vec<serde_json::Value>> {
+        let (config, _) = self.config_for(workspace)?;
+        Ok(resolve::roles_view(&config))
     }
 
     /// One agent with the options delegate accepts for it.
@@ -937,7 +961,13 @@ impl Engine {
         let live = self.live(&record.id);
         let output = live.as_ref().and_then(|l| l.output.lock().unwrap_or_else(|p| p.into_inner()).clone());
         let activity = live.as_ref().and_then(|l| l.activity.lock().unwrap_or_else(|p| p.into_inner()).clone());
-        Ok(TaskView { record, report, pending_questions, output, activity })
+        let queue_position = if record.status == TaskStatus::Pending {
+            let queued = self.store.tasks(&[TaskStatus::Pending], u32::MAX)?;
+            queued.iter().rev().position(|t| t.id == record.id).map(|p| p as u32)
+        } else {
+            None
+        };
+        Ok(TaskView { record, report, pending_questions, output, activity, queue_position })
     }
 
     /// Tasks, newest first.
@@ -1018,6 +1048,23 @@ impl Engine {
         let record = self.record(id)?;
         if record.status.is_terminal() {
             return Ok((false, record.status));
+        }
+        if record.status == TaskStatus::Pending {
+            // Queued: take the queue's turn so it cannot start meanwhile.
+            let _turn = self.scheduling.lock().await;
+            let record = self.record(id)?;
+            if record.status == TaskStatus::Pending && record.supervisor_pid.is_none() {
+                self.store.set_cancel_requested(id)?;
+                let report = report::recover(&report::Inputs {
+                    task_id: &record.id,
+                    report_path: &Path::new(&record.task_dir).join("report.json"),
+                    texts: &[],
+                    ending: Ending::Cancelled,
+                    duration_ms: 0,
+                });
+                self.finish_task(&record, TaskStatus::Cancelled, None, None, None, report)?;
+                return Ok((true, TaskStatus::Cancelled));
+            }
         }
         let live = self.live(id);
         let mut status_rx = live.as_ref().map(|l| l.status.subscribe());
@@ -1180,71 +1227,4 @@ fn append_file(path: &Path, bytes: &[u8]) {
     if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
         let _ = f.write_all(bytes);
     }
-}
-
-/// What an agent id resolves to.
-enum AgentTarget<'a> {
-    /// An OACP generic agent from `[[agent]]`.
-    Generic { def: &'a AgentDef, program: PathBuf },
-    /// A native provider adapter.
-    Provider { spec: &'static provider::ProviderSpec, program: PathBuf },
-}
-
-/// Resolves an agent id: a `[[agent]]` entry first (declaring one with a
-/// native id replaces that adapter), then a native provider, whose
-/// executable is `[bin]`'s, else its default name on PATH.
-fn resolve_agent<'a>(config: &'a Config, project: &Path, agent_id: &str) -> Result<AgentTarget<'a>> {
-    if let Some(def) = config.agent(agent_id) {
-        let program = agents::resolve_bin(&def.bin).ok_or_else(|| {
-            Error::Precondition(format!(
-                "agent `{agent_id}`: its executable `{}` is not installed or not executable; fix `bin` in the [[agent]] entry",
-                def.bin
-            ))
-        })?;
-        return Ok(AgentTarget::Generic { def, program });
-    }
-    if let Some(spec) = provider::spec(agent_id) {
-        let (bin, from_config) = match config.bin.get(agent_id) {
-            Some((bin, _)) => (bin.as_str(), true),
-            None => (spec.default_bin, false),
-        };
-        let program = agents::resolve_bin(bin).ok_or_else(|| {
-            Error::Precondition(if from_config {
-                format!("agent `{agent_id}`: [bin] {agent_id} = `{bin}` is not an executable file; fix the path in your config")
-            } else {
-                format!(
-                    "agent `{agent_id}` is not installed: `{bin}` is not on PATH. Install it, or set its path in config: [bin] {agent_id} = \"/path/to/{bin}\""
-                )
-            })
-        })?;
-        return Ok(AgentTarget::Provider { spec, program });
-    }
-    let mut known: Vec<&str> = config.agents.iter().map(|(a, _)| a.id.as_str()).collect();
-    known.extend(provider::all().iter().map(|s| s.id).filter(|id| config.agent(id).is_none()));
-    Err(Error::NotFound(format!(
-        "unknown agent `{agent_id}`: use one of {}, or declare it as [[agent]] in {}/.caesar/config.toml",
-        known.join(", "),
-        project.display()
-    )))
-}
-
-/// Refuses options a provider cannot honour, before anything is written.
-fn check_provider_options(spec: &provider::ProviderSpec, input: &DelegateInput, session: Option<&str>) -> Result<()> {
-    let caps = &spec.capabilities;
-    if input.model.is_some() && !caps.model_selection {
-        return Err(Error::Invalid(format!("agent `{}` cannot choose a model: omit `model`", spec.id)));
-    }
-    if session.is_some() && !caps.resume {
-        return Err(Error::Invalid(format!("agent `{}` cannot resume sessions: omit `session_id`", spec.id)));
-    }
-    if let Some(effort) = input.effort.as_deref().filter(|e| !e.is_empty())
-        && !spec.efforts.contains(&effort)
-    {
-        return Err(Error::Invalid(if spec.efforts.is_empty() {
-            format!("agent `{}` takes no reasoning effort: omit `effort`", spec.id)
-        } else {
-            format!("effort `{effort}` is not allowed for agent `{}`: use one of {}", spec.id, spec.efforts.join(", "))
-        }));
-    }
-    Ok(())
 }

@@ -15,13 +15,16 @@ pub mod engine;
 pub mod error;
 pub mod ids;
 pub mod oacp;
+pub mod policy;
 pub mod provider;
 pub mod report;
+pub mod resolve;
 pub mod rpc;
 pub mod server;
 pub mod store;
 pub mod supervisor;
 pub mod tail;
+pub mod workshop;
 
 /// The API protocol number this daemon answers `Ping` with.
 /// `CAESAR_TEST_PROTOCOL` overrides it, so tests can play an older daemon.

@@ -88,6 +88,7 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
             state: a.state,
             age_ms: (now - a.at_ms).max(0) as u64,
         }),
+        queue_position: v.queue_position,
     }
 }
 
@@ -254,8 +255,13 @@ impl Caesar for Service {
         Ok(Response::new(pb::DescribeAgentResponse { agent: Some(agent_info(entry)), options_json }))
     }
 
-    async fn list_roles(&self, _: Request<pb::ListRolesRequest>) -> Result<Response<pb::ListRolesResponse>, Status> {
-        Err(Status::unimplemented("roles arrive with the layered configuration"))
+    async fn list_roles(&self, req: Request<pb::ListRolesRequest>) -> Result<Response<pb::ListRolesResponse>, Status> {
+        let workspace = req.into_inner().workspace;
+        let engine = self.engine.clone();
+        let roles = tokio::task::spawn_blocking(move || engine.list_roles(&workspace))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(pb::ListRolesResponse { roles_json: roles.iter().map(|r| r.to_string()).collect() }))
     }
 
     async fn answer(&self, _: Request<pb::AnswerRequest>) -> Result<Response<pb::AnswerResponse>, Status> {

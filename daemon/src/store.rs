@@ -322,6 +322,12 @@ impl Store {
         Ok(out)
     }
 
+    /// How many tasks are in `status`.
+    pub fn count_status(&self, status: TaskStatus) -> Result<u32> {
+        let conn = self.lock();
+        Ok(conn.query_row("SELECT COUNT(*) FROM tasks WHERE status = ?1", [status.as_str()], |r| r.get(0))?)
+    }
+
     /// Marks a task running with the identity of its supervisor process.
     pub fn set_running(
         &self,

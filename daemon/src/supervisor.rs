@@ -43,6 +43,9 @@ pub const RAW_LOG: &str = "raw.log";
 pub struct AgentStarted {
     pub pid: u32,
     pub started_ms: i64,
+    /// The supervisor itself, for a daemon that died before recording it.
+    #[serde(default)]
+    pub supervisor_pid: u32,
 }
 
 /// `exit.json`: how the agent ended.
@@ -177,7 +180,12 @@ pub fn run(args: SuperviseArgs) -> i32 {
     let agent_pid = child.id();
     let _ = write_atomic(
         &args.task_dir.join(AGENT_FILE),
-        &serde_json::to_vec(&AgentStarted { pid: agent_pid, started_ms: crate::clock::now_ms() }).unwrap_or_default(),
+        &serde_json::to_vec(&AgentStarted {
+            pid: agent_pid,
+            started_ms: crate::clock::now_ms(),
+            supervisor_pid: std::process::id(),
+        })
+        .unwrap_or_default(),
     );
 
     let (tx, rx) = mpsc::channel();

@@ -245,7 +245,11 @@ async fn every_provider_replays_its_capture_to_the_expected_report() {
     for case in CASES {
         let script =
             stand_in(&env, case.provider, &fixture(case.capture), case.stderr.map(fixture).as_deref(), case.exit);
-        let bins = format!("[bin]\n{} = {:?}\n", case.provider, script.display().to_string());
+        let bins = format!(
+            "[policy]\nallow_recursion = true\n[bin]\n{} = {:?}\n",
+            case.provider,
+            script.display().to_string()
+        );
         std::fs::write(env.project.path().join(".caesar/config.toml"), bins).unwrap();
         let mut req = env.delegate_request(case.provider, "replay");
         req.mode = "read-only".into();
@@ -296,7 +300,11 @@ async fn a_session_resumes_with_its_own_provider_only() {
     let codex = stand_in(&env, "codex", &fixture("captures-local/codex-text-only.jsonl"), None, 0);
     std::fs::write(
         env.project.path().join(".caesar/config.toml"),
-        format!("[bin]\nclaude = {:?}\ncodex = {:?}\n", claude.display().to_string(), codex.display().to_string()),
+        format!(
+            "[policy]\nallow_recursion = true\n[bin]\nclaude = {:?}\ncodex = {:?}\n",
+            claude.display().to_string(),
+            codex.display().to_string()
+        ),
     )
     .unwrap();
     let mut c = env.start_daemon().await;

@@ -1,0 +1,401 @@
+//! Resolving a delegation before anything is written: the role and its
+//! fallback chain, the agent and its executable, the policy's four rules,
+//! mode, isolation, network, timeout and model, each from the most specific
+//! source that sets it (the request, then the role, then the config, then
+//! the default). Every refusal happens here, so a refused delegation leaves
+//! no trace on disk.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::agents;
+use crate::config::{AgentDef, Config, IsolationPref, NetworkPref, Role};
+use crate::engine::DelegateInput;
+use crate::error::{Error, Result};
+use crate::oacp::{Finding, Mode, Severity};
+use crate::policy;
+use crate::provider::{self, NetworkControl, ProviderSpec};
+
+/// What an agent id resolves to.
+#[derive(Debug)]
+pub enum AgentTarget<'a> {
+    /// An OACP generic agent from `[[agent]]`.
+    Generic { def: &'a AgentDef, program: PathBuf },
+    /// A native provider adapter.
+    Provider { spec: &'static ProviderSpec, program: PathBuf },
+}
+
+/// The executable of an agent id, if it is installed: a `[[agent]]` entry
+/// first (declaring one with a native id replaces that adapter), then a
+/// native provider whose executable is `[bin]`'s, else its default name on
+/// PATH.
+pub fn program_of(config: &Config, agent_id: &str) -> Option<PathBuf> {
+    if let Some(def) = config.agent(agent_id) {
+        return agents::resolve_bin(&def.bin);
+    }
+    let spec = provider::spec(agent_id)?;
+    let bin = config.bin.get(agent_id).map(|(b, _)| b.as_str()).unwrap_or(spec.default_bin);
+    agents::resolve_bin(bin)
+}
+
+/// Resolves an agent id to what runs, or an error naming the fix.
+pub fn agent_target<'a>(config: &'a Config, project: &Path, agent_id: &str) -> Result<AgentTarget<'a>> {
+    if let Some(def) = config.agent(agent_id) {
+        let program = agents::resolve_bin(&def.bin).ok_or_else(|| {
+            Error::Precondition(format!(
+                "agent `{agent_id}`: its executable `{}` is not installed or not executable; fix `bin` in the [[agent]] entry",
+                def.bin
+            ))
+        })?;
+        return Ok(AgentTarget::Generic { def, program });
+    }
+    if let Some(spec) = provider::spec(agent_id) {
+        let (bin, from_config) = match config.bin.get(agent_id) {
+            Some((bin, _)) => (bin.as_str(), true),
+            None => (spec.default_bin, false),
+        };
+        let program = agents::resolve_bin(bin).ok_or_else(|| {
+            Error::Precondition(if from_config {
+                format!("agent `{agent_id}`: [bin] {agent_id} = `{bin}` is not an executable file; fix the path in your config")
+            } else {
+                format!(
+                    "agent `{agent_id}` is not installed: `{bin}` is not on PATH. Install it, or set its path in config: [bin] {agent_id} = \"/path/to/{bin}\""
+                )
+            })
+        })?;
+        return Ok(AgentTarget::Provider { spec, program });
+    }
+    let mut known: Vec<&str> = config.agents.iter().map(|(a, _)| a.id.as_str()).collect();
+    known.extend(provider::all().iter().map(|s| s.id).filter(|id| config.agent(id).is_none()));
+    Err(Error::NotFound(format!(
+        "unknown agent `{agent_id}`: use one of {}, or declare it as [[agent]] in {}/.caesar/config.toml",
+        known.join(", "),
+        project.display()
+    )))
+}
+
+/// The agent a role would pick now, and why each earlier candidate was
+/// skipped (not installed, or refused by the policy).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pick {
+    pub agent: Option<String>,
+    pub reason: String,
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Walks a role's fallback chain.
+pub fn pick_for_role(config: &Config, role: &Role) -> Pick {
+    let mut skipped = Vec::new();
+    for agent in &role.agents {
+        if program_of(config, agent).is_none() {
+            skipped.push((agent.clone(), format!("agent `{agent}` is not installed (not found on PATH or in [bin])")));
+            continue;
+        }
+        if let Err(r) = policy::standing(&config.policy, agent) {
+            skipped.push((agent.clone(), r.to_string()));
+            continue;
+        }
+        let reason = if skipped.is_empty() {
+            format!("`{agent}` is the role's first choice, installed and allowed")
+        } else {
+            format!("`{agent}` is the first installed and allowed agent of the role's chain")
+        };
+        return Pick { agent: Some(agent.clone()), reason, skipped };
+    }
+    let reason = if role.agents.is_empty() {
+        format!("role `{}` lists no agent: add some to its `agents`", role.name)
+    } else {
+        format!(
+            "no agent of role `{}` is available: {}",
+            role.name,
+            skipped.iter().map(|(_, why)| why.as_str()).collect::<Vec<_>>().join("; ")
+        )
+    };
+    Pick { agent: None, reason, skipped }
+}
+
+/// Every role as `caesar_list_roles` shows it.
+pub fn roles_view(config: &Config) -> Vec<Value> {
+    config
+        .roles
+        .iter()
+        .map(|(role, origin)| {
+            let pick = pick_for_role(config, role);
+            json!({
+                "name": role.name,
+                "purpose": role.purpose,
+                "mode": role.mode.as_str(),
+                "isolation": role.isolation.as_str(),
+                "network": role.network.as_str(),
+                "timeout_ms": role.timeout_ms,
+                "model": role.model,
+                "agents": role.agents,
+                "would_pick": pick.agent,
+                "reason": pick.reason,
+                "skipped": pick.skipped.iter().map(|(a, why)| json!({"agent": a, "reason": why})).collect::<Vec<_>>(),
+                "origin": origin.as_str(),
+            })
+        })
+        .collect()
+}
+
+/// How the network will be, as far as caesar can say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetworkDecision {
+    /// What to ask the provider for: `Some(open)` where it can be set.
+    pub request: Option<bool>,
+    /// Whether the agent has the network: `false` only when known cut.
+    pub available: bool,
+}
+
+/// Decides the network against what the agent can enforce.
+/// `on` is refused where the network cannot be given; `off` closes it
+/// where it can and warns where it cannot; `auto` opens it where it can and
+/// says so in an info finding where it is cut.
+pub fn decide_network(
+    agent: &str,
+    pref: NetworkPref,
+    control: NetworkControl,
+    mode: Mode,
+    warnings: &mut BTreeMap<String, String>,
+    findings: &mut Vec<Finding>,
+) -> Result<NetworkDecision> {
+    // What the agent can do in this mode: settable, always open, always cut.
+    let settable = matches!(control, NetworkControl::Controllable)
+        || (matches!(control, NetworkControl::WriteOnly) && mode == Mode::Write);
+    let always_cut = matches!(control, NetworkControl::None)
+        || (matches!(control, NetworkControl::WriteOnly) && mode == Mode::ReadOnly);
+    Ok(match pref {
+        NetworkPref::On if always_cut => {
+            return Err(Error::Refused(format!(
+                "network `on` cannot be honoured: agent `{agent}` has no network in {} mode. Use network `auto`, or another agent",
+                mode.as_str()
+            )));
+        }
+        NetworkPref::On | NetworkPref::Auto if settable => NetworkDecision { request: Some(true), available: true },
+        NetworkPref::On => NetworkDecision { request: None, available: true },
+        NetworkPref::Auto if always_cut => {
+            findings.push(Finding {
+                severity: Severity::Info,
+                title: format!("no network for {agent} in {} mode", mode.as_str()),
+                file: None,
+                line: None,
+                detail: format!("`{agent}` runs without the network in this mode; the agent was told so in its brief."),
+            });
+            NetworkDecision { request: None, available: false }
+        }
+        NetworkPref::Auto => NetworkDecision { request: None, available: true },
+        NetworkPref::Off if settable => NetworkDecision { request: Some(false), available: false },
+        NetworkPref::Off if always_cut => NetworkDecision { request: None, available: false },
+        NetworkPref::Off => {
+            warnings.insert(
+                "network_warning".to_owned(),
+                format!("network `off` cannot be enforced for agent `{agent}`: it runs with the network"),
+            );
+            NetworkDecision { request: None, available: true }
+        }
+    })
+}
+
+/// A delegation, resolved.
+#[derive(Debug)]
+pub struct Resolution<'a> {
+    pub agent: String,
+    pub target: AgentTarget<'a>,
+    pub role: Option<Role>,
+    pub mode: Mode,
+    pub isolation: IsolationPref,
+    pub network: NetworkDecision,
+    pub timeout_ms: u64,
+    pub model: Option<String>,
+    /// The role's system prompt, prepended to the context.
+    pub system_prompt: String,
+    pub warnings: BTreeMap<String, String>,
+    /// Findings to add to the task's report (network facts and the like).
+    pub findings: Vec<Finding>,
+}
+
+/// The longest timeout a delegation may ask for.
+pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// Resolves a delegation request against a project's configuration.
+pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) -> Result<Resolution<'a>> {
+    let mut warnings = BTreeMap::new();
+    let mut findings = Vec::new();
+    let role = match input.role.as_deref().filter(|r| !r.is_empty()) {
+        None => None,
+        Some(name) => Some(config.role(name).cloned().ok_or_else(|| {
+            let known: Vec<&str> = config.roles.iter().map(|(r, _)| r.name.as_str()).collect();
+            Error::NotFound(format!(
+                "unknown role `{name}`: use one of {}, or declare it as [[role]] in {}/.caesar/config.toml",
+                known.join(", "),
+                project.display()
+            ))
+        })?),
+    };
+    let agent = match (input.agent.as_deref().filter(|a| !a.is_empty()), &role) {
+        (Some(a), _) => a.to_owned(),
+        (None, Some(role)) => {
+            let pick = pick_for_role(config, role);
+            pick.agent.ok_or_else(|| Error::Precondition(pick.reason))?
+        }
+        (None, None) => {
+            return Err(Error::Invalid(
+                "name an `agent` or a `role` to delegate to (see caesar_list_agents)".to_owned(),
+            ));
+        }
+    };
+    let target = agent_target(config, project, &agent)?;
+    policy::check(&config.policy, &agent, input.depth).map_err(|r| Error::Refused(r.to_string()))?;
+
+    let mode = match input.mode.as_deref().filter(|m| !m.is_empty()) {
+        Some(m) => {
+            Mode::parse(m).ok_or_else(|| Error::Invalid(format!("unknown mode `{m}`: use `read-only` or `write`")))?
+        }
+        None => role.as_ref().map(|r| r.mode).unwrap_or(config.policy.default_mode),
+    };
+    let isolation = match input.isolation.as_deref().filter(|m| !m.is_empty()) {
+        Some(i) => IsolationPref::parse(i)
+            .ok_or_else(|| Error::Invalid(format!("unknown isolation `{i}`: use `inplace`, `worktree` or `auto`")))?,
+        None => role.as_ref().map(|r| r.isolation).unwrap_or(config.policy.default_isolation),
+    };
+    let network_pref = match input.network.as_deref().filter(|n| !n.is_empty()) {
+        Some(n) => NetworkPref::parse(n)
+            .ok_or_else(|| Error::Invalid(format!("unknown network `{n}`: use `auto`, `on` or `off`")))?,
+        None => role.as_ref().map(|r| r.network).unwrap_or(config.policy.default_network),
+    };
+    let timeout_ms = match input.timeout_ms.filter(|t| *t > 0) {
+        Some(t) if t > MAX_TIMEOUT_MS => {
+            return Err(Error::Invalid(format!("timeout of {t} ms is over the limit of {MAX_TIMEOUT_MS} ms (24 h)")));
+        }
+        Some(t) => t,
+        None => role.as_ref().map(|r| r.timeout_ms).unwrap_or(config.policy.default_timeout_ms),
+    };
+
+    // Model: explicit, then role, then [models], then the provider's default.
+    let (can_choose_model, control) = match &target {
+        AgentTarget::Provider { spec, .. } => (spec.capabilities.model_selection, spec.capabilities.network),
+        AgentTarget::Generic { def, .. } => (
+            def.args.iter().any(|a| a.contains("{{model}}")),
+            if def.network_args.is_some() { NetworkControl::Controllable } else { NetworkControl::Open },
+        ),
+    };
+    let explicit = input.model.clone();
+    if explicit.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        return Err(Error::Invalid("`model` is empty: omit it or name a model".to_owned()));
+    }
+    let configured = role
+        .as_ref()
+        .and_then(|r| r.model.clone().map(|m| (m, format!("role `{}`", r.name))))
+        .or_else(|| config.models.get(&agent).map(|(m, o)| (m.clone(), format!("[models] ({} layer)", o.as_str()))));
+    let model = match (explicit, configured) {
+        (Some(_), _) if !can_choose_model => {
+            return Err(Error::Invalid(format!("agent `{agent}` cannot choose a model: omit `model`")));
+        }
+        (Some(m), _) => Some(m),
+        (None, Some((m, from))) if !can_choose_model => {
+            warnings.insert(
+                "model_warning".to_owned(),
+                format!("model `{m}` from {from} was dropped: agent `{agent}` cannot choose a model"),
+            );
+            None
+        }
+        (None, Some((m, _))) => Some(m),
+        (None, None) => None,
+    };
+    if let AgentTarget::Provider { spec, .. } = &target
+        && let Some(effort) = input.effort.as_deref().filter(|e| !e.is_empty())
+        && !spec.efforts.contains(&effort)
+    {
+        return Err(Error::Invalid(if spec.efforts.is_empty() {
+            format!("agent `{agent}` takes no reasoning effort: omit `effort`")
+        } else {
+            format!("effort `{effort}` is not allowed for agent `{agent}`: use one of {}", spec.efforts.join(", "))
+        }));
+    }
+    let network = decide_network(&agent, network_pref, control, mode, &mut warnings, &mut findings)?;
+    let system_prompt = role
+        .as_ref()
+        .and_then(|r| r.system_prompt_file.as_deref())
+        .and_then(|f| std::fs::read_to_string(project.join(".caesar").join(f)).ok())
+        .unwrap_or_default();
+    Ok(Resolution {
+        agent,
+        target,
+        role,
+        mode,
+        isolation,
+        network,
+        timeout_ms,
+        model,
+        system_prompt,
+        warnings,
+        findings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(pref: NetworkPref, control: NetworkControl, mode: Mode) -> (Result<NetworkDecision>, usize, usize) {
+        let mut w = BTreeMap::new();
+        let mut f = Vec::new();
+        let d = decide_network("x", pref, control, mode, &mut w, &mut f);
+        (d, w.len(), f.len())
+    }
+
+    #[test]
+    fn network_decisions_follow_the_capability() {
+        use NetworkControl as C;
+        use NetworkPref as P;
+        let (d, w, f) = net(P::On, C::Controllable, Mode::ReadOnly);
+        assert_eq!((d.unwrap(), w, f), (NetworkDecision { request: Some(true), available: true }, 0, 0));
+        assert!(matches!(net(P::On, C::None, Mode::Write).0, Err(Error::Refused(_))));
+        assert!(matches!(net(P::On, C::WriteOnly, Mode::ReadOnly).0, Err(Error::Refused(_))));
+        let (d, w, _) = net(P::Off, C::Open, Mode::Write);
+        assert_eq!((d.unwrap().available, w), (true, 1), "off on an open agent warns");
+        let (d, w, _) = net(P::Off, C::WriteOnly, Mode::Write);
+        assert_eq!((d.unwrap(), w), (NetworkDecision { request: Some(false), available: false }, 0));
+        let (d, _, f) = net(P::Auto, C::WriteOnly, Mode::ReadOnly);
+        assert_eq!((d.unwrap().available, f), (false, 1), "auto where it is cut gives an info finding");
+        let (d, w, f) = net(P::Auto, C::Open, Mode::Write);
+        assert_eq!((d.unwrap(), w, f), (NetworkDecision { request: Option::None, available: true }, 0, 0));
+    }
+
+    #[test]
+    fn the_fallback_chain_skips_missing_and_refused_agents() {
+        let mut config = Config::default();
+        config.agents.push((
+            AgentDef { id: "present".into(), bin: "sh".into(), ..Default::default() },
+            crate::config::Origin::Project,
+        ));
+        config.agents.push((
+            AgentDef { id: "denied".into(), bin: "sh".into(), ..Default::default() },
+            crate::config::Origin::Project,
+        ));
+        config.policy.denied = vec!["denied".into()];
+        let role = Role {
+            name: "r".into(),
+            purpose: String::new(),
+            agents: vec!["ghost-agent".into(), "denied".into(), "present".into()],
+            mode: Mode::ReadOnly,
+            isolation: IsolationPref::Auto,
+            network: NetworkPref::Auto,
+            timeout_ms: 1,
+            model: None,
+            system_prompt_file: None,
+        };
+        let pick = pick_for_role(&config, &role);
+        assert_eq!(pick.agent.as_deref(), Some("present"));
+        assert_eq!(pick.skipped.len(), 2);
+        assert!(pick.skipped[0].1.contains("not installed"));
+        assert!(pick.skipped[1].1.contains("denied"));
+        config.policy.denied.push("present".into());
+        let none = pick_for_role(&config, &role);
+        assert_eq!(none.agent, None);
+        assert!(none.reason.contains("no agent of role `r`"));
+    }
+}

@@ -1,0 +1,616 @@
+//! The git workshop: where an agent works, and what git says it changed.
+//!
+//! "Git is the truth": an agent's declared changes are checked against a diff
+//! that caesar takes itself. This module owns every git operation of a task:
+//!
+//! - [`prepare`] picks the isolation (`inplace`, `worktree`, `auto`), creates
+//!   the worktree at `<repo>/.caesar/wt/<task>` on a branch
+//!   `caesar/<label>/<slug>-<8 chars>` with `base_ref` frozen, places the
+//!   `[worktree]` `copy` and `link` paths and runs its `setup` commands. For an
+//!   inplace task in a repository it snapshots the working tree first.
+//! - [`diff`] compares the frozen base (or the inplace snapshot) with a
+//!   snapshot of the tree the agent worked in: commits, untracked files,
+//!   deletions, renames and binary files included, placed paths excluded.
+//! - [`reconcile`] sets a report's `changes` from that diff;
+//!   [`read_only_violation`] turns a read-only task's diff into a finding.
+//! - [`apply`] merges a worktree's changes into the main working tree (a
+//!   3-way merge, all or nothing, never a commit, never a branch move).
+//! - [`inspect`] and [`remove`] give gc its facts and its mechanism.
+//!
+//! A snapshot is a tree object of a working tree written through a temporary
+//! index (a copy of the real one, so unchanged files are not re-hashed); the
+//! real index, HEAD and branches are never touched by a snapshot. Everything
+//! here is blocking: call it from `spawn_blocking`.
+//!
+//! Nothing shells out to the `git` CLI: libgit2 covers worktrees, snapshots,
+//! diffs and the 3-way merge ([`apply`] merges trees with `merge_trees` and
+//! writes the result itself). Only `cp` (for reflinks) and `sh` (for the
+//! project's setup commands) are run.
+
+mod apply;
+mod diff;
+mod place;
+mod snapshot;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use git2::{BranchType, Oid, Repository, WorktreeAddOptions, WorktreePruneOptions};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{IsolationPref, WorktreeSection};
+use crate::oacp::{Finding, Isolation, Mode};
+
+pub use apply::{ApplyResult, Conflict, apply};
+pub use diff::{DiffResult, FileChange, diff, read_only_violation, reconcile};
+
+/// Where worktrees live, relative to the repository root.
+pub const WORKTREES_DIR: &str = ".caesar/wt";
+/// The line added to `.git/info/exclude` so worktrees never show as untracked.
+const EXCLUDE_LINE: &str = "/.caesar/wt/";
+
+/// What [`prepare`] needs to know about a task.
+#[derive(Debug, Clone)]
+pub struct PrepareInput<'a> {
+    /// The directory the task names; may be a subdirectory of a repository.
+    pub workspace: &'a Path,
+    /// The task id; names the worktree directory. `[A-Za-z0-9_-]`, at most 64.
+    pub task_id: &'a str,
+    /// The role, or the agent when there is no role; the branch's middle part.
+    pub label: &'a str,
+    /// The objective; its first words make the branch's slug.
+    pub objective: &'a str,
+    pub isolation: IsolationPref,
+    pub mode: Mode,
+    pub allow_inplace_write: bool,
+    /// `[worktree]` of the merged configuration. `copy` and `link` are
+    /// relative to `workspace`; `setup` runs in the workspace's counterpart in
+    /// the worktree.
+    pub config: &'a WorktreeSection,
+    /// How long each setup command may run; `None` for no limit.
+    pub setup_timeout: Option<Duration>,
+}
+
+/// Where a task runs and everything a later diff, apply or removal needs.
+/// Stored as JSON with the task, so a restarted daemon can go on from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prepared {
+    pub task_id: String,
+    /// The workspace as requested.
+    pub workspace: PathBuf,
+    /// Where the agent runs: the workspace, or its counterpart in the worktree.
+    pub workdir: PathBuf,
+    pub isolation: Isolation,
+    /// The main working tree's root, when the workspace is in a repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_root: Option<PathBuf>,
+    /// The commit (sha) the worktree was made from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<PathBuf>,
+    /// Inplace only: the tree (oid) of the working tree before the agent ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// Repository-relative paths caesar placed itself (copy, link); every diff
+    /// and apply excludes them by prefix.
+    #[serde(default)]
+    pub placed: Vec<String>,
+    /// Paths that could not be placed, each naming the key to fix.
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+}
+
+/// Why the workshop refused or failed. Each message names the problem and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkshopError {
+    #[error(
+        "a write task in place is refused while a worktree is possible ({repo} is a git repository with a commit): \
+         use isolation=worktree or auto, or set allow_inplace_write = true in [policy]"
+    )]
+    InplaceWriteRefused { repo: PathBuf },
+    #[error("isolation=worktree is impossible for {workspace}: {why}")]
+    WorktreeImpossible { workspace: PathBuf, why: String },
+    #[error("{0}")]
+    Invalid(String),
+    #[error(
+        "[worktree] setup command `{command}` failed ({}) in {dir}: fix or remove it in [worktree] setup\n{output}",
+        exit_code.map_or_else(|| "killed or timed out".to_owned(), |c| format!("exit code {c}"))
+    )]
+    SetupFailed { command: String, exit_code: Option<i32>, output: String, dir: PathBuf },
+    #[error(
+        "{path} is not in a git repository: caesar cannot diff or apply there, so the agent's declared changes \
+         stand unverified; run `git init` and commit to get verified changes"
+    )]
+    NoRepository { path: PathBuf },
+    #[error("the worktree {path} is gone (removed by gc or by hand): there is nothing left to diff or apply")]
+    WorktreeGone { path: PathBuf },
+    #[error("task {task} worked in place: its changes are already in {path}, so there is nothing to apply")]
+    NotAWorktree { task: String, path: PathBuf },
+    #[error(
+        "the worktree {path} holds changes to {files} file(s) that were neither applied nor discarded: \
+         apply or discard them first, or force the removal"
+    )]
+    UnmergedWork { path: PathBuf, files: usize },
+    #[error("{0}")]
+    Exists(String),
+    #[error(
+        "apply into {root} failed while writing {file}: {source}; every file it had written was restored, \
+         fix the cause and apply again"
+    )]
+    ApplyFailed { root: PathBuf, file: String, source: std::io::Error },
+    #[error("git: {action}: {source}")]
+    Git { action: String, source: git2::Error },
+    #[error("{action} {}: {source}", path.display())]
+    Io { action: String, path: PathBuf, source: std::io::Error },
+}
+
+/// The broad class of a [`WorkshopError`], for mapping to gRPC codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request is wrong (INVALID_ARGUMENT).
+    Invalid,
+    /// The request is valid but the state does not allow it (FAILED_PRECONDITION).
+    Precondition,
+    /// Something is in the way (ABORTED).
+    Conflict,
+    /// Our fault or the system's (INTERNAL).
+    Internal,
+}
+
+impl WorkshopError {
+    /// The class of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            WorkshopError::Invalid(_) | WorkshopError::WorktreeImpossible { .. } => ErrorKind::Invalid,
+            WorkshopError::InplaceWriteRefused { .. }
+            | WorkshopError::SetupFailed { .. }
+            | WorkshopError::NoRepository { .. }
+            | WorkshopError::WorktreeGone { .. }
+            | WorkshopError::NotAWorktree { .. }
+            | WorkshopError::UnmergedWork { .. } => ErrorKind::Precondition,
+            WorkshopError::Exists(_) | WorkshopError::ApplyFailed { .. } => ErrorKind::Conflict,
+            WorkshopError::Git { .. } | WorkshopError::Io { .. } => ErrorKind::Internal,
+        }
+    }
+
+    pub(crate) fn git(action: impl Into<String>) -> impl FnOnce(git2::Error) -> WorkshopError {
+        let action = action.into();
+        move |source| WorkshopError::Git { action, source }
+    }
+
+    pub(crate) fn io(action: &str, path: &Path) -> impl FnOnce(std::io::Error) -> WorkshopError {
+        let (action, path) = (action.to_owned(), path.to_owned());
+        move |source| WorkshopError::Io { action, path, source }
+    }
+}
+
+impl From<WorkshopError> for crate::error::Error {
+    fn from(e: WorkshopError) -> crate::error::Error {
+        let msg = e.to_string();
+        match e.kind() {
+            ErrorKind::Invalid => crate::error::Error::Invalid(msg),
+            ErrorKind::Precondition => crate::error::Error::Precondition(msg),
+            ErrorKind::Conflict => crate::error::Error::Conflict(msg),
+            ErrorKind::Internal => crate::error::Error::Internal(msg),
+        }
+    }
+}
+
+/// What git knows about a workspace, before anything is decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoFacts {
+    /// The working tree's root; `None` outside a repository (or in a bare one).
+    pub root: Option<PathBuf>,
+    /// HEAD's commit, when there is one.
+    pub head: Option<String>,
+}
+
+/// Looks the workspace up in git without writing anything.
+pub fn facts(workspace: &Path) -> RepoFacts {
+    let Ok(repo) = Repository::discover(workspace) else {
+        return RepoFacts { root: None, head: None };
+    };
+    let root = repo.workdir().map(Path::to_path_buf);
+    let head = repo.head().ok().and_then(|h| h.peel_to_commit().ok()).map(|c| c.id().to_string());
+    RepoFacts { root, head }
+}
+
+/// The isolation `auto` and the explicit requests resolve to, or the refusal.
+/// Writes nothing.
+pub fn decide(
+    workspace: &Path,
+    request: IsolationPref,
+    mode: Mode,
+    allow_inplace_write: bool,
+) -> Result<Isolation, WorkshopError> {
+    let f = facts(workspace);
+    decide_from(&f, workspace, request, mode, allow_inplace_write)
+}
+
+fn decide_from(
+    f: &RepoFacts,
+    workspace: &Path,
+    request: IsolationPref,
+    mode: Mode,
+    allow_inplace_write: bool,
+) -> Result<Isolation, WorkshopError> {
+    let possible = f.root.is_some() && f.head.is_some();
+    match request {
+        IsolationPref::Auto if possible && mode == Mode::Write => Ok(Isolation::Worktree),
+        IsolationPref::Auto => Ok(Isolation::Inplace),
+        IsolationPref::Worktree if possible => Ok(Isolation::Worktree),
+        IsolationPref::Worktree => {
+            let why = if f.root.is_none() {
+                "it is not in a git repository; use isolation=inplace, or run `git init` and commit".to_owned()
+            } else {
+                "its repository has no commit yet; commit once, or use isolation=inplace".to_owned()
+            };
+            Err(WorkshopError::WorktreeImpossible { workspace: workspace.to_owned(), why })
+        }
+        IsolationPref::Inplace if mode == Mode::Write && possible && !allow_inplace_write => {
+            Err(WorkshopError::InplaceWriteRefused { repo: f.root.clone().unwrap_or_default() })
+        }
+        IsolationPref::Inplace => Ok(Isolation::Inplace),
+    }
+}
+
+/// Decides the isolation and makes the task's workshop ready: the worktree
+/// with its placed paths and setup, or the inplace snapshot. A refusal writes
+/// nothing; a failed setup removes the worktree and branch it had made.
+pub fn prepare(input: &PrepareInput) -> Result<Prepared, WorkshopError> {
+    check_task_id(input.task_id)?;
+    let workspace = input
+        .workspace
+        .canonicalize()
+        .map_err(|e| WorkshopError::Invalid(format!("workspace {}: {e}", input.workspace.display())))?;
+    if !workspace.is_dir() {
+        return Err(WorkshopError::Invalid(format!("workspace {} is not a directory", workspace.display())));
+    }
+    let f = facts(&workspace);
+    let isolation = decide_from(&f, &workspace, input.isolation, input.mode, input.allow_inplace_write)?;
+    let mut prepared = Prepared {
+        task_id: input.task_id.to_owned(),
+        workspace: workspace.clone(),
+        workdir: workspace.clone(),
+        isolation,
+        repo_root: f.root.clone(),
+        base_ref: None,
+        branch: None,
+        worktree: None,
+        before: None,
+        placed: Vec::new(),
+        findings: Vec::new(),
+    };
+    let Some(root) = f.root.clone() else { return Ok(prepared) };
+    match isolation {
+        Isolation::Inplace => {
+            let tree = snapshot::snapshot(&root, &[])?;
+            prepared.before = Some(tree.to_string());
+            Ok(prepared)
+        }
+        Isolation::Worktree => {
+            let head = f.head.clone().unwrap_or_default();
+            make_worktree(input, &workspace, &root, &head, &mut prepared)?;
+            let placed = place::place_all(&root, &workspace, &prepared, input.config);
+            match placed {
+                Ok((placed, findings)) => {
+                    prepared.placed = placed;
+                    prepared.findings = findings;
+                }
+                Err(e) => {
+                    let _ = remove(&prepared, true);
+                    return Err(e);
+                }
+            }
+            if let Err(e) = place::run_setup(&prepared.workdir, &input.config.setup, input.setup_timeout) {
+                let _ = remove(&prepared, true);
+                return Err(e);
+            }
+            Ok(prepared)
+        }
+    }
+}
+
+fn check_task_id(id: &str) -> Result<(), WorkshopError> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && !id.starts_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(WorkshopError::Invalid(format!(
+            "task id `{id}` cannot name a worktree: use letters, digits, `_` and `-` (at most 64)"
+        )))
+    }
+}
+
+/// Lower-case ASCII words joined by `-`, at most `max` bytes; `fallback` when empty.
+fn slug(text: &str, max: usize, fallback: &str) -> String {
+    let mut out = String::new();
+    for word in text.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
+        let word = word.to_ascii_lowercase();
+        let extra = if out.is_empty() { word.len() } else { word.len() + 1 };
+        if out.len() + extra > max {
+            if out.is_empty() {
+                out = word[..max].to_owned();
+            }
+            break;
+        }
+        if !out.is_empty() {
+            out.push('-');
+        }
+        out.push_str(&word);
+    }
+    if out.is_empty() { fallback.to_owned() } else { out }
+}
+
+/// `caesar/<label>/<slug>-<8 chars>`: the last 8 alphanumerics of the task id,
+/// or 8 random hex digits when the id has fewer.
+pub fn branch_name(label: &str, objective: &str, task_id: &str) -> String {
+    let alnum: Vec<char> = task_id.chars().filter(char::is_ascii_alphanumeric).collect();
+    let short: String = if alnum.len() >= 8 {
+        alnum[alnum.len() - 8..].iter().collect::<String>().to_ascii_lowercase()
+    } else {
+        crate::ids::secret()[..8].to_owned()
+    };
+    format!("caesar/{}/{}-{short}", slug(label, 32, "agent"), slug(objective, 40, "task"))
+}
+
+fn make_worktree(
+    input: &PrepareInput,
+    workspace: &Path,
+    root: &Path,
+    head: &str,
+    prepared: &mut Prepared,
+) -> Result<(), WorkshopError> {
+    let repo = Repository::open(root).map_err(WorkshopError::git(format!("open {}", root.display())))?;
+    let branch = branch_name(input.label, input.objective, input.task_id);
+    if !git2::Branch::name_is_valid(&branch).unwrap_or(false) {
+        return Err(WorkshopError::Invalid(format!("`{branch}` is not a valid branch name: change the label")));
+    }
+    if repo.find_branch(&branch, BranchType::Local).is_ok() {
+        return Err(WorkshopError::Exists(format!(
+            "branch {branch} already exists: remove it (`git branch -D {branch}`) or use another task id"
+        )));
+    }
+    let wt_dir = root.join(WORKTREES_DIR);
+    let wt_path = wt_dir.join(input.task_id);
+    if wt_path.exists() || repo.find_worktree(input.task_id).is_ok() {
+        return Err(WorkshopError::Exists(format!(
+            "worktree {} already exists: remove it (`git worktree remove --force {}`) or use another task id",
+            wt_path.display(),
+            wt_path.display()
+        )));
+    }
+    ensure_excluded(&repo)?;
+    std::fs::create_dir_all(&wt_dir).map_err(WorkshopError::io("create", &wt_dir))?;
+    let oid = Oid::from_str(head).map_err(WorkshopError::git("read HEAD"))?;
+    let commit = repo.find_commit(oid).map_err(WorkshopError::git("read HEAD's commit"))?;
+    let branch_ref = repo.branch(&branch, &commit, false).map_err(WorkshopError::git(format!("create {branch}")))?;
+    let mut opts = WorktreeAddOptions::new();
+    opts.reference(Some(branch_ref.get()));
+    if let Err(e) = repo.worktree(input.task_id, &wt_path, Some(&opts)) {
+        let _ = repo.find_branch(&branch, BranchType::Local).and_then(|mut b| b.delete());
+        let _ = std::fs::remove_dir_all(&wt_path);
+        return Err(WorkshopError::git(format!("add worktree {}", wt_path.display()))(e));
+    }
+    let rel = workspace.strip_prefix(root).unwrap_or(Path::new(""));
+    let workdir = wt_path.join(rel);
+    prepared.base_ref = Some(head.to_owned());
+    prepared.branch = Some(branch);
+    prepared.worktree = Some(wt_path);
+    prepared.workdir = workdir.clone();
+    std::fs::create_dir_all(&workdir).map_err(WorkshopError::io("create", &workdir))?;
+    Ok(())
+}
+
+/// Adds `/.caesar/wt/` to the repository's `info/exclude` once, so worktrees
+/// never appear as untracked in the main tree.
+fn ensure_excluded(repo: &Repository) -> Result<(), WorkshopError> {
+    let info = repo.commondir().join("info");
+    let path = info.join("exclude");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(WorkshopError::io("read", &path)(e)),
+    };
+    if text.lines().any(|l| l.trim() == EXCLUDE_LINE) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&info).map_err(WorkshopError::io("create", &info))?;
+    let sep = if text.is_empty() || text.ends_with('\n') { "" } else { "\n" };
+    let new = format!("{text}{sep}# caesar's task worktrees\n{EXCLUDE_LINE}\n");
+    std::fs::write(&path, new).map_err(WorkshopError::io("write", &path))
+}
+
+/// The facts gc decides on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkState {
+    /// The worktree directory still exists.
+    pub worktree_present: bool,
+    /// Files the task changed against its base (from the worktree, or from the
+    /// branch's tip once the worktree is gone).
+    pub changed_files: usize,
+    /// Every one of those changes is already in the main working tree (the
+    /// task was applied, or the same edits were made by hand).
+    pub in_main: bool,
+    /// Commits on the task's branch that no other reference reaches.
+    pub unique_commits: usize,
+}
+
+impl WorkState {
+    /// Changes that were neither applied nor are otherwise in the main tree.
+    pub fn unmerged(&self) -> bool {
+        self.changed_files > 0 && !self.in_main
+    }
+}
+
+/// What gc needs to know about a task's worktree and branch. An inplace task
+/// has nothing to keep.
+pub fn inspect(p: &Prepared) -> Result<WorkState, WorkshopError> {
+    let empty = WorkState { worktree_present: false, changed_files: 0, in_main: true, unique_commits: 0 };
+    let (Some(root), Some(base), Isolation::Worktree) = (&p.repo_root, &p.base_ref, p.isolation) else {
+        return Ok(empty);
+    };
+    let repo = Repository::open(root).map_err(WorkshopError::git(format!("open {}", root.display())))?;
+    let base = repo
+        .find_commit(Oid::from_str(base).map_err(WorkshopError::git("read base_ref"))?)
+        .map_err(WorkshopError::git("find base_ref"))?;
+    let tip =
+        p.branch.as_deref().and_then(|b| repo.find_branch(b, BranchType::Local).ok()).and_then(|b| b.get().target());
+    let present = p.worktree.as_deref().is_some_and(|w| w.join(".git").exists());
+    let task_tree = if present {
+        snapshot::snapshot(p.worktree.as_deref().unwrap_or(Path::new("")), &p.placed)?
+    } else {
+        match tip {
+            Some(t) => {
+                repo.find_commit(t).and_then(|c| c.tree()).map(|t| t.id()).map_err(WorkshopError::git("read tip"))?
+            }
+            None => base.tree_id(),
+        }
+    };
+    let base_tree = base.tree_id();
+    let changed = apply::changed_paths(&repo, base_tree, task_tree)?;
+    let in_main = if changed.is_empty() {
+        true
+    } else {
+        let main_tree = snapshot::snapshot(root, &[])?;
+        apply::all_present(&repo, &changed, task_tree, main_tree)?
+    };
+    let unique_commits = match (tip, p.branch.as_deref()) {
+        (Some(tip), Some(branch)) => unique_commits(&repo, tip, branch)?,
+        _ => 0,
+    };
+    Ok(WorkState { worktree_present: present, changed_files: changed.len(), in_main, unique_commits })
+}
+
+/// Whether removing this task's worktree would lose changes that were neither
+/// applied nor are otherwise in the main tree.
+pub fn has_unmerged_work(p: &Prepared) -> Result<bool, WorkshopError> {
+    Ok(inspect(p)?.unmerged())
+}
+
+fn unique_commits(repo: &Repository, tip: Oid, branch: &str) -> Result<usize, WorkshopError> {
+    let own = format!("refs/heads/{branch}");
+    let mut walk = repo.revwalk().map_err(WorkshopError::git("walk history"))?;
+    walk.push(tip).map_err(WorkshopError::git("walk history"))?;
+    for r in repo.references().map_err(WorkshopError::git("list references"))?.flatten() {
+        if r.name().ok() == Some(own.as_str()) {
+            continue;
+        }
+        if let Ok(c) = r.peel_to_commit() {
+            let _ = walk.hide(c.id());
+        }
+    }
+    if let Ok(h) = repo.head().and_then(|h| h.peel_to_commit()) {
+        let _ = walk.hide(h.id());
+    }
+    Ok(walk.take(100_000).filter(Result::is_ok).count())
+}
+
+/// What [`remove`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removed {
+    pub worktree_removed: bool,
+    pub branch_deleted: bool,
+    /// Why the branch was kept, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_kept: Option<String>,
+}
+
+/// Removes a task's worktree and branch with gc's safety rules. Without
+/// `force` it refuses a worktree whose changes are unmerged
+/// ([`WorkState::unmerged`]), and keeps (but reports) a branch holding commits
+/// that no other reference reaches. With `force` both go. An inplace task has
+/// nothing to remove.
+pub fn remove(p: &Prepared, force: bool) -> Result<Removed, WorkshopError> {
+    let (Some(root), Isolation::Worktree) = (&p.repo_root, p.isolation) else { return Ok(Removed::default()) };
+    let state = if force { None } else { Some(inspect(p)?) };
+    if let Some(s) = &state
+        && s.unmerged()
+    {
+        return Err(WorkshopError::UnmergedWork {
+            path: p.worktree.clone().unwrap_or_default(),
+            files: s.changed_files,
+        });
+    }
+    let repo = Repository::open(root).map_err(WorkshopError::git(format!("open {}", root.display())))?;
+    let mut out = Removed::default();
+    if let Some(wt) = &p.worktree {
+        if wt.exists() {
+            std::fs::remove_dir_all(wt).map_err(WorkshopError::io("remove", wt))?;
+            out.worktree_removed = true;
+        }
+        if let Ok(w) = repo.find_worktree(&p.task_id) {
+            let mut o = WorktreePruneOptions::new();
+            o.valid(true).locked(force).working_tree(true);
+            w.prune(Some(&mut o)).map_err(WorkshopError::git(format!("prune worktree {}", p.task_id)))?;
+        }
+    }
+    if let Some(branch) = &p.branch
+        && let Ok(mut b) = repo.find_branch(branch, BranchType::Local)
+    {
+        let unique = state.as_ref().map_or(0, |s| s.unique_commits);
+        if force || unique == 0 {
+            b.delete().map_err(WorkshopError::git(format!("delete branch {branch}")))?;
+            out.branch_deleted = true;
+        } else {
+            out.branch_kept = Some(format!(
+                "branch {branch} kept: it holds {unique} commit(s) no other branch or tag reaches; \
+                 merge it, or delete it with `git branch -D {branch}` (or force the removal)"
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Bytes under `path`, not following symlinks; for gc's disk retention.
+pub fn disk_usage(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return 0 };
+    if !meta.is_dir() {
+        return meta.len();
+    }
+    let mut total = 0;
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                total += meta.len();
+            }
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branch_names_are_slugged_and_valid() {
+        let b = branch_name("Implementer", "Fix the login bug: crash on empty password!", "t_0123456789ab");
+        assert_eq!(b, "caesar/implementer/fix-the-login-bug-crash-on-empty-456789ab");
+        assert!(git2::Branch::name_is_valid(&b).unwrap());
+        let b = branch_name("", "   ", "t_0123456789ab");
+        assert_eq!(b, "caesar/agent/task-456789ab");
+        let b = branch_name("codex", "é", "x");
+        assert!(b.starts_with("caesar/codex/task-") && b.len() == "caesar/codex/task-".len() + 8, "{b}");
+        assert_eq!(slug("abcdefghij", 4, "x"), "abcd");
+    }
+
+    #[test]
+    fn task_ids_that_could_escape_are_refused() {
+        assert!(check_task_id("t_0123456789ab").is_ok());
+        for bad in ["", "../x", "a/b", "-x", "a b"] {
+            assert!(check_task_id(bad).is_err(), "{bad}");
+        }
+    }
+}

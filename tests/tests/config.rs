@@ -1,0 +1,180 @@
+//! Layered configuration through the daemon: policy refusals, roles with
+//! fallback chains, model resolution, network decisions, and the fair queue.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use caesar_proto::pb;
+use common::*;
+use tonic::Code;
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn write_config(env: &Env, text: &str) {
+    std::fs::write(env.project.path().join(".caesar/config.toml"), text).unwrap();
+}
+
+fn agent_entry(id: &str, args: &[&str]) -> String {
+    format!(
+        "[[agent]]\nid = {id:?}\nbin = {:?}\nargs = {}\n",
+        fake_agent().display().to_string(),
+        serde_json::to_string(args).unwrap()
+    )
+}
+
+#[tokio::test]
+async fn policy_refusals_come_in_order_with_their_remedy_and_write_nothing() {
+    let mut env = Env::new(&[]);
+    write_config(
+        &env,
+        &format!(
+            "[policy]\ndenied = [\"bad\"]\nallowed = [\"good\", \"bad\"]\nmax_depth = 1\n{}{}{}",
+            agent_entry("good", &["report", "success", "ok"]),
+            agent_entry("bad", &["report", "success", "ok"]),
+            agent_entry("other", &["report", "success", "ok"])
+        ),
+    );
+    let mut c = env.start_daemon().await;
+    let e = c.delegate(env.delegate_request("bad", "x")).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert!(e.message().contains("`denied`") && e.message().contains("caesar agents enable bad"), "{}", e.message());
+    let e = c.delegate(env.delegate_request("other", "x")).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert!(e.message().contains("caesar policy allow other"), "{}", e.message());
+    let mut deep = env.delegate_request("good", "x");
+    deep.depth = 1;
+    let e = c.delegate(deep).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert!(e.message().contains("max_depth = 1"), "{}", e.message());
+    let list = c.list_tasks(pb::ListTasksRequest { statuses: vec![], limit: 10 }).await.unwrap().into_inner();
+    assert!(list.tasks.is_empty(), "a refusal writes nothing");
+    assert_eq!(std::fs::read_dir(env.paths.state_dir.join("tasks")).unwrap().count(), 0);
+
+    let ok = c.delegate(env.delegate_request("good", "x")).await.unwrap().into_inner();
+    assert_eq!(await_one(&mut c, &ok.task_id, LONG).await.status, "succeeded");
+
+    // Listings show each agent's standing: the allowlist comes before recursion.
+    let agents = c.list_agents(pb::ListAgentsRequest { workspace: env.workspace() }).await.unwrap().into_inner().agents;
+    let claude = agents.iter().find(|a| a.id == "claude").unwrap();
+    assert!(!claude.allowed && claude.refusal.contains("`allowed`"), "{}", claude.refusal);
+    assert!(!agents.iter().find(|a| a.id == "other").unwrap().allowed);
+    assert!(agents.iter().find(|a| a.id == "good").unwrap().allowed);
+}
+
+#[tokio::test]
+async fn a_role_falls_back_past_missing_and_denied_agents_and_brings_its_defaults() {
+    let mut env = Env::new(&[]);
+    write_config(
+        &env,
+        &format!(
+            "[policy]\ndenied = [\"second\"]\n[models]\nthird = \"model-from-models\"\n\
+             [[role]]\nname = \"checker\"\npurpose = \"checks\"\nagents = [\"ghost-cli\", \"second\", \"third\"]\nmode = \"read-only\"\ntimeout = \"2m\"\n\
+             {}{}",
+            agent_entry("second", &["report", "success", "second"]),
+            agent_entry(
+                "third",
+                &["say", "--model={{model}}", "env", "CAESAR_TASK_FILE", "report", "success", "third"]
+            )
+        ),
+    );
+    std::fs::create_dir_all(env.project.path().join(".caesar/roles")).unwrap();
+    let mut c = env.start_daemon().await;
+    let roles =
+        c.list_roles(pb::ListRolesRequest { workspace: env.workspace() }).await.unwrap().into_inner().roles_json;
+    let roles: Vec<serde_json::Value> = roles.iter().map(|r| json(r)).collect();
+    let names: Vec<&str> = roles.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["reviewer", "implementer", "investigator", "checker"]);
+    let checker = roles.iter().find(|r| r["name"] == "checker").unwrap();
+    assert_eq!(checker["would_pick"], "third");
+    let skipped = checker["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 2);
+    assert!(skipped[0]["reason"].as_str().unwrap().contains("not installed"));
+    assert!(skipped[1]["reason"].as_str().unwrap().contains("denied"));
+    assert_eq!(checker["timeout_ms"], 120_000);
+
+    let mut req = env.delegate_request("", "check it");
+    req.role = "checker".into();
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert_eq!((d.agent.as_str(), d.mode.as_str(), d.role.as_str()), ("third", "read-only", "checker"));
+    assert_eq!(d.model, "model-from-models", "explicit, then role, then [models]");
+    assert_eq!(d.timeout_ms, 120_000);
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(t.status, "succeeded");
+    let logs =
+        c.logs(pb::LogsRequest { task_id: d.task_id, limit: 100, ..Default::default() }).await.unwrap().into_inner();
+    assert!(logs.events_json.iter().any(|e| e.contains("--model=model-from-models")));
+
+    let mut req = env.delegate_request("", "x");
+    req.role = "nobody".into();
+    let e = c.delegate(req).await.unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("checker"), "{}", e.message());
+}
+
+#[tokio::test]
+async fn a_model_the_agent_cannot_take_is_refused_when_explicit_and_dropped_when_configured() {
+    let mut env = Env::new(&[]);
+    write_config(&env, &format!("[models]\nplain = \"m1\"\n{}", agent_entry("plain", &["report", "success", "ok"])));
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("plain", "x");
+    req.model = "m2".into();
+    let e = c.delegate(req).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("cannot choose a model"));
+    let d = c.delegate(env.delegate_request("plain", "x")).await.unwrap().into_inner();
+    assert!(d.warnings["model_warning"].contains("m1"), "{:?}", d.warnings);
+    assert_eq!(d.model, "");
+
+    // With no allowlist, claude is refused by the recursion rule.
+    let agents = c.list_agents(pb::ListAgentsRequest { workspace: env.workspace() }).await.unwrap().into_inner().agents;
+    let claude = agents.iter().find(|a| a.id == "claude").unwrap();
+    assert!(!claude.allowed && claude.refusal.contains("allow_recursion"), "{}", claude.refusal);
+
+    // network: off cannot be enforced on a generic agent without network_args.
+    let mut req = env.delegate_request("plain", "x");
+    req.network = "off".into();
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert!(d.warnings.contains_key("network_warning"));
+    assert!(d.network, "not cut, so not claimed cut");
+}
+
+#[tokio::test]
+async fn max_parallel_queues_fifo_and_a_queued_task_can_be_cancelled() {
+    let mut env = Env::new(&[]);
+    let gate = env.file("gate");
+    let g = gate.display().to_string();
+    write_config(
+        &env,
+        &format!(
+            "[policy]\nmax_parallel = 1\n{}{}",
+            agent_entry("gated", &["wait-file", &g, "report", "success", "ok"]),
+            agent_entry("quick", &["report", "success", "ok"])
+        ),
+    );
+    let mut c = env.start_daemon().await;
+    let first = c.delegate(env.delegate_request("gated", "1")).await.unwrap().into_inner();
+    assert_eq!(first.status, "running");
+    let second = c.delegate(env.delegate_request("quick", "2")).await.unwrap().into_inner();
+    let third = c.delegate(env.delegate_request("quick", "3")).await.unwrap().into_inner();
+    assert_eq!((second.status.as_str(), third.status.as_str()), ("pending", "pending"));
+    let s = c.status(pb::StatusRequest { task_id: third.task_id.clone() }).await.unwrap().into_inner();
+    assert_eq!(s.queue_position, Some(1));
+    let s = c.status(pb::StatusRequest { task_id: second.task_id.clone() }).await.unwrap().into_inner();
+    assert_eq!(s.queue_position, Some(0));
+
+    // Cancelling a queued task ends it at once.
+    let r = c.cancel(pb::CancelRequest { task_id: second.task_id.clone() }).await.unwrap().into_inner();
+    assert!(r.cancelled);
+    assert_eq!(r.status, "cancelled");
+    let s = c.status(pb::StatusRequest { task_id: third.task_id.clone() }).await.unwrap().into_inner();
+    assert_eq!((s.status.as_str(), s.queue_position), ("pending", Some(0)));
+
+    std::fs::write(&gate, "go").unwrap();
+    let t1 = await_one(&mut c, &first.task_id, LONG).await;
+    let t3 = await_one(&mut c, &third.task_id, LONG).await;
+    assert_eq!((t1.status.as_str(), t3.status.as_str()), ("succeeded", "succeeded"));
+    assert!(t3.started_at >= t1.finished_at, "the queued task started after the first ended");
+}
