@@ -75,6 +75,30 @@ enum Command {
     },
     /// Check the daemon and every agent: installed, version, capabilities.
     Doctor,
+    /// Write this project's starting config, role prompts and host-agent skills.
+    Init {
+        /// Initialize the global layer instead of the project.
+        #[arg(long)]
+        global: bool,
+        /// Overwrite the config and role prompts too.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Show or edit the policy.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
+    },
+    /// List, show, add or remove roles.
+    Role {
+        #[command(subcommand)]
+        action: RoleAction,
+    },
+    /// OACP documents.
+    Protocol {
+        #[command(subcommand)]
+        action: ProtocolAction,
+    },
     /// Manage the daemon.
     Daemon {
         #[command(subcommand)]
@@ -88,6 +112,120 @@ enum AgentsAction {
     List,
     /// One agent in detail, with the options delegate accepts for it.
     Describe { agent: String },
+    /// Remove an agent from the policy's `denied` list.
+    Enable {
+        agent: String,
+        #[command(flatten)]
+        layer: LayerArgs,
+    },
+    /// Add an agent to the policy's `denied` list.
+    Disable {
+        agent: String,
+        #[command(flatten)]
+        layer: LayerArgs,
+    },
+    /// Set an agent's default model in [models].
+    SetModel {
+        agent: String,
+        model: String,
+        #[command(flatten)]
+        layer: LayerArgs,
+    },
+    /// Remove an agent's default model from [models].
+    UnsetModel {
+        agent: String,
+        #[command(flatten)]
+        layer: LayerArgs,
+    },
+}
+
+/// Which layer an edit writes: the project's by default.
+#[derive(Args)]
+struct LayerArgs {
+    /// Write the global layer (~/.config/caesar/config.toml).
+    #[arg(long, conflicts_with = "local")]
+    global: bool,
+    /// Write the local layer (.caesar/config.local.toml, not versioned).
+    #[arg(long)]
+    local: bool,
+}
+
+impl LayerArgs {
+    fn name(&self) -> &'static str {
+        if self.global {
+            "global"
+        } else if self.local {
+            "local"
+        } else {
+            "project"
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum PolicyAction {
+    /// The effective policy and the layer each value comes from.
+    Show,
+    /// Add an agent to the policy's `allowed` list.
+    Allow {
+        agent: String,
+        #[command(flatten)]
+        layer: LayerArgs,
+    },
+    /// Add an agent to the policy's `denied` list.
+    Deny {
+        agent: String,
+        #[command(flatten)]
+        layer: LayerArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum RoleAction {
+    /// Every role, with the agent it would pick now.
+    List,
+    /// One role in detail.
+    Show { name: String },
+    /// Add (or replace) a role in a layer.
+    Add {
+        name: String,
+        /// Candidate agents, first choice first (comma-separated).
+        #[arg(long, value_delimiter = ',', required = true)]
+        agents: Vec<String>,
+        /// read-only or write.
+        #[arg(long)]
+        mode: String,
+        #[arg(long, default_value = "")]
+        purpose: String,
+        #[arg(long)]
+        isolation: Option<String>,
+        #[arg(long)]
+        network: Option<String>,
+        #[arg(long)]
+        timeout: Option<String>,
+        #[arg(long)]
+        model: Option<String>,
+        #[command(flatten)]
+        layer: LayerArgs,
+    },
+    /// Remove a role from a layer.
+    Remove {
+        name: String,
+        #[command(flatten)]
+        layer: LayerArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProtocolAction {
+    /// The JSON Schema the daemon validates a document with.
+    Schema {
+        /// task, report or event.
+        document: String,
+        /// The variant for native structured outputs: everything required.
+        #[arg(long)]
+        strict: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -261,6 +399,24 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Agents { action } => agents(action, json).await,
         Command::Doctor => doctor(json).await,
+        Command::Init { global, force } => init(global, force, json).await,
+        Command::Policy { action } => policy(action, json).await,
+        Command::Role { action } => role(action, json).await,
+        Command::Protocol { action: ProtocolAction::Schema { document, strict } } => {
+            let mut c = connect().await?;
+            let r = c
+                .protocol_schema(pb::ProtocolSchemaRequest { document, strict })
+                .await
+                .map_err(anyhow::Error::from)?
+                .into_inner();
+            let v: Value = serde_json::from_str(&r.schema_json).unwrap_or(Value::Null);
+            if json {
+                println!("{v}");
+            } else {
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            }
+            Ok(0)
+        }
         Command::Daemon { action } => daemon(action, json).await,
     }
 }
@@ -512,6 +668,30 @@ async fn agents(action: AgentsAction, json: bool) -> Result<u8, Failure> {
                 render::print_agents(&r.agents);
             }
         }
+        AgentsAction::Enable { agent, layer } => {
+            return edit(
+                &mut c,
+                &layer,
+                json!({"op": "policy_list", "field": "denied", "id": agent, "present": false}),
+                json,
+            )
+            .await;
+        }
+        AgentsAction::Disable { agent, layer } => {
+            return edit(
+                &mut c,
+                &layer,
+                json!({"op": "policy_list", "field": "denied", "id": agent, "present": true}),
+                json,
+            )
+            .await;
+        }
+        AgentsAction::SetModel { agent, model, layer } => {
+            return edit(&mut c, &layer, json!({"op": "set_model", "agent": agent, "model": model}), json).await;
+        }
+        AgentsAction::UnsetModel { agent, layer } => {
+            return edit(&mut c, &layer, json!({"op": "unset_model", "agent": agent}), json).await;
+        }
         AgentsAction::Describe { agent } => {
             let r = c
                 .describe_agent(pb::DescribeAgentRequest { agent, workspace: cwd_string() })
@@ -579,4 +759,128 @@ async fn doctor(json: bool) -> Result<u8, Failure> {
         }
     }
     Ok(if problems.is_empty() { 0 } else { 1 })
+}
+
+async fn edit(c: &mut Client, layer: &LayerArgs, edit: Value, json: bool) -> Result<u8, Failure> {
+    let r = c
+        .edit_config(pb::EditConfigRequest {
+            workspace: cwd_string(),
+            layer: layer.name().to_owned(),
+            edit_json: edit.to_string(),
+        })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
+    if json {
+        println!("{}", json!({"changed": r.changed, "message": r.message, "path": r.path}));
+    } else {
+        println!("{}{}", r.message, if r.changed { format!(" ({})", r.path) } else { " (nothing changed)".to_owned() });
+    }
+    Ok(0)
+}
+
+async fn init(global: bool, force: bool, json: bool) -> Result<u8, Failure> {
+    let mut c = connect().await?;
+    let r = c
+        .init_project(pb::InitProjectRequest { workspace: cwd_string(), global, force })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
+    if json {
+        println!("{}", json!({"written": r.written, "kept": r.kept}));
+    } else {
+        for w in &r.written {
+            println!("wrote {w}");
+        }
+        for k in &r.kept {
+            println!("kept  {k}");
+        }
+    }
+    Ok(0)
+}
+
+async fn show_config(c: &mut Client) -> Result<Value, Failure> {
+    let r = c
+        .show_config(pb::ShowConfigRequest { workspace: cwd_string() })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
+    Ok(serde_json::from_str(&r.config_json).unwrap_or(Value::Null))
+}
+
+async fn policy(action: PolicyAction, json: bool) -> Result<u8, Failure> {
+    let mut c = connect().await?;
+    match action {
+        PolicyAction::Show => {
+            let config = show_config(&mut c).await?;
+            let provenance = &config["provenance"];
+            if json {
+                println!("{}", json!({"policy": config["policy"], "provenance": provenance}));
+            } else if let Some(policy) = config["policy"].as_object() {
+                for (key, value) in policy {
+                    let name = if key == "default_timeout_ms" { "default_timeout" } else { key.as_str() };
+                    let origin = provenance[format!("policy.{name}")].as_str().unwrap_or("default");
+                    println!("{key:<22} {value:<30} ({origin})");
+                }
+            }
+            Ok(0)
+        }
+        PolicyAction::Allow { agent, layer } => {
+            edit(&mut c, &layer, json!({"op": "policy_list", "field": "allowed", "id": agent, "present": true}), json)
+                .await
+        }
+        PolicyAction::Deny { agent, layer } => {
+            edit(&mut c, &layer, json!({"op": "policy_list", "field": "denied", "id": agent, "present": true}), json)
+                .await
+        }
+    }
+}
+
+async fn role(action: RoleAction, json: bool) -> Result<u8, Failure> {
+    let mut c = connect().await?;
+    match action {
+        RoleAction::List | RoleAction::Show { .. } => {
+            let roles = c
+                .list_roles(pb::ListRolesRequest { workspace: cwd_string() })
+                .await
+                .map_err(anyhow::Error::from)?
+                .into_inner()
+                .roles_json;
+            let mut roles: Vec<Value> = roles.iter().filter_map(|r| serde_json::from_str(r).ok()).collect();
+            if let RoleAction::Show { name } = &action {
+                roles.retain(|r| r["name"] == name.as_str());
+                if roles.is_empty() {
+                    return Err(Failure { code: 2, message: format!("no role `{name}`: see `caesar role list`") });
+                }
+            }
+            if json {
+                println!("{}", json!({ "roles": roles }));
+            } else {
+                for r in &roles {
+                    println!(
+                        "{:<14} {:<10} picks {:<12} ({})  {}",
+                        r["name"].as_str().unwrap_or(""),
+                        r["mode"].as_str().unwrap_or(""),
+                        r["would_pick"].as_str().unwrap_or("nobody"),
+                        r["origin"].as_str().unwrap_or(""),
+                        r["purpose"].as_str().unwrap_or("")
+                    );
+                    if matches!(action, RoleAction::Show { .. }) {
+                        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+                    }
+                }
+            }
+            Ok(0)
+        }
+        RoleAction::Add { name, agents, mode, purpose, isolation, network, timeout, model, layer } => {
+            let role = json!({
+                "name": name, "agents": agents, "mode": mode, "purpose": purpose,
+                "isolation": isolation, "network": network, "timeout": timeout, "model": model,
+            });
+            edit(&mut c, &layer, json!({"op": "role_add", "role": role}), json).await
+        }
+        RoleAction::Remove { name, layer } => {
+            edit(&mut c, &layer, json!({"op": "role_remove", "name": name}), json).await
+        }
+    }
 }

@@ -923,6 +923,68 @@ impl Engine {
         Ok(resolve::roles_view(&config))
     }
 
+    /// The effective configuration of a project, with provenance.
+    pub fn show_config(&self, workspace: &str) -> Result<serde_json::Value> {
+        let (config, _) = self.config_for(workspace)?;
+        Ok(serde_json::json!({
+            "policy": config.policy,
+            "worktree": config.worktree,
+            "roles": config.roles.iter().map(|(r, o)| {
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                v["origin"] = serde_json::json!(o.as_str());
+                v
+            }).collect::<Vec<_>>(),
+            "agents": config.agents.iter().map(|(a, o)| {
+                let mut v = serde_json::to_value(a).unwrap_or_default();
+                v["origin"] = serde_json::json!(o.as_str());
+                v
+            }).collect::<Vec<_>>(),
+            "models": config.models.iter().map(|(k, (m, o))| (k.clone(), serde_json::json!({"model": m, "origin": o.as_str()}))).collect::<serde_json::Map<_, _>>(),
+            "bin": config.bin.iter().map(|(k, (b, o))| (k.clone(), serde_json::json!({"bin": b, "origin": o.as_str()}))).collect::<serde_json::Map<_, _>>(),
+            "provenance": config.provenance,
+            "files": config.files,
+        }))
+    }
+
+    /// Edits one layer of a project's (or the global) configuration.
+    pub fn edit_config(
+        &self,
+        workspace: &str,
+        layer: &str,
+        edit: &crate::config_edit::Edit,
+    ) -> Result<crate::config_edit::Outcome> {
+        let layer = match layer {
+            "global" => crate::config::Origin::Global,
+            "project" => crate::config::Origin::Project,
+            "local" => crate::config::Origin::Local,
+            other => return Err(Error::Invalid(format!("unknown layer `{other}`: use global, project or local"))),
+        };
+        if layer != crate::config::Origin::Global && workspace.is_empty() {
+            return Err(Error::Invalid("editing a project layer needs the project's workspace".to_owned()));
+        }
+        let project = if workspace.is_empty() {
+            PathBuf::from("/nonexistent/caesar-no-project")
+        } else {
+            project_root(Path::new(workspace))
+        };
+        crate::config_edit::apply(&self.paths.config_dir, &project, layer, edit)
+    }
+
+    /// `caesar init`: the global layer, or a project's config, role prompts,
+    /// `.gitignore` lines and host-agent skills.
+    pub fn init(&self, workspace: &str, global: bool, force: bool) -> Result<crate::init::Written> {
+        if global {
+            return crate::init::init_global(&self.paths.config_dir, force);
+        }
+        let workspace = Path::new(workspace);
+        if !workspace.is_absolute() || !workspace.is_dir() {
+            return Err(Error::Invalid(format!("workspace `{}` is not an absolute directory", workspace.display())));
+        }
+        let project = project_root(workspace);
+        let config = Config::load(&self.paths.config_dir, &project)?;
+        crate::init::init_project(&project, force, &|host| resolve::program_of(&config, host).is_some())
+    }
+
     /// One agent with the options delegate accepts for it.
     pub fn describe_agent(&self, id: &str, workspace: &str) -> Result<crate::catalog::AgentEntry> {
         let (config, project) = self.config_for(workspace)?;

@@ -11,9 +11,11 @@ pub mod agents;
 pub mod catalog;
 pub mod clock;
 pub mod config;
+pub mod config_edit;
 pub mod engine;
 pub mod error;
 pub mod ids;
+pub mod init;
 pub mod oacp;
 pub mod policy;
 pub mod provider;
@@ -24,7 +26,6 @@ pub mod server;
 pub mod store;
 pub mod supervisor;
 pub mod tail;
-pub mod workshop;
 
 /// The API protocol number this daemon answers `Ping` with.
 /// `CAESAR_TEST_PROTOCOL` overrides it, so tests can play an older daemon.

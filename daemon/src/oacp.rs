@@ -21,7 +21,7 @@ pub const REPORT_PROTOCOL: &str = "caesar.report/v1";
 pub const EVENT_PROTOCOL: &str = "caesar.event/v1";
 
 /// Whether the agent may modify the workspace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Mode {
     #[serde(rename = "read-only")]
     ReadOnly,
@@ -49,7 +49,7 @@ impl Mode {
 }
 
 /// Where the agent works: the workspace itself, or a disposable git worktree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Isolation {
     Inplace,
@@ -67,7 +67,7 @@ impl Isolation {
 }
 
 /// `task.json`: the mission, the only input an OACP agent needs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskDoc {
     pub protocol: String,
     pub id: String,
@@ -106,7 +106,7 @@ fn default_true() -> bool {
 }
 
 /// The agent's own verdict on its work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ReportStatus {
     Success,
@@ -128,7 +128,7 @@ impl ReportStatus {
 }
 
 /// What happened to a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ChangeAction {
     Created,
@@ -138,7 +138,7 @@ pub enum ChangeAction {
 }
 
 /// One changed file, as declared by the agent or found by git.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Change {
     pub path: String,
     pub action: ChangeAction,
@@ -147,7 +147,7 @@ pub struct Change {
 }
 
 /// A command the agent ran.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CommandRun {
     pub command: String,
     #[serde(default)]
@@ -157,7 +157,7 @@ pub struct CommandRun {
 }
 
 /// How serious a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Info,
@@ -168,7 +168,7 @@ pub enum Severity {
 }
 
 /// Something the agent, or the orchestrator, wants the caller to know.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     pub severity: Severity,
     pub title: String,
@@ -181,7 +181,7 @@ pub struct Finding {
 }
 
 /// A question the agent leaves for the caller in its report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReportQuestion {
     pub id: String,
     pub question: String,
@@ -190,7 +190,7 @@ pub struct ReportQuestion {
 }
 
 /// A file the agent produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Artifact {
     pub path: String,
     #[serde(default)]
@@ -198,7 +198,7 @@ pub struct Artifact {
 }
 
 /// Tokens, cost and time spent.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Usage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
@@ -211,7 +211,7 @@ pub struct Usage {
 }
 
 /// `report.json`: only `protocol`, `status` and `summary` are required.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Report {
     pub protocol: String,
     #[serde(default)]
@@ -295,7 +295,7 @@ impl Report {
 }
 
 /// The state of one tool call in a `tool_use` event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolStatus {
     Started,
@@ -304,7 +304,7 @@ pub enum ToolStatus {
 }
 
 /// What an execution blocker is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BlockerKind {
     /// Not logged in, 401, missing key.
@@ -321,7 +321,7 @@ pub enum BlockerKind {
 ///
 /// `usage`, `blocker` and `unrecognized` extend OACP's ten types; readers of
 /// the task directory that do not know them skip them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventBody {
     Started {
@@ -409,7 +409,7 @@ impl EventBody {
 }
 
 /// One line of `events.jsonl`: the envelope plus the body.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EventRecord {
     pub protocol: String,
     pub seq: u64,
@@ -467,5 +467,57 @@ mod tests {
         let back: serde_json::Value = serde_json::to_value(&rec).unwrap();
         assert_eq!(back["type"], "tool_use");
         assert_eq!(back["seq"], 1);
+    }
+}
+
+/// The JSON Schema of an OACP document, generated from the very types the
+/// daemon validates with: `task`, `report` or `event`. `strict` gives the
+/// variant native structured outputs need: every property required and no
+/// other property allowed, at every level.
+pub fn schema(document: &str, strict: bool) -> Option<serde_json::Value> {
+    let schema = match document {
+        "task" => schemars::schema_for!(TaskDoc),
+        "report" => schemars::schema_for!(Report),
+        "event" => schemars::schema_for!(EventRecord),
+        _ => return None,
+    };
+    let mut value = serde_json::to_value(schema).ok()?;
+    if strict {
+        make_strict(&mut value);
+    }
+    Some(value)
+}
+
+fn make_strict(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            if let Some(serde_json::Value::Object(props)) = map.get("properties") {
+                let keys: Vec<serde_json::Value> = props.keys().map(|k| serde_json::Value::String(k.clone())).collect();
+                map.insert("required".to_owned(), serde_json::Value::Array(keys));
+                map.insert("additionalProperties".to_owned(), serde_json::Value::Bool(false));
+            }
+            for child in map.values_mut() {
+                make_strict(child);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(make_strict),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod schema_tests {
+    use super::*;
+
+    #[test]
+    fn schemas_come_from_the_types_and_strict_requires_everything() {
+        let report = schema("report", false).unwrap();
+        assert_eq!(report["required"], serde_json::json!(["protocol", "status", "summary"]));
+        assert!(report["properties"]["changes"].is_object());
+        let strict = schema("report", true).unwrap();
+        assert_eq!(strict["additionalProperties"], false);
+        assert!(strict["required"].as_array().unwrap().iter().any(|k| k == "findings"));
+        assert!(schema("event", false).is_some() && schema("task", true).is_some());
+        assert!(schema("nope", false).is_none());
     }
 }

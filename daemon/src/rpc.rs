@@ -264,6 +264,50 @@ impl Caesar for Service {
         Ok(Response::new(pb::ListRolesResponse { roles_json: roles.iter().map(|r| r.to_string()).collect() }))
     }
 
+    async fn show_config(
+        &self,
+        req: Request<pb::ShowConfigRequest>,
+    ) -> Result<Response<pb::ShowConfigResponse>, Status> {
+        let config = self.engine.show_config(&req.into_inner().workspace)?;
+        Ok(Response::new(pb::ShowConfigResponse { config_json: config.to_string() }))
+    }
+
+    async fn edit_config(
+        &self,
+        req: Request<pb::EditConfigRequest>,
+    ) -> Result<Response<pb::EditConfigResponse>, Status> {
+        let r = req.into_inner();
+        let edit: crate::config_edit::Edit =
+            serde_json::from_str(&r.edit_json).map_err(|e| Status::invalid_argument(format!("bad edit: {e}")))?;
+        let o = self.engine.edit_config(&r.workspace, &r.layer, &edit)?;
+        Ok(Response::new(pb::EditConfigResponse {
+            changed: o.changed,
+            message: o.message,
+            path: o.path.display().to_string(),
+        }))
+    }
+
+    async fn init_project(
+        &self,
+        req: Request<pb::InitProjectRequest>,
+    ) -> Result<Response<pb::InitProjectResponse>, Status> {
+        let r = req.into_inner();
+        let w = self.engine.init(&r.workspace, r.global, r.force)?;
+        let show = |v: Vec<std::path::PathBuf>| v.into_iter().map(|p| p.display().to_string()).collect();
+        Ok(Response::new(pb::InitProjectResponse { written: show(w.written), kept: show(w.kept) }))
+    }
+
+    async fn protocol_schema(
+        &self,
+        req: Request<pb::ProtocolSchemaRequest>,
+    ) -> Result<Response<pb::ProtocolSchemaResponse>, Status> {
+        let r = req.into_inner();
+        let schema = crate::oacp::schema(&r.document, r.strict).ok_or_else(|| {
+            Status::invalid_argument(format!("unknown document `{}`: use task, report or event", r.document))
+        })?;
+        Ok(Response::new(pb::ProtocolSchemaResponse { schema_json: schema.to_string() }))
+    }
+
     async fn answer(&self, _: Request<pb::AnswerRequest>) -> Result<Response<pb::AnswerResponse>, Status> {
         Err(Status::unimplemented("answer arrives with the return channel"))
     }

@@ -178,3 +178,65 @@ async fn max_parallel_queues_fifo_and_a_queued_task_can_be_cancelled() {
     assert_eq!((t1.status.as_str(), t3.status.as_str()), ("succeeded", "succeeded"));
     assert!(t3.started_at >= t1.finished_at, "the queued task started after the first ended");
 }
+
+#[tokio::test]
+async fn the_cli_edits_one_layer_at_a_time_and_keeps_comments() {
+    let env = Env::new(&[]);
+    let run = |args: &[&str]| {
+        let o = env.caesar(args);
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    std::fs::write(
+        env.project.path().join(".caesar/config.toml"),
+        "# team config\n[policy]\nmax_parallel = 3 # keep it low\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(&["init"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("kept") && out.contains(".caesar/config.toml"), "{out}");
+    assert!(env.project.path().join(".caesar/roles/implementer.md").exists());
+
+    let (code, out, _) = run(&["agents", "disable", "gemini"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("now owns the whole list"), "{out}");
+    let (_, out, _) = run(&["agents", "set-model", "codex", "o4", "--local"]);
+    assert!(out.contains("config.local.toml"), "{out}");
+    let (code, _, err) = run(&["policy", "allow", "codex", "--global", "--local"]);
+    assert_eq!(code, Some(2), "both layers at once is refused");
+    assert!(err.contains("cannot be used with"), "{err}");
+
+    let text = std::fs::read_to_string(env.project.path().join(".caesar/config.toml")).unwrap();
+    assert!(text.starts_with("# team config\n") && text.contains("max_parallel = 3 # keep it low"), "{text}");
+    assert!(text.contains("denied = [\"gemini\"]"), "{text}");
+
+    let (_, out, _) = run(&["--json", "policy", "show"]);
+    let v = json(out.trim());
+    assert_eq!(v["policy"]["max_parallel"], 3);
+    assert_eq!(v["provenance"]["policy.max_parallel"], "project");
+    assert_eq!(v["policy"]["denied"], serde_json::json!(["gemini"]));
+
+    let (code, out, err) =
+        run(&["role", "add", "doc", "--agents", "codex,opencode", "--mode", "write", "--timeout", "5m"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("added role `doc`"));
+    let (_, out, _) = run(&["--json", "role", "show", "doc"]);
+    let v = json(out.trim());
+    assert_eq!(v["roles"][0]["timeout_ms"], 300_000);
+    assert_eq!(v["roles"][0]["origin"], "project");
+    let (code, _, err) = run(&["role", "remove", "reviewer"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("comes from the default layer"), "{err}");
+    let (code, _, _) = run(&["role", "remove", "doc"]);
+    assert_eq!(code, Some(0));
+
+    let (_, out, _) = run(&["--json", "protocol", "schema", "report", "--strict"]);
+    let schema = json(out.trim());
+    assert_eq!(schema["additionalProperties"], false);
+    let (code, _, err) = run(&["protocol", "schema", "nope"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("task, report or event"));
+}
