@@ -24,6 +24,9 @@ pub struct Launch {
     /// The project's `max_parallel` when the task was queued; 0 for no limit.
     #[serde(default)]
     pub max_parallel: u32,
+    /// The return channel was asked for: the agent gets its secret.
+    #[serde(default)]
+    pub channel: bool,
 }
 
 impl Launch {

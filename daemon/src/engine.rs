@@ -137,11 +137,18 @@ struct Live {
     events: broadcast::Sender<(u64, String)>,
     output: Mutex<Option<(String, i64)>>,
     activity: Mutex<Option<Activity>>,
+    /// The next event sequence number. Held while a batch is stored, so the
+    /// monitor and the return channel number events in the order stored.
+    next_seq: Mutex<u64>,
+    /// Bumped when a question of the task is answered.
+    answers: watch::Sender<u64>,
 }
 
 impl Live {
-    fn new(status: TaskStatus) -> Arc<Live> {
+    fn new(status: TaskStatus, next_seq: u64) -> Arc<Live> {
         Arc::new(Live {
+            next_seq: Mutex::new(next_seq),
+            answers: watch::channel(0).0,
             status: watch::channel(status).0,
             attention: watch::channel(0).0,
             events: broadcast::channel(1024).0,
@@ -185,7 +192,6 @@ struct Run {
     parser: Box<dyn LineParser>,
     /// Whether the parser is the generic one, whose raw output is the agent's own words.
     generic: bool,
-    next_seq: u64,
     final_text: Option<String>,
     messages: String,
     session_id: Option<String>,
@@ -382,6 +388,7 @@ impl Engine {
             }
         };
         launch.findings = resolution.findings.clone();
+        launch.channel = input.channel;
         launch.max_parallel = config.policy.max_parallel;
         let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
         supervisor::write_atomic(&task_dir.join("task.json"), &task_json)
@@ -484,6 +491,11 @@ impl Engine {
             .env("CAESAR_DEPTH", (record.depth + 1).to_string())
             .env("CAESAR_PROTOCOL_VERSION", OACP_VERSION)
             .envs(launch.env.iter().map(|(k, v)| (k, v)));
+        if launch.channel {
+            // What the in-agent channel server needs to reach this task, and
+            // only this task.
+            cmd.env("CAESAR_CHANNEL_SECRET", &record.secret).env("CAESAR_SOCKET", &self.paths.socket);
+        }
         match std::fs::File::create(task_dir.join("supervisor.log")) {
             Ok(f) => cmd.stderr(f),
             Err(_) => cmd.stderr(std::process::Stdio::null()),
@@ -493,7 +505,7 @@ impl Engine {
         unsafe {
             cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
         }
-        let live = Live::new(TaskStatus::Running);
+        let live = Live::new(TaskStatus::Running, record.event_count);
         self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(record.id.clone(), live.clone());
         let child = match cmd.spawn() {
             Ok(c) => c,
@@ -512,7 +524,6 @@ impl Engine {
             tail: LogTail::new(&task_dir.join(supervisor::RAW_LOG), 0),
             parser: parser_for(&launch.parser),
             generic: launch.parser == provider::GENERIC,
-            next_seq: record.event_count,
             final_text: None,
             messages: String::new(),
             session_id: None,
@@ -680,18 +691,38 @@ impl Engine {
     /// Numbers, stores (with the log offset), writes to `events.jsonl` and
     /// broadcasts a batch of events.
     fn emit(&self, run: &mut Run, bodies: Vec<EventBody>) -> Result<()> {
+        self.emit_events(&run.id, &run.task_dir, &run.live, bodies, Some(run.tail.offset())).map(|_| ())
+    }
+
+    /// Numbers, stores (with the log offset when the output produced them),
+    /// appends to `events.jsonl` and broadcasts a batch of events. Returns
+    /// the last sequence number used.
+    fn emit_events(
+        &self,
+        id: &str,
+        task_dir: &Path,
+        live: &Live,
+        bodies: Vec<EventBody>,
+        offset: Option<u64>,
+    ) -> Result<u64> {
+        let mut next = live.next_seq.lock().unwrap_or_else(|p| p.into_inner());
         let at = rfc3339(now_ms());
+        let first = *next;
         let records: Vec<EventRecord> = bodies
             .into_iter()
-            .map(|body| {
-                let seq = run.next_seq;
-                run.next_seq += 1;
-                EventRecord { protocol: EVENT_PROTOCOL.to_owned(), seq, at: at.clone(), task_id: run.id.clone(), body }
+            .enumerate()
+            .map(|(i, body)| EventRecord {
+                protocol: EVENT_PROTOCOL.to_owned(),
+                seq: first + i as u64,
+                at: at.clone(),
+                task_id: id.to_owned(),
+                body,
             })
             .collect();
-        self.store.append_events(&run.id, &records, run.tail.offset())?;
+        self.store.append_events(id, &records, offset)?;
+        *next = first + records.len() as u64;
         if records.is_empty() {
-            return Ok(());
+            return Ok(first.saturating_sub(1));
         }
         let mut text = String::new();
         let mut lines = Vec::with_capacity(records.len());
@@ -701,11 +732,11 @@ impl Engine {
             text.push('\n');
             lines.push((r.seq, line));
         }
-        append_file(&run.task_dir.join("events.jsonl"), text.as_bytes());
+        append_file(&task_dir.join("events.jsonl"), text.as_bytes());
         for l in lines {
-            let _ = run.live.events.send(l);
+            let _ = live.events.send(l);
         }
-        Ok(())
+        Ok(*next - 1)
     }
 
     /// Ends a task whose supervisor is gone: status, report, `finished`.
@@ -852,7 +883,7 @@ impl Engine {
                 (None, None) => (0, false),
             };
             let launch: Option<Launch> = serde_json::from_str(&record.launch_json).ok();
-            let live = Live::new(TaskStatus::Running);
+            let live = Live::new(TaskStatus::Running, record.event_count);
             self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(record.id.clone(), live.clone());
             let run = Run {
                 id: record.id.clone(),
@@ -860,7 +891,6 @@ impl Engine {
                 tail: LogTail::new(&task_dir.join(supervisor::RAW_LOG), record.log_offset),
                 parser: parser_for(launch.as_ref().map(|l| l.parser.as_str()).unwrap_or(provider::GENERIC)),
                 generic: launch.as_ref().is_none_or(|l| l.parser == provider::GENERIC),
-                next_seq: record.event_count,
                 final_text: None,
                 messages: String::new(),
                 session_id: record.session_id.clone(),
@@ -894,6 +924,189 @@ impl Engine {
         if let Err(e) = self.conclude(run) {
             warn!("ending a task failed: {e}");
         }
+    }
+
+    // ---------------------------------------------------------------- channel
+
+    /// The task a return-channel call speaks for, once its secret matches.
+    /// The secret binds a channel to one task: it can reach nothing else.
+    fn channel_record(&self, task_id: &str, secret: &str) -> Result<TaskRecord> {
+        let record = self.record(task_id)?;
+        let (a, b) = (record.secret.as_bytes(), secret.as_bytes());
+        let same = a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
+        if !same {
+            return Err(Error::Refused(format!(
+                "the channel secret does not match task {task_id}: a channel speaks only for the task that started it"
+            )));
+        }
+        Ok(record)
+    }
+
+    fn channel_live(&self, record: &TaskRecord) -> Result<Arc<Live>> {
+        if record.status.is_terminal() {
+            return Err(Error::Precondition(format!("task {} has ended ({})", record.id, record.status.as_str())));
+        }
+        self.live(&record.id)
+            .ok_or_else(|| Error::Precondition(format!("task {} is not running yet; retry in a moment", record.id)))
+    }
+
+    /// `get_task`: the mission, as `task.json` holds it.
+    pub fn channel_get_task(&self, task_id: &str, secret: &str) -> Result<String> {
+        let record = self.channel_record(task_id, secret)?;
+        let path = Path::new(&record.task_dir).join("task.json");
+        std::fs::read_to_string(&path).map_err(|e| Error::io_at("cannot read", &path, e))
+    }
+
+    /// `report_progress`: a `progress` event in the task's log. Returns its seq.
+    pub fn channel_progress(&self, task_id: &str, secret: &str, message: &str, pct: Option<f64>) -> Result<u64> {
+        let record = self.channel_record(task_id, secret)?;
+        let live = self.channel_live(&record)?;
+        if message.trim().is_empty() {
+            return Err(Error::Invalid("`message` is empty: say what progress was made".to_owned()));
+        }
+        let pct = pct.map(|p| p.clamp(0.0, 100.0));
+        self.emit_events(
+            &record.id,
+            Path::new(&record.task_dir),
+            &live,
+            vec![EventBody::Progress { message: message.to_owned(), pct }],
+            None,
+        )
+    }
+
+    /// `ask_orchestrator`: stores the question (durably, first), shows it in
+    /// status and await, wakes awaiters, then waits for the answer until
+    /// `timeout` or the task's deadline. With no answer in time it returns
+    /// `answered: false` and an invitation to proceed; that is not an error.
+    /// Passing `question_id` resumes waiting on a question already asked
+    /// (a channel that reconnected after a restart).
+    pub async fn channel_ask(
+        &self,
+        task_id: &str,
+        secret: &str,
+        question: &str,
+        options: Vec<String>,
+        timeout: Duration,
+        question_id: Option<&str>,
+    ) -> Result<(String, bool, String)> {
+        let record = self.channel_record(task_id, secret)?;
+        let live = self.channel_live(&record)?;
+        let mut answers = live.answers.subscribe();
+        let qid = match question_id.filter(|q| !q.is_empty()) {
+            Some(qid) => {
+                self.store.question(task_id, qid)?.ok_or_else(|| {
+                    Error::NotFound(format!("task {task_id} has no question {qid}: ask it without question_id"))
+                })?;
+                qid.to_owned()
+            }
+            None => {
+                if question.trim().is_empty() {
+                    return Err(Error::Invalid("`question` is empty: ask something".to_owned()));
+                }
+                let q = QuestionRecord {
+                    task_id: task_id.to_owned(),
+                    question_id: crate::ids::question_id(),
+                    question: question.to_owned(),
+                    options: options.clone(),
+                    asked_ms: now_ms(),
+                    answer: None,
+                };
+                self.store.insert_question(&q)?;
+                self.emit_events(
+                    task_id,
+                    Path::new(&record.task_dir),
+                    &live,
+                    vec![EventBody::Question { id: q.question_id.clone(), question: q.question.clone(), options }],
+                    None,
+                )?;
+                live.attention.send_modify(|n| *n += 1);
+                q.question_id
+            }
+        };
+        let task_deadline = record.started_ms.unwrap_or_else(now_ms) + record.timeout_ms as i64;
+        let wait = timeout.min(Duration::from_millis((task_deadline - now_ms()).max(0) as u64));
+        let until = tokio::time::Instant::now() + wait;
+        let mut status = live.status.subscribe();
+        loop {
+            if let Some((q, _)) = self.store.question(task_id, &qid)?
+                && let Some(answer) = q.answer
+            {
+                self.store.mark_delivered(task_id, &qid)?;
+                return Ok((qid, true, answer));
+            }
+            tokio::select! {
+                _ = answers.changed() => {}
+                _ = status.wait_for(|s| s.is_terminal()) => break,
+                _ = tokio::time::sleep_until(until) => break,
+            }
+        }
+        Ok((
+            qid,
+            false,
+            format!(
+                "No answer from the orchestrator within {} s. Proceed on your best judgment, and say in your report what you assumed.",
+                wait.as_secs()
+            ),
+        ))
+    }
+
+    /// `submit_report`: validated at once; an invalid report is refused with
+    /// the failing field so the agent can correct it and submit again.
+    pub fn channel_submit_report(&self, task_id: &str, secret: &str, report_json: &str) -> Result<()> {
+        let record = self.channel_record(task_id, secret)?;
+        let live = self.channel_live(&record)?;
+        let report = crate::oacp::Report::parse(report_json).map_err(|e| Error::Invalid(e.to_string()))?;
+        let path = Path::new(&record.task_dir).join(report::CHANNEL_REPORT);
+        let body = serde_json::to_vec_pretty(&report).map_err(|e| Error::Internal(e.to_string()))?;
+        supervisor::write_atomic(&path, &body).map_err(|e| Error::io_at("cannot write", &path, e))?;
+        self.emit_events(
+            &record.id,
+            Path::new(&record.task_dir),
+            &live,
+            vec![EventBody::Progress { message: format!("report submitted: {}", report.status.as_str()), pct: None }],
+            None,
+        )?;
+        Ok(())
+    }
+
+    /// `caesar_answer`: answers a pending question. An unknown task or
+    /// question, or one already answered, fails clearly; of two concurrent
+    /// answers exactly one wins.
+    pub fn answer(&self, task_id: &str, question_id: &str, answer: &str) -> Result<()> {
+        let record = self.record(task_id)?;
+        let Some((question, _)) = self.store.question(task_id, question_id)? else {
+            let pending: Vec<String> =
+                self.store.pending_questions(task_id)?.into_iter().map(|q| q.question_id).collect();
+            return Err(Error::NotFound(format!(
+                "task {task_id} has no question `{question_id}` (pending: {})",
+                if pending.is_empty() { "none".to_owned() } else { pending.join(", ") }
+            )));
+        };
+        if question.answer.is_some() {
+            return Err(Error::Precondition(format!("question {question_id} of task {task_id} already has an answer")));
+        }
+        if record.status.is_terminal() {
+            return Err(Error::Precondition(format!(
+                "task {task_id} has ended ({}): nobody is waiting for this answer",
+                record.status.as_str()
+            )));
+        }
+        if !self.store.answer_question(task_id, question_id, answer, now_ms())? {
+            return Err(Error::Conflict(format!(
+                "question {question_id} of task {task_id} was answered by someone else just now"
+            )));
+        }
+        if let Some(live) = self.live(task_id) {
+            self.emit_events(
+                task_id,
+                Path::new(&record.task_dir),
+                &live,
+                vec![EventBody::Answer { id: question_id.to_owned(), answer: answer.to_owned() }],
+                None,
+            )?;
+            live.answers.send_modify(|n| *n += 1);
+        }
+        Ok(())
     }
 
     // ---------------------------------------------------------------- agents

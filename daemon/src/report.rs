@@ -67,22 +67,32 @@ pub struct Inputs<'a> {
 
 /// Finds the best report available, never failing: the last tier always
 /// produces one.
+/// The file a report handed in over the return channel is kept in, beside
+/// `report.json`.
+pub const CHANNEL_REPORT: &str = "report.channel.json";
+
 pub fn recover(inputs: &Inputs<'_>) -> (Report, Source) {
     let mut refusals = Vec::new();
-    let mut found = None;
-    match std::fs::read_to_string(inputs.report_path) {
-        Ok(text) => match Report::parse(&text) {
-            Ok(r) => found = Some((r, Source::File)),
-            Err(e) => refusals.push(refusal(&format!("{} was refused", inputs.report_path.display()), &e)),
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => refusals.push(Finding {
-            severity: Severity::High,
-            title: "the report file could not be read".to_owned(),
-            file: Some(inputs.report_path.display().to_string()),
-            line: None,
-            detail: e.to_string(),
-        }),
+    // Tier 1: validated when it was submitted, so it parses.
+    let mut found = std::fs::read_to_string(inputs.report_path.with_file_name(CHANNEL_REPORT))
+        .ok()
+        .and_then(|text| Report::parse(&text).ok())
+        .map(|r| (r, Source::Channel));
+    if found.is_none() {
+        match std::fs::read_to_string(inputs.report_path) {
+            Ok(text) => match Report::parse(&text) {
+                Ok(r) => found = Some((r, Source::File)),
+                Err(e) => refusals.push(refusal(&format!("{} was refused", inputs.report_path.display()), &e)),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => refusals.push(Finding {
+                severity: Severity::High,
+                title: "the report file could not be read".to_owned(),
+                file: Some(inputs.report_path.display().to_string()),
+                line: None,
+                detail: e.to_string(),
+            }),
+        }
     }
     if found.is_none() {
         found = find_fenced(inputs.texts, &mut refusals).map(|r| (r, Source::Fenced));

@@ -16,6 +16,8 @@ use crate::store::TaskStatus;
 /// Default and ceiling of `Await.timeout_ms`.
 pub const AWAIT_DEFAULT_MS: u64 = 30_000;
 pub const AWAIT_MAX_MS: u64 = 10 * 60 * 1000;
+/// Default wait of `ask_orchestrator` (5 minutes; never past the task's deadline).
+pub const ASK_DEFAULT_MS: u64 = 5 * 60 * 1000;
 
 /// The service. Shutdown requests are passed to the server through `stop`.
 pub struct Service {
@@ -308,8 +310,10 @@ impl Caesar for Service {
         Ok(Response::new(pb::ProtocolSchemaResponse { schema_json: schema.to_string() }))
     }
 
-    async fn answer(&self, _: Request<pb::AnswerRequest>) -> Result<Response<pb::AnswerResponse>, Status> {
-        Err(Status::unimplemented("answer arrives with the return channel"))
+    async fn answer(&self, req: Request<pb::AnswerRequest>) -> Result<Response<pb::AnswerResponse>, Status> {
+        let r = req.into_inner();
+        self.engine.answer(&r.task_id, &r.question_id, &r.answer)?;
+        Ok(Response::new(pb::AnswerResponse { answered: true }))
     }
 
     type WatchEventsStream = EventStream;
@@ -322,29 +326,43 @@ impl Caesar for Service {
         Ok(Response::new(Box::pin(stream)))
     }
 
-    async fn get_task(&self, _: Request<pb::ChannelRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {
-        Err(Status::unimplemented("the return channel is not in this build yet"))
+    async fn get_task(&self, req: Request<pb::ChannelRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {
+        let c = req.into_inner();
+        Ok(Response::new(pb::GetTaskResponse { task_json: self.engine.channel_get_task(&c.task_id, &c.secret)? }))
     }
 
     async fn report_progress(
         &self,
-        _: Request<pb::ReportProgressRequest>,
+        req: Request<pb::ReportProgressRequest>,
     ) -> Result<Response<pb::ReportProgressResponse>, Status> {
-        Err(Status::unimplemented("the return channel is not in this build yet"))
+        let r = req.into_inner();
+        let c = r.channel.unwrap_or_default();
+        let seq = self.engine.channel_progress(&c.task_id, &c.secret, &r.message, r.pct)?;
+        Ok(Response::new(pb::ReportProgressResponse { seq }))
     }
 
     async fn ask_orchestrator(
         &self,
-        _: Request<pb::AskOrchestratorRequest>,
+        req: Request<pb::AskOrchestratorRequest>,
     ) -> Result<Response<pb::AskOrchestratorResponse>, Status> {
-        Err(Status::unimplemented("the return channel is not in this build yet"))
+        let r = req.into_inner();
+        let c = r.channel.unwrap_or_default();
+        let timeout = Duration::from_millis(if r.timeout_ms == 0 { ASK_DEFAULT_MS } else { r.timeout_ms });
+        let (question_id, answered, answer) = self
+            .engine
+            .channel_ask(&c.task_id, &c.secret, &r.question, r.options, timeout, Some(r.question_id.as_str()))
+            .await?;
+        Ok(Response::new(pb::AskOrchestratorResponse { question_id, answered, answer }))
     }
 
     async fn submit_report(
         &self,
-        _: Request<pb::SubmitReportRequest>,
+        req: Request<pb::SubmitReportRequest>,
     ) -> Result<Response<pb::SubmitReportResponse>, Status> {
-        Err(Status::unimplemented("the return channel is not in this build yet"))
+        let r = req.into_inner();
+        let c = r.channel.unwrap_or_default();
+        self.engine.channel_submit_report(&c.task_id, &c.secret, &r.report_json)?;
+        Ok(Response::new(pb::SubmitReportResponse { accepted: true }))
     }
 }
 

@@ -364,7 +364,7 @@ impl Store {
     /// Appends parsed events and advances the raw-log offset in one
     /// transaction: after a crash, parsing resumes exactly where the stored
     /// events end, with no gap and no duplicate.
-    pub fn append_events(&self, id: &str, events: &[EventRecord], new_offset: u64) -> Result<()> {
+    pub fn append_events(&self, id: &str, events: &[EventRecord], new_offset: Option<u64>) -> Result<()> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
         {
@@ -379,8 +379,8 @@ impl Store {
             None => None,
         };
         tx.execute(
-            "UPDATE tasks SET log_offset = ?2, event_count = event_count + ?3, last_event = COALESCE(?4, last_event) WHERE id = ?1",
-            params![id, new_offset as i64, events.len() as i64, last],
+            "UPDATE tasks SET log_offset = COALESCE(?2, log_offset), event_count = event_count + ?3, last_event = COALESCE(?4, last_event) WHERE id = ?1",
+            params![id, new_offset.map(|o| o as i64), events.len() as i64, last],
         )?;
         tx.commit()?;
         Ok(())
@@ -459,6 +459,60 @@ impl Store {
         let mut stmt =
             conn.prepare_cached("SELECT agent FROM tasks WHERE session_id = ?1 ORDER BY created_ms DESC LIMIT 1")?;
         Ok(stmt.query_row([session_id], |r| r.get(0)).optional()?)
+    }
+
+    /// Records a question an agent asked. Durable before the agent is told
+    /// anything, and before the question shows anywhere.
+    pub fn insert_question(&self, q: &QuestionRecord) -> Result<()> {
+        let options = serde_json::to_string(&q.options).map_err(|e| Error::Internal(e.to_string()))?;
+        self.lock().execute(
+            "INSERT INTO questions (task_id, question_id, question, options, asked_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![q.task_id, q.question_id, q.question, options, q.asked_ms],
+        )?;
+        Ok(())
+    }
+
+    /// One question of a task, with whether its answer was delivered.
+    pub fn question(&self, task_id: &str, question_id: &str) -> Result<Option<(QuestionRecord, bool)>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT task_id, question_id, question, options, asked_ms, answer, delivered FROM questions WHERE task_id = ?1 AND question_id = ?2",
+        )?;
+        Ok(stmt
+            .query_row([task_id, question_id], |r| {
+                let options: String = r.get(3)?;
+                Ok((
+                    QuestionRecord {
+                        task_id: r.get(0)?,
+                        question_id: r.get(1)?,
+                        question: r.get(2)?,
+                        options: serde_json::from_str(&options).unwrap_or_default(),
+                        asked_ms: r.get(4)?,
+                        answer: r.get(5)?,
+                    },
+                    r.get(6)?,
+                ))
+            })
+            .optional()?)
+    }
+
+    /// Answers a question if it has no answer yet. Of two concurrent
+    /// answers exactly one gets `true`.
+    pub fn answer_question(&self, task_id: &str, question_id: &str, answer: &str, at_ms: i64) -> Result<bool> {
+        let changed = self.lock().execute(
+            "UPDATE questions SET answer = ?3, answered_ms = ?4 WHERE task_id = ?1 AND question_id = ?2 AND answer IS NULL",
+            params![task_id, question_id, answer, at_ms],
+        )?;
+        Ok(changed == 1)
+    }
+
+    /// Marks an answer handed to the agent.
+    pub fn mark_delivered(&self, task_id: &str, question_id: &str) -> Result<()> {
+        self.lock().execute(
+            "UPDATE questions SET delivered = 1 WHERE task_id = ?1 AND question_id = ?2",
+            params![task_id, question_id],
+        )?;
+        Ok(())
     }
 
     /// Runs SQLite's integrity check; `Ok(())` when the file is sound.
@@ -567,7 +621,7 @@ mod tests {
             let s = Store::open(&path).unwrap();
             s.insert_task(&sample("t_1")).unwrap();
             s.set_running("t_1", 5, 42, Some(7), Some("boot")).unwrap();
-            s.append_events("t_1", &[event(0), event(1)], 120).unwrap();
+            s.append_events("t_1", &[event(0), event(1)], Some(120)).unwrap();
             let o = Outcome {
                 status: TaskStatus::Succeeded,
                 exit_code: Some(0),

@@ -1,0 +1,218 @@
+//! The return channel on the daemon's side, spoken over gRPC with the
+//! secret the agent receives: progress, questions (answered, timed out,
+//! surviving a daemon SIGKILL), exactly-once answers, report validation, and
+//! the secret's scope.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use caesar_proto::pb;
+use common::*;
+use tonic::Code;
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// Starts a channel task whose agent prints its secret, then waits on `gate`.
+async fn channel_task(
+    env: &Env,
+    c: &mut caesar_proto::client::Client,
+    gate: &str,
+    extra: &[&str],
+) -> (String, pb::ChannelRequest) {
+    let mut args = vec!["env", "CAESAR_CHANNEL_SECRET", "wait-file", gate];
+    args.extend_from_slice(extra);
+    env.set_agents(&[("talker", &args)]);
+    let mut req = env.delegate_request("talker", "talk to me");
+    req.channel = true;
+    let d = c.delegate(req).await.unwrap().into_inner();
+    let raw = env.paths.state_dir.join("tasks").join(&d.task_id).join("raw.log");
+    assert!(eventually(LONG, || std::fs::read_to_string(&raw).is_ok_and(|s| s.contains('\n'))).await);
+    let line = std::fs::read_to_string(&raw).unwrap();
+    let secret = line.trim().strip_prefix("CAESAR_CHANNEL_SECRET=").unwrap().to_owned();
+    assert_eq!(secret.len(), 32);
+    (d.task_id.clone(), pb::ChannelRequest { task_id: d.task_id, secret })
+}
+
+#[tokio::test]
+async fn progress_a_question_answered_once_and_a_channel_report() {
+    let mut env = Env::new(&[]);
+    let gate = env.file("gate").display().to_string();
+    let mut c = env.start_daemon().await;
+    let (id, ch) = channel_task(&env, &mut c, &gate, &[]).await;
+
+    let task = c.get_task(ch.clone()).await.unwrap().into_inner();
+    assert_eq!(json(&task.task_json)["id"], id.as_str());
+    let p = c
+        .report_progress(pb::ReportProgressRequest {
+            channel: Some(ch.clone()),
+            message: "half way".into(),
+            pct: Some(50.0),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let logs =
+        c.logs(pb::LogsRequest { task_id: id.clone(), limit: 100, ..Default::default() }).await.unwrap().into_inner();
+    let progress = logs.events_json.iter().map(|e| json(e)).find(|e| e["type"] == "progress").unwrap();
+    assert_eq!((progress["seq"].as_u64(), progress["pct"].as_f64()), (Some(p.seq), Some(50.0)));
+
+    // Ask in the background; the question shows in status and wakes an awaiter.
+    let mut asker = c.clone();
+    let ask_ch = ch.clone();
+    let ask = tokio::spawn(async move {
+        asker
+            .ask_orchestrator(pb::AskOrchestratorRequest {
+                channel: Some(ask_ch),
+                question: "tabs or spaces?".into(),
+                options: vec!["tabs".into(), "spaces".into()],
+                timeout_ms: 20_000,
+                question_id: String::new(),
+            })
+            .await
+    });
+    let started = Instant::now();
+    let r = c
+        .r#await(pb::AwaitRequest { task_ids: vec![id.clone()], timeout_ms: 20_000, wake_on_attention: true })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.woke_early && started.elapsed() < Duration::from_secs(10), "a question wakes the awaiter early");
+    let q = &r.tasks[0].pending_questions[0];
+    assert_eq!((q.question.as_str(), q.options.len()), ("tabs or spaces?", 2));
+
+    let e = c
+        .answer(pb::AnswerRequest { task_id: id.clone(), question_id: "q_nope".into(), answer: "x".into() })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains(&q.question_id), "the error lists what is pending: {}", e.message());
+    c.answer(pb::AnswerRequest { task_id: id.clone(), question_id: q.question_id.clone(), answer: "spaces".into() })
+        .await
+        .unwrap();
+    let e = c
+        .answer(pb::AnswerRequest { task_id: id.clone(), question_id: q.question_id.clone(), answer: "tabs".into() })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "a second answer is refused");
+    let got = ask.await.unwrap().unwrap().into_inner();
+    assert!(got.answered);
+    assert_eq!(got.answer, "spaces");
+    let s = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert!(s.pending_questions.is_empty());
+
+    // An invalid report is refused naming the field; a valid one wins tier 1.
+    let e = c
+        .submit_report(pb::SubmitReportRequest {
+            channel: Some(ch.clone()),
+            report_json: r#"{"protocol":"caesar.report/v1","status":"done","summary":"x"}"#.into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("status") || e.message().contains("done"), "{}", e.message());
+    c.submit_report(pb::SubmitReportRequest {
+        channel: Some(ch.clone()),
+        report_json: r#"{"protocol":"caesar.report/v1","status":"partial","summary":"over the channel"}"#.into(),
+    })
+    .await
+    .unwrap();
+    std::fs::write(&gate, "go").unwrap();
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!((t.report_source.as_str(), t.report_status.as_str()), ("channel", "partial"));
+    let types: Vec<String> = c
+        .logs(pb::LogsRequest { task_id: id, limit: 100, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner()
+        .events_json
+        .iter()
+        .map(|e| json(e)["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(types.contains(&"question".to_owned()) && types.contains(&"answer".to_owned()), "{types:?}");
+}
+
+#[tokio::test]
+async fn an_unanswered_question_times_out_normally_and_the_secret_is_scoped() {
+    let mut env = Env::new(&[]);
+    let gate = env.file("gate").display().to_string();
+    let mut c = env.start_daemon().await;
+    let (id, ch) = channel_task(&env, &mut c, &gate, &[]).await;
+    let r = c
+        .ask_orchestrator(pb::AskOrchestratorRequest {
+            channel: Some(ch.clone()),
+            question: "anyone?".into(),
+            options: vec![],
+            timeout_ms: 300,
+            question_id: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!r.answered, "a timeout is an answer, not an error");
+    assert!(r.answer.contains("best judgment"));
+
+    let wrong = pb::ChannelRequest { task_id: id.clone(), secret: "0".repeat(32) };
+    let e = c.get_task(wrong).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    let other = pb::ChannelRequest { task_id: "t_000000000000".into(), secret: ch.secret.clone() };
+    assert_eq!(c.get_task(other).await.unwrap_err().code(), Code::NotFound);
+    std::fs::write(&gate, "go").unwrap();
+    await_one(&mut c, &id, LONG).await;
+}
+
+#[tokio::test]
+async fn a_pending_question_survives_a_daemon_sigkill_and_is_answered_after() {
+    let mut env = Env::new(&[]);
+    let gate = env.file("gate").display().to_string();
+    let mut c = env.start_daemon().await;
+    let (id, ch) = channel_task(&env, &mut c, &gate, &[]).await;
+    let mut asker = c.clone();
+    let ask_ch = ch.clone();
+    let first_ask = tokio::spawn(async move {
+        asker
+            .ask_orchestrator(pb::AskOrchestratorRequest {
+                channel: Some(ask_ch),
+                question: "keep going?".into(),
+                options: vec![],
+                timeout_ms: 60_000,
+                question_id: String::new(),
+            })
+            .await
+    });
+    let question_id = loop {
+        let s = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
+        if let Some(q) = s.pending_questions.first() {
+            break q.question_id.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    env.kill_daemons().await;
+    assert!(first_ask.await.unwrap().is_err(), "the channel's call broke with the daemon");
+
+    let mut c = env.start_daemon().await;
+    let s = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert_eq!(s.pending_questions[0].question_id, question_id, "the question survived");
+    // The channel reconnects and keeps waiting on the same question.
+    let mut asker = c.clone();
+    let again = tokio::spawn(async move {
+        asker
+            .ask_orchestrator(pb::AskOrchestratorRequest {
+                channel: Some(ch),
+                question: String::new(),
+                options: vec![],
+                timeout_ms: 20_000,
+                question_id,
+            })
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let qid = s.pending_questions[0].question_id.clone();
+    c.answer(pb::AnswerRequest { task_id: id.clone(), question_id: qid, answer: "yes".into() }).await.unwrap();
+    let got = again.await.unwrap().unwrap().into_inner();
+    assert_eq!((got.answered, got.answer.as_str()), (true, "yes"));
+    std::fs::write(&gate, "go").unwrap();
+    assert_eq!(await_one(&mut c, &id, LONG).await.status, "succeeded");
+}
