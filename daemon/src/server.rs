@@ -57,8 +57,17 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
     };
     let engine = Engine::open(paths.clone(), Settings::from_env()?)?;
     engine.recover().await?;
-    let listener = ipc::bind(&paths.socket)?;
-    info!(socket = %paths.socket.display(), pid = std::process::id(), version = caesar_proto::VERSION, "caesard ready");
+    #[cfg(unix)]
+    let inherited = ipc::inherited_listener()?;
+    #[cfg(not(unix))]
+    let inherited = None;
+    let activated = inherited.is_some();
+    let listener = match inherited {
+        Some(l) => l,
+        None => ipc::bind(&paths.socket)?,
+    };
+    info!(socket = %paths.socket.display(), pid = std::process::id(), version = caesar_proto::VERSION, activated, "caesard ready");
+    notify_ready();
 
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let service = Service::new(Arc::clone(&engine), stop_tx);
@@ -128,5 +137,24 @@ async fn recv(signal: Option<&mut tokio::signal::unix::Signal>) {
             s.recv().await;
         }
         None => std::future::pending().await,
+    }
+}
+
+/// Tells systemd (`Type=notify`) that the daemon is ready, when it asked.
+fn notify_ready() {
+    #[cfg(target_os = "linux")]
+    if let Some(path) = std::env::var_os("NOTIFY_SOCKET") {
+        use std::os::linux::net::SocketAddrExt;
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::net::{SocketAddr, UnixDatagram};
+        let bytes = path.as_bytes();
+        let addr = match bytes.first() {
+            Some(b'@') => SocketAddr::from_abstract_name(&bytes[1..]),
+            _ => SocketAddr::from_pathname(std::path::Path::new(&path)),
+        };
+        let sent = UnixDatagram::unbound().and_then(|s| addr.and_then(|a| s.send_to_addr(b"READY=1", &a)));
+        if let Err(e) = sent {
+            warn!("could not notify the service manager: {e}");
+        }
     }
 }

@@ -56,6 +56,33 @@ pub fn bind(path: &Path) -> io::Result<Listener> {
     opts.create_tokio()
 }
 
+/// The listening socket a service manager passed us (systemd socket
+/// activation: `LISTEN_PID` is this process and `LISTEN_FDS` >= 1, the socket
+/// is fd 3), or `None`. The variables are removed so that no child takes
+/// them for its own.
+#[cfg(unix)]
+pub fn inherited_listener() -> io::Result<Option<Listener>> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let pid_matches = std::env::var("LISTEN_PID").ok().and_then(|p| p.parse::<u32>().ok()) == Some(std::process::id());
+    let count = std::env::var("LISTEN_FDS").ok().and_then(|n| n.parse::<u32>().ok()).unwrap_or(0);
+    if !pid_matches || count == 0 {
+        return Ok(None);
+    }
+    // SAFETY: called once at start-up, before any thread that could
+    // read or write the environment.
+    unsafe {
+        std::env::remove_var("LISTEN_PID");
+        std::env::remove_var("LISTEN_FDS");
+        std::env::remove_var("LISTEN_FDNAMES");
+    }
+    // SAFETY: under socket activation fd 3 is ours, open, and a listening
+    // socket; nothing else in this process owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(3) };
+    nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC)).map_err(io::Error::from)?;
+    let listener = interprocess::os::unix::uds_local_socket::tokio::Listener::try_from(fd)?;
+    Ok(Some(listener.into()))
+}
+
 /// Accepts one connection and checks that its peer is this user. A peer of
 /// another uid gets `Ok(None)`: it is dropped and the caller keeps accepting.
 pub async fn accept(listener: &Listener) -> io::Result<Option<IpcConn>> {
