@@ -1,0 +1,411 @@
+//! The tools' results: `structuredContent` is one of these, the text block
+//! is the same JSON, and each tool's output schema is generated from its
+//! type. Field names follow caesar's TypeScript MCP server; empty fields are
+//! omitted.
+
+use std::collections::BTreeMap;
+
+use caesar_proto::pb;
+use rmcp::schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_owned())
+}
+
+/// Fields every capped answer may carry.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct Shaping {
+    /// True when the answer was cut to fit the response cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<bool>,
+    /// How to get the rest when truncated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// A question a sub-agent asked and is waiting on.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct PendingQuestion {
+    /// Pass it to caesar_answer.
+    pub question_id: String,
+    /// The question.
+    pub question: String,
+    /// The choices the agent offered, if any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+    /// When it was asked (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asked_at: Option<String>,
+}
+
+/// A snapshot of one task, for caesar_status and caesar_await.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct TaskResult {
+    /// The task's id.
+    pub task_id: String,
+    /// The process outcome: pending, running, succeeded, failed, cancelled or timed_out.
+    pub status: String,
+    /// The agent running the task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The role it was delegated through, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// read-only or write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// inplace or worktree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<String>,
+    /// The model requested, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// When the task was recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// When the agent started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When the task ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// Time spent so far, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<u64>,
+    /// The agent's exit code, once it exited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    /// caesar_await only: true while the task is still running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<bool>,
+    /// The sub-agent's own verdict once it reported: success, partial, failed or blocked. Check it as well as status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report_status: Option<String>,
+    /// Where the report came from: channel, native, file, fenced, embedded or synthesized.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report_source: Option<String>,
+    /// caesar_await only: the normalized report (summary, changes, findings, questions, next_steps...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<Value>,
+    /// The last normalized event recorded so far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_event: Option<Value>,
+    /// How many events were recorded (see caesar_logs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_count: Option<u64>,
+    /// Questions the sub-agent asked and is waiting on: answer with caesar_answer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending_questions: Vec<PendingQuestion>,
+    /// The blocker the task hit, if any: auth, rate_limit or permission.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocker: Option<String>,
+    /// Why the task failed to run, when caesar itself knows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The provider session, to continue it with caesar_delegate's session_id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The last characters of the agent's reply so far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tail: Option<String>,
+    /// How old output_tail is, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_age_ms: Option<u64>,
+}
+
+impl TaskResult {
+    /// Maps the daemon's view. `for_await` adds `pending` and the report.
+    pub fn from_view(t: &pb::TaskView, for_await: bool) -> TaskResult {
+        let json = |s: &str| serde_json::from_str::<Value>(s).ok();
+        let finished = !matches!(t.status.as_str(), "pending" | "running");
+        TaskResult {
+            task_id: t.task_id.clone(),
+            status: t.status.clone(),
+            agent: non_empty(&t.agent),
+            role: non_empty(&t.role),
+            mode: non_empty(&t.mode),
+            isolation: non_empty(&t.isolation),
+            model: non_empty(&t.model),
+            created_at: non_empty(&t.created_at),
+            started_at: non_empty(&t.started_at),
+            ended_at: non_empty(&t.finished_at),
+            elapsed_ms: (t.elapsed_ms > 0).then_some(t.elapsed_ms),
+            exit_code: t.exit_code,
+            pending: for_await.then_some(t.pending || !finished),
+            report_status: non_empty(&t.report_status),
+            report_source: non_empty(&t.report_source),
+            report: if for_await { json(&t.report_json) } else { None },
+            last_event: json(&t.last_event_json),
+            event_count: (t.event_count > 0).then_some(t.event_count),
+            pending_questions: t
+                .pending_questions
+                .iter()
+                .map(|q| PendingQuestion {
+                    question_id: q.question_id.clone(),
+                    question: q.question.clone(),
+                    options: q.options.clone(),
+                    asked_at: non_empty(&q.asked_at),
+                })
+                .collect(),
+            blocker: non_empty(&t.blocker),
+            error: non_empty(&t.error),
+            session_id: non_empty(&t.session_id),
+            output_tail: non_empty(&t.output_tail),
+            output_age_ms: if t.output_tail.is_empty() { None } else { t.output_age_ms },
+        }
+    }
+}
+
+/// `caesar_status` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct StatusOutput {
+    /// The task.
+    #[serde(flatten)]
+    pub task: TaskResult,
+    /// Truncation marks.
+    #[serde(flatten)]
+    pub shaping: Shaping,
+}
+
+/// `caesar_await` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct AwaitOutput {
+    /// Every awaited task, keyed by task_id.
+    pub tasks: BTreeMap<String, TaskResult>,
+    /// True when the wait ended early because a task asked a question or hit a blocker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub woke_early: Option<bool>,
+    /// Truncation marks.
+    #[serde(flatten)]
+    pub shaping: Shaping,
+}
+
+/// `caesar_delegate` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct DelegateOutput {
+    /// Pass it to caesar_await, caesar_status, caesar_logs, caesar_cancel.
+    pub task_id: String,
+    /// The agent picked.
+    pub agent: String,
+    /// The role delegated through, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// read-only or write.
+    pub mode: String,
+    /// inplace, worktree or auto.
+    pub isolation: String,
+    /// Whether the agent has network access.
+    pub network: bool,
+    /// The model requested, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Where the sub-agent works.
+    pub workspace: String,
+    /// The task's time budget, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// "running": the task goes on; call caesar_await for its result.
+    pub status: String,
+    /// Resolution warnings, e.g. workspace_warning, network_warning, model_warning.
+    #[serde(flatten)]
+    pub warnings: BTreeMap<String, String>,
+}
+
+/// `caesar_logs` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct LogsOutput {
+    /// The task.
+    pub task_id: String,
+    /// Whether this is raw output (text) or normalized events.
+    pub raw: bool,
+    /// Events mode: how many events the task has in all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_events: Option<u64>,
+    /// Events mode: the most recent events, oldest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<Value>>,
+    /// Raw mode: the output window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Raw mode: the character offset of `text` in the raw output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_char: Option<u64>,
+    /// Raw mode: the length of the whole raw output, in characters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_chars: Option<u64>,
+    /// Raw mode: where to continue reading (pass it as start_char), when more follows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_start_char: Option<u64>,
+    /// Truncation marks.
+    #[serde(flatten)]
+    pub shaping: Shaping,
+}
+
+/// One changed file.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct DiffFile {
+    /// Path relative to the repository.
+    pub path: String,
+    /// added, modified, deleted or renamed.
+    pub status: String,
+    /// Lines added.
+    pub additions: u64,
+    /// Lines deleted.
+    pub deletions: u64,
+}
+
+/// `caesar_diff` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct DiffOutput {
+    /// The task.
+    pub task_id: String,
+    /// True when there is nothing to apply.
+    pub is_empty: bool,
+    /// Changed files.
+    pub files: Vec<DiffFile>,
+    /// The unified patch (the window from start_char when truncated).
+    pub patch: String,
+    /// The character offset of `patch` in the whole patch, when not 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_char: Option<u64>,
+    /// The length of the whole patch, in characters.
+    pub total_chars: u64,
+    /// Where to continue reading (pass it as start_char), when more follows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_start_char: Option<u64>,
+    /// Truncation marks.
+    #[serde(flatten)]
+    pub shaping: Shaping,
+}
+
+/// `caesar_cancel` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct CancelOutput {
+    /// The task.
+    pub task_id: String,
+    /// False when the task had already finished (a no-op).
+    pub cancelled: bool,
+    /// The task's final status.
+    pub status: String,
+}
+
+/// `caesar_apply` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct ApplyOutput {
+    /// The task.
+    pub task_id: String,
+    /// Whether the patch was applied.
+    pub applied: bool,
+    /// Files with conflicts, instead of a partial apply.
+    pub conflicts: Vec<String>,
+    /// Truncation marks.
+    #[serde(flatten)]
+    pub shaping: Shaping,
+}
+
+/// `caesar_answer` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct AnswerOutput {
+    /// The task.
+    pub task_id: String,
+    /// The question answered.
+    pub question_id: String,
+    /// True.
+    pub answered: bool,
+}
+
+/// Whether policy allows delegating to an agent now.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct AgentPolicy {
+    /// Allowed now.
+    pub allowed: bool,
+    /// Why not, when refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One agent provider.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct AgentOutput {
+    /// The id to pass as caesar_delegate's agent.
+    pub id: String,
+    /// A readable name.
+    pub display_name: String,
+    /// The CLI binary.
+    pub bin: String,
+    /// Whether the CLI is installed here.
+    pub installed: bool,
+    /// Where it is installed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Capability flags (native read-only mode, structured output, sessions, model selection...).
+    pub capabilities: Value,
+    /// The default model configured for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+    /// Whether policy allows delegating to it now.
+    pub policy: AgentPolicy,
+    /// The CLI's version, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// builtin or generic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+impl AgentOutput {
+    /// Maps the daemon's agent description.
+    pub fn from_pb(a: &pb::AgentInfo) -> AgentOutput {
+        AgentOutput {
+            id: a.id.clone(),
+            display_name: a.display_name.clone(),
+            bin: a.bin.clone(),
+            installed: a.installed,
+            path: non_empty(&a.path),
+            capabilities: serde_json::from_str(&a.capabilities_json)
+                .unwrap_or_else(|_| Value::Object(Default::default())),
+            default_model: non_empty(&a.default_model),
+            policy: AgentPolicy { allowed: a.allowed, reason: non_empty(&a.refusal) },
+            version: non_empty(&a.version),
+            kind: non_empty(&a.kind),
+        }
+    }
+}
+
+/// `caesar_list_agents` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct ListAgentsOutput {
+    /// Every agent caesar knows of, installed or not.
+    pub agents: Vec<AgentOutput>,
+    /// Truncation marks.
+    #[serde(flatten)]
+    pub shaping: Shaping,
+}
+
+/// `caesar_list_roles` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct ListRolesOutput {
+    /// Roles: name, purpose, mode, isolation, network, timeout_ms, model, agents (fallback order), would_pick, reason, skipped.
+    pub roles: Vec<Value>,
+    /// Truncation marks.
+    #[serde(flatten)]
+    pub shaping: Shaping,
+}

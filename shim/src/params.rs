@@ -1,0 +1,232 @@
+//! The tools' input parameters: their JSON Schemas are generated from these
+//! types, and the same types parse the arguments. Names follow caesar's
+//! TypeScript MCP server, so existing prompts and skills work unchanged.
+
+use rmcp::schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
+
+/// Accepts any JSON number (or null) and saturates it into an `i64`, so that
+/// an out-of-range number is clamped by the tool instead of refused here.
+fn lenient_int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    let v = Option::<serde_json::Number>::deserialize(d)?;
+    Ok(v.map(|n| {
+        if let Some(i) = n.as_i64() {
+            i
+        } else if n.as_u64().is_some() {
+            i64::MAX
+        } else {
+            let f = n.as_f64().unwrap_or(0.0);
+            if f.is_nan() { 0 } else { f as i64 }
+        }
+    }))
+}
+
+/// Read-only or write.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub enum Mode {
+    /// The agent must not change files (review, investigation).
+    #[serde(rename = "read-only")]
+    ReadOnly,
+    /// The agent may edit files.
+    #[serde(rename = "write")]
+    Write,
+}
+
+impl Mode {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "read-only",
+            Mode::Write => "write",
+        }
+    }
+}
+
+/// Where the agent works.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// Directly in the workspace.
+    Inplace,
+    /// On a disposable git worktree.
+    Worktree,
+    /// Picked from the mode and git availability.
+    Auto,
+}
+
+impl Isolation {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Inplace => "inplace",
+            Isolation::Worktree => "worktree",
+            Isolation::Auto => "auto",
+        }
+    }
+}
+
+/// Network access for the agent.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// Open where the agent allows it, with a warning where it cannot.
+    Auto,
+    /// Required: the delegation fails when the agent cannot provide it.
+    On,
+    /// Closed where caesar knows how.
+    Off,
+}
+
+impl Network {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::Auto => "auto",
+            Network::On => "on",
+            Network::Off => "off",
+        }
+    }
+}
+
+/// A task budget: a duration string or a number of milliseconds.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(untagged)]
+pub enum Timeout {
+    /// Milliseconds.
+    Millis(u64),
+    /// A duration such as "90s", "10m", "1h30m" or "1500ms" (a bare number is seconds).
+    Text(String),
+}
+
+/// `caesar_delegate` parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct DelegateParams {
+    /// The task for the sub-agent, as a clear, self-contained instruction: it has no access to this conversation.
+    pub objective: String,
+    /// Name of a configured role (see caesar_list_roles) used to pick an agent along its fallback chain and to fill in defaults for mode, isolation and timeout. Ignored for the agent choice when `agent` is also given, but its defaults still apply.
+    #[serde(default)]
+    pub role: Option<String>,
+    /// Explicit provider id (see caesar_list_agents), e.g. "codex", "opencode", "copilot", "claude". Takes precedence over the agent `role` would pick. One of `role` or `agent` is required.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// "read-only" forbids the agent from changing files; "write" allows edits. Defaults to the role's mode, then the project policy's default.
+    #[serde(default)]
+    pub mode: Option<Mode>,
+    /// "worktree" runs the agent on a disposable git branch whose work is inspected with caesar_diff and landed with caesar_apply; "inplace" runs directly in the workspace; "auto" (default) picks from the mode and git availability.
+    #[serde(default)]
+    pub isolation: Option<Isolation>,
+    /// Whether the sub-agent needs network access. "auto" (default) opens it where the agent allows and warns where it cannot; "on" fails the delegation when the agent cannot provide it; "off" closes it where caesar knows how.
+    #[serde(default)]
+    pub network: Option<Network>,
+    /// Freeform background the sub-agent needs: relevant code, prior findings, links. Inline the content, not a file path.
+    #[serde(default)]
+    pub context: Option<String>,
+    /// Explicit dos and don'ts the sub-agent must respect.
+    #[serde(default)]
+    pub constraints: Option<Vec<String>>,
+    /// How to judge the task successful; included in the sub-agent's brief.
+    #[serde(default)]
+    pub acceptance_criteria: Option<Vec<String>>,
+    /// Model to request from the provider, if it supports choosing one.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Maximum time budget before the task is aborted: "10m", "90s", "1h", or a number of milliseconds. Defaults to the role's or policy's timeout.
+    #[serde(default)]
+    pub timeout: Option<Timeout>,
+    /// Enable the MCP back-channel for this task, if the agent can load an MCP server: the sub-agent can then ask you questions (see pending_questions in caesar_status/caesar_await, answer with caesar_answer). Off by default.
+    #[serde(default)]
+    pub channel: Option<bool>,
+    /// A provider session to continue (the session_id a previous task of the same agent reported), so the agent keeps its earlier conversation.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Reasoning effort to request from the provider, where it supports one (e.g. "low", "medium", "high").
+    #[serde(default)]
+    pub effort: Option<String>,
+    /// The directory the sub-agent works in. Defaults to the server's root (its --root, else the client's MCP roots, else its working directory); a different directory is accepted with a workspace_warning.
+    #[serde(default)]
+    pub workspace: Option<String>,
+}
+
+/// `caesar_await` parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct AwaitParams {
+    /// One or more task_id values previously returned by caesar_delegate.
+    pub task_ids: Vec<String>,
+    /// How long to wait, in milliseconds. Defaults to 30000 (30 s); values above 600000 (10 min) are clamped to it, zero or negative values fall back to the default.
+    #[serde(default, deserialize_with = "lenient_int")]
+    #[schemars(with = "Option<i64>")]
+    pub timeout_ms: Option<i64>,
+    /// Return as soon as an awaited task asks a question or hits a blocker (auth, rate limit, permission), instead of waiting out timeout_ms while it waits on you. Defaults to true.
+    #[serde(default)]
+    pub wake_on_attention: Option<bool>,
+}
+
+/// Parameters of the tools that take one task.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct TaskParams {
+    /// The task_id returned by caesar_delegate.
+    pub task_id: String,
+}
+
+/// `caesar_logs` parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct LogsParams {
+    /// The task_id returned by caesar_delegate.
+    pub task_id: String,
+    /// Return the sub-agent's raw CLI output (stdout and stderr, interleaved) instead of normalized events.
+    #[serde(default)]
+    pub raw: Option<bool>,
+    /// Maximum number of most-recent normalized events to return. Ignored when raw is true. Defaults to 50; clamped to 1..=1000.
+    #[serde(default, deserialize_with = "lenient_int")]
+    #[schemars(with = "Option<i64>")]
+    pub limit: Option<i64>,
+    /// Raw mode: resume reading from this character offset of the raw output (the value a truncated answer's hint gives). Without it, the most recent output is returned.
+    #[serde(default, deserialize_with = "lenient_int")]
+    #[schemars(with = "Option<i64>")]
+    pub start_char: Option<i64>,
+    /// Raw mode: the most characters of output to return. Defaults to, and is clamped to, the server's response cap (20000 unless configured).
+    #[serde(default, deserialize_with = "lenient_int")]
+    #[schemars(with = "Option<i64>")]
+    pub max_chars: Option<i64>,
+}
+
+/// `caesar_diff` parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct DiffParams {
+    /// The task_id returned by caesar_delegate.
+    pub task_id: String,
+    /// Resume reading the patch from this character offset (the value a truncated answer's hint gives).
+    #[serde(default, deserialize_with = "lenient_int")]
+    #[schemars(with = "Option<i64>")]
+    pub start_char: Option<i64>,
+    /// The most characters of patch to return. Defaults to, and is clamped to, the server's response cap (20000 unless configured).
+    #[serde(default, deserialize_with = "lenient_int")]
+    #[schemars(with = "Option<i64>")]
+    pub max_chars: Option<i64>,
+}
+
+/// `caesar_answer` parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct AnswerParams {
+    /// The task_id returned by caesar_delegate.
+    pub task_id: String,
+    /// The pending question's id, as surfaced by caesar_status or caesar_await (pending_questions).
+    pub question_id: String,
+    /// The answer to hand back to the sub-agent.
+    pub answer: String,
+}
+
+/// Parameters of the list tools: none.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct NoParams {}

@@ -1,0 +1,199 @@
+//! The tool catalog: names, descriptions, annotations and schemas, and the
+//! scoping that `--tools` and `--profile` apply to it.
+
+use std::sync::Arc;
+
+use rmcp::handler::server::common::{schema_for_input, schema_for_output};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use rmcp::schemars::JsonSchema;
+
+use crate::output::*;
+use crate::params::*;
+
+/// `caesar_delegate`.
+pub const DELEGATE: &str = "caesar_delegate";
+/// `caesar_await`.
+pub const AWAIT: &str = "caesar_await";
+/// `caesar_status`.
+pub const STATUS: &str = "caesar_status";
+/// `caesar_logs`.
+pub const LOGS: &str = "caesar_logs";
+/// `caesar_cancel`.
+pub const CANCEL: &str = "caesar_cancel";
+/// `caesar_diff`.
+pub const DIFF: &str = "caesar_diff";
+/// `caesar_apply`.
+pub const APPLY: &str = "caesar_apply";
+/// `caesar_list_agents`.
+pub const LIST_AGENTS: &str = "caesar_list_agents";
+/// `caesar_list_roles`.
+pub const LIST_ROLES: &str = "caesar_list_roles";
+/// `caesar_answer`.
+pub const ANSWER: &str = "caesar_answer";
+
+/// Every tool, in the order tools/list shows them.
+pub const ALL: [&str; 10] = [DELEGATE, AWAIT, STATUS, LOGS, CANCEL, DIFF, APPLY, LIST_AGENTS, LIST_ROLES, ANSWER];
+
+/// The `readonly` profile: tools that change nothing.
+pub const READONLY: [&str; 6] = [AWAIT, STATUS, LOGS, DIFF, LIST_AGENTS, LIST_ROLES];
+
+/// Which tools a server exposes, from `--profile` and `--tools`. `--tools`
+/// narrows the profile. An unknown name is an error that lists the valid ones.
+pub fn select(profile: &str, tools: Option<&str>) -> Result<Vec<&'static str>, String> {
+    let base: Vec<&'static str> = match profile {
+        "full" => ALL.to_vec(),
+        "readonly" => READONLY.to_vec(),
+        other => return Err(format!("unknown profile `{other}`: use full or readonly")),
+    };
+    let Some(list) = tools.map(str::trim).filter(|t| !t.is_empty()) else {
+        return Ok(base);
+    };
+    let mut wanted = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(known) = ALL.iter().find(|t| **t == name) else {
+            return Err(format!("unknown tool `{name}` in --tools; valid tools: {}", ALL.join(", ")));
+        };
+        if !base.contains(known) {
+            return Err(format!("tool `{name}` is not in the `{profile}` profile, which holds: {}", base.join(", ")));
+        }
+        if !wanted.contains(known) {
+            wanted.push(*known);
+        }
+    }
+    Ok(ALL.iter().copied().filter(|t| wanted.contains(t)).collect())
+}
+
+fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    // The schemas are generated from types that are objects; an error here
+    // is a bug caught by the tests, and the empty schema keeps serving.
+    schema_for_input::<T>().unwrap_or_else(|e| {
+        tracing::error!("input schema: {e}");
+        rmcp::handler::server::common::schema_for_empty_input()
+    })
+}
+
+fn tool<I: JsonSchema + 'static, O: JsonSchema + 'static>(
+    name: &'static str,
+    title: &str,
+    description: &'static str,
+    annotations: ToolAnnotations,
+) -> Tool {
+    Tool::new(name, description, input::<I>())
+        .with_title(title)
+        .with_raw_output_schema(schema_for_output::<O>())
+        .with_annotations(annotations)
+}
+
+fn read_only(title: &str) -> ToolAnnotations {
+    ToolAnnotations::with_title(title).read_only(true).destructive(false).idempotent(true).open_world(false)
+}
+
+/// The definition of one tool, or `None` for an unknown name.
+pub fn definition(name: &str) -> Option<Tool> {
+    Some(match name {
+        DELEGATE => tool::<DelegateParams, DelegateOutput>(
+            DELEGATE,
+            "Delegate to a sub-agent",
+            "Start an objective on a sub-agent (codex, opencode, copilot, claude, or any configured agent) that runs as a separate CLI process, read-only or write, optionally on a disposable git worktree. Returns at once with a task_id and the resolved agent, mode, isolation, network, model and workspace, plus any *_warning; it does NOT wait for the sub-agent, which can take minutes. Call caesar_await with the task_id to get the result. To race several providers, call caesar_delegate back to back, then one caesar_await with every task_id. A policy refusal (policy_refused) or an unknown role or agent (not_found, validation_error) comes back as an error instead of a task_id.",
+            ToolAnnotations::with_title("Delegate to a sub-agent")
+                .read_only(false)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(true),
+        ),
+        AWAIT => tool::<AwaitParams, AwaitOutput>(
+            AWAIT,
+            "Await tasks",
+            "Wait for one or more tasks started by caesar_delegate and return, per task_id: status, agent, role, and once done the normalized report (status, summary, changes, findings, questions, next_steps). Pass every task_id of a parallel batch in one call. Tasks still running when timeout_ms (default 30 s, at most 10 min) elapses come back with pending: true instead of a report. By default it returns early (woke_early: true) when a task asks a question (pending_questions; answer with caesar_answer) or hits a blocker, so you never wait on a task that waits on you; set wake_on_attention: false to wait regardless. Call it again with the same ids to keep waiting. It does not cancel anything and never returns logs or diffs (see caesar_logs, caesar_diff). With a progressToken it sends progress notifications while it waits.",
+            read_only("Await tasks"),
+        ),
+        STATUS => tool::<TaskParams, StatusOutput>(
+            STATUS,
+            "Task status",
+            "A cheap, non-blocking snapshot of one task: status (the process outcome: pending, running, succeeded, failed, cancelled, timed_out), agent, role, mode, isolation, timestamps, the last event recorded, and pending_questions the sub-agent is waiting on. Once a report exists, report_status (success, partial, failed, blocked) gives the sub-agent's own verdict: a task can exit 0 (status succeeded) with report_status failed, so check both. Use it to check on a long task without blocking. It never waits and never returns the full report (caesar_await does) or the event log (caesar_logs does).",
+            read_only("Task status"),
+        ),
+        LOGS => tool::<LogsParams, LogsOutput>(
+            LOGS,
+            "Task logs",
+            "An excerpt of a task's activity: the most recent normalized events (limit, default 50) with total_events, or with raw: true the sub-agent's raw CLI output, the most recent part by default. Use it to diagnose a task that failed, timed out or reported something surprising. Answers are capped: when truncated, the hint gives the start_char to continue reading raw output from. It does not wait for the task and does not return the report (caesar_await does).",
+            read_only("Task logs"),
+        ),
+        CANCEL => tool::<TaskParams, CancelOutput>(
+            CANCEL,
+            "Cancel a task",
+            "Cancel a running task: the sub-agent's process tree gets SIGTERM, then SIGKILL if it does not exit, and the call returns once it is gone, with cancelled and the final status. On a task that already finished it is a no-op (cancelled: false). It does not undo changes the agent already made, and does not delete the task or its report.",
+            ToolAnnotations::with_title("Cancel a task")
+                .read_only(false)
+                .destructive(true)
+                .idempotent(true)
+                .open_world(false),
+        ),
+        DIFF => tool::<DiffParams, DiffOutput>(
+            DIFF,
+            "Task diff",
+            "The git diff of a task run with worktree isolation: the changed files and the unified patch. Use it after caesar_await reports a task done, to review what it did before caesar_apply, or to compare the diffs of several providers raced on one objective. is_empty: true with no patch for tasks that ran inplace or changed nothing. Long patches are cut: the hint gives the start_char to continue from. It changes nothing.",
+            read_only("Task diff"),
+        ),
+        APPLY => tool::<TaskParams, ApplyOutput>(
+            APPLY,
+            "Apply a task's diff",
+            "Apply a worktree task's diff to the main working tree (git apply --3way). Use it once you reviewed the result, typically with caesar_diff, and decided to keep it. It never commits and never touches branches; when the patch no longer applies cleanly it reports conflicts instead of applying part of it. A no-op (applied: true, no conflicts) for tasks that ran inplace or changed nothing.",
+            ToolAnnotations::with_title("Apply a task's diff")
+                .read_only(false)
+                .destructive(true)
+                .idempotent(false)
+                .open_world(false),
+        ),
+        LIST_AGENTS => tool::<NoParams, ListAgentsOutput>(
+            LIST_AGENTS,
+            "List agents",
+            "List every sub-agent provider caesar knows of: whether its CLI is installed here, its capabilities (native read-only mode, structured output, resumable sessions, model selection...), its default model, and whether policy allows delegating to it now. Call it before caesar_delegate when unsure which providers are usable, or to pick several to race. It does not start anything.",
+            read_only("List agents"),
+        ),
+        LIST_ROLES => tool::<NoParams, ListRolesOutput>(
+            LIST_ROLES,
+            "List roles",
+            "List the project's roles: purpose, default mode, isolation, network, timeout and model, and, resolved now against installed CLIs and policy, which agent caesar_delegate would pick for each, with the fallback chain and why earlier candidates were skipped. Use it to choose between delegating through a role or naming an agent. It does not start anything.",
+            read_only("List roles"),
+        ),
+        ANSWER => tool::<AnswerParams, AnswerOutput>(
+            ANSWER,
+            "Answer a sub-agent",
+            "Answer a question a running sub-agent asked through its ask_orchestrator tool, so it can go on. Find the question_id first in pending_questions of caesar_status or caesar_await: this tool does not list questions. An unknown task or question is not_found; a question already answered is a conflict.",
+            ToolAnnotations::with_title("Answer a sub-agent")
+                .read_only(false)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(false),
+        ),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn profiles_and_tool_lists() {
+        assert_eq!(select("full", None).unwrap().len(), 10);
+        assert_eq!(select("readonly", None).unwrap(), READONLY.to_vec());
+        assert_eq!(select("full", Some("caesar_logs, caesar_status")).unwrap(), vec![STATUS, LOGS]);
+        let e = select("full", Some("caesar_nope")).unwrap_err();
+        assert!(e.contains("caesar_nope") && e.contains("caesar_delegate"));
+        assert!(select("readonly", Some("caesar_cancel")).is_err());
+        assert!(select("admin", None).is_err());
+    }
+
+    #[test]
+    fn every_tool_has_object_schemas() {
+        for name in ALL {
+            let t = definition(name).unwrap();
+            assert_eq!(t.input_schema.get("type").unwrap(), "object", "{name}");
+            let out = t.output_schema.unwrap();
+            assert_eq!(out.get("type").unwrap(), "object", "{name}");
+        }
+    }
+}
