@@ -8,6 +8,7 @@
 //! 3 no daemon could be reached, 4 the task was cancelled, 5 it timed out.
 
 mod render;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -42,6 +43,14 @@ enum Command {
         #[arg(long, default_value = "30s")]
         timeout: String,
     },
+    /// A live view of running and recent tasks (one line per event through a pipe).
+    Watch {
+        /// Only these tasks.
+        task_ids: Vec<String>,
+        /// Print the current state once and exit.
+        #[arg(long)]
+        once: bool,
+    },
     /// List tasks, newest first.
     Ps {
         /// Include finished tasks (running and pending only by default).
@@ -68,6 +77,29 @@ enum Command {
     },
     /// Stop a running task and its whole process tree.
     Cancel { task_id: String },
+    /// The git diff of a worktree task.
+    Diff {
+        task_id: String,
+        /// Files and line counts only, no patch.
+        #[arg(long)]
+        stat: bool,
+    },
+    /// Apply a worktree task's changes to the main working tree (3-way, never a commit).
+    Apply { task_id: String },
+    /// Mark a task's changes as unwanted, so gc may remove its worktree.
+    Discard { task_id: String },
+    /// Remove the worktrees and branches of finished tasks, safely.
+    Gc {
+        /// Say what would be removed, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Also remove unapplied work and branches reachable from nowhere else.
+        #[arg(long)]
+        force: bool,
+        /// Only tasks finished longer ago than this.
+        #[arg(long, default_value = "24h")]
+        older_than: String,
+    },
     /// The agents caesar can delegate to.
     Agents {
         #[command(subcommand)]
@@ -357,6 +389,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(r.tasks.iter().map(exit_code_of).max().unwrap_or(0))
         }
+        Command::Watch { task_ids, once } => {
+            let c = connect().await?;
+            Ok(watch::run(c, watch::Options { ids: task_ids, once, json }).await?)
+        }
         Command::Ps { all, limit } => {
             let mut c = connect().await?;
             let statuses = if all { vec![] } else { vec!["pending".to_owned(), "running".to_owned()] };
@@ -418,6 +454,89 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Daemon { action } => daemon(action, json).await,
+        Command::Diff { task_id, stat } => {
+            let mut c = connect().await?;
+            let d = c.diff(pb::DiffRequest { task_id }).await.map_err(anyhow::Error::from)?.into_inner();
+            if json {
+                let files: Vec<Value> = d
+                    .files
+                    .iter()
+                    .map(|f| json!({"path": f.path, "status": f.status, "additions": f.additions, "deletions": f.deletions, "old_path": if f.old_path.is_empty() { Value::Null } else { json!(f.old_path) }, "binary": f.binary}))
+                    .collect();
+                println!("{}", json!({"is_empty": d.is_empty, "files": files, "patch": d.patch}));
+            } else if d.is_empty {
+                println!("no changes");
+            } else {
+                for f in &d.files {
+                    let renamed = if f.old_path.is_empty() { String::new() } else { format!(" (from {})", f.old_path) };
+                    println!("{:<10} +{:<5} -{:<5} {}{renamed}", f.status, f.additions, f.deletions, f.path);
+                }
+                if !stat {
+                    println!();
+                    print!("{}", d.patch);
+                }
+            }
+            Ok(0)
+        }
+        Command::Apply { task_id } => {
+            let mut c = connect().await?;
+            let r =
+                c.apply(pb::ApplyRequest { task_id: task_id.clone() }).await.map_err(anyhow::Error::from)?.into_inner();
+            if json {
+                println!(
+                    "{}",
+                    json!({"applied": r.applied, "already_applied": r.already_applied, "conflicts": r.conflicts, "files": r.files, "message": r.message})
+                );
+            } else if r.already_applied {
+                println!("{task_id}: already applied, nothing to do");
+            } else if r.applied {
+                println!(
+                    "{task_id}: applied to {} file(s), nothing committed{}",
+                    r.files.len(),
+                    if r.message.is_empty() { String::new() } else { format!(" ({})", r.message) }
+                );
+            } else {
+                println!("{task_id}: NOT applied, nothing was written. Conflicts:");
+                for conflict in &r.conflicts {
+                    println!("  {conflict}");
+                }
+            }
+            Ok(if r.applied || r.already_applied { 0 } else { 1 })
+        }
+        Command::Discard { task_id } => {
+            let mut c = connect().await?;
+            c.discard(pb::DiscardRequest { task_id: task_id.clone() }).await.map_err(anyhow::Error::from)?;
+            if json {
+                println!("{}", json!({"task_id": task_id, "discarded": true}));
+            } else {
+                println!("{task_id}: changes discarded; gc may remove its worktree");
+            }
+            Ok(0)
+        }
+        Command::Gc { dry_run, force, older_than } => {
+            let older_than_ms = parse_duration_ms(&older_than)?;
+            let mut c = connect().await?;
+            let r =
+                c.gc(pb::GcRequest { dry_run, force, older_than_ms }).await.map_err(anyhow::Error::from)?.into_inner();
+            if json {
+                let items: Vec<Value> = r.items.iter().map(|i| json!({"task_id": i.task_id, "worktree": i.worktree, "action": i.action, "reason": i.reason, "bytes": i.bytes})).collect();
+                println!("{}", json!({ "items": items }));
+            } else if r.items.is_empty() {
+                println!("no worktree to collect");
+            } else {
+                for i in &r.items {
+                    println!(
+                        "{:<13} {} {} ({} KiB){}",
+                        i.action,
+                        i.task_id,
+                        i.worktree,
+                        i.bytes / 1024,
+                        if i.reason.is_empty() { String::new() } else { format!(": {}", i.reason) }
+                    );
+                }
+            }
+            Ok(0)
+        }
     }
 }
 

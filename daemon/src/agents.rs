@@ -27,6 +27,25 @@ pub struct Launch {
     /// The return channel was asked for: the agent gets its secret.
     #[serde(default)]
     pub channel: bool,
+    /// How to prepare the task's workshop when it starts.
+    #[serde(default)]
+    pub plan: Option<WorkshopPlan>,
+}
+
+/// What the workshop needs at start: decided at delegation, carried out when
+/// the queue starts the task (so a queued task branches from the HEAD of
+/// the moment it starts).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkshopPlan {
+    pub isolation: crate::config::IsolationPref,
+    /// The role, else the agent: the middle of the branch name.
+    pub label: String,
+    pub allow_inplace_write: bool,
+    pub worktree: crate::config::WorktreeSection,
+    /// The tree a write task in place holds while it runs; no other such
+    /// task starts on it meanwhile.
+    #[serde(default)]
+    pub shared_tree: Option<String>,
 }
 
 impl Launch {

@@ -29,7 +29,7 @@ use crate::clock::{now_ms, rfc3339};
 use crate::config::{Config, IsolationPref, project_root};
 use crate::error::{Error, Result};
 use crate::oacp::{
-    BlockerKind, EVENT_PROTOCOL, EventBody, EventRecord, Isolation, OACP_VERSION, TASK_PROTOCOL, TaskDoc,
+    BlockerKind, EVENT_PROTOCOL, EventBody, EventRecord, Isolation, Mode, OACP_VERSION, TASK_PROTOCOL, TaskDoc,
 };
 use crate::provider::{self, LineParser, Parsed, Stream};
 use crate::report::{self, Ending};
@@ -37,6 +37,7 @@ use crate::resolve::{self, AgentTarget};
 use crate::store::{Outcome, QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
 use crate::supervisor::{self, SuperviseArgs};
 use crate::tail::{self, LogTail};
+use crate::workshop;
 
 /// Tunables of the engine.
 #[derive(Debug, Clone)]
@@ -105,6 +106,17 @@ pub struct TaskView {
 pub struct Delegated {
     pub record: TaskRecord,
     pub warnings: BTreeMap<String, String>,
+}
+
+/// One worktree considered by [`Engine::gc`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GcItem {
+    pub task_id: String,
+    pub worktree: String,
+    /// `removed`, `would remove` or `kept`.
+    pub action: String,
+    pub reason: String,
+    pub bytes: u64,
 }
 
 /// The result of [`Engine::logs`].
@@ -262,14 +274,13 @@ impl Engine {
         let mut warnings = resolution.warnings.clone();
         let agent_id = resolution.agent.clone();
         let (mode, timeout_ms) = (resolution.mode, resolution.timeout_ms);
-        let isolation = match resolution.isolation {
-            IsolationPref::Inplace | IsolationPref::Auto => Isolation::Inplace,
-            IsolationPref::Worktree => {
-                return Err(Error::Unimplemented(
-                    "worktree isolation is not available in this build yet: use `inplace` (or `auto`)".to_owned(),
-                ));
-            }
-        };
+        let isolation = workshop::decide(&workspace, resolution.isolation, mode, config.policy.allow_inplace_write)?;
+        let facts = workshop::facts(&workspace);
+        // Two write tasks never share one tree at the same time: a write
+        // task in place holds its tree, and the queue keeps another one
+        // waiting until it is free.
+        let shared_tree = (isolation == Isolation::Inplace && mode == Mode::Write)
+            .then(|| facts.root.clone().unwrap_or_else(|| workspace.clone()).display().to_string());
         let session_id = input.session_id.clone().filter(|s| !s.trim().is_empty());
         match &resolution.target {
             AgentTarget::Provider { spec, .. } if session_id.is_some() && !spec.capabilities.resume => {
@@ -329,6 +340,16 @@ impl Engine {
             channel: None,
             model: resolution.model.clone(),
         };
+        // The agent works where the workshop will put it: a worktree's
+        // counterpart of the workspace, known before it exists.
+        let mut doc = doc;
+        if isolation == Isolation::Worktree
+            && let Some(root) = &facts.root
+        {
+            let rel = workspace.strip_prefix(root).unwrap_or(Path::new(""));
+            doc.workspace = root.join(workshop::WORKTREES_DIR).join(&id).join(rel).display().to_string();
+            doc.base_ref = facts.head.clone();
+        }
         let prompt = agents::brief(&doc);
         let task_dir_s = task_dir.display().to_string();
         let mut launch = match &resolution.target {
@@ -389,6 +410,16 @@ impl Engine {
         };
         launch.findings = resolution.findings.clone();
         launch.channel = input.channel;
+        launch.plan = Some(agents::WorkshopPlan {
+            isolation: match isolation {
+                Isolation::Worktree => IsolationPref::Worktree,
+                Isolation::Inplace => IsolationPref::Inplace,
+            },
+            label: resolution.role.as_ref().map(|r| r.name.clone()).unwrap_or_else(|| agent_id.clone()),
+            allow_inplace_write: config.policy.allow_inplace_write,
+            worktree: config.worktree.clone(),
+            shared_tree,
+        });
         launch.max_parallel = config.policy.max_parallel;
         let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
         supervisor::write_atomic(&task_dir.join("task.json"), &task_json)
@@ -404,7 +435,7 @@ impl Engine {
             network: doc.network,
             model: resolution.model.clone(),
             objective: objective.to_owned(),
-            workspace: doc.workspace.clone(),
+            workspace: workspace.display().to_string(),
             task_dir: task_dir_s,
             timeout_ms,
             depth: input.depth,
@@ -425,6 +456,8 @@ impl Engine {
             last_event: None,
             blocker: None,
             launch_json: serde_json::to_string(&launch).map_err(|e| Error::Internal(e.to_string()))?,
+            workshop: None,
+            changes_state: None,
         };
         self.store.insert_task(&record)?;
         self.schedule().await;
@@ -445,17 +478,32 @@ impl Engine {
 
     async fn schedule_now(self: &Arc<Self>) {
         let _turn = self.scheduling.lock().await;
-        loop {
-            let Ok(mut pending) = self.store.tasks(&[TaskStatus::Pending], u32::MAX) else { return };
-            let Some(head) = pending.pop() else { return };
-            let running = self.store.count_status(TaskStatus::Running).unwrap_or(0);
-            let max_parallel = serde_json::from_str::<Launch>(&head.launch_json).map(|l| l.max_parallel).unwrap_or(0);
-            if max_parallel > 0 && running >= max_parallel {
+        let tree_of = |t: &TaskRecord| {
+            serde_json::from_str::<Launch>(&t.launch_json).ok().and_then(|l| l.plan).and_then(|p| p.shared_tree)
+        };
+        let Ok(running) = self.store.tasks(&[TaskStatus::Running], u32::MAX) else { return };
+        let mut count = running.len() as u32;
+        let mut busy: Vec<String> = running.iter().filter_map(tree_of).collect();
+        let Ok(mut pending) = self.store.tasks(&[TaskStatus::Pending], u32::MAX) else { return };
+        pending.reverse();
+        for task in pending {
+            let max_parallel = serde_json::from_str::<Launch>(&task.launch_json).map(|l| l.max_parallel).unwrap_or(0);
+            if max_parallel > 0 && count >= max_parallel {
                 return;
             }
-            let id = head.id.clone();
-            if let Err(e) = self.start(head).await {
-                warn!(task_id = %id, "could not start: {e}");
+            // A task whose tree a running write task holds keeps its place;
+            // tasks behind it that need no busy tree may go first.
+            let tree = tree_of(&task);
+            if tree.as_ref().is_some_and(|t| busy.contains(t)) {
+                continue;
+            }
+            let id = task.id.clone();
+            match self.start(task).await {
+                Ok(_) => {
+                    count += 1;
+                    busy.extend(tree);
+                }
+                Err(e) => warn!(task_id = %id, "could not start: {e}"),
             }
         }
     }
@@ -465,6 +513,13 @@ impl Engine {
         let launch: Launch =
             serde_json::from_str(&record.launch_json).map_err(|e| Error::Internal(format!("stored launch: {e}")))?;
         let task_dir = PathBuf::from(&record.task_dir);
+        let workdir = match self.prepare_workshop(&record, &launch).await {
+            Ok(dir) => dir,
+            Err(why) => {
+                self.fail_unstarted(&record, &why)?;
+                return Err(Error::Precondition(why));
+            }
+        };
         let started_ms = now_ms();
         let sargs = SuperviseArgs {
             task_dir: task_dir.clone(),
@@ -475,7 +530,7 @@ impl Engine {
         };
         let mut cmd = tokio::process::Command::new(&self.settings.supervisor_exe);
         cmd.args(sargs.to_argv())
-            .current_dir(&record.workspace)
+            .current_dir(&workdir)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .env_remove("NOTIFY_SOCKET")
@@ -537,6 +592,49 @@ impl Engine {
         let span = info_span!("task", task_id = %record.id);
         tokio::spawn(async move { engine.monitor(run, Waiter::Child(child)).await }.instrument(span));
         self.store.task(&record.id)?.ok_or_else(|| Error::Internal("task vanished from the store".to_owned()))
+    }
+
+    /// Prepares where the task runs (a worktree, or the workspace with a
+    /// snapshot of it), records it, and returns the agent's directory. A
+    /// failure (a setup command, a worktree that cannot be made) is the
+    /// reason the task fails.
+    async fn prepare_workshop(&self, record: &TaskRecord, launch: &Launch) -> std::result::Result<PathBuf, String> {
+        let Some(plan) = launch.plan.clone() else { return Ok(PathBuf::from(&record.workspace)) };
+        let (id, workspace, objective, mode) =
+            (record.id.clone(), PathBuf::from(&record.workspace), record.objective.clone(), record.mode);
+        let prepared = tokio::task::spawn_blocking(move || {
+            workshop::prepare(&workshop::PrepareInput {
+                workspace: &workspace,
+                task_id: &id,
+                label: &plan.label,
+                objective: &objective,
+                isolation: plan.isolation,
+                mode,
+                allow_inplace_write: plan.allow_inplace_write,
+                config: &plan.worktree,
+                setup_timeout: Some(Duration::from_secs(30 * 60)),
+            })
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+        let json = serde_json::to_string(&prepared).map_err(|e| e.to_string())?;
+        self.store.set_workshop(&record.id, &json).map_err(|e| e.to_string())?;
+        if prepared.isolation == Isolation::Worktree {
+            // task.json tells the agent the frozen base and where it works.
+            let path = Path::new(&record.task_dir).join("task.json");
+            if let Ok(mut doc) = std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<TaskDoc>(&b).map_err(|e| e.to_string()))
+            {
+                doc.base_ref = prepared.base_ref.clone();
+                doc.workspace = prepared.workdir.display().to_string();
+                if let Ok(bytes) = serde_json::to_vec_pretty(&doc) {
+                    let _ = supervisor::write_atomic(&path, &bytes);
+                }
+            }
+        }
+        Ok(prepared.workdir)
     }
 
     fn fail_unstarted(&self, record: &TaskRecord, why: &str) -> Result<()> {
@@ -806,6 +904,7 @@ impl Engine {
         if let Ok(launch) = serde_json::from_str::<Launch>(&record.launch_json) {
             recovered.0.findings.extend(launch.findings);
         }
+        self.verify_changes(&record, &mut recovered.0);
         let finished = EventBody::Finished {
             status: recovered.0.status,
             summary: report::tail_chars(&recovered.0.summary, 500),
@@ -822,6 +921,40 @@ impl Engine {
         )?;
         info!(task_id = %run.id, status = status.as_str(), "task finished");
         Ok(())
+    }
+
+    /// Git decides, not the agent's word: reconciles the report's changes
+    /// with the diff of the task's workshop, and flags a read-only task
+    /// that modified files.
+    fn verify_changes(&self, record: &TaskRecord, report: &mut crate::oacp::Report) {
+        let prepared = record.workshop.as_deref().and_then(|w| serde_json::from_str::<workshop::Prepared>(w).ok());
+        let diff = match &prepared {
+            Some(p) if p.repo_root.is_some() => match workshop::diff(p) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    report.findings.push(crate::oacp::Finding {
+                        severity: crate::oacp::Severity::Medium,
+                        title: "the changes could not be checked against git".to_owned(),
+                        file: None,
+                        line: None,
+                        detail: e.to_string(),
+                    });
+                    None
+                }
+            },
+            _ => None,
+        };
+        if let Some(p) = &prepared {
+            report.findings.extend(p.findings.iter().cloned());
+        }
+        let verified = workshop::reconcile(report, diff.as_ref());
+        report.changes_verified_by = Some(verified.to_owned());
+        if record.mode == Mode::ReadOnly
+            && let Some(d) = &diff
+            && let Some(finding) = workshop::read_only_violation(d)
+        {
+            report.findings.push(finding);
+        }
     }
 
     fn finish_task(
@@ -924,6 +1057,125 @@ impl Engine {
         if let Err(e) = self.conclude(run) {
             warn!("ending a task failed: {e}");
         }
+    }
+
+    // ---------------------------------------------------------------- workshop
+
+    fn prepared(&self, record: &TaskRecord) -> Option<workshop::Prepared> {
+        record.workshop.as_deref().and_then(|w| serde_json::from_str(w).ok())
+    }
+
+    /// The diff of a worktree task. Tasks that ran in place, or not in a
+    /// repository, have none here (their verified changes are in the report).
+    pub fn diff(&self, id: &str) -> Result<Option<workshop::DiffResult>> {
+        let record = self.record(id)?;
+        match self.prepared(&record) {
+            Some(p) if p.isolation == Isolation::Worktree => Ok(Some(workshop::diff(&p)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Applies a finished worktree task's changes to the main working tree:
+    /// 3-way, all or nothing, never a commit. A task that ran in place is a
+    /// no-op (its changes are already there).
+    pub fn apply(&self, id: &str) -> Result<workshop::ApplyResult> {
+        let record = self.record(id)?;
+        if !record.status.is_terminal() {
+            return Err(Error::Precondition(format!(
+                "task {id} is still {}: await it, read its diff, then apply",
+                record.status.as_str()
+            )));
+        }
+        if record.changes_state.as_deref() == Some("discarded") {
+            return Err(Error::Precondition(format!("task {id}'s changes were discarded")));
+        }
+        let Some(p) = self.prepared(&record).filter(|p| p.isolation == Isolation::Worktree) else {
+            return Ok(workshop::ApplyResult {
+                applied: true,
+                already_applied: false,
+                conflicts: Vec::new(),
+                files: Vec::new(),
+                message: "the task ran in place: its changes are already in the working tree".to_owned(),
+            });
+        };
+        let result = workshop::apply(&p)?;
+        if result.applied || result.already_applied {
+            self.store.set_changes_state(id, "applied")?;
+        }
+        Ok(result)
+    }
+
+    /// Marks a task's changes as unwanted: gc may then remove its worktree.
+    pub fn discard(&self, id: &str) -> Result<()> {
+        let record = self.record(id)?;
+        if !record.status.is_terminal() {
+            return Err(Error::Precondition(format!("task {id} is still running: cancel it first")));
+        }
+        if record.changes_state.as_deref() == Some("applied") {
+            return Err(Error::Precondition(format!("task {id}'s changes were already applied")));
+        }
+        self.store.set_changes_state(id, "discarded")?;
+        Ok(())
+    }
+
+    /// Removes the worktrees (and branches) of tasks finished longer ago than
+    /// `older_than`. Never a worktree whose changes were neither applied nor
+    /// discarded, nor a branch with commits reachable from nowhere else,
+    /// unless `force`.
+    pub fn gc(&self, older_than: Duration, dry_run: bool, force: bool) -> Result<Vec<GcItem>> {
+        let cutoff = now_ms() - older_than.as_millis() as i64;
+        let finished = self.store.tasks(
+            &[TaskStatus::Succeeded, TaskStatus::Failed, TaskStatus::Cancelled, TaskStatus::TimedOut],
+            u32::MAX,
+        )?;
+        let mut items = Vec::new();
+        for record in finished {
+            let Some(p) = self.prepared(&record).filter(|p| p.isolation == Isolation::Worktree) else { continue };
+            let Some(worktree) = p.worktree.clone() else { continue };
+            if !worktree.exists() {
+                continue;
+            }
+            let item = |action: &str, reason: String| GcItem {
+                task_id: record.id.clone(),
+                worktree: worktree.display().to_string(),
+                action: action.to_owned(),
+                reason,
+                bytes: workshop::disk_usage(&worktree),
+            };
+            if record.finished_ms.unwrap_or(i64::MAX) > cutoff {
+                items.push(item("kept", "finished too recently".to_owned()));
+                continue;
+            }
+            let decided = record.changes_state.is_some();
+            if !decided && !force && workshop::has_unmerged_work(&p).unwrap_or(true) {
+                items.push(item(
+                    "kept",
+                    format!(
+                        "its changes were neither applied nor discarded: `caesar apply {0}` or `caesar discard {0}`",
+                        record.id
+                    ),
+                ));
+                continue;
+            }
+            if dry_run {
+                items.push(item("would remove", String::new()));
+                continue;
+            }
+            let bytes = workshop::disk_usage(&worktree);
+            let removal = if record.changes_state.as_deref() == Some("discarded") {
+                workshop::remove_discarded(&p, force)
+            } else {
+                workshop::remove(&p, force)
+            };
+            match removal {
+                Ok(r) => items.push(GcItem {
+                    bytes,
+                    ..item("removed", r.branch_kept.map(|b| format!("branch kept: {b}")).unwrap_or_default())
+                }),
+                Err(e) => items.push(item("kept", e.to_string())),
+            }
+        }
+        Ok(items)
     }
 
     // ---------------------------------------------------------------- channel

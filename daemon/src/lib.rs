@@ -26,6 +26,7 @@ pub mod server;
 pub mod store;
 pub mod supervisor;
 pub mod tail;
+pub mod workshop;
 
 /// The API protocol number this daemon answers `Ping` with.
 /// `CAESAR_TEST_PROTOCOL` overrides it, so tests can play an older daemon.

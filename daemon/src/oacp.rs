@@ -234,6 +234,10 @@ pub struct Report {
     pub artifacts: Vec<Artifact>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// How far `changes` can be trusted: `git` when it was checked against the
+    /// repository, `declaration` when it is the agent's word. Set by caesar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes_verified_by: Option<String>,
 }
 
 /// Why a document was refused.
@@ -267,6 +271,7 @@ impl Report {
             next_steps: Vec::new(),
             artifacts: Vec::new(),
             usage: None,
+            changes_verified_by: None,
         }
     }
 

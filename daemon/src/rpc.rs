@@ -16,6 +16,8 @@ use crate::store::TaskStatus;
 /// Default and ceiling of `Await.timeout_ms`.
 pub const AWAIT_DEFAULT_MS: u64 = 30_000;
 pub const AWAIT_MAX_MS: u64 = 10 * 60 * 1000;
+/// Default age of a finished task's worktree before gc removes it (1 day).
+pub const GC_DEFAULT_AGE_MS: u64 = 24 * 60 * 60 * 1000;
 /// Default wait of `ask_orchestrator` (5 minutes; never past the task's deadline).
 pub const ASK_DEFAULT_MS: u64 = 5 * 60 * 1000;
 
@@ -224,12 +226,72 @@ impl Caesar for Service {
         Ok(Response::new(pb::CancelResponse { cancelled, status: status.as_str().to_owned() }))
     }
 
-    async fn diff(&self, _: Request<pb::DiffRequest>) -> Result<Response<pb::DiffResponse>, Status> {
-        Err(Status::unimplemented("diff arrives with the git workshop; this build has no worktree isolation"))
+    async fn diff(&self, req: Request<pb::DiffRequest>) -> Result<Response<pb::DiffResponse>, Status> {
+        let id = req.into_inner().task_id;
+        let engine = self.engine.clone();
+        let diff = tokio::task::spawn_blocking(move || engine.diff(&id))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(match diff {
+            None => pb::DiffResponse { is_empty: true, files: Vec::new(), patch: String::new() },
+            Some(d) => pb::DiffResponse {
+                is_empty: d.is_empty,
+                files: d
+                    .files
+                    .into_iter()
+                    .map(|f| pb::DiffFile {
+                        path: f.path,
+                        status: f.status,
+                        additions: f.additions,
+                        deletions: f.deletions,
+                        old_path: f.old_path.unwrap_or_default(),
+                        binary: f.binary,
+                    })
+                    .collect(),
+                patch: d.patch,
+            },
+        }))
     }
 
-    async fn apply(&self, _: Request<pb::ApplyRequest>) -> Result<Response<pb::ApplyResponse>, Status> {
-        Err(Status::unimplemented("apply arrives with the git workshop; this build has no worktree isolation"))
+    async fn apply(&self, req: Request<pb::ApplyRequest>) -> Result<Response<pb::ApplyResponse>, Status> {
+        let id = req.into_inner().task_id;
+        let engine = self.engine.clone();
+        let r = tokio::task::spawn_blocking(move || engine.apply(&id))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(pb::ApplyResponse {
+            applied: r.applied,
+            conflicts: r.conflicts.into_iter().map(|c| format!("{}: {}", c.path, c.reason)).collect(),
+            already_applied: r.already_applied,
+            message: r.message,
+            files: r.files,
+        }))
+    }
+
+    async fn discard(&self, req: Request<pb::DiscardRequest>) -> Result<Response<pb::DiscardResponse>, Status> {
+        self.engine.discard(&req.into_inner().task_id)?;
+        Ok(Response::new(pb::DiscardResponse { discarded: true }))
+    }
+
+    async fn gc(&self, req: Request<pb::GcRequest>) -> Result<Response<pb::GcResponse>, Status> {
+        let r = req.into_inner();
+        let older = Duration::from_millis(if r.older_than_ms == 0 { GC_DEFAULT_AGE_MS } else { r.older_than_ms });
+        let engine = self.engine.clone();
+        let items = tokio::task::spawn_blocking(move || engine.gc(older, r.dry_run, r.force))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(pb::GcResponse {
+            items: items
+                .into_iter()
+                .map(|i| pb::GcItem {
+                    task_id: i.task_id,
+                    worktree: i.worktree,
+                    action: i.action,
+                    reason: i.reason,
+                    bytes: i.bytes,
+                })
+                .collect(),
+        }))
     }
 
     async fn list_agents(

@@ -69,6 +69,27 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
     info!(socket = %paths.socket.display(), pid = std::process::id(), version = caesar_proto::VERSION, activated, "caesard ready");
     notify_ready();
 
+    // Worktrees of finished tasks are collected hourly, with the same safety
+    // rules as `caesar gc` and never with force.
+    let gc_engine = Arc::clone(&engine);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(3600));
+        loop {
+            every.tick().await;
+            let engine = Arc::clone(&gc_engine);
+            let age = std::time::Duration::from_millis(crate::rpc::GC_DEFAULT_AGE_MS);
+            match tokio::task::spawn_blocking(move || engine.gc(age, false, false)).await {
+                Ok(Ok(items)) => {
+                    let removed = items.iter().filter(|i| i.action == "removed").count();
+                    if removed > 0 {
+                        info!(removed, "scheduled gc removed worktrees");
+                    }
+                }
+                Ok(Err(e)) => warn!("scheduled gc failed: {e}"),
+                Err(e) => warn!("scheduled gc panicked: {e}"),
+            }
+        }
+    });
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let service = Service::new(Arc::clone(&engine), stop_tx);
     let incoming = futures_util::stream::unfold(listener, |listener| async move {

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::oacp::{EventRecord, Isolation, Mode};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1: the first schema.
@@ -77,6 +77,9 @@ const MIGRATIONS: &[&str] = &[
         delivered INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (task_id, question_id)
     );",
+    // 1 -> 2: the git workshop of each task, and what became of its changes.
+    "ALTER TABLE tasks ADD COLUMN workshop TEXT;
+    ALTER TABLE tasks ADD COLUMN changes_state TEXT;",
 ];
 
 /// The process outcome of a task, exactly seed 000's six statuses.
@@ -158,6 +161,10 @@ pub struct TaskRecord {
     pub blocker: Option<String>,
     /// The resolved command line and environment (JSON of [`crate::agents::Launch`]).
     pub launch_json: String,
+    /// Where the task ran (JSON of [`crate::workshop::Prepared`]), once prepared.
+    pub workshop: Option<String>,
+    /// `applied` or `discarded`, once the caller decided.
+    pub changes_state: Option<String>,
 }
 
 /// A stored report.
@@ -205,7 +212,7 @@ impl std::fmt::Debug for Store {
 const TASK_COLUMNS: &str = "id, created_ms, agent, role, mode, isolation, network, model, objective, \
     workspace, task_dir, timeout_ms, depth, status, started_ms, finished_ms, exit_code, signal, error, \
     supervisor_pid, supervisor_start, boot_id, log_offset, session_id, cancel_requested, secret, \
-    event_count, last_event, blocker, launch_json";
+    event_count, last_event, blocker, launch_json, workshop, changes_state";
 
 impl Store {
     /// Opens (creating if needed) and migrates the store at `path`.
@@ -254,7 +261,7 @@ impl Store {
         let conn = self.lock();
         conn.execute(
             &format!(
-                "INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)"
+                "INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"
             ),
             params![
                 t.id,
@@ -287,6 +294,8 @@ impl Store {
                 t.last_event,
                 t.blocker,
                 t.launch_json,
+                t.workshop,
+                t.changes_state,
             ],
         )?;
         Ok(())
@@ -320,6 +329,18 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// Records where a task runs, once its workshop is prepared.
+    pub fn set_workshop(&self, id: &str, workshop: &str) -> Result<()> {
+        self.lock().execute("UPDATE tasks SET workshop = ?2 WHERE id = ?1", params![id, workshop])?;
+        Ok(())
+    }
+
+    /// Records that a task's changes were applied or discarded.
+    pub fn set_changes_state(&self, id: &str, state: &str) -> Result<()> {
+        self.lock().execute("UPDATE tasks SET changes_state = ?2 WHERE id = ?1", params![id, state])?;
+        Ok(())
     }
 
     /// How many tasks are in `status`.
@@ -560,6 +581,8 @@ fn task_from_row(r: &Row<'_>) -> rusqlite::Result<TaskRecord> {
         last_event: r.get(27)?,
         blocker: r.get(28)?,
         launch_json: r.get(29)?,
+        workshop: r.get(30)?,
+        changes_state: r.get(31)?,
     })
 }
 
@@ -600,6 +623,8 @@ mod tests {
             last_event: None,
             blocker: None,
             launch_json: "{}".into(),
+            workshop: None,
+            changes_state: None,
         }
     }
 

@@ -240,3 +240,38 @@ async fn the_cli_edits_one_layer_at_a_time_and_keeps_comments() {
     assert_eq!(code, Some(2));
     assert!(err.contains("task, report or event"));
 }
+
+#[tokio::test]
+async fn two_write_tasks_never_share_a_tree_but_readers_go_ahead() {
+    let mut env = Env::new(&[]);
+    let gate = env.file("gate");
+    let g = gate.display().to_string();
+    write_config(
+        &env,
+        &format!(
+            "{}{}",
+            agent_entry("gated", &["wait-file", &g, "report", "success", "ok"]),
+            agent_entry("quick", &["report", "success", "ok"])
+        ),
+    );
+    let mut c = env.start_daemon().await;
+    let writer = c.delegate(env.delegate_request("gated", "write 1")).await.unwrap().into_inner();
+    let second = c.delegate(env.delegate_request("quick", "write 2")).await.unwrap().into_inner();
+    let mut read = env.delegate_request("quick", "read");
+    read.mode = "read-only".into();
+    let reader = c.delegate(read).await.unwrap().into_inner();
+    assert_eq!(writer.status, "running");
+    assert_eq!(second.status, "pending", "the tree is taken by a write task");
+    assert_eq!(
+        await_one(&mut c, &reader.task_id, LONG).await.status,
+        "succeeded",
+        "a reader passes the blocked writer"
+    );
+    let s = c.status(pb::StatusRequest { task_id: second.task_id.clone() }).await.unwrap().into_inner();
+    assert_eq!(s.status, "pending");
+    std::fs::write(&gate, "go").unwrap();
+    let t1 = await_one(&mut c, &writer.task_id, LONG).await;
+    let t2 = await_one(&mut c, &second.task_id, LONG).await;
+    assert_eq!(t2.status, "succeeded");
+    assert!(t2.started_at >= t1.finished_at);
+}

@@ -133,7 +133,10 @@ async fn await_returns_pending_at_its_timeout_and_wakes_at_the_exit() {
     let mut env = Env::new(&[("slow", &["sleep", "1500", "report", "success", "slow done"]), ("hang", &["hang"])]);
     let mut c = env.start_daemon().await;
     let slow = c.delegate(env.delegate_request("slow", "x")).await.unwrap().into_inner().task_id;
-    let hang = c.delegate(env.delegate_request("hang", "x")).await.unwrap().into_inner().task_id;
+    // Read-only: two write tasks would not share the project's tree at once.
+    let mut hang_req = env.delegate_request("hang", "x");
+    hang_req.mode = "read-only".into();
+    let hang = c.delegate(hang_req).await.unwrap().into_inner().task_id;
 
     let started = Instant::now();
     let r = c

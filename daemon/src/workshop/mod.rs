@@ -398,6 +398,14 @@ fn make_worktree(
         let _ = std::fs::remove_dir_all(&wt_path);
         return Err(WorkshopError::git(format!("add worktree {}", wt_path.display()))(e));
     }
+    // Rebuild the fresh worktree's index from the base tree: the same entries
+    // and stat data, plus the tree cache libgit2's checkout leaves out, which
+    // halves the cost of every later snapshot of the worktree.
+    let tree = commit.tree().map_err(WorkshopError::git("read the base tree"))?;
+    Repository::open(&wt_path)
+        .and_then(|w| w.index())
+        .and_then(|mut idx| idx.read_tree(&tree).and_then(|()| idx.write()))
+        .map_err(WorkshopError::git(format!("index the worktree {}", wt_path.display())))?;
     let rel = workspace.strip_prefix(root).unwrap_or(Path::new(""));
     let workdir = wt_path.join(rel);
     prepared.base_ref = Some(head.to_owned());
@@ -528,10 +536,22 @@ pub struct Removed {
 /// that no other reference reaches. With `force` both go. An inplace task has
 /// nothing to remove.
 pub fn remove(p: &Prepared, force: bool) -> Result<Removed, WorkshopError> {
+    remove_with(p, force, false)
+}
+
+/// [`remove`] for a task whose changes the caller discarded: its worktree
+/// goes even with unmerged changes, but a branch holding commits no other
+/// reference reaches is still kept unless `force`.
+pub fn remove_discarded(p: &Prepared, force: bool) -> Result<Removed, WorkshopError> {
+    remove_with(p, force, true)
+}
+
+fn remove_with(p: &Prepared, force: bool, discarded: bool) -> Result<Removed, WorkshopError> {
     let (Some(root), Isolation::Worktree) = (&p.repo_root, p.isolation) else { return Ok(Removed::default()) };
     let state = if force { None } else { Some(inspect(p)?) };
     if let Some(s) = &state
         && s.unmerged()
+        && !discarded
     {
         return Err(WorkshopError::UnmergedWork {
             path: p.worktree.clone().unwrap_or_default(),

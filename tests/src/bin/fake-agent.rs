@@ -19,6 +19,8 @@
 //! pid PIDFILE         append our own pid to PIDFILE
 //! replay FILE         print FILE's lines on stdout (a real CLI capture)
 //! replay-err FILE     print FILE's lines on stderr
+//! write PATH TEXT     write TEXT to PATH (relative to the working directory)
+//! sh COMMAND          run COMMAND with sh -c, its output to ours
 //! stamp FILE          append the wall-clock time (ns since the epoch) to FILE
 //! env NAME            print NAME=value of an environment variable
 //! hang                sleep forever
@@ -149,6 +151,19 @@ fn main() {
                         let _ = writeln!(out, "{line}");
                     }
                 }
+            }
+            "write" => {
+                let path = next(&mut i);
+                let text = next(&mut i);
+                if let Some(parent) = std::path::Path::new(&path).parent() {
+                    let _ = std::fs::create_dir_all(parent);
+                }
+                let _ = std::fs::write(&path, text);
+            }
+            "sh" => {
+                let command = next(&mut i);
+                drop(out);
+                let _ = Command::new("sh").args(["-c", &command]).status();
             }
             "stamp" => {
                 let file = next(&mut i);

@@ -1,0 +1,142 @@
+//! The git workshop through the daemon, on real repositories: worktree
+//! isolation, changes verified by git, diff, apply (and twice), read-only
+//! violations, the in-place refusal, discard and gc.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use caesar_proto::pb;
+use common::*;
+use tonic::Code;
+
+const LONG: Duration = Duration::from_secs(60);
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Makes the project a repository with one commit.
+fn repo(env: &Env) {
+    let p = env.project.path();
+    std::fs::write(p.join("README.md"), "hello\n").unwrap();
+    std::fs::write(p.join(".gitignore"), ".caesar/config.local.toml\n").unwrap();
+    git(p, &["init", "-q"]);
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "base"]);
+}
+
+#[tokio::test]
+async fn a_write_task_runs_in_a_worktree_and_git_decides_what_changed() {
+    let mut env = Env::new(&[]);
+    env.set_agents(&[(
+        "writer",
+        &[
+            "write", "src/new.rs", "fn main() {}\n",
+            "write", "README.md", "hello\nworld\n",
+            "sh", "git -c user.name=a -c user.email=a@a commit -qam 'agent commit' >/dev/null",
+            "write", "notes.txt", "untracked\n",
+            "report-raw", r#"{"protocol":"caesar.report/v1","status":"success","summary":"done","changes":[{"path":"src/new.rs","action":"created"},{"path":"ghost.rs","action":"modified"}]}"#,
+        ],
+    )]);
+    repo(&env);
+    let mut c = env.start_daemon().await;
+    let d = c.delegate(env.delegate_request("writer", "add a main")).await.unwrap().into_inner();
+    assert_eq!(d.isolation, "worktree", "auto: a write task in a repository with a commit");
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{}", t.error);
+    let report = json(&t.report_json);
+    assert_eq!(report["changes_verified_by"], "git");
+    let mut paths: Vec<&str> =
+        report["changes"].as_array().unwrap().iter().map(|c| c["path"].as_str().unwrap()).collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        ["README.md", "notes.txt", "src/new.rs"],
+        "git's list, with the agent's commit and the untracked file"
+    );
+    assert!(
+        report["findings"].as_array().unwrap().iter().any(|f| f["title"].as_str().unwrap().contains("ghost.rs")
+            || f["detail"].as_str().unwrap_or("").contains("ghost.rs")),
+        "a declared change git does not see is a finding: {report}"
+    );
+    // The main tree is untouched until apply.
+    assert!(!env.project.path().join("src/new.rs").exists());
+    assert_eq!(git(env.project.path(), &["status", "--porcelain"]), "");
+
+    let diff = c.diff(pb::DiffRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
+    assert!(!diff.is_empty);
+    assert_eq!(diff.files.len(), 3);
+    assert!(diff.patch.contains("+world"));
+
+    let a = c.apply(pb::ApplyRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
+    assert!(a.applied && a.conflicts.is_empty(), "{a:?}");
+    assert_eq!(std::fs::read_to_string(env.project.path().join("README.md")).unwrap(), "hello\nworld\n");
+    assert!(env.project.path().join("src/new.rs").exists());
+    assert_eq!(git(env.project.path(), &["log", "--oneline"]).lines().count(), 1, "apply never commits");
+    let again = c.apply(pb::ApplyRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
+    assert!(again.already_applied, "applying twice gets a clear answer: {again:?}");
+
+    // Applied: gc may remove the worktree.
+    let gc = c.gc(pb::GcRequest { dry_run: false, force: false, older_than_ms: 1 }).await.unwrap().into_inner();
+    assert_eq!(gc.items.len(), 1);
+    assert_eq!(gc.items[0].action, "removed", "{:?}", gc.items);
+    assert!(!Path::new(&gc.items[0].worktree).exists());
+}
+
+#[tokio::test]
+async fn unapplied_work_is_kept_by_gc_until_discarded() {
+    let mut env = Env::new(&[]);
+    env.set_agents(&[("writer", &["write", "a.txt", "a\n", "report", "success", "wrote a"])]);
+    repo(&env);
+    let mut c = env.start_daemon().await;
+    let id = c.delegate(env.delegate_request("writer", "x")).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+    let gc = c.gc(pb::GcRequest { dry_run: false, force: false, older_than_ms: 1 }).await.unwrap().into_inner();
+    assert_eq!(gc.items[0].action, "kept");
+    assert!(gc.items[0].reason.contains("neither applied nor discarded"), "{:?}", gc.items);
+    c.discard(pb::DiscardRequest { task_id: id.clone() }).await.unwrap();
+    let e = c.apply(pb::ApplyRequest { task_id: id.clone() }).await.unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    let dry = c.gc(pb::GcRequest { dry_run: true, force: false, older_than_ms: 1 }).await.unwrap().into_inner();
+    assert_eq!(dry.items[0].action, "would remove");
+    let gc = c.gc(pb::GcRequest { dry_run: false, force: false, older_than_ms: 1 }).await.unwrap().into_inner();
+    assert_eq!(gc.items[0].action, "removed");
+}
+
+#[tokio::test]
+async fn a_read_only_task_that_writes_is_flagged_and_inplace_writes_are_refused() {
+    let mut env = Env::new(&[]);
+    env.set_agents(&[("sneaky", &["write", "README.md", "changed\n", "report", "success", "only looked"])]);
+    repo(&env);
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("sneaky", "look only");
+    req.mode = "read-only".into();
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert_eq!(d.isolation, "inplace");
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    let report = json(&t.report_json);
+    assert_eq!(report["changes_verified_by"], "git");
+    let high = report["findings"].as_array().unwrap().iter().find(|f| f["severity"] == "high").cloned();
+    assert!(high.is_some_and(|f| f.to_string().contains("README.md")), "{report}");
+
+    let mut req = env.delegate_request("sneaky", "write in place");
+    req.isolation = "inplace".into();
+    let before = git(env.project.path(), &["status", "--porcelain"]);
+    let e = c.delegate(req).await.unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    assert!(e.message().contains("allow_inplace_write"), "{}", e.message());
+    assert_eq!(git(env.project.path(), &["status", "--porcelain"]), before, "nothing written");
+}
