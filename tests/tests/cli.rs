@@ -142,3 +142,51 @@ async fn a_daemon_of_another_protocol_is_refused_when_busy_and_replaced_when_idl
     let o = env.caesar(&["--json", "status", &id]);
     assert_eq!(json(stdout(&o).trim())["status"], "cancelled");
 }
+
+#[tokio::test]
+async fn watch_prints_a_line_per_event_through_a_pipe_and_json_once() {
+    let env = Env::new(&[]);
+    let gate = env.file("gate");
+    let g = gate.display().to_string();
+    env.set_agents(&[(
+        "gated",
+        &["say", "first words", "wait-file", &g, "say", "last words", "report", "success", "ok"],
+    )]);
+    let o = env.caesar(&["--json", "run", "--detach", "--agent", "gated", "x"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let id = json(stdout(&o).trim())["task_id"].as_str().unwrap().to_owned();
+
+    let o = env.caesar(&["--json", "watch", "--once"]);
+    let line = stdout(&o).lines().next().unwrap_or_default().to_owned();
+    assert_eq!(json(&line)["task_id"], id.as_str(), "{line}");
+
+    let mut watch = Command::new(caesar_bin())
+        .args(["watch"])
+        .current_dir(env.project.path())
+        .envs(env.envs())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = watch.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(out).lines() {
+            let line = line.unwrap_or_default();
+            let done = line.contains("finished");
+            lines.push(line);
+            if done {
+                break;
+            }
+        }
+        lines
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    std::fs::write(&gate, "go").unwrap();
+    let lines = tokio::task::spawn_blocking(move || reader.join().unwrap()).await.unwrap();
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(lines.iter().any(|l| l.starts_with(&id) && l.contains("last words")), "{lines:?}");
+    assert!(lines.last().unwrap().contains("finished: success"), "{lines:?}");
+}
