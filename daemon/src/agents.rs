@@ -132,6 +132,14 @@ pub fn brief(task: &TaskDoc) -> String {
     if !task.network {
         b.push_str("- The network is cut for this task: do not try to download anything.\n");
     }
+    if task.channel.is_some() {
+        b.push_str(
+            "\n## Return channel\n\nYou have MCP tools from the server `caesar`: `report_progress` (message, pct) at milestones, \
+             `ask_orchestrator` (question, options) when a decision is not yours to make (it waits for the answer), \
+             `submit_report` (report) to hand in your report, validated at once, and `get_task` to re-read this mission. \
+             Prefer `submit_report` to the file below.\n",
+        );
+    }
     b.push_str(&format!(
         "\n## Report\n\nWhen you are done, write your report as JSON to {} (also in $CAESAR_REPORT_PATH):\n\
          {{\"protocol\":\"caesar.report/v1\",\"status\":\"success|partial|failed|blocked\",\"summary\":\"two or three sentences\",\

@@ -301,12 +301,31 @@ impl Engine {
                 "session `{session}` belongs to agent `{owner}`, not `{agent_id}`: resume it with agent `{owner}`, or omit `session_id`"
             )));
         }
-        if input.channel {
-            warnings.insert(
-                "channel_warning".to_owned(),
-                "the return channel is not available in this build: the agent runs without it".to_owned(),
-            );
-        }
+        // The return channel: `caesar-mcp --channel`, injected into the
+        // agent's CLI where it can load an MCP server, and named in task.json
+        // for OACP agents that start it themselves.
+        let channel_bin = if input.channel { self.channel_binary() } else { None };
+        let channel = match (&channel_bin, &resolution.target) {
+            (None, _) if input.channel => {
+                warnings.insert(
+                    "channel_warning".to_owned(),
+                    "caesar-mcp was not found beside caesard (or in CAESAR_MCP_BIN): the agent runs without the return channel".to_owned(),
+                );
+                false
+            }
+            (Some(_), AgentTarget::Provider { spec, .. })
+                if !spec.capabilities.mcp_injection || needs_workspace_files(spec.id) =>
+            {
+                warnings.insert(
+                    "channel_warning".to_owned(),
+                    format!("agent `{agent_id}` cannot load the return channel's MCP server here: it runs without it"),
+                );
+                false
+            }
+            (Some(_), _) => true,
+            (None, _) => false,
+        };
+        let secret = crate::ids::secret();
 
         let id = crate::ids::task_id();
         let task_dir = self.paths.state_dir.join("tasks").join(&id);
@@ -350,7 +369,22 @@ impl Engine {
             doc.workspace = root.join(workshop::WORKTREES_DIR).join(&id).join(rel).display().to_string();
             doc.base_ref = facts.head.clone();
         }
+        if channel && let Some(bin) = &channel_bin {
+            doc.channel = Some(serde_json::json!({
+                "transport": "mcp-stdio",
+                "command": bin.display().to_string(),
+                "args": ["--channel"],
+                "server_name": CHANNEL_SERVER,
+            }));
+        }
         let prompt = agents::brief(&doc);
+        let channel_env: Vec<(String, String)> = vec![
+            ("CAESAR_TASK_ID".to_owned(), id.clone()),
+            ("CAESAR_CHANNEL_SECRET".to_owned(), secret.clone()),
+            ("CAESAR_SOCKET".to_owned(), self.paths.socket.display().to_string()),
+        ];
+        let channel_args = vec!["--channel".to_owned()];
+        let channel_bin_s = channel_bin.as_ref().map(|b| b.display().to_string()).unwrap_or_default();
         let task_dir_s = task_dir.display().to_string();
         let mut launch = match &resolution.target {
             AgentTarget::Generic { def, program } => {
@@ -384,7 +418,13 @@ impl Engine {
                     resume_session: session_id.as_deref(),
                     workspace: &doc.workspace,
                     output_schema_path: None,
-                    mcp: None,
+                    mcp: channel.then_some(provider::McpServer {
+                        name: CHANNEL_SERVER,
+                        command: &channel_bin_s,
+                        args: &channel_args,
+                        env: &channel_env,
+                        tools: &CHANNEL_TOOLS,
+                    }),
                     network: resolution.network.request,
                 };
                 let built = provider::build_launch(spec.id, &invocation)
@@ -409,7 +449,7 @@ impl Engine {
             }
         };
         launch.findings = resolution.findings.clone();
-        launch.channel = input.channel;
+        launch.channel = channel;
         launch.plan = Some(agents::WorkshopPlan {
             isolation: match isolation {
                 Isolation::Worktree => IsolationPref::Worktree,
@@ -451,7 +491,7 @@ impl Engine {
             log_offset: 0,
             session_id: session_id.clone(),
             cancel_requested: false,
-            secret: crate::ids::secret(),
+            secret,
             event_count: 0,
             last_event: None,
             blocker: None,
@@ -1059,6 +1099,16 @@ impl Engine {
         }
     }
 
+    /// `caesar-mcp`, which serves the return channel: `CAESAR_MCP_BIN`, else
+    /// beside the daemon's own executable.
+    fn channel_binary(&self) -> Option<PathBuf> {
+        if let Some(bin) = std::env::var_os("CAESAR_MCP_BIN").filter(|v| !v.is_empty()) {
+            return Some(PathBuf::from(bin)).filter(|p| p.is_file());
+        }
+        let name = if cfg!(windows) { "caesar-mcp.exe" } else { "caesar-mcp" };
+        self.settings.supervisor_exe.parent().map(|d| d.join(name)).filter(|p| p.is_file())
+    }
+
     // ---------------------------------------------------------------- workshop
 
     fn prepared(&self, record: &TaskRecord) -> Option<workshop::Prepared> {
@@ -1244,20 +1294,28 @@ impl Engine {
         let record = self.channel_record(task_id, secret)?;
         let live = self.channel_live(&record)?;
         let mut answers = live.answers.subscribe();
-        let qid = match question_id.filter(|q| !q.is_empty()) {
+        // The channel may pick the id itself, so that after a daemon restart
+        // it can ask again and keep waiting on the same question.
+        let asked_before = match question_id.filter(|q| !q.is_empty()) {
             Some(qid) => {
-                self.store.question(task_id, qid)?.ok_or_else(|| {
-                    Error::NotFound(format!("task {task_id} has no question {qid}: ask it without question_id"))
-                })?;
-                qid.to_owned()
+                if !qid.starts_with("q_") || qid.len() > 40 || !qid[2..].bytes().all(|b| b.is_ascii_alphanumeric()) {
+                    return Err(Error::Invalid(format!(
+                        "question id `{qid}` is malformed: use q_ and letters or digits"
+                    )));
+                }
+                self.store.question(task_id, qid)?.map(|_| qid.to_owned()).ok_or_else(|| qid.to_owned())
             }
-            None => {
+            None => Err(crate::ids::question_id()),
+        };
+        let qid = match asked_before {
+            Ok(qid) => qid,
+            Err(new_id) => {
                 if question.trim().is_empty() {
                     return Err(Error::Invalid("`question` is empty: ask something".to_owned()));
                 }
                 let q = QuestionRecord {
                     task_id: task_id.to_owned(),
-                    question_id: crate::ids::question_id(),
+                    question_id: new_id,
                     question: question.to_owned(),
                     options: options.clone(),
                     asked_ms: now_ms(),
@@ -1732,6 +1790,17 @@ impl Engine {
         });
         Ok(rx)
     }
+}
+
+/// The name the return channel's MCP server has in the agent's CLI.
+pub const CHANNEL_SERVER: &str = "caesar";
+/// The return channel's tools, pre-approved where the CLI asks.
+pub const CHANNEL_TOOLS: [&str; 4] = ["get_task", "report_progress", "ask_orchestrator", "submit_report"];
+
+/// Providers that read a per-run MCP server only from a file in the
+/// project: injecting the channel would write into the user's tree.
+fn needs_workspace_files(provider: &str) -> bool {
+    matches!(provider, "gemini" | "qwen" | "cursor-agent" | "grok")
 }
 
 /// The parser for a launch's `parser` name; the generic one for a name this

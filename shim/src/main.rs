@@ -10,6 +10,7 @@
 //! stdout carries the MCP protocol only; logs go to stderr
 //! (`CAESAR_MCP_LOG=debug` for more).
 
+mod channel;
 mod daemon;
 mod error;
 mod output;
@@ -45,6 +46,9 @@ struct Args {
     /// The response cap, in characters (at least 1000).
     #[arg(long, env = "CAESAR_MCP_MAX_CHARS", default_value_t = shape::DEFAULT_MAX_CHARS)]
     max_chars: usize,
+    /// Serve the return channel of the task in CAESAR_TASK_ID instead (run by a delegated agent's CLI).
+    #[arg(long)]
+    channel: bool,
     /// Milliseconds between caesar_await progress notifications (50..=10000).
     #[arg(long, env = "CAESAR_MCP_PROGRESS_MS", default_value_t = 5_000, hide = true)]
     progress_ms: u64,
@@ -71,6 +75,9 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.channel {
+        return serve_channel(paths).await;
+    }
     let root = match args.root.map(std::path::absolute).transpose() {
         Ok(r) => r,
         Err(e) => {
@@ -96,6 +103,29 @@ async fn main() -> ExitCode {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("caesar-mcp: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn serve_channel(paths: caesar_proto::paths::Paths) -> ExitCode {
+    let channel = match channel::Channel::from_env(paths) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("caesar-mcp --channel: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match channel.serve(rmcp::transport::stdio()).await {
+        Ok(running) => match running.waiting().await {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("caesar-mcp --channel: {e}");
+                ExitCode::from(1)
+            }
+        },
+        Err(e) => {
+            eprintln!("caesar-mcp --channel: MCP initialization failed: {e}");
             ExitCode::from(1)
         }
     }

@@ -216,3 +216,55 @@ async fn a_pending_question_survives_a_daemon_sigkill_and_is_answered_after() {
     std::fs::write(&gate, "go").unwrap();
     assert_eq!(await_one(&mut c, &id, LONG).await.status, "succeeded");
 }
+
+#[tokio::test]
+async fn an_agent_speaks_mcp_to_caesar_mcp_channel_end_to_end() {
+    let mut env = Env::new(&[]);
+    env.set_agents(&[(
+        "mcp-agent",
+        &[
+            "mcp-progress",
+            "read the code",
+            "mcp-ask",
+            "tabs or spaces?",
+            "mcp-report",
+            r#"{"protocol":"caesar.report/v1","status":"finished","summary":"x"}"#,
+            "mcp-report",
+            r#"{"protocol":"caesar.report/v1","status":"success","summary":"used the answer"}"#,
+        ],
+    )]);
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("mcp-agent", "talk over MCP");
+    req.channel = true;
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert!(!d.warnings.contains_key("channel_warning"), "{:?}", d.warnings);
+    let task_json = json(&std::fs::read_to_string(std::path::Path::new(&d.task_dir).join("task.json")).unwrap());
+    assert_eq!(task_json["channel"]["args"], serde_json::json!(["--channel"]));
+
+    let r = c
+        .r#await(pb::AwaitRequest { task_ids: vec![d.task_id.clone()], timeout_ms: 30_000, wake_on_attention: true })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.woke_early);
+    let q = r.tasks[0].pending_questions[0].clone();
+    assert_eq!(q.question, "tabs or spaces?");
+    c.answer(pb::AnswerRequest { task_id: d.task_id.clone(), question_id: q.question_id, answer: "spaces".into() })
+        .await
+        .unwrap();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!((t.status.as_str(), t.report_source.as_str()), ("succeeded", "channel"));
+    assert_eq!(json(&t.report_json)["summary"], "used the answer");
+    let logs =
+        c.logs(pb::LogsRequest { task_id: d.task_id, limit: 100, ..Default::default() }).await.unwrap().into_inner();
+    let events: Vec<serde_json::Value> = logs.events_json.iter().map(|e| json(e)).collect();
+    assert!(events.iter().any(|e| e["type"] == "progress" && e["message"] == "read the code"));
+    let texts: Vec<&str> =
+        events.iter().filter(|e| e["type"] == "message").filter_map(|e| e["text"].as_str()).collect();
+    assert!(texts.contains(&"ask_orchestrator: Answer: spaces"), "the answer reached the agent: {texts:?}");
+    assert!(
+        texts.iter().any(|t| t.starts_with("submit_report: ERROR report refused") && t.contains("finished")),
+        "an invalid report is refused naming what is wrong: {texts:?}"
+    );
+    assert!(texts.contains(&"submit_report: report accepted"));
+}

@@ -379,3 +379,45 @@ async fn a_provider_that_is_not_installed_is_refused_with_the_fix() {
     assert_eq!(e.code(), Code::FailedPrecondition);
     assert!(e.message().contains("[bin] codex"), "{}", e.message());
 }
+
+#[tokio::test]
+async fn the_channel_is_injected_where_the_cli_can_load_it_and_warned_elsewhere() {
+    let mut env = Env::new(&[]);
+    let claude = stand_in(&env, "claude", &fixture("captures-local/claude-text-only.jsonl"), None, 0);
+    let gemini = stand_in(&env, "gemini", &fixture("captures-local/gemini-text.jsonl"), None, 0);
+    std::fs::write(
+        env.project.path().join(".caesar/config.toml"),
+        format!(
+            "[policy]\nallow_recursion = true\n[bin]\nclaude = {:?}\ngemini = {:?}\n",
+            claude.display().to_string(),
+            gemini.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("claude", "with a channel");
+    req.channel = true;
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert!(!d.warnings.contains_key("channel_warning"), "{:?}", d.warnings);
+    await_one(&mut c, &d.task_id, LONG).await;
+    let args = recorded_args(&env, "claude");
+    let at = args.iter().position(|a| a == "--mcp-config").expect("--mcp-config");
+    let config = json(&args[at + 1]);
+    let server = &config["mcpServers"]["caesar"];
+    assert_eq!(server["args"], serde_json::json!(["--channel"]));
+    assert!(server["command"].as_str().unwrap().ends_with("caesar-mcp"));
+    assert_eq!(server["env"]["CAESAR_TASK_ID"], d.task_id.as_str());
+    assert!(args.iter().any(|a| a.contains("mcp__caesar__ask_orchestrator")), "{args:?}");
+    assert!(args.contains(&"--strict-mcp-config".to_owned()));
+    // The brief tells the agent the tools exist (the argv file holds one
+    // line per argument, and the brief spans lines).
+    assert!(args.join("\n").contains("`ask_orchestrator` (question, options)"));
+
+    let mut req = env.delegate_request("gemini", "with a channel");
+    req.channel = true;
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert!(d.warnings["channel_warning"].contains("gemini"), "{:?}", d.warnings);
+    await_one(&mut c, &d.task_id, LONG).await;
+    let prompt = recorded_args(&env, "gemini").join("\n");
+    assert!(!prompt.contains("`ask_orchestrator`"), "no tools promised where there are none");
+}

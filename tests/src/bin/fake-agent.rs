@@ -21,6 +21,9 @@
 //! replay-err FILE     print FILE's lines on stderr
 //! write PATH TEXT     write TEXT to PATH (relative to the working directory)
 //! sh COMMAND          run COMMAND with sh -c, its output to ours
+//! mcp-progress MSG   call report_progress on the return channel (an MCP client of it)
+//! mcp-ask QUESTION    call ask_orchestrator and print the reply
+//! mcp-report JSON     call submit_report and print the reply
 //! stamp FILE          append the wall-clock time (ns since the epoch) to FILE
 //! env NAME            print NAME=value of an environment variable
 //! hang                sleep forever
@@ -41,6 +44,7 @@ fn main() {
         args.get(*i).cloned().unwrap_or_default()
     };
     let stdout = std::io::stdout();
+    let mut channel: Option<Channel> = None;
     while i < args.len() {
         let mut out = stdout.lock();
         match args[i].as_str() {
@@ -165,6 +169,25 @@ fn main() {
                 drop(out);
                 let _ = Command::new("sh").args(["-c", &command]).status();
             }
+            "mcp-progress" | "mcp-ask" | "mcp-report" => {
+                let step = args[i].clone();
+                let arg = next(&mut i);
+                drop(out);
+                let ch = match channel.as_mut() {
+                    Some(c) => c,
+                    None => channel.insert(Channel::start()),
+                };
+                let (tool, arguments) = match step.as_str() {
+                    "mcp-progress" => ("report_progress", serde_json::json!({"message": arg, "pct": 50})),
+                    "mcp-ask" => ("ask_orchestrator", serde_json::json!({"question": arg})),
+                    _ => (
+                        "submit_report",
+                        serde_json::json!({"report": serde_json::from_str::<serde_json::Value>(&arg).unwrap_or_default()}),
+                    ),
+                };
+                let reply = ch.call(tool, arguments);
+                println!("{tool}: {reply}");
+            }
             "stamp" => {
                 let file = next(&mut i);
                 let ns = std::time::SystemTime::now()
@@ -203,5 +226,88 @@ fn write_report(text: &str) {
 fn append_line(path: &str, line: &str) {
     if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
         let _ = writeln!(f, "{line}");
+    }
+}
+
+/// A minimal MCP client of the return channel (newline-delimited JSON-RPC
+/// over the stdio of `caesar-mcp --channel`), started as task.json says.
+struct Channel {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    output: std::io::BufReader<std::process::ChildStdout>,
+    next_id: u64,
+}
+
+impl Channel {
+    fn start() -> Channel {
+        let task: serde_json::Value = std::env::var("CAESAR_TASK_FILE")
+            .ok()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        let command = task["channel"]["command"].as_str().unwrap_or("caesar-mcp").to_owned();
+        let args: Vec<String> = task["channel"]["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.as_str().map(str::to_owned))
+            .collect();
+        let mut child = Command::new(command)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| {
+                eprintln!("fake-agent: cannot start the channel: {e}");
+                std::process::exit(3);
+            });
+        let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
+            std::process::exit(3);
+        };
+        let mut ch = Channel { child, input, output: std::io::BufReader::new(output), next_id: 1 };
+        ch.request(
+            "initialize",
+            serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fake-agent", "version": "0"}}),
+        );
+        ch.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        ch
+    }
+
+    fn send(&mut self, message: &serde_json::Value) {
+        let _ = writeln!(self.input, "{message}");
+        let _ = self.input.flush();
+    }
+
+    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        use std::io::BufRead;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.output.read_line(&mut line).unwrap_or(0) == 0 {
+                return serde_json::Value::Null;
+            }
+            let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+            if msg["id"] == id {
+                return msg;
+            }
+        }
+    }
+
+    /// Calls a tool and returns its text, prefixed with ERROR when isError.
+    fn call(&mut self, tool: &str, arguments: serde_json::Value) -> String {
+        let r = self.request("tools/call", serde_json::json!({"name": tool, "arguments": arguments}));
+        let text = r["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+        if r["result"]["isError"] == true { format!("ERROR {text}") } else { text }
+    }
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
