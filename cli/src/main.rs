@@ -77,6 +77,8 @@ enum Command {
     },
     /// Stop a running task and its whole process tree.
     Cancel { task_id: String },
+    /// Answer a question an agent asked (see `caesar ps` or `caesar status`).
+    Answer { task_id: String, question_id: String, answer: String },
     /// The git diff of a worktree task.
     Diff {
         task_id: String,
@@ -454,6 +456,18 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Daemon { action } => daemon(action, json).await,
+        Command::Answer { task_id, question_id, answer } => {
+            let mut c = connect().await?;
+            c.answer(pb::AnswerRequest { task_id: task_id.clone(), question_id: question_id.clone(), answer })
+                .await
+                .map_err(anyhow::Error::from)?;
+            if json {
+                println!("{}", json!({"task_id": task_id, "question_id": question_id, "answered": true}));
+            } else {
+                println!("{task_id}: answered {question_id}");
+            }
+            Ok(0)
+        }
         Command::Diff { task_id, stat } => {
             let mut c = connect().await?;
             let d = c.diff(pb::DiffRequest { task_id }).await.map_err(anyhow::Error::from)?.into_inner();

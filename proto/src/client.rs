@@ -27,7 +27,7 @@ pub enum ConnectError {
     #[error("caesard did not become ready at {socket} within {waited:?}; see its log at {log}")]
     NotReady { socket: PathBuf, waited: Duration, log: PathBuf },
     #[error(
-        "caesard {daemon_version} at {socket} speaks API protocol {daemon_protocol}, this client speaks {PROTOCOL}, and it has {active} active task(s), so it was not replaced. Wait for them (`caesar ps`), then run `caesar daemon stop` and retry"
+        "caesard {daemon_version} at {socket} speaks API protocol {daemon_protocol}, newer than this client's {PROTOCOL} ({active} active task(s)): upgrade caesar and caesar-mcp to match the daemon"
     )]
     ProtocolMismatch { socket: PathBuf, daemon_version: String, daemon_protocol: u32, active: u32 },
     #[error("cannot resolve caesar's directories: {0}")]
@@ -52,13 +52,18 @@ pub async fn connect(paths: &Paths) -> Result<(Client, PingResponse), ConnectErr
 /// that do this at once end up with one daemon: the daemon holds an instance
 /// lock, and the loser exits while both clients connect to the winner.
 ///
-/// A daemon of another protocol is replaced when it has no active task, and
-/// refused with [`ConnectError::ProtocolMismatch`] otherwise.
+/// A daemon of an older protocol is replaced (shut down, its tasks left
+/// running for the new daemon to re-attach); a newer one is refused with
+/// [`ConnectError::ProtocolMismatch`].
 pub async fn connect_or_start(paths: &Paths) -> Result<Client, ConnectError> {
     match connect(paths).await {
         Ok((client, ping)) if ping.protocol == PROTOCOL => return Ok(client),
         Ok((mut client, ping)) => {
-            if ping.active_tasks > 0 {
+            // An older daemon is replaced: tasks outlive the daemon (their
+            // supervisors keep running and the new daemon re-attaches),
+            // so nothing is lost. A newer one is never replaced by an older
+            // client: its store may be of a schema this build cannot read.
+            if ping.protocol > PROTOCOL {
                 return Err(ConnectError::ProtocolMismatch {
                     socket: paths.socket.clone(),
                     daemon_version: ping.version,
@@ -66,8 +71,8 @@ pub async fn connect_or_start(paths: &Paths) -> Result<Client, ConnectError> {
                     active: ping.active_tasks,
                 });
             }
-            let _ = client.shutdown(ShutdownRequest { cancel_tasks: false, only_if_idle: true }).await;
-            wait_until_gone(paths, Duration::from_secs(5)).await;
+            let _ = client.shutdown(ShutdownRequest { cancel_tasks: false, only_if_idle: false }).await;
+            wait_until_gone(paths, Duration::from_secs(10)).await;
         }
         Err(_) => {}
     }

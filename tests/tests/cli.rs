@@ -115,32 +115,49 @@ async fn two_clients_starting_at_once_end_with_one_daemon() {
     assert_eq!(o.status.code(), Some(3));
 }
 
-#[tokio::test]
-async fn a_daemon_of_another_protocol_is_refused_when_busy_and_replaced_when_idle() {
-    let mut env = Env::new(&[("hang", &["hang"])]);
-    env.spawn_daemon(&[("CAESAR_TEST_PROTOCOL", "0")]);
-    let mut old = loop {
+async fn daemon_speaking(env: &mut Env, protocol: &str) -> caesar_proto::client::Client {
+    env.spawn_daemon(&[("CAESAR_TEST_PROTOCOL", protocol)]);
+    loop {
         if let Ok((c, ping)) = caesar_proto::client::connect(&env.paths).await {
-            assert_eq!(ping.protocol, 0);
+            assert_eq!(ping.protocol.to_string(), protocol);
             break c;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    let id = old.delegate(env.delegate_request("hang", "x")).await.unwrap().into_inner().task_id;
+    }
+}
 
-    let o = env.caesar(&["ps"]);
-    assert_eq!(o.status.code(), Some(3));
-    let err = stderr(&o);
-    assert!(err.contains("protocol 0") && err.contains("1 active task"), "{err}");
+#[tokio::test]
+async fn an_older_daemon_is_replaced_with_its_task_in_flight_and_a_newer_one_refused() {
+    let mut env = Env::new(&[]);
+    let gate = env.file("gate");
+    let g = gate.display().to_string();
+    env.set_agents(&[(
+        "gated",
+        &["say", "before the upgrade", "wait-file", &g, "report", "success", "after the upgrade"],
+    )]);
+    let mut old = daemon_speaking(&mut env, "0").await;
+    let id = old.delegate(env.delegate_request("gated", "x")).await.unwrap().into_inner().task_id;
+    let old_pid = env.daemon_pid().await;
 
-    old.cancel(caesar_proto::pb::CancelRequest { task_id: id.clone() }).await.unwrap();
+    // A newer client replaces it; the task goes on under the new daemon.
     let o = env.caesar(&["--json", "daemon", "start"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v = json(stdout(&o).trim());
     assert_eq!(v["protocol"], caesar_proto::PROTOCOL);
-    // The replaced daemon's tasks are all still there.
-    let o = env.caesar(&["--json", "status", &id]);
-    assert_eq!(json(stdout(&o).trim())["status"], "cancelled");
+    assert_ne!(v["pid"].as_u64().unwrap() as u32, old_pid);
+    std::fs::write(&gate, "go").unwrap();
+    let o = env.caesar(&["--json", "await", &id]);
+    let t = json(stdout(&o).trim());
+    assert_eq!(t["tasks"][0]["status"], "succeeded", "{t}");
+    assert_eq!(t["tasks"][0]["report"]["summary"], "after the upgrade");
+
+    // A daemon newer than the client is never replaced by it.
+    let o = env.caesar(&["daemon", "stop"]);
+    assert!(o.status.success());
+    let _newer = daemon_speaking(&mut env, "99").await;
+    let o = env.caesar(&["ps"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("protocol 99") && stderr(&o).contains("upgrade caesar"), "{}", stderr(&o));
 }
 
 #[tokio::test]
