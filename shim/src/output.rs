@@ -409,3 +409,16 @@ pub struct ListRolesOutput {
     #[serde(flatten)]
     pub shaping: Shaping,
 }
+
+/// `caesar_describe_agent` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct DescribeAgentOutput {
+    /// The agent, as caesar_list_agents shows it.
+    pub agent: AgentOutput,
+    /// The options caesar_delegate accepts for it: mode, model ({"free": true} or null), effort ({"allowed": [...]} or null), session_id (whether sessions resume).
+    pub options: Value,
+    /// Truncation marks.
+    #[serde(flatten)]
+    pub shaping: Shaping,
+}

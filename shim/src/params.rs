@@ -230,3 +230,11 @@ pub struct AnswerParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct NoParams {}
+
+/// `caesar_describe_agent` parameters.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct DescribeAgentParams {
+    /// The agent id, as caesar_list_agents shows it (e.g. codex, claude, or a configured [[agent]]).
+    pub agent: String,
+}

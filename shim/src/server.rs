@@ -87,6 +87,7 @@ impl Shim {
             tools::LIST_AGENTS => self.list_agents(ctx).await,
             tools::LIST_ROLES => self.list_roles(ctx).await,
             tools::ANSWER => self.answer(parse(args)?).await,
+            tools::DESCRIBE_AGENT => self.describe_agent(parse(args)?, ctx).await,
             other => Err(ToolError::validation(format!("unknown tool `{other}`"))),
         }
     }
@@ -506,6 +507,34 @@ impl Shim {
             },
             self.cap(),
             "Truncated to fit the response cap: some agents or fields were cut.",
+        )
+    }
+
+    async fn describe_agent(
+        &self,
+        p: DescribeAgentParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ToolError> {
+        if p.agent.trim().is_empty() {
+            return Err(ToolError::validation("`agent` is empty: name an agent from caesar_list_agents"));
+        }
+        let req = pb::DescribeAgentRequest {
+            agent: p.agent.trim().to_owned(),
+            workspace: self.root(ctx).await.display().to_string(),
+        };
+        let r = self
+            .daemon()
+            .call(move |mut c| {
+                let req = req.clone();
+                async move { c.describe_agent(req).await }
+            })
+            .await?;
+        let agent = AgentOutput::from_pb(&r.agent.unwrap_or_default());
+        let options = serde_json::from_str(&r.options_json).unwrap_or(Value::Null);
+        finish(
+            &DescribeAgentOutput { agent, options, shaping: Default::default() },
+            self.cap(),
+            "Truncated to fit the response cap.",
         )
     }
 

@@ -30,12 +30,15 @@ pub const LIST_AGENTS: &str = "caesar_list_agents";
 pub const LIST_ROLES: &str = "caesar_list_roles";
 /// `caesar_answer`.
 pub const ANSWER: &str = "caesar_answer";
+/// `caesar_describe_agent`: one provider in detail (AgentNave's describe_provider).
+pub const DESCRIBE_AGENT: &str = "caesar_describe_agent";
 
 /// Every tool, in the order tools/list shows them.
-pub const ALL: [&str; 10] = [DELEGATE, AWAIT, STATUS, LOGS, CANCEL, DIFF, APPLY, LIST_AGENTS, LIST_ROLES, ANSWER];
+pub const ALL: [&str; 11] =
+    [DELEGATE, AWAIT, STATUS, LOGS, CANCEL, DIFF, APPLY, LIST_AGENTS, LIST_ROLES, ANSWER, DESCRIBE_AGENT];
 
 /// The `readonly` profile: tools that change nothing.
-pub const READONLY: [&str; 6] = [AWAIT, STATUS, LOGS, DIFF, LIST_AGENTS, LIST_ROLES];
+pub const READONLY: [&str; 7] = [AWAIT, STATUS, LOGS, DIFF, LIST_AGENTS, LIST_ROLES, DESCRIBE_AGENT];
 
 /// Which tools a server exposes, from `--profile` and `--tools`. `--tools`
 /// narrows the profile. An unknown name is an error that lists the valid ones.
@@ -128,6 +131,12 @@ pub fn definition(name: &str) -> Option<Tool> {
                 .destructive(true)
                 .idempotent(true)
                 .open_world(false),
+        ),
+        DESCRIBE_AGENT => tool::<DescribeAgentParams, DescribeAgentOutput>(
+            DESCRIBE_AGENT,
+            "Describe an agent",
+            "One agent in detail: whether it is installed and where, its version, capabilities, default model, whether the policy permits delegating to it now (and why not), and the options caesar_delegate accepts for it (mode, model, effort values, session resume). An option outside these is refused by caesar_delegate, never passed to the CLI. Use it before delegating with a model, an effort or a session_id. It starts nothing.",
+            read_only("Describe an agent"),
         ),
         DIFF => tool::<DiffParams, DiffOutput>(
             DIFF,

@@ -37,6 +37,7 @@ TOOLS = {
     "caesar_list_agents",
     "caesar_list_roles",
     "caesar_answer",
+    "caesar_describe_agent",
 }
 
 

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 /// The most any single step of a test may take.
 const LIMIT: Duration = Duration::from_secs(40);
 
-const ALL_TOOLS: [&str; 10] = [
+const ALL_TOOLS: [&str; 11] = [
     "caesar_delegate",
     "caesar_await",
     "caesar_status",
@@ -37,6 +37,7 @@ const ALL_TOOLS: [&str; 10] = [
     "caesar_list_agents",
     "caesar_list_roles",
     "caesar_answer",
+    "caesar_describe_agent",
 ];
 
 fn shim_bin() -> PathBuf {
@@ -170,6 +171,7 @@ async fn initialize_and_tools_list_with_schemas_annotations_and_scoping() {
                 | "caesar_await"
                 | "caesar_list_agents"
                 | "caesar_list_roles"
+                | "caesar_describe_agent"
         );
         assert_eq!(a.read_only_hint, Some(ro), "{} readOnlyHint", t.name);
         if matches!(t.name.as_ref(), "caesar_cancel" | "caesar_apply") {
@@ -191,7 +193,15 @@ async fn initialize_and_tools_list_with_schemas_annotations_and_scoping() {
     let names: Vec<String> = ro.list_all_tools().await.unwrap().into_iter().map(|t| t.name.to_string()).collect();
     assert_eq!(
         names,
-        ["caesar_await", "caesar_status", "caesar_logs", "caesar_diff", "caesar_list_agents", "caesar_list_roles"]
+        [
+            "caesar_await",
+            "caesar_status",
+            "caesar_logs",
+            "caesar_diff",
+            "caesar_list_agents",
+            "caesar_list_roles",
+            "caesar_describe_agent"
+        ]
     );
     let hidden = ro
         .call_tool(
@@ -547,4 +557,22 @@ async fn the_python_mcp_sdk_drives_the_shim() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("python mcp client: ok"), "{stdout}");
+}
+
+#[tokio::test]
+async fn describe_agent_gives_the_options_delegate_accepts() {
+    let mut env = Env::new(&[("ok", &["report", "success", "ok"])]);
+    env.start_daemon().await;
+    let c = shim(&env).await;
+    let codex = ok(&call(&c, "caesar_describe_agent", json!({"agent": "codex"})).await);
+    assert_eq!(codex["agent"]["id"], "codex");
+    assert!(codex["options"]["effort"]["allowed"].as_array().unwrap().iter().any(|e| e == "high"));
+    assert_eq!(codex["options"]["session_id"], true);
+    let claude = ok(&call(&c, "caesar_describe_agent", json!({"agent": "claude"})).await);
+    assert_eq!(claude["agent"]["policy"]["allowed"], false, "recursion is refused by default: {claude}");
+    let generic = ok(&call(&c, "caesar_describe_agent", json!({"agent": "ok"})).await);
+    assert_eq!(generic["agent"]["kind"], "generic");
+    err(&call(&c, "caesar_describe_agent", json!({"agent": "nope"})).await, "not_found");
+    err(&call(&c, "caesar_describe_agent", json!({"agent": " "})).await, "validation_error");
+    c.cancel().await.unwrap();
 }
