@@ -754,10 +754,21 @@ async fn daemon(action: DaemonAction, json: bool) -> Result<u8, Failure> {
             Ok(0)
         }
         DaemonAction::Status => match client::connect(&paths).await {
-            Ok((_, ping)) => {
+            Ok((mut c, ping)) => {
+                let health = c
+                    .health(pb::HealthRequest { workspace: cwd_string() })
+                    .await
+                    .map_err(anyhow::Error::from)?
+                    .into_inner();
                 if json {
-                    println!("{}", render::ping_json(&ping));
+                    let mut v = render::ping_json(&ping);
+                    v["store_ok"] = json!(health.store_ok);
+                    v["problems"] = json!(health.problems);
+                    println!("{v}");
                 } else {
+                    for p in &health.problems {
+                        println!("PROBLEM: {p}");
+                    }
                     println!(
                         "caesard {} running (pid {}, API protocol {}), {} active task(s)\nsocket: {}\nstate:  {}",
                         ping.version, ping.pid, ping.protocol, ping.active_tasks, ping.socket, ping.state_dir
@@ -867,6 +878,15 @@ async fn doctor(json: bool) -> Result<u8, Failure> {
         .map_err(anyhow::Error::from)?
         .into_inner()
         .agents;
+    let health =
+        c.health(pb::HealthRequest { workspace: cwd_string() }).await.map_err(anyhow::Error::from)?.into_inner();
+    if !health.store_ok {
+        problems.push(format!(
+            "the store failed its integrity check: {}. Stop the daemon and restore {}/caesar.db from a backup",
+            health.store_error, ping.state_dir
+        ));
+    }
+    problems.extend(health.problems);
     if !agents.iter().any(|a| a.installed) {
         problems.push(
             "no agent is installed: install a provider CLI (claude, codex, gemini, ...) or declare an [[agent]]"
@@ -885,6 +905,7 @@ async fn doctor(json: bool) -> Result<u8, Failure> {
             ping.version, ping.pid, ping.protocol, ping.socket
         );
         println!("state:  {}", ping.state_dir);
+        println!("store:  {}", if health.store_ok { "ok" } else { "DAMAGED" });
         println!();
         render::print_agents(&agents);
         for p in &problems {

@@ -547,14 +547,23 @@ fn check_worktree_path(p: &str) -> std::result::Result<(), &'static str> {
 
 fn parse_layer(path: &Path, text: &str) -> Result<Layer> {
     toml::from_str::<Layer>(text).map_err(|e| {
-        let place = e
+        let (place, key) = e
             .span()
             .map(|span| {
-                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                format!(":{line}")
+                let start = span.start.min(text.len());
+                let line = text[..start].matches('\n').count() + 1;
+                // The key of the offending line, when it is a `key = value` line.
+                let line_text = text.lines().nth(line - 1).unwrap_or_default();
+                let key = line_text
+                    .split_once('=')
+                    .map(|(k, _)| k.trim())
+                    .filter(|k| !k.is_empty() && !k.starts_with('[') && !k.starts_with('#'))
+                    .map(|k| format!(" (key `{k}`)"))
+                    .unwrap_or_default();
+                (format!(":{line}"), key)
             })
             .unwrap_or_default();
-        Error::Invalid(format!("{}{place}: {}", path.display(), e.message().trim()))
+        Error::Invalid(format!("{}{place}{key}: {}", path.display(), e.message().trim()))
     })
 }
 
@@ -681,7 +690,7 @@ mod tests {
         let d = Dirs::new();
         d.project("[policy]\nmax_parallel = 2\ndefault_mode = \"yolo\"\n");
         let err = d.load().unwrap_err().to_string();
-        assert!(err.contains("config.toml:3") && err.contains("yolo"), "{err}");
+        assert!(err.contains("config.toml:3") && err.contains("yolo") && err.contains("key `default_mode`"), "{err}");
 
         d.project("[worktree]\ncopy = [\"../secrets\"]\n");
         let err = d.load().unwrap_err().to_string();

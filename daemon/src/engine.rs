@@ -180,6 +180,11 @@ pub struct Engine {
     /// Held while the queue decides what to start, and while a queued task
     /// is cancelled, so the two never race.
     scheduling: tokio::sync::Mutex<()>,
+    /// The last configuration of each project that loaded, served while a
+    /// later edit of it does not load.
+    good_configs: Mutex<HashMap<PathBuf, Config>>,
+    /// The current load error of each project whose config does not load.
+    config_problems: Mutex<HashMap<PathBuf, String>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -227,6 +232,8 @@ impl Engine {
             live: Mutex::new(HashMap::new()),
             versions: Default::default(),
             scheduling: Default::default(),
+            good_configs: Default::default(),
+            config_problems: Default::default(),
         }))
     }
 
@@ -269,9 +276,16 @@ impl Engine {
             return Err(Error::Invalid(format!("workspace {} is not a directory", workspace.display())));
         }
         let project = project_root(&workspace);
-        let config = Config::load(&self.paths.config_dir, &project)?;
-        let resolution = resolve::resolve(&config, &project, &input)?;
+        let (config, config_problem) = self.load_config(&project)?;
+        let resolution = resolve::resolve(&config, &project, &input).map_err(|e| match &config_problem {
+            // The request may name what the broken file declares: say so.
+            Some(problem) => e.with_note(&format!("note: {problem}; the last good config was used")),
+            None => e,
+        })?;
         let mut warnings = resolution.warnings.clone();
+        if let Some(problem) = config_problem {
+            warnings.insert("config_warning".to_owned(), format!("{problem}; delegating with the last good config"));
+        }
         let agent_id = resolution.agent.clone();
         let (mode, timeout_ms) = (resolution.mode, resolution.timeout_ms);
         let isolation = workshop::decide(&workspace, resolution.isolation, mode, config.policy.allow_inplace_write)?;
@@ -1421,14 +1435,69 @@ impl Engine {
 
     // ---------------------------------------------------------------- agents
 
+    /// A project's configuration. When its files do not load (a bad edit),
+    /// the last version that did is served instead, with the problem; with
+    /// no such version the error is returned.
+    fn load_config(&self, project: &Path) -> Result<(Config, Option<String>)> {
+        match Config::load(&self.paths.config_dir, project) {
+            Ok(config) => {
+                self.good_configs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(project.to_path_buf(), config.clone());
+                self.config_problems.lock().unwrap_or_else(|p| p.into_inner()).remove(project);
+                Ok((config, None))
+            }
+            Err(e @ Error::Invalid(_)) => {
+                let problem = e.to_string();
+                self.config_problems
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(project.to_path_buf(), problem.clone());
+                match self.good_configs.lock().unwrap_or_else(|p| p.into_inner()).get(project) {
+                    Some(good) => Ok((good.clone(), Some(problem))),
+                    None => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     fn config_for(&self, workspace: &str) -> Result<(Config, PathBuf)> {
-        let project = if workspace.is_empty() { PathBuf::new() } else { project_root(Path::new(workspace)) };
-        let config = if workspace.is_empty() {
-            Config::load(&self.paths.config_dir, Path::new("/nonexistent-project"))?
+        let project = if workspace.is_empty() {
+            PathBuf::from("/nonexistent/caesar-no-project")
         } else {
-            Config::load(&self.paths.config_dir, &project)?
+            project_root(Path::new(workspace))
         };
+        let (config, _) = self.load_config(&project)?;
         Ok((config, project))
+    }
+
+    /// The store's integrity and the configuration problems known now.
+    pub fn health(&self, workspace: &str) -> (Result<()>, Vec<String>) {
+        if !workspace.is_empty() {
+            let _ = self.load_config(&project_root(Path::new(workspace)));
+        }
+        let _ = self.load_config(Path::new("/nonexistent/caesar-no-project"));
+        let mut problems: Vec<String> = self
+            .config_problems
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(project, problem)| {
+                let served = self.good_configs.lock().unwrap_or_else(|p| p.into_inner()).contains_key(project);
+                if served {
+                    format!(
+                        "{problem} (fix the file; until then the last good config of {} is used)",
+                        project.display()
+                    )
+                } else {
+                    format!("{problem} (fix the file: delegations in {} fail until then)", project.display())
+                }
+            })
+            .collect();
+        problems.sort();
+        (self.store.integrity_check(), problems)
     }
 
     /// Every agent of the project at `workspace` (only the global config
@@ -1610,6 +1679,19 @@ impl Engine {
                     },
                 }
             });
+        }
+        // A task that already needs the caller (a question waiting, a
+        // blocker hit) wakes the wait at once: its signal may have come
+        // before this call subscribed.
+        if wake_on_attention {
+            for id in ids {
+                let r = self.record(id)?;
+                let waiting = !r.status.is_terminal() && !self.store.pending_questions(id)?.is_empty();
+                if waiting || (!r.status.is_terminal() && r.blocker.is_some()) {
+                    let views = ids.iter().map(|id| self.status(id)).collect::<Result<Vec<_>>>()?;
+                    return Ok((views, true));
+                }
+            }
         }
         let all_done = futures_util::future::join_all(waits);
         let any_attention = async {

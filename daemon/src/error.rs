@@ -43,6 +43,23 @@ impl Error {
     }
 }
 
+impl Error {
+    /// The same error, its message followed by `note`.
+    pub fn with_note(self, note: &str) -> Error {
+        let add = |m: String| format!("{m} ({note})");
+        match self {
+            Error::Invalid(m) => Error::Invalid(add(m)),
+            Error::NotFound(m) => Error::NotFound(add(m)),
+            Error::Precondition(m) => Error::Precondition(add(m)),
+            Error::Refused(m) => Error::Refused(add(m)),
+            Error::Conflict(m) => Error::Conflict(add(m)),
+            Error::Unimplemented(m) => Error::Unimplemented(add(m)),
+            Error::Internal(m) => Error::Internal(add(m)),
+            other => other,
+        }
+    }
+}
+
 impl From<Error> for tonic::Status {
     fn from(e: Error) -> tonic::Status {
         let msg = e.to_string();

@@ -294,6 +294,19 @@ impl Caesar for Service {
         }))
     }
 
+    async fn health(&self, req: Request<pb::HealthRequest>) -> Result<Response<pb::HealthResponse>, Status> {
+        let workspace = req.into_inner().workspace;
+        let engine = self.engine.clone();
+        let (store, problems) = tokio::task::spawn_blocking(move || engine.health(&workspace))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(pb::HealthResponse {
+            store_ok: store.is_ok(),
+            store_error: store.err().map(|e| e.to_string()).unwrap_or_default(),
+            problems,
+        }))
+    }
+
     async fn list_agents(
         &self,
         req: Request<pb::ListAgentsRequest>,

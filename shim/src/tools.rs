@@ -187,7 +187,7 @@ mod tests {
 
     #[test]
     fn profiles_and_tool_lists() {
-        assert_eq!(select("full", None).unwrap().len(), 10);
+        assert_eq!(select("full", None).unwrap().len(), ALL.len());
         assert_eq!(select("readonly", None).unwrap(), READONLY.to_vec());
         assert_eq!(select("full", Some("caesar_logs, caesar_status")).unwrap(), vec![STATUS, LOGS]);
         let e = select("full", Some("caesar_nope")).unwrap_err();

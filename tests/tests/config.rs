@@ -275,3 +275,33 @@ async fn two_write_tasks_never_share_a_tree_but_readers_go_ahead() {
     assert_eq!(t2.status, "succeeded");
     assert!(t2.started_at >= t1.finished_at);
 }
+
+#[tokio::test]
+async fn a_broken_edit_keeps_the_last_good_config_and_says_so() {
+    let env = Env::new(&[("ok", &["report", "success", "ok"])]);
+    let o = env.caesar(&["--json", "run", "--agent", "ok", "first"]);
+    assert!(o.status.success());
+    let good = std::fs::read_to_string(env.project.path().join(".caesar/config.toml")).unwrap();
+    std::fs::write(
+        env.project.path().join(".caesar/config.toml"),
+        format!("{good}\n[policy]\nmax_parallel = \"many\"\n"),
+    )
+    .unwrap();
+
+    let o = env.caesar(&["--json", "run", "--agent", "ok", "second"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(String::from_utf8_lossy(&o.stdout).trim());
+    let warning = v["warnings"]["config_warning"].as_str().unwrap();
+    assert!(warning.contains("config.toml") && warning.contains("last good config"), "{warning}");
+
+    let o = env.caesar(&["--json", "doctor"]);
+    assert_eq!(o.status.code(), Some(1), "doctor fails while a config does not load");
+    let v = json(String::from_utf8_lossy(&o.stdout).trim());
+    assert!(v["problems"].to_string().contains("max_parallel"), "{v}");
+    let o = env.caesar(&["--json", "daemon", "status"]);
+    assert!(json(String::from_utf8_lossy(&o.stdout).trim())["problems"].to_string().contains("last good config"));
+
+    std::fs::write(env.project.path().join(".caesar/config.toml"), good).unwrap();
+    let o = env.caesar(&["--json", "daemon", "status"]);
+    assert_eq!(json(String::from_utf8_lossy(&o.stdout).trim())["problems"], serde_json::json!([]));
+}

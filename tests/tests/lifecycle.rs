@@ -298,9 +298,11 @@ async fn a_missing_executable_fails_cleanly() {
     assert!(e.message().contains("/nonexistent/agent") && e.message().contains("bin"));
 
     std::fs::write(env.project.path().join(".caesar/config.toml"), "[[agent]]\nid = \"broken\"\nbin = \n").unwrap();
+    // The daemon serves the last good config, and the refusal says why the
+    // new entry is not seen.
     let e = c.delegate(env.delegate_request("broken", "x")).await.unwrap_err();
-    assert_eq!(e.code(), Code::InvalidArgument);
-    assert!(e.message().contains("config.toml:3"), "{}", e.message());
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("config.toml:3") && e.message().contains("last good config"), "{}", e.message());
 }
 
 #[tokio::test]
