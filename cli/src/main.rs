@@ -7,6 +7,7 @@
 //! Exit codes: 0 success, 1 the task failed or was blocked, 2 bad input,
 //! 3 no daemon could be reached, 4 the task was cancelled, 5 it timed out.
 
+mod mcp_install;
 mod render;
 mod watch;
 
@@ -128,6 +129,11 @@ enum Command {
         #[command(subcommand)]
         action: RoleAction,
     },
+    /// Register caesar-mcp with an MCP client, or serve it.
+    Mcp {
+        #[command(subcommand)]
+        action: McpAction,
+    },
     /// OACP documents.
     Protocol {
         #[command(subcommand)]
@@ -247,6 +253,25 @@ enum RoleAction {
         name: String,
         #[command(flatten)]
         layer: LayerArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum McpAction {
+    /// Register caesar-mcp with a client: claude, codex, gemini, cursor, vscode, opencode or copilot.
+    Install {
+        client: String,
+        /// Print exactly what would change, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Remove the registration instead.
+        #[arg(long)]
+        uninstall: bool,
+    },
+    /// Run caesar-mcp (the stdio MCP server) with these arguments.
+    Serve {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
 }
 
@@ -438,6 +463,33 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Agents { action } => agents(action, json).await,
         Command::Doctor => doctor(json).await,
         Command::Init { global, force } => init(global, force, json).await,
+        Command::Mcp { action: McpAction::Install { client, dry_run, uninstall } } => {
+            let plan = mcp_install::install(&client, uninstall, dry_run)?;
+            if json {
+                println!(
+                    "{}",
+                    json!({"client": client, "changed": plan.changed, "dry_run": dry_run, "summary": plan.summary,
+                           "path": plan.path, "command": plan.command})
+                );
+            } else {
+                println!("{}{}", if dry_run && plan.changed { "would " } else { "" }, plan.summary);
+            }
+            Ok(0)
+        }
+        Command::Mcp { action: McpAction::Serve { args } } => {
+            let shim = mcp_install::shim_path();
+            #[cfg(unix)]
+            {
+                use std::os::unix::process::CommandExt;
+                let e = std::process::Command::new(&shim).args(&args).exec();
+                Err(Failure { code: 1, message: format!("cannot run {}: {e}", shim.display()) })
+            }
+            #[cfg(not(unix))]
+            {
+                let status = std::process::Command::new(&shim).args(&args).status().map_err(anyhow::Error::from)?;
+                Ok(status.code().unwrap_or(1) as u8)
+            }
+        }
         Command::Policy { action } => policy(action, json).await,
         Command::Role { action } => role(action, json).await,
         Command::Protocol { action: ProtocolAction::Schema { document, strict } } => {
