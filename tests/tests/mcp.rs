@@ -576,3 +576,35 @@ async fn describe_agent_gives_the_options_delegate_accepts() {
     err(&call(&c, "caesar_describe_agent", json!({"agent": " "})).await, "validation_error");
     c.cancel().await.unwrap();
 }
+
+/// A raw `initialize` over stdio, returning the negotiated protocol version.
+fn negotiate(env: &Env, version: &str) -> String {
+    use std::io::{BufRead, Write};
+    let mut child = std::process::Command::new(shim_bin())
+        .envs(env.envs())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    writeln!(stdin, "{init}").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    json(&line)["result"]["protocolVersion"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn every_protocol_version_from_2024_11_05_to_2025_11_25_is_negotiated() {
+    let env = Env::new(&[]);
+    for v in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
+        assert_eq!(negotiate(&env, v), v, "the client's version is accepted");
+    }
+    // An unknown version gets one the server speaks, for the client to judge.
+    let other = negotiate(&env, "1999-01-01");
+    assert!(other.starts_with("20") && other != "1999-01-01", "{other}");
+}

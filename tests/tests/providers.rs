@@ -207,6 +207,16 @@ const CASES: &[Case] = &[
         blocker: "rate_limit",
         session: true,
     },
+    // cursor-agent could not be run here: a stream written from its docs.
+    Case {
+        provider: "cursor-agent",
+        capture: "synthetic/cursor-documented.jsonl",
+        stderr: None,
+        exit: 0,
+        report_status: "blocked",
+        blocker: "permission",
+        session: true,
+    },
     // qwen, grok and codebuddy stream claude's format.
     Case {
         provider: "qwen",
