@@ -30,6 +30,10 @@ pub struct Launch {
     /// How to prepare the task's workshop when it starts.
     #[serde(default)]
     pub plan: Option<WorkshopPlan>,
+    /// The CLI was asked to answer in the report schema: its final answer
+    /// is the report (tier 2).
+    #[serde(default)]
+    pub native_report: bool,
 }
 
 /// What the workshop needs at start: decided at delegation, carried out when

@@ -424,6 +424,16 @@ impl Engine {
                 }
             }
             AgentTarget::Provider { spec, program } => {
+                // Tier 2: where the CLI can constrain its final answer to a
+                // schema, it gets the report's (strict variant).
+                let schema_path = if spec.capabilities.structured_output {
+                    let path = task_dir.join("report.schema.json");
+                    let schema = crate::oacp::schema("report", true).unwrap_or_default();
+                    std::fs::write(&path, schema.to_string()).map_err(|e| Error::io_at("cannot write", &path, e))?;
+                    Some(path.display().to_string())
+                } else {
+                    None
+                };
                 let invocation = provider::Invocation {
                     prompt: &prompt,
                     mode,
@@ -431,7 +441,7 @@ impl Engine {
                     effort: input.effort.as_deref().filter(|e| !e.is_empty()),
                     resume_session: session_id.as_deref(),
                     workspace: &doc.workspace,
-                    output_schema_path: None,
+                    output_schema_path: schema_path.as_deref(),
                     mcp: channel.then_some(provider::McpServer {
                         name: CHANNEL_SERVER,
                         command: &channel_bin_s,
@@ -458,6 +468,7 @@ impl Engine {
                     args: built.args,
                     env: built.env,
                     parser: spec.id.to_owned(),
+                    native_report: schema_path.is_some(),
                     ..Launch::default()
                 }
             }
@@ -698,6 +709,7 @@ impl Engine {
             texts: &[],
             ending: Ending::Failed(why.to_owned()),
             duration_ms: 0,
+            native: None,
         });
         self.finish_task(record, TaskStatus::Failed, None, None, Some(why.to_owned()), report)
     }
@@ -942,6 +954,8 @@ impl Engine {
             String::new()
         };
         let final_text = run.final_text.clone().unwrap_or_default();
+        let launch_native =
+            serde_json::from_str::<Launch>(&record.launch_json).map(|l| l.native_report).unwrap_or(false);
         let texts = [final_text.as_str(), run.messages.as_str(), raw_tail.as_str()];
         let duration_ms = record
             .started_ms
@@ -953,6 +967,7 @@ impl Engine {
             texts: &texts,
             ending,
             duration_ms,
+            native: launch_native.then_some(final_text.as_str()),
         });
         let mut recovered = recovered;
         if let Ok(launch) = serde_json::from_str::<Launch>(&record.launch_json) {
@@ -1728,6 +1743,7 @@ impl Engine {
                     texts: &[],
                     ending: Ending::Cancelled,
                     duration_ms: 0,
+                    native: None,
                 });
                 self.finish_task(&record, TaskStatus::Cancelled, None, None, None, report)?;
                 return Ok((true, TaskStatus::Cancelled));

@@ -496,6 +496,11 @@ pub fn schema(document: &str, strict: bool) -> Option<serde_json::Value> {
 fn make_strict(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::Object(map) => {
+            // Structured-output validators reject formats such as uint64
+            // (a keyword here, not a property of that name).
+            if map.get("format").is_some_and(|f| f.is_string()) {
+                map.remove("format");
+            }
             if let Some(serde_json::Value::Object(props)) = map.get("properties") {
                 let keys: Vec<serde_json::Value> = props.keys().map(|k| serde_json::Value::String(k.clone())).collect();
                 map.insert("required".to_owned(), serde_json::Value::Array(keys));

@@ -63,6 +63,9 @@ pub struct Inputs<'a> {
     pub texts: &'a [&'a str],
     pub ending: Ending,
     pub duration_ms: u64,
+    /// The agent's final answer when the provider was asked for a report of
+    /// the report schema (tier 2, native structured output).
+    pub native: Option<&'a str>,
 }
 
 /// Finds the best report available, never failing: the last tier always
@@ -78,6 +81,14 @@ pub fn recover(inputs: &Inputs<'_>) -> (Report, Source) {
         .ok()
         .and_then(|text| Report::parse(&text).ok())
         .map(|r| (r, Source::Channel));
+    if found.is_none()
+        && let Some(text) = inputs.native.map(str::trim).filter(|t| !t.is_empty())
+    {
+        match Report::parse(text) {
+            Ok(r) => found = Some((r, Source::Native)),
+            Err(e) => refusals.push(refusal("the native structured report was refused", &e)),
+        }
+    }
     if found.is_none() {
         match std::fs::read_to_string(inputs.report_path) {
             Ok(text) => match Report::parse(&text) {
@@ -231,7 +242,7 @@ mod tests {
     use super::*;
 
     fn inputs<'a>(dir: &'a Path, texts: &'a [&'a str], ending: Ending) -> Inputs<'a> {
-        Inputs { task_id: "t_1", report_path: dir, texts, ending, duration_ms: 5 }
+        Inputs { task_id: "t_1", report_path: dir, texts, ending, duration_ms: 5, native: None }
     }
 
     #[test]
@@ -289,5 +300,32 @@ mod tests {
         let ending = Ending::Blocked { kind: "auth".into(), message: "401".into() };
         let (r, _) = recover(&inputs(&p, &texts, ending));
         assert_eq!(r.status, ReportStatus::Blocked);
+    }
+}
+
+#[cfg(test)]
+mod native_tests {
+    use super::*;
+
+    #[test]
+    fn a_native_report_beats_the_file_and_a_bad_one_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("report.json");
+        std::fs::write(&p, r#"{"protocol":"caesar.report/v1","status":"partial","summary":"file"}"#).unwrap();
+        let native = r#"{"protocol":"caesar.report/v1","status":"success","summary":"native"}"#;
+        let i = Inputs {
+            task_id: "t",
+            report_path: &p,
+            texts: &[],
+            ending: Ending::Exited(0),
+            duration_ms: 1,
+            native: Some(native),
+        };
+        let (r, s) = recover(&i);
+        assert_eq!((s, r.summary.as_str()), (Source::Native, "native"));
+        let i = Inputs { native: Some("not json"), ..i };
+        let (r, s) = recover(&i);
+        assert_eq!(s, Source::File);
+        assert!(r.findings.iter().any(|f| f.title.contains("native")));
     }
 }

@@ -431,3 +431,22 @@ async fn the_channel_is_injected_where_the_cli_can_load_it_and_warned_elsewhere(
     let prompt = recorded_args(&env, "gemini").join("\n");
     assert!(!prompt.contains("`ask_orchestrator`"), "no tools promised where there are none");
 }
+
+#[tokio::test]
+async fn codex_answers_in_the_report_schema_and_its_answer_is_the_report() {
+    let mut env = Env::new(&[]);
+    let codex = stand_in(&env, "codex", &fixture("captures-caesar/codex.jsonl"), None, 0);
+    std::fs::write(
+        env.project.path().join(".caesar/config.toml"),
+        format!("[bin]\ncodex = {:?}\n", codex.display().to_string()),
+    )
+    .unwrap();
+    let mut c = env.start_daemon().await;
+    let id = c.delegate(env.delegate_request("codex", "report natively")).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    let args = recorded_args(&env, "codex");
+    let at = args.iter().position(|a| a == "--output-schema").expect("--output-schema passed");
+    let schema = json(&std::fs::read_to_string(&args[at + 1]).unwrap());
+    assert_eq!(schema["additionalProperties"], false, "the strict variant");
+    assert_eq!(t.report_source, "native", "{}", t.report_json);
+}

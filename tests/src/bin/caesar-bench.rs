@@ -156,13 +156,87 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         status.samples.push(started.elapsed().as_secs_f64() * 1000.0);
     }
 
+    // P9: the return channel's round trip, spoken over gRPC as caesar-mcp
+    // --channel speaks it: ask, visible to await, answered, delivered.
+    let gate = home.path().join("gate");
+    std::fs::write(
+        project.path().join(".caesar/config.toml"),
+        format!(
+            "[[agent]]\nid = \"asker\"\nbin = {f:?}\nargs = [\"env\", \"CAESAR_CHANNEL_SECRET\", \"wait-file\", {:?}]\n",
+            gate.display().to_string()
+        ),
+    )?;
+    let mut req = request();
+    req.agent = "asker".into();
+    req.channel = true;
+    let asker = c.delegate(req).await?.into_inner();
+    let raw = std::path::Path::new(&asker.task_dir).join("raw.log");
+    let secret = loop {
+        if let Ok(t) = std::fs::read_to_string(&raw)
+            && let Some(s) = t.lines().next().and_then(|l| l.strip_prefix("CAESAR_CHANNEL_SECRET="))
+        {
+            break s.to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let scope = pb::ChannelRequest { task_id: asker.task_id.clone(), secret };
+    let mut visible = Figure::new("P9a ask→visible to await", "-");
+    let mut answered = Figure::new("P9b visible→answer stored", "-");
+    let mut delivered = Figure::new("P9c answer→delivered to the agent", "-");
+    let mut round = Figure::new("P9 ask→answer delivered, round trip", "≤ 10 ms");
+    let trips = runs.max(100);
+    for i in 0..trips {
+        let mut channel = c.clone();
+        let ask = pb::AskOrchestratorRequest {
+            channel: Some(scope.clone()),
+            question: format!("question {i}?"),
+            options: vec![],
+            timeout_ms: 30_000,
+            question_id: format!("q_bench{i}"),
+        };
+        let t0 = Instant::now();
+        let pending = tokio::spawn(async move { channel.ask_orchestrator(ask).await });
+        let r = c
+            .r#await(pb::AwaitRequest {
+                task_ids: vec![asker.task_id.clone()],
+                timeout_ms: 30_000,
+                wake_on_attention: true,
+            })
+            .await?
+            .into_inner();
+        let t1 = Instant::now();
+        let qid = r.tasks[0].pending_questions.first().map(|q| q.question_id.clone()).ok_or("no pending question")?;
+        c.answer(pb::AnswerRequest { task_id: asker.task_id.clone(), question_id: qid, answer: "yes".into() }).await?;
+        let t2 = Instant::now();
+        let got = pending.await??.into_inner();
+        let t3 = Instant::now();
+        if !got.answered {
+            return Err("the answer was not delivered".into());
+        }
+        visible.samples.push((t1 - t0).as_secs_f64() * 1000.0);
+        answered.samples.push((t2 - t1).as_secs_f64() * 1000.0);
+        delivered.samples.push((t3 - t2).as_secs_f64() * 1000.0);
+        round.samples.push((t3 - t0).as_secs_f64() * 1000.0);
+    }
+    std::fs::write(&gate, "go")?;
+
     println!(
-        "caesar-bench: {runs} runs, medians in ms, {} cores",
+        "caesar-bench: {runs} runs ({trips} channel round trips), medians in ms, {} cores",
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
     );
     println!("| figure | min | median | max | target |");
     println!("|---|---|---|---|---|");
-    for f in [&mut run_to_agent, &mut delegate_to_agent, &mut round_trip, &mut wake, &mut status] {
+    for f in [
+        &mut run_to_agent,
+        &mut delegate_to_agent,
+        &mut round_trip,
+        &mut wake,
+        &mut status,
+        &mut visible,
+        &mut answered,
+        &mut delivered,
+        &mut round,
+    ] {
         f.print();
     }
     let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
