@@ -247,8 +247,9 @@ pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) ->
             ));
         }
     };
-    let target = agent_target(config, project, &agent)?;
+    // Policy first: a refused agent is refused whether or not it is installed.
     policy::check(&config.policy, &agent, input.depth).map_err(|r| Error::Refused(r.to_string()))?;
+    let target = agent_target(config, project, &agent)?;
 
     let mode = match input.mode.as_deref().filter(|m| !m.is_empty()) {
         Some(m) => {

@@ -573,6 +573,9 @@ async fn describe_agent_gives_the_options_delegate_accepts() {
     let generic = ok(&call(&c, "caesar_describe_agent", json!({"agent": "ok"})).await);
     assert_eq!(generic["agent"]["kind"], "generic");
     err(&call(&c, "caesar_describe_agent", json!({"agent": "nope"})).await, "not_found");
+    let refused =
+        err(&call(&c, "caesar_delegate", json!({"objective": "x", "agent": "claude"})).await, "policy_refused");
+    assert!(refused.contains("allow_recursion"), "{refused}");
     err(&call(&c, "caesar_describe_agent", json!({"agent": " "})).await, "validation_error");
     c.cancel().await.unwrap();
 }
