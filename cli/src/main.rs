@@ -9,6 +9,7 @@
 
 mod mcp_install;
 mod render;
+mod service;
 mod watch;
 
 use std::process::ExitCode;
@@ -134,6 +135,10 @@ enum Command {
         #[command(subcommand)]
         action: McpAction,
     },
+    /// Print shell completions: bash, zsh, fish, elvish or powershell.
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page (roff).
+    Man,
     /// OACP documents.
     Protocol {
         #[command(subcommand)]
@@ -299,6 +304,24 @@ enum DaemonAction {
     },
     /// Whether caesard is running, its version and its active tasks.
     Status,
+    /// Run caesard under the user's service manager (systemd user units with
+    /// socket activation, or a launchd agent).
+    Install {
+        /// Print the files and commands, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Remove what `caesar daemon install` set up.
+    Uninstall {
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// The daemon's own log.
+    Logs {
+        /// How many lines.
+        #[arg(long, short = 'n', default_value_t = 50)]
+        lines: usize,
+    },
 }
 
 #[derive(Args)]
@@ -463,6 +486,16 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Agents { action } => agents(action, json).await,
         Command::Doctor => doctor(json).await,
         Command::Init { global, force } => init(global, force, json).await,
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "caesar", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cmd).render(&mut std::io::stdout()).map_err(anyhow::Error::from)?;
+            Ok(0)
+        }
         Command::Mcp { action: McpAction::Install { client, dry_run, uninstall } } => {
             let plan = mcp_install::install(&client, uninstall, dry_run)?;
             if json {
@@ -802,6 +835,29 @@ async fn daemon(action: DaemonAction, json: bool) -> Result<u8, Failure> {
                 );
             } else {
                 println!("caesard stopped");
+            }
+            Ok(0)
+        }
+        DaemonAction::Install { dry_run } | DaemonAction::Uninstall { dry_run } => {
+            let uninstall = matches!(action, DaemonAction::Uninstall { .. });
+            let done = service::install(&client::daemon_binary(), &paths.daemon_log(), dry_run, uninstall)?;
+            if json {
+                println!("{}", json!({"dry_run": dry_run, "steps": done}));
+            } else {
+                for line in done {
+                    println!("{line}");
+                }
+            }
+            Ok(0)
+        }
+        DaemonAction::Logs { lines } => {
+            let tail = service::log_tail(&paths.daemon_log(), lines)?;
+            if json {
+                println!("{}", json!({ "lines": tail }));
+            } else {
+                for l in tail {
+                    println!("{l}");
+                }
             }
             Ok(0)
         }

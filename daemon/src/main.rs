@@ -77,8 +77,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// Past this size the log is rotated at start-up (one previous file kept).
+const LOG_ROTATE_BYTES: u64 = 10 * 1024 * 1024;
+
 fn init_logging(paths: &Paths) -> std::io::Result<()> {
     paths.ensure_dirs()?;
+    let log = paths.daemon_log();
+    if std::fs::metadata(&log).is_ok_and(|m| m.len() > LOG_ROTATE_BYTES) {
+        let _ = std::fs::rename(&log, log.with_extension("log.1"));
+    }
     let file = std::fs::OpenOptions::new().create(true).append(true).open(paths.daemon_log())?;
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAESAR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

@@ -207,3 +207,32 @@ async fn watch_prints_a_line_per_event_through_a_pipe_and_json_once() {
     assert!(lines.iter().any(|l| l.starts_with(&id) && l.contains("last words")), "{lines:?}");
     assert!(lines.last().unwrap().contains("finished: success"), "{lines:?}");
 }
+
+#[tokio::test]
+async fn service_files_completions_man_page_and_daemon_log() {
+    let env = Env::new(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let o = Command::new(caesar_bin())
+        .args(["--json", "daemon", "install", "--dry-run"])
+        .envs(env.envs())
+        .env("HOME", home.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let steps = json(stdout(&o).trim())["steps"].to_string();
+    assert!(steps.contains("caesard.service") && steps.contains("caesard.socket"), "{steps}");
+    assert!(steps.contains(&format!("ExecStart={}", caesard_bin().display())), "{steps}");
+    assert!(steps.contains("enable --now caesard.socket"), "{steps}");
+    assert!(!home.path().join(".config/systemd").exists(), "--dry-run writes nothing");
+
+    let o = env.caesar(&["completions", "bash"]);
+    assert!(o.status.success() && stdout(&o).contains("caesar"));
+    let o = env.caesar(&["man"]);
+    assert!(stdout(&o).contains(".TH"), "a roff page");
+
+    env.caesar(&["daemon", "start"]);
+    let o = env.caesar(&["daemon", "logs", "-n", "100000"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("caesard ready"), "{}", stdout(&o));
+}
