@@ -273,6 +273,12 @@ enum McpAction {
         #[arg(long)]
         uninstall: bool,
     },
+    /// The bearer token of MCP over HTTP ([http] listen), and its URL.
+    Token {
+        /// Make a new token; the old one stops working at once.
+        #[arg(long)]
+        rotate: bool,
+    },
     /// Run caesar-mcp (the stdio MCP server) with these arguments.
     Serve {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -506,6 +512,23 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 );
             } else {
                 println!("{}{}", if dry_run && plan.changed { "would " } else { "" }, plan.summary);
+            }
+            Ok(0)
+        }
+        Command::Mcp { action: McpAction::Token { rotate } } => {
+            let mut c = connect().await?;
+            let r = c.http_token(pb::HttpTokenRequest { rotate }).await.map_err(anyhow::Error::from)?.into_inner();
+            if json {
+                println!("{}", json!({"token": r.token, "url": r.url, "rotated": rotate}));
+            } else {
+                println!("{}", r.token);
+                if r.url.is_empty() {
+                    eprintln!(
+                        "caesar: MCP over HTTP is off: set [http] listen = \"127.0.0.1:7077\" in the global config and restart caesard"
+                    );
+                } else {
+                    eprintln!("caesar: {} with `Authorization: Bearer <token>`", r.url);
+                }
             }
             Ok(0)
         }

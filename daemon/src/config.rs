@@ -287,6 +287,24 @@ struct Layer {
     models: Option<BTreeMap<String, String>>,
     /// Executables of the native providers: `claude = "/opt/tools/claude"`.
     bin: Option<BTreeMap<String, String>>,
+    /// MCP over HTTP, served by the daemon (read from the global layer).
+    http: Option<RawHttp>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    listen: Option<String>,
+    rate_limit_per_minute: Option<u32>,
+}
+
+/// `[http]`: MCP over streamable HTTP on loopback.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HttpSection {
+    /// `127.0.0.1:7077`; loopback only.
+    pub listen: String,
+    /// Requests a minute per token (default 120); 0 for no limit.
+    pub rate_limit_per_minute: u32,
 }
 
 /// Which layer a value came from.
@@ -324,6 +342,8 @@ pub struct Config {
     pub models: BTreeMap<String, (String, Origin)>,
     /// `[bin]`: provider id to executable, merged by key.
     pub bin: BTreeMap<String, (String, Origin)>,
+    /// `[http]`, when MCP over HTTP is enabled.
+    pub http: Option<HttpSection>,
     /// Where each `policy.*` and `worktree.*` field came from; absent means default.
     pub provenance: BTreeMap<String, Origin>,
     /// The files that were read.
@@ -339,6 +359,7 @@ impl Default for Config {
             agents: Vec::new(),
             models: BTreeMap::new(),
             bin: BTreeMap::new(),
+            http: None,
             provenance: BTreeMap::new(),
             files: Vec::new(),
         }
@@ -488,6 +509,18 @@ impl Config {
                 return Err(bad(&id, "in [models] is empty: remove the key or name a model".to_owned()));
             }
             self.models.insert(id, (model, origin));
+        }
+        if let Some(h) = layer.http {
+            let mut section =
+                self.http.clone().unwrap_or(HttpSection { listen: String::new(), rate_limit_per_minute: 120 });
+            if let Some(listen) = h.listen {
+                crate::http::parse_listen(&listen).map_err(|e| bad("listen", e))?;
+                section.listen = listen;
+            }
+            if let Some(limit) = h.rate_limit_per_minute {
+                section.rate_limit_per_minute = limit;
+            }
+            self.http = (!section.listen.is_empty()).then_some(section);
         }
         for (id, bin) in layer.bin.unwrap_or_default() {
             if bin.trim().is_empty() {

@@ -14,6 +14,7 @@ pub mod config;
 pub mod config_edit;
 pub mod engine;
 pub mod error;
+pub mod http;
 pub mod ids;
 pub mod init;
 pub mod oacp;

@@ -294,6 +294,17 @@ impl Caesar for Service {
         }))
     }
 
+    async fn http_token(&self, req: Request<pb::HttpTokenRequest>) -> Result<Response<pb::HttpTokenResponse>, Status> {
+        let paths = self.engine.paths();
+        let token = crate::http::token(&paths.state_dir, req.into_inner().rotate)?;
+        let url = crate::config::Config::load_global(&paths.config_dir)
+            .ok()
+            .and_then(|c| c.http)
+            .map(|h| format!("http://{}/mcp", h.listen))
+            .unwrap_or_default();
+        Ok(Response::new(pb::HttpTokenResponse { token, url }))
+    }
+
     async fn health(&self, req: Request<pb::HealthRequest>) -> Result<Response<pb::HealthResponse>, Status> {
         let workspace = req.into_inner().workspace;
         let engine = self.engine.clone();

@@ -109,6 +109,25 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
         let _ = stopping_tx.send(true);
     };
     let mut drained = stopping_rx.clone();
+    // MCP over HTTP, when the global config asks for it.
+    match crate::config::Config::load_global(&paths.config_dir) {
+        Ok(config) => {
+            if let Some(h) = config.http {
+                match crate::http::parse_listen(&h.listen) {
+                    Ok(listen) => {
+                        let cfg = crate::http::HttpConfig { listen, rate_limit_per_minute: h.rate_limit_per_minute };
+                        let mut rx = stopping_rx.clone();
+                        let stop = async move {
+                            let _ = rx.wait_for(|s| *s).await;
+                        };
+                        tokio::spawn(crate::http::serve(paths.clone(), cfg, stop));
+                    }
+                    Err(e) => warn!("{e}"),
+                }
+            }
+        }
+        Err(e) => warn!("the global config does not load, so MCP over HTTP is off: {e}"),
+    }
     let server = tonic::transport::Server::builder()
         .add_service(CaesarServer::new(service).max_decoding_message_size(64 * 1024 * 1024))
         .serve_with_incoming_shutdown(incoming, async move {

@@ -10,14 +10,7 @@
 //! stdout carries the MCP protocol only; logs go to stderr
 //! (`CAESAR_MCP_LOG=debug` for more).
 
-mod channel;
-mod daemon;
-mod error;
-mod output;
-mod params;
-mod server;
-mod shape;
-mod tools;
+use caesar_mcp::{channel, server, shape, tools};
 
 use std::path::PathBuf;
 use std::process::ExitCode;

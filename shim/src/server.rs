@@ -62,6 +62,15 @@ impl Shim {
         Shim { inner: Arc::new(Inner { daemon: Daemon::new(paths), settings, tools }) }
     }
 
+    /// The tools a request may see: the server's set, narrowed by the HTTP
+    /// request's `?profile=` and `?tools=` when it came over HTTP.
+    fn visible(&self, ctx: &RequestContext<RoleServer>) -> Result<Vec<&'static str>, String> {
+        let base = &self.inner.settings.tools;
+        let Some(parts) = ctx.extensions.get::<http::request::Parts>() else { return Ok(base.clone()) };
+        let (profile, list) = scope_of(parts.uri.query().unwrap_or(""));
+        Ok(tools::select(&profile, list.as_deref())?.into_iter().filter(|t| base.contains(t)).collect())
+    }
+
     fn cap(&self) -> usize {
         self.inner.settings.max_chars
     }
@@ -594,9 +603,12 @@ impl ServerHandler for Shim {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.inner.tools.clone()))
+        let visible = self.visible(&context).map_err(|e| McpError::invalid_params(e, None))?;
+        Ok(ListToolsResult::with_all_items(
+            self.inner.tools.iter().filter(|t| visible.contains(&t.name.as_ref())).cloned().collect(),
+        ))
     }
 
     async fn call_tool(
@@ -605,10 +617,11 @@ impl ServerHandler for Shim {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.as_ref();
-        if !self.inner.settings.tools.contains(&name) {
+        let visible = self.visible(&context).map_err(|e| McpError::invalid_params(e, None))?;
+        if !visible.contains(&name) {
             // Calling a tool this server does not expose is a protocol fault.
             return Err(McpError::invalid_params(
-                format!("unknown tool `{name}`; this server exposes: {}", self.inner.settings.tools.join(", ")),
+                format!("unknown tool `{name}`; this server exposes: {}", visible.join(", ")),
                 None,
             ));
         }
@@ -690,6 +703,61 @@ pub fn file_uri_path(uri: &str) -> Option<PathBuf> {
     }
     let s = String::from_utf8(out).ok()?;
     Some(PathBuf::from(s))
+}
+
+/// `profile` and `tools` from a query string (`?profile=readonly&tools=a,b`).
+pub fn scope_of(query: &str) -> (String, Option<String>) {
+    let mut profile = "full".to_owned();
+    let mut list = None;
+    for pair in query.split('&') {
+        let Some((key, value)) = pair.split_once('=') else { continue };
+        let value = percent_decode(value);
+        match key {
+            "profile" => profile = value,
+            "tools" => list = Some(value),
+            _ => {}
+        }
+    }
+    (profile, list)
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                match std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod scope_tests {
+    use super::*;
+
+    #[test]
+    fn scope_comes_from_the_query() {
+        assert_eq!(scope_of("profile=readonly"), ("readonly".to_owned(), None));
+        assert_eq!(
+            scope_of("tools=caesar_status%2Ccaesar_logs&x=1"),
+            ("full".to_owned(), Some("caesar_status,caesar_logs".to_owned()))
+        );
+        assert_eq!(scope_of(""), ("full".to_owned(), None));
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,15 @@
+//! caesar's MCP server, as a library: the eleven `caesar_*` tools over any
+//! rmcp transport ([`server::Shim`]), the response shaping they share
+//! ([`shape`]), and the in-agent return channel ([`channel::Channel`]).
+//!
+//! `caesar-mcp` serves it over stdio; `caesard` serves the same
+//! implementation over streamable HTTP when `[http] listen` is set.
+
+pub mod channel;
+pub mod daemon;
+pub mod error;
+pub mod output;
+pub mod params;
+pub mod server;
+pub mod shape;
+pub mod tools;
