@@ -236,3 +236,64 @@ async fn service_files_completions_man_page_and_daemon_log() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("caesard ready"), "{}", stdout(&o));
 }
+
+#[tokio::test]
+async fn watch_redraws_a_screen_on_a_terminal_with_colour_unless_no_color() {
+    let env = Env::new(&[]);
+    let gate = env.file("gate");
+    let g = gate.display().to_string();
+    env.set_agents(&[("gated", &["wait-file", &g, "report", "success", "ok"])]);
+    let o = env.caesar(&["--json", "run", "--detach", "--agent", "gated", "x"]);
+    let id = json(stdout(&o).trim())["task_id"].as_str().unwrap().to_owned();
+    // `script` gives caesar watch a pseudo-terminal; timeout ends it.
+    let run = |no_color: bool| {
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec", &format!("timeout 2 {} watch", caesar_bin().display()), "/dev/null"])
+            .current_dir(env.project.path())
+            .envs(env.envs())
+            .env("TERM", "xterm");
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        } else {
+            cmd.env_remove("NO_COLOR");
+        }
+        String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned()
+    };
+    let screen = run(false);
+    assert!(screen.contains("\x1b[2J"), "the screen is redrawn: {screen:?}");
+    assert!(screen.contains(&id) && screen.contains("TASK"), "{screen:?}");
+    assert!(screen.contains("\x1b[32mrunning"), "colour on a terminal: {screen:?}");
+    let plain = run(true);
+    assert!(plain.contains(&id) && !plain.contains("\x1b[32m"), "NO_COLOR: {plain:?}");
+    std::fs::write(&gate, "go").unwrap();
+}
+
+#[tokio::test]
+async fn an_upgrade_with_a_question_in_flight_loses_neither_the_question_nor_the_answer() {
+    let mut env = Env::new(&[]);
+    env.set_agents(&[("asker", &["mcp-ask", "keep going?", "report", "success", "asked and answered"])]);
+    let mut old = daemon_speaking(&mut env, "0").await;
+    let mut req = env.delegate_request("asker", "ask across an upgrade");
+    req.channel = true;
+    let id = old.delegate(req).await.unwrap().into_inner().task_id;
+    let question = loop {
+        let s = old.status(caesar_proto::pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
+        if let Some(q) = s.pending_questions.first() {
+            break q.question_id.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // The newer client replaces the daemon; the agent's channel reconnects.
+    let o = env.caesar(&["--json", "daemon", "start"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = env.caesar(&["--json", "status", &id]);
+    let s = json(stdout(&o).trim());
+    assert_eq!(s["pending_questions"][0]["question_id"], question.as_str(), "{s}");
+    let o = env.caesar(&["answer", &id, &question, "yes"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = env.caesar(&["--json", "await", "--timeout", "60s", &id]);
+    let t = json(stdout(&o).trim());
+    assert_eq!(t["tasks"][0]["status"], "succeeded", "{t}");
+    let logs = env.caesar(&["--json", "logs", &id, "--limit", "100"]);
+    assert!(stdout(&logs).contains("ask_orchestrator: Answer: yes"), "the answer reached the agent: {}", stdout(&logs));
+}
