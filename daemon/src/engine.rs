@@ -46,6 +46,8 @@ pub struct Settings {
     pub grace_ms: u64,
     /// How often a running task's log is read.
     pub poll: Duration,
+    /// The most bytes of an agent's output kept in raw.log (0: no cap).
+    pub raw_log_cap: u64,
     /// The executable that runs `__supervise` (the caesard binary).
     pub supervisor_exe: PathBuf,
 }
@@ -55,12 +57,21 @@ impl Settings {
     /// `CAESAR_KILL_GRACE_MS` (tests shorten it).
     pub fn from_env() -> std::io::Result<Settings> {
         let grace_ms = std::env::var("CAESAR_KILL_GRACE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
-        Ok(Settings { grace_ms, poll: Duration::from_millis(20), supervisor_exe: std::env::current_exe()? })
+        let raw_log_cap =
+            std::env::var("CAESAR_RAW_LOG_MAX_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_RAW_LOG_CAP);
+        Ok(Settings {
+            grace_ms,
+            poll: Duration::from_millis(20),
+            raw_log_cap,
+            supervisor_exe: std::env::current_exe()?,
+        })
     }
 }
 
 /// The most events one `Logs` call returns.
 pub const MAX_LOG_EVENTS: u32 = 10_000;
+/// The default cap of a task's raw.log: 256 MiB (`CAESAR_RAW_LOG_MAX_BYTES`).
+pub const DEFAULT_RAW_LOG_CAP: u64 = 256 * 1024 * 1024;
 /// How many characters of the agent's reply a snapshot shows.
 pub const OUTPUT_TAIL_CHARS: usize = 1000;
 /// How much of the agent's messages is kept for report recovery.
@@ -590,6 +601,7 @@ impl Engine {
             task_dir: task_dir.clone(),
             deadline_ms: started_ms + record.timeout_ms as i64,
             grace_ms: self.settings.grace_ms,
+            log_cap: self.settings.raw_log_cap,
             program: launch.program.clone(),
             args: launch.args.clone(),
         };

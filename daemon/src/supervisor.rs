@@ -63,6 +63,9 @@ pub struct ExitRecord {
     pub spawn_error: Option<String>,
     /// Processes still alive after the agent exited, which had to be killed.
     pub leftovers_killed: u32,
+    /// Output dropped past the raw log's cap.
+    #[serde(default)]
+    pub output_dropped_bytes: u64,
     pub finished_ms: i64,
 }
 
@@ -73,6 +76,8 @@ pub struct SuperviseArgs {
     /// Absolute deadline, milliseconds since the epoch.
     pub deadline_ms: i64,
     pub grace_ms: u64,
+    /// The most bytes of output kept in raw.log; 0 for no cap.
+    pub log_cap: u64,
     pub program: String,
     pub args: Vec<String>,
 }
@@ -88,6 +93,8 @@ impl SuperviseArgs {
             self.deadline_ms.to_string(),
             "--grace-ms".to_owned(),
             self.grace_ms.to_string(),
+            "--log-cap".to_owned(),
+            self.log_cap.to_string(),
             "--".to_owned(),
             self.program.clone(),
         ];
@@ -100,6 +107,7 @@ impl SuperviseArgs {
         let mut task_dir = None;
         let mut deadline_ms = None;
         let mut grace_ms = 2000;
+        let mut log_cap = 0;
         let mut i = 0;
         while i < argv.len() {
             let value = |i: usize| argv.get(i + 1).cloned().ok_or_else(|| format!("{} needs a value", argv[i]));
@@ -107,12 +115,14 @@ impl SuperviseArgs {
                 "--task-dir" => task_dir = Some(PathBuf::from(value(i)?)),
                 "--deadline-ms" => deadline_ms = Some(value(i)?.parse().map_err(|e| format!("--deadline-ms: {e}"))?),
                 "--grace-ms" => grace_ms = value(i)?.parse().map_err(|e| format!("--grace-ms: {e}"))?,
+                "--log-cap" => log_cap = value(i)?.parse().map_err(|e| format!("--log-cap: {e}"))?,
                 "--" => {
                     let program = argv.get(i + 1).cloned().ok_or("no program after --")?;
                     return Ok(SuperviseArgs {
                         task_dir: task_dir.ok_or("--task-dir is required")?,
                         deadline_ms: deadline_ms.ok_or("--deadline-ms is required")?,
                         grace_ms,
+                        log_cap,
                         program,
                         args: argv[i + 2..].to_vec(),
                     });
@@ -158,15 +168,28 @@ pub fn run(args: SuperviseArgs) -> i32 {
             return 1;
         }
     };
+    // With a cap, output goes through a pipe that this process copies into
+    // raw.log up to the cap; without one, straight into the file.
+    let mut copier = None;
     let spawned = (|| -> std::io::Result<std::process::Child> {
         use std::os::unix::process::CommandExt;
-        Command::new(&args.program)
-            .args(&args.args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log.try_clone()?)
-            .process_group(0)
-            .spawn()
+        let mut cmd = Command::new(&args.program);
+        cmd.args(&args.args).stdin(Stdio::null()).process_group(0);
+        if args.log_cap > 0 {
+            let (reader, writer) = std::io::pipe()?;
+            cmd.stdout(writer.try_clone()?).stderr(writer);
+            let child = cmd.spawn();
+            // The command (and its copy of the write end) is dropped here,
+            // so the pipe ends when the agent's tree is gone.
+            drop(cmd);
+            let child = child?;
+            let out = log.try_clone()?;
+            let cap = args.log_cap;
+            copier = Some(std::thread::spawn(move || copy_capped(reader, out, cap)));
+            Ok(child)
+        } else {
+            cmd.stdout(log.try_clone()?).stderr(log.try_clone()?).spawn()
+        }
     })();
     let mut child = match spawned {
         Ok(c) => c,
@@ -225,9 +248,44 @@ pub fn run(args: SuperviseArgs) -> i32 {
     }
     // The agent is gone; anything of its tree still alive is a leftover.
     record.leftovers_killed = kill_leftovers(agent_pid, grace);
+    if let Some(copier) = copier {
+        record.output_dropped_bytes = copier.join().unwrap_or(0);
+    }
     record.finished_ms = crate::clock::now_ms();
     write_exit(&args.task_dir, &record);
     0
+}
+
+/// Copies the agent's output into raw.log up to `cap` bytes, then drops the
+/// rest, saying so in raw.log. Returns how many bytes were dropped.
+fn copy_capped(mut from: std::io::PipeReader, mut to: File, cap: u64) -> u64 {
+    use std::io::Read;
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut kept, mut dropped) = (0u64, 0u64);
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let room = cap.saturating_sub(kept) as usize;
+        let keep = n.min(room);
+        if keep > 0 && to.write_all(&buf[..keep]).is_ok() {
+            kept += keep as u64;
+        }
+        if keep < n {
+            if dropped == 0 {
+                let _ =
+                    write!(to, "\ncaesar: the output reached the raw log cap of {cap} bytes; the rest is dropped\n");
+            }
+            dropped += (n - keep) as u64;
+        }
+    }
+    if dropped > 0 {
+        let _ = writeln!(to, "caesar: {dropped} bytes of output were dropped past the raw log cap of {cap} bytes");
+    }
+    dropped
 }
 
 fn exit_now() -> ExitRecord {
@@ -480,6 +538,7 @@ mod tests {
             task_dir: "/s/t".into(),
             deadline_ms: 123,
             grace_ms: 50,
+            log_cap: 1 << 20,
             program: "/bin/agent".into(),
             args: vec!["--x".into(), "--".into(), "y z".into()],
         };

@@ -326,3 +326,30 @@ async fn a_flood_and_invalid_utf8_are_read_whole() {
         .into_inner();
     assert!(raw.raw_truncated && raw.raw_size > 25_000_000 && raw.raw.len() <= 1024);
 }
+
+#[tokio::test]
+async fn a_flood_past_the_raw_log_cap_is_dropped_said_and_memory_stays_bounded() {
+    // 256 MiB of output against a 4 MiB cap.
+    let mut env = Env::new(&[("flood", &["flood", "268435456", "report", "success", "flooded"])]);
+    let mut c = env.start_daemon_with(&[("CAESAR_RAW_LOG_MAX_BYTES", "4194304")]).await;
+    let daemon = env.daemon_pid().await;
+    let id = c.delegate(env.delegate_request("flood", "x")).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, Duration::from_secs(300)).await;
+    assert_eq!(t.status, "succeeded");
+    let raw_size = std::fs::metadata(std::path::Path::new(&t.task_dir).join("raw.log")).unwrap().len();
+    assert!(raw_size < 4_194_304 + 4096, "raw.log is capped: {raw_size}");
+    let raw = c
+        .logs(pb::LogsRequest { task_id: id.clone(), raw: true, max_bytes: 4096, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(raw.raw.contains("dropped past the raw log cap of 4194304 bytes"), "{}", raw.raw);
+    let status = std::fs::read_to_string(format!("/proc/{daemon}/status")).unwrap();
+    let peak_kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(peak_kb < 200 * 1024, "the daemon's peak RSS stayed bounded: {peak_kb} KiB");
+}
