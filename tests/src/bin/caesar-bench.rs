@@ -16,6 +16,15 @@
 //! - `exit→await` (P4): the agent's stamp just before it exits, to Await
 //!   returning its report.
 //! - `status process` (P7): `caesar status <id> --json` as a whole process.
+//! - P1: `caesar-mcp` cold start: spawn, initialize, tools/list answered.
+//! - P5: 200 tasks delegated at once with max_parallel 200: wall time to
+//!   all reports, and the daemon's peak RSS.
+//! - P6: provider parser throughput over the real captures, one core.
+//! - P8: `Logs` with limit 50 on a task with 1,000,000 events.
+//! - P9: the return channel's round trip, step by step.
+//! - P10: the idle daemon's RSS, and its CPU over `--idle-seconds` (60).
+//!
+//! `--quick` shrinks P8 to 100,000 events and P10 to 5 s.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -70,6 +79,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(i) = args.iter().position(|a| a == "--runs") {
         runs = args.get(i + 1).and_then(|v| v.parse().ok()).ok_or("--runs takes a number")?;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let mut idle_seconds = if quick { 5 } else { 60 };
+    if let Some(i) = args.iter().position(|a| a == "--idle-seconds") {
+        idle_seconds = args.get(i + 1).and_then(|v| v.parse().ok()).ok_or("--idle-seconds takes a number")?;
     }
     let bin_dir: PathBuf = std::env::current_exe()?.parent().ok_or("no bin dir")?.to_path_buf();
     let fake = bin_dir.join("fake-agent");
@@ -220,6 +234,97 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     std::fs::write(&gate, "go")?;
 
+    // P1: caesar-mcp cold start, the daemon running.
+    let mut cold = Figure::new("P1 caesar-mcp cold start (initialize + tools/list)", "≤ 15 ms");
+    for _ in 0..runs {
+        cold.samples.push(shim_cold_start(&bin_dir.join("caesar-mcp"), &envs)?);
+    }
+
+    // P6: parser throughput over the real captures, on this thread.
+    let mut parse = Figure::new("P6 parser throughput (MB/s, higher is better)", "≥ 100 MB/s");
+    let captures = load_captures();
+    let bytes: usize = captures.iter().map(|(_, t)| t.len()).sum();
+    for _ in 0..runs.min(10) {
+        let started = Instant::now();
+        let mut reps = 0usize;
+        while started.elapsed() < Duration::from_millis(200) {
+            for (provider, text) in &captures {
+                if let Some(mut p) = caesard::provider::parser(provider) {
+                    for line in text.lines() {
+                        std::hint::black_box(p.parse_line(line, caesard::provider::Stream::Stdout));
+                    }
+                }
+            }
+            reps += 1;
+        }
+        parse.samples.push((bytes * reps) as f64 / started.elapsed().as_secs_f64() / 1e6);
+    }
+
+    // P8: Logs limit=50 on a task with many events.
+    let events: u64 = if quick { 100_000 } else { 1_000_000 };
+    std::fs::write(
+        project.path().join(".caesar/config.toml"),
+        format!("[[agent]]\nid = \"lines\"\nbin = {f:?}\nargs = [\"lines\", \"{events}\"]\n"),
+    )?;
+    let mut req = request();
+    req.agent = "lines".into();
+    req.mode = "read-only".into();
+    let many = c.delegate(req).await?.into_inner().task_id;
+    let done = c
+        .r#await(pb::AwaitRequest { task_ids: vec![many.clone()], timeout_ms: 600_000, wake_on_attention: false })
+        .await?
+        .into_inner();
+    let total = done.tasks[0].event_count;
+    let mut logs =
+        Figure::new(if quick { "P8 logs limit=50, 100k events" } else { "P8 logs limit=50, 1M events" }, "≤ 10 ms");
+    for _ in 0..runs {
+        let started = Instant::now();
+        let l = c.logs(pb::LogsRequest { task_id: many.clone(), limit: 50, ..Default::default() }).await?.into_inner();
+        logs.samples.push(started.elapsed().as_secs_f64() * 1000.0);
+        if l.events_json.len() != 50 || l.total_events != total {
+            return Err("logs returned the wrong events".into());
+        }
+    }
+
+    // P5: 200 tasks at once, max_parallel 200.
+    std::fs::write(
+        project.path().join(".caesar/config.toml"),
+        format!(
+            "[policy]\nmax_parallel = 200\n[[agent]]\nid = \"quick\"\nbin = {f:?}\nargs = [\"report\", \"success\", \"ok\"]\n"
+        ),
+    )?;
+    let started = Instant::now();
+    let mut ids = Vec::new();
+    for _ in 0..200 {
+        let mut req = request();
+        req.agent = "quick".into();
+        req.mode = "read-only".into();
+        ids.push(c.delegate(req).await?.into_inner().task_id);
+    }
+    let r = c
+        .r#await(pb::AwaitRequest { task_ids: ids, timeout_ms: 600_000, wake_on_attention: false })
+        .await?
+        .into_inner();
+    let wall = started.elapsed();
+    if r.tasks.iter().any(|t| t.status != "succeeded") {
+        return Err("a task of the 200 did not succeed".into());
+    }
+    let daemon_pid = daemon.id();
+    let mut burst = Figure::new("P5 200 tasks at once: wall time to all reports", "≤ 2000 ms");
+    burst.samples.push(wall.as_secs_f64() * 1000.0);
+    let mut peak = Figure::new("P5 daemon peak RSS (MB)", "≤ 60 MB");
+    peak.samples.push(proc_kb(daemon_pid, "VmHWM:") as f64 / 1024.0);
+
+    // P10: idle.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let cpu0 = proc_cpu_ticks(daemon_pid);
+    tokio::time::sleep(Duration::from_secs(idle_seconds)).await;
+    let cpu1 = proc_cpu_ticks(daemon_pid);
+    let mut idle_rss = Figure::new("P10 idle daemon RSS (MB)", "≤ 15 MB");
+    idle_rss.samples.push(proc_kb(daemon_pid, "VmRSS:") as f64 / 1024.0);
+    let mut idle_cpu = Figure::new("P10 idle daemon CPU (% of one core)", "~0");
+    idle_cpu.samples.push((cpu1 - cpu0) as f64 / 100.0 / idle_seconds as f64 * 100.0);
+
     println!(
         "caesar-bench: {runs} runs ({trips} channel round trips), medians in ms, {} cores",
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
@@ -236,6 +341,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         &mut answered,
         &mut delivered,
         &mut round,
+        &mut cold,
+        &mut parse,
+        &mut logs,
+        &mut burst,
+        &mut peak,
+        &mut idle_rss,
+        &mut idle_cpu,
     ] {
         f.print();
     }
@@ -246,4 +358,77 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 fn first_stamp(file: &Path) -> u128 {
     std::fs::read_to_string(file).unwrap_or_default().lines().next().and_then(|l| l.trim().parse().ok()).unwrap_or(0)
+}
+
+/// Spawns caesar-mcp, initializes it and waits for tools/list; milliseconds.
+fn shim_cold_start(bin: &Path, envs: &[(&str, String)]) -> Result<f64, Box<dyn std::error::Error>> {
+    use std::io::{BufRead, Write};
+    let started = Instant::now();
+    let mut child = Command::new(bin)
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let mut out = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#
+    )?;
+    let mut line = String::new();
+    out.read_line(&mut line)?;
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#)?;
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#)?;
+    line.clear();
+    out.read_line(&mut line)?;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    if !line.contains("caesar_delegate") {
+        return Err(format!("tools/list did not answer: {line}").into());
+    }
+    drop(stdin);
+    let _ = child.wait();
+    Ok(ms)
+}
+
+/// The real captures, by provider.
+fn load_captures() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../daemon/tests/fixtures/providers");
+    let mut out = Vec::new();
+    for sub in ["captures-caesar", "captures-local"] {
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.ends_with(".jsonl") {
+                continue;
+            }
+            let provider = match name.split(['-', '.']).next().unwrap_or_default() {
+                "antigravity" => "antigravity",
+                p => p,
+            };
+            if let Ok(text) = std::fs::read_to_string(e.path()) {
+                out.push((provider.to_owned(), text));
+            }
+        }
+    }
+    out
+}
+
+fn proc_kb(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// utime + stime of a process, in clock ticks (100 a second on Linux).
+fn proc_cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rfind(')').map(|i| &stat[i + 1..]).unwrap_or_default();
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
 }
