@@ -611,3 +611,25 @@ fn every_protocol_version_from_2024_11_05_to_2025_11_25_is_negotiated() {
     let other = negotiate(&env, "1999-01-01");
     assert!(other.starts_with("20") && other != "1999-01-01", "{other}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_shims_at_once_against_one_daemon() {
+    let mut env = Env::new(&[("ok", &["report", "success", "ok"])]);
+    env.start_daemon().await;
+    let mut clients = Vec::new();
+    for _ in 0..50 {
+        clients.push(shim(&env).await);
+    }
+    let calls = clients.iter().map(|c| async move {
+        let d = ok(&call(c, "caesar_delegate", json!({"objective": "x", "agent": "ok", "mode": "read-only"})).await);
+        let id = d["task_id"].as_str().unwrap().to_owned();
+        let a = ok(&call(c, "caesar_await", json!({"task_ids": [id.clone()], "timeout_ms": 60000})).await);
+        a["tasks"][&id]["status"].as_str().unwrap().to_owned()
+    });
+    let statuses = futures_util::future::join_all(calls).await;
+    assert_eq!(statuses.len(), 50);
+    assert!(statuses.iter().all(|s| s == "succeeded"), "{statuses:?}");
+    for c in clients {
+        c.cancel().await.unwrap();
+    }
+}

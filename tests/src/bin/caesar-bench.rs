@@ -108,6 +108,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .stderr(Stdio::null())
         .spawn()?;
     let mut c = client::wait_until_ready(&paths, Duration::from_secs(20)).await?;
+    let daemon_pid = daemon.id();
+    // P10: the daemon idle, fresh, before any load.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let cpu0 = proc_cpu_ticks(daemon_pid);
+    tokio::time::sleep(Duration::from_secs(idle_seconds)).await;
+    let cpu1 = proc_cpu_ticks(daemon_pid);
+    let mut idle_rss = Figure::new("P10 idle daemon RSS (MB)", "≤ 15 MB");
+    idle_rss.samples.push(proc_kb(daemon_pid, "VmRSS:") as f64 / 1024.0);
+    let mut idle_cpu = Figure::new("P10 idle daemon CPU (% of one core)", "~0");
+    idle_cpu.samples.push((cpu1 - cpu0) as f64 / 100.0 / idle_seconds as f64 * 100.0);
+
     let workspace = project.path().display().to_string();
     let request = || pb::DelegateRequest {
         objective: "bench".into(),
@@ -309,21 +320,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if r.tasks.iter().any(|t| t.status != "succeeded") {
         return Err("a task of the 200 did not succeed".into());
     }
-    let daemon_pid = daemon.id();
     let mut burst = Figure::new("P5 200 tasks at once: wall time to all reports", "≤ 2000 ms");
     burst.samples.push(wall.as_secs_f64() * 1000.0);
     let mut peak = Figure::new("P5 daemon peak RSS (MB)", "≤ 60 MB");
     peak.samples.push(proc_kb(daemon_pid, "VmHWM:") as f64 / 1024.0);
-
-    // P10: idle.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let cpu0 = proc_cpu_ticks(daemon_pid);
-    tokio::time::sleep(Duration::from_secs(idle_seconds)).await;
-    let cpu1 = proc_cpu_ticks(daemon_pid);
-    let mut idle_rss = Figure::new("P10 idle daemon RSS (MB)", "≤ 15 MB");
-    idle_rss.samples.push(proc_kb(daemon_pid, "VmRSS:") as f64 / 1024.0);
-    let mut idle_cpu = Figure::new("P10 idle daemon CPU (% of one core)", "~0");
-    idle_cpu.samples.push((cpu1 - cpu0) as f64 / 100.0 / idle_seconds as f64 * 100.0);
 
     println!(
         "caesar-bench: {runs} runs ({trips} channel round trips), medians in ms, {} cores",
@@ -402,10 +402,8 @@ fn load_captures() -> Vec<(String, String)> {
             if !name.ends_with(".jsonl") {
                 continue;
             }
-            let provider = match name.split(['-', '.']).next().unwrap_or_default() {
-                "antigravity" => "antigravity",
-                p => p,
-            };
+            // Capture files are named after their provider: codex-api-401.jsonl.
+            let provider = name.split(['-', '.']).next().unwrap_or_default();
             if let Ok(text) = std::fs::read_to_string(e.path()) {
                 out.push((provider.to_owned(), text));
             }
