@@ -1028,7 +1028,9 @@ async fn doctor(json: bool) -> Result<u8, Failure> {
         let list: Vec<Value> = agents.iter().map(render::agent_json).collect();
         println!(
             "{}",
-            json!({"ok": problems.is_empty(), "daemon": render::ping_json(&ping), "agents": list, "problems": problems})
+            json!({"ok": problems.is_empty(), "daemon": render::ping_json(&ping), "store_ok": health.store_ok,
+                   "http": if health.http_url.is_empty() { Value::Null } else { json!({"url": health.http_url, "listening": health.http_listening}) },
+                   "agents": list, "problems": problems})
         );
     } else {
         println!(
@@ -1037,6 +1039,13 @@ async fn doctor(json: bool) -> Result<u8, Failure> {
         );
         println!("state:  {}", ping.state_dir);
         println!("store:  {}", if health.store_ok { "ok" } else { "DAMAGED" });
+        if !health.http_url.is_empty() {
+            println!(
+                "http:   {} ({})",
+                health.http_url,
+                if health.http_listening { "listening" } else { "NOT ANSWERING" }
+            );
+        }
         println!();
         render::print_agents(&agents);
         for p in &problems {

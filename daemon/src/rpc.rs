@@ -311,10 +311,27 @@ impl Caesar for Service {
         let (store, problems) = tokio::task::spawn_blocking(move || engine.health(&workspace))
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
+        let mut problems = problems;
+        let http = crate::config::Config::load_global(&self.engine.paths().config_dir).ok().and_then(|c| c.http);
+        let (http_url, http_listening) = match http {
+            Some(h) => {
+                let listening = tokio::net::TcpStream::connect(&h.listen).await.is_ok();
+                if !listening {
+                    problems.push(format!(
+                        "MCP over HTTP is configured on {} but nothing answers there: restart caesard (see `caesar daemon logs`)",
+                        h.listen
+                    ));
+                }
+                (format!("http://{}/mcp", h.listen), listening)
+            }
+            None => (String::new(), false),
+        };
         Ok(Response::new(pb::HealthResponse {
             store_ok: store.is_ok(),
             store_error: store.err().map(|e| e.to_string()).unwrap_or_default(),
             problems,
+            http_url,
+            http_listening,
         }))
     }
 

@@ -80,6 +80,12 @@ async fn mcp_over_http_with_auth_host_check_scoping_and_rate_limit() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("python http client: ok"));
 
+    // doctor reports the endpoint.
+    let o = env.caesar(&["--json", "doctor"]);
+    let d = json(String::from_utf8_lossy(&o.stdout).trim());
+    assert_eq!(d["http"]["url"], t.url.as_str());
+    assert_eq!(d["http"]["listening"], true);
+
     // Rotating the token: the old one stops working at once.
     let rotated = c.http_token(pb::HttpTokenRequest { rotate: true }).await.unwrap().into_inner();
     assert_ne!(rotated.token, t.token);
