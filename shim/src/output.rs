@@ -309,8 +309,14 @@ pub struct ApplyOutput {
     pub task_id: String,
     /// Whether the patch was applied.
     pub applied: bool,
-    /// Files with conflicts, instead of a partial apply.
+    /// Files with conflicts ("path: why"), instead of a partial apply.
     pub conflicts: Vec<String>,
+    /// The task's changes were already in the main tree: nothing was done.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub already_applied: bool,
+    /// What happened, for people.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
     /// Truncation marks.
     #[serde(flatten)]
     pub shaping: Shaping,

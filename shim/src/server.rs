@@ -494,7 +494,14 @@ impl Shim {
             })
             .await?;
         finish(
-            &ApplyOutput { task_id: id, applied: r.applied, conflicts: r.conflicts, shaping: Default::default() },
+            &ApplyOutput {
+                task_id: id,
+                applied: r.applied,
+                conflicts: r.conflicts,
+                already_applied: r.already_applied,
+                message: r.message,
+                shaping: Default::default(),
+            },
             self.cap(),
             "Truncated to fit the response cap: the conflict list was cut.",
         )

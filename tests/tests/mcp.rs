@@ -633,3 +633,37 @@ async fn fifty_shims_at_once_against_one_daemon() {
         c.cancel().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn diff_and_apply_a_worktree_task_and_applying_twice_is_said() {
+    let mut env = Env::new(&[("writer", &["write", "new.txt", "hello\n", "report", "success", "wrote"])]);
+    let p = env.project.path().to_path_buf();
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&p)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "base"]);
+    env.start_daemon().await;
+    let c = shim(&env).await;
+    let d = ok(&call(&c, "caesar_delegate", json!({"objective": "write", "agent": "writer"})).await);
+    assert_eq!(d["isolation"], "worktree");
+    let id = d["task_id"].as_str().unwrap().to_owned();
+    let a = ok(&call(&c, "caesar_await", json!({"task_ids": [id.clone()], "timeout_ms": 60000})).await);
+    assert_eq!(a["tasks"][&id]["report"]["changes_verified_by"], "git", "{a}");
+    let diff = ok(&call(&c, "caesar_diff", json!({"task_id": id})).await);
+    assert_eq!(diff["is_empty"], false);
+    assert!(diff["patch"].as_str().unwrap().contains("+hello"), "{diff}");
+    let applied = ok(&call(&c, "caesar_apply", json!({"task_id": id})).await);
+    assert_eq!(applied["applied"], true, "{applied}");
+    assert_eq!(std::fs::read_to_string(p.join("new.txt")).unwrap(), "hello\n");
+    let again = ok(&call(&c, "caesar_apply", json!({"task_id": id})).await);
+    assert_eq!(again["already_applied"], true, "{again}");
+    c.cancel().await.unwrap();
+}
