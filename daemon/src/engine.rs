@@ -1061,14 +1061,19 @@ impl Engine {
             },
         };
         self.store.finish(&record.id, &outcome)?;
-        // OACP readers of the task directory find the report where the
-        // agent would have put it.
-        let report_path = Path::new(&record.task_dir).join("report.json");
-        if !report_path.exists() {
-            let _ = supervisor::write_atomic(&report_path, body.as_bytes());
-        }
         if let Some(live) = self.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&record.id) {
             live.status.send_replace(status);
+        }
+        // OACP readers of the task directory find the report where the
+        // agent would have put it. A convenience copy (the store holds the
+        // report): atomic, but not worth an fsync, and written after the
+        // waiters are woken.
+        let report_path = Path::new(&record.task_dir).join("report.json");
+        if !report_path.exists() {
+            let tmp = report_path.with_extension("tmp");
+            if std::fs::write(&tmp, body.as_bytes()).is_ok() {
+                let _ = std::fs::rename(&tmp, &report_path);
+            }
         }
         Ok(())
     }

@@ -326,6 +326,11 @@ fn stop_tree(agent_pid: u32, grace: Duration, rx: &mpsc::Receiver<Msg>) -> std::
 #[cfg(unix)]
 fn kill_leftovers(agent_pid: u32, grace: Duration) -> u32 {
     use nix::sys::signal::Signal;
+    // The common case, no child left at all, without scanning /proc: every
+    // leftover would be a descendant of this subreaper.
+    if has_no_children() {
+        return 0;
+    }
     let found = live_tree(agent_pid).len() as u32;
     if found > 0 {
         signal_tree(agent_pid, Signal::SIGTERM);
@@ -343,6 +348,19 @@ fn kill_leftovers(agent_pid: u32, grace: Duration) -> u32 {
     }
     reap_orphans();
     found
+}
+
+/// Whether this process has no child at all (`/proc/self/task/*/children`,
+/// Linux). `false` when it cannot tell.
+fn has_no_children() -> bool {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return false };
+    for task in tasks.flatten() {
+        match std::fs::read_to_string(task.path().join("children")) {
+            Ok(c) if c.trim().is_empty() => {}
+            _ => return false,
+        }
+    }
+    true
 }
 
 #[cfg(unix)]
