@@ -1280,9 +1280,7 @@ impl Engine {
     /// The secret binds a channel to one task: it can reach nothing else.
     fn channel_record(&self, task_id: &str, secret: &str) -> Result<TaskRecord> {
         let record = self.record(task_id)?;
-        let (a, b) = (record.secret.as_bytes(), secret.as_bytes());
-        let same = a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
-        if !same {
+        if !crate::ids::secrets_match(&record.secret, secret) {
             return Err(Error::Refused(format!(
                 "the channel secret does not match task {task_id}: a channel speaks only for the task that started it"
             )));

@@ -81,11 +81,6 @@ pub fn token(state_dir: &Path, rotate: bool) -> Result<String> {
     Ok(token)
 }
 
-/// Constant-time equality, for tokens.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[derive(Clone)]
 struct Guard {
     state_dir: PathBuf,
@@ -135,7 +130,7 @@ async fn guard(guard: Guard, req: Request, next: Next) -> Response {
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     let Some(given) = given else { return Guard::challenge("no bearer token") };
-    if !same(given.as_bytes(), expected.as_bytes()) {
+    if !crate::ids::secrets_match(given, &expected) {
         return Guard::challenge("the token is not valid");
     }
     if !guard.admit(given) {

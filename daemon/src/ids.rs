@@ -34,6 +34,13 @@ pub fn secret() -> String {
     format!("{:016x}{:016x}", random_u64(), random_u64())
 }
 
+/// Compares two secrets in time that depends only on their length, so a
+/// caller cannot learn a secret byte by byte from how fast it is refused.
+pub fn secrets_match(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// Whether `id` has the shape of a task id; anything else cannot name a task
 /// and never reaches a path or a query.
 pub fn is_task_id(id: &str) -> bool {
@@ -52,5 +59,7 @@ mod tests {
         assert_ne!(a, b);
         assert!(!is_task_id("t_../../etc"));
         assert_eq!(secret().len(), 32);
+        assert!(secrets_match("abc", "abc"));
+        assert!(!secrets_match("abc", "abd") && !secrets_match("abc", "ab"));
     }
 }

@@ -7,8 +7,7 @@ use serde_json::Value;
 
 use super::{
     Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, allowed_effort,
-    error, file_changed, gemini::prompt_args, json_object, mcp_servers_json, message, s, str_at, summarize_input,
-    thinking, u64_at,
+    error, file_changed, gemini::prompt_args, mcp_servers_json, message, s, str_at, summarize_input, thinking, u64_at,
 };
 use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 
@@ -78,17 +77,10 @@ pub(super) struct CopilotParser {
 
 impl LineParser for CopilotParser {
     fn parse_line(&mut self, line: &str, stream: Stream) -> Parsed {
-        let line = line.trim();
-        if line.is_empty() {
-            return Parsed::default();
-        }
-        let json = match stream {
-            Stream::Stdout => json_object(line),
-            Stream::Stderr => None,
-        };
-        let Some(v) = json else {
-            // [D] a logged-out run says "Error: No authentication information found." on stderr.
-            return self.base.text_line(line);
+        // Not JSON: [D] a logged-out run says "Error: No authentication information found." on stderr.
+        let v = match self.base.stdout_json(line, stream) {
+            Ok(v) => v,
+            Err(p) => return p,
         };
         let mut p = Parsed::default();
         let data = v.get("data").unwrap_or(&Value::Null);

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::{
     Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, error,
-    file_changed, json_object, mcp_servers_json, message, positional, s, str_at, summarize_input, thinking, u64_at,
+    file_changed, mcp_servers_json, message, positional, s, str_at, summarize_input, thinking, u64_at,
 };
 use crate::oacp::{ChangeAction, Mode, Usage};
 
@@ -66,17 +66,10 @@ pub(super) struct CursorParser {
 
 impl LineParser for CursorParser {
     fn parse_line(&mut self, line: &str, stream: Stream) -> Parsed {
-        let line = line.trim();
-        if line.is_empty() {
-            return Parsed::default();
-        }
-        let json = match stream {
-            Stream::Stdout => json_object(line),
-            Stream::Stderr => None,
-        };
-        let Some(v) = json else {
-            // [D] on failure the stream can end without a result; the error is on stderr.
-            return self.base.text_line(line);
+        // Not JSON: [D] on failure the stream can end without a result; the error is on stderr.
+        let v = match self.base.stdout_json(line, stream) {
+            Ok(v) => v,
+            Err(p) => return p,
         };
         let mut p = Parsed::default();
         if let Some(id) = str_at(&v, "session_id") {

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{
     Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, error,
-    file_changed, json_object, mcp_servers_json, message, s, str_at, summarize_input, u64_at,
+    file_changed, mcp_servers_json, message, s, str_at, summarize_input, u64_at,
 };
 use crate::oacp::{ChangeAction, Mode, Usage};
 
@@ -86,17 +86,10 @@ const WRITE_TOOLS: &[&str] = &["write_file", "replace", "edit"];
 
 impl LineParser for GeminiParser {
     fn parse_line(&mut self, line: &str, stream: Stream) -> Parsed {
-        let line = line.trim();
-        if line.is_empty() {
-            return Parsed::default();
-        }
-        let json = match stream {
-            Stream::Stdout => json_object(line),
-            Stream::Stderr => None,
-        };
-        let Some(v) = json else {
-            // stderr carries the 401 / quota details (gemini-e401.stderr.txt).
-            return self.base.text_line(line);
+        // Not JSON: stderr carries the 401 / quota details (gemini-e401.stderr.txt).
+        let v = match self.base.stdout_json(line, stream) {
+            Ok(v) => v,
+            Err(p) => return p,
         };
         let mut p = Parsed::default();
         let kind = str_at(&v, "type").unwrap_or_default();

@@ -439,6 +439,24 @@ impl Base {
         p.usage = Some(usage);
     }
 
+    /// The prelude of the parsers whose events are JSON objects on stdout:
+    /// the line's object, or what to return instead (nothing for a blank
+    /// line; for anything else, stderr included, an unrecognized line read
+    /// by the text fallbacks).
+    // `Err` is not an error but the early answer, returned once per line.
+    #[allow(clippy::result_large_err)]
+    fn stdout_json(&mut self, line: &str, stream: Stream) -> Result<Value, Parsed> {
+        let line = line.trim();
+        if line.is_empty() {
+            return Err(Parsed::default());
+        }
+        match stream {
+            Stream::Stdout => json_object(line),
+            Stream::Stderr => None,
+        }
+        .ok_or_else(|| self.text_line(line))
+    }
+
     /// A line that is not one of the provider's JSON events.
     fn text_line(&mut self, line: &str) -> Parsed {
         let mut p = unrecognized(line);

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::{
     Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, allowed_effort,
-    error, file_changed, json_object, message, positional, s, str_at, summarize_input, thinking, u64_at,
+    error, file_changed, message, positional, s, str_at, summarize_input, thinking, u64_at,
 };
 use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 
@@ -84,17 +84,10 @@ pub(super) struct OpencodeParser {
 
 impl LineParser for OpencodeParser {
     fn parse_line(&mut self, line: &str, stream: Stream) -> Parsed {
-        let line = line.trim();
-        if line.is_empty() {
-            return Parsed::default();
-        }
-        let json = match stream {
-            Stream::Stdout => json_object(line),
-            Stream::Stderr => None,
-        };
-        let Some(v) = json else {
-            // stderr: "! permission requested: edit (…); auto-rejecting" (opencode-write-ask).
-            return self.base.text_line(line);
+        // Not JSON: stderr: "! permission requested: edit (…); auto-rejecting" (opencode-write-ask).
+        let v = match self.base.stdout_json(line, stream) {
+            Ok(v) => v,
+            Err(p) => return p,
         };
         let mut p = Parsed::default();
         if let Some(id) = str_at(&v, "sessionID") {
