@@ -34,6 +34,9 @@ pub struct Launch {
     /// is the report (tier 2).
     #[serde(default)]
     pub native_report: bool,
+    /// What the agent reads on stdin.
+    #[serde(default)]
+    pub stdin: crate::provider::Stdin,
 }
 
 /// What the workshop needs at start: decided at delegation, carried out when

@@ -50,6 +50,9 @@ pub struct Settings {
     pub raw_log_cap: u64,
     /// The executable that runs `__supervise` (the caesard binary).
     pub supervisor_exe: PathBuf,
+    /// How long a bridged permission prompt waits for the orchestrator before it is denied
+    /// (`CAESAR_PERMISSION_TIMEOUT_MS`, default 5 min; never past the task's deadline).
+    pub permission_timeout: Duration,
 }
 
 impl Settings {
@@ -64,6 +67,9 @@ impl Settings {
             poll: Duration::from_millis(20),
             raw_log_cap,
             supervisor_exe: std::env::current_exe()?,
+            permission_timeout: Duration::from_millis(
+                std::env::var("CAESAR_PERMISSION_TIMEOUT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(300_000),
+            ),
         })
     }
 }
@@ -227,6 +233,13 @@ struct Run {
     /// Told to stop when a blocker makes the rest of the run pointless.
     supervisor_pid: Option<u32>,
     live: Arc<Live>,
+    /// The provider whose permission prompts this run bridges to the orchestrator, when its
+    /// stdin is a control protocol.
+    bridge: Option<String>,
+    /// Bridged permission questions still open, with when each is denied for lack of an answer.
+    permission_deadlines: Vec<(String, i64)>,
+    /// The task's own deadline.
+    deadline_ms: i64,
 }
 
 impl Engine {
@@ -480,6 +493,7 @@ impl Engine {
                     env: built.env,
                     parser: spec.id.to_owned(),
                     native_report: schema_path.is_some(),
+                    stdin: built.stdin,
                     ..Launch::default()
                 }
             }
@@ -597,11 +611,24 @@ impl Engine {
             }
         };
         let started_ms = now_ms();
+        let stdin_close_after = match &launch.stdin {
+            provider::Stdin::Null => None,
+            provider::Stdin::Control { initial, close_after } => {
+                let path = task_dir.join(supervisor::STDIN_INITIAL);
+                if let Err(e) = std::fs::write(&path, initial) {
+                    let why = format!("cannot write {}: {e}", path.display());
+                    self.fail_unstarted(&record, &why)?;
+                    return Err(Error::Internal(why));
+                }
+                Some(close_after.clone())
+            }
+        };
         let sargs = SuperviseArgs {
             task_dir: task_dir.clone(),
             deadline_ms: started_ms + record.timeout_ms as i64,
             grace_ms: self.settings.grace_ms,
             log_cap: self.settings.raw_log_cap,
+            stdin_close_after: stdin_close_after.clone(),
             program: launch.program.clone(),
             args: launch.args.clone(),
         };
@@ -662,6 +689,9 @@ impl Engine {
             blocker: None,
             supervisor_pid: Some(pid),
             live,
+            bridge: stdin_close_after.map(|_| launch.parser.clone()),
+            permission_deadlines: Vec::new(),
+            deadline_ms: started_ms + record.timeout_ms as i64,
         };
         self.emit(&mut run, vec![EventBody::Started { agent: record.agent.clone(), command: launch.display() }])?;
         info!(task_id = %record.id, pid, "task started");
@@ -754,6 +784,9 @@ impl Engine {
             if let Err(e) = self.pump(&mut run, false) {
                 warn!(task_id = %run.id, "reading the agent's output failed: {e}");
             }
+            if !run.permission_deadlines.is_empty() {
+                self.expire_permissions(&mut run);
+            }
         }
         if let Err(e) = self.pump(&mut run, true) {
             warn!(task_id = %run.id, "reading the agent's last output failed: {e}");
@@ -828,6 +861,9 @@ impl Engine {
             }
         }
         bodies.extend(parsed.events);
+        if let Some(ask) = parsed.permission {
+            self.ask_permission(run, ask, bodies);
+        }
         if let Some(text) = parsed.final_text {
             run.final_text = Some(text);
         }
@@ -1116,6 +1152,12 @@ impl Engine {
                 blocker: None,
                 supervisor_pid: Some(supervisor_pid).filter(|p| *p != 0),
                 live,
+                bridge: launch
+                    .as_ref()
+                    .filter(|l| matches!(l.stdin, provider::Stdin::Control { .. }))
+                    .map(|l| l.parser.clone()),
+                permission_deadlines: Vec::new(),
+                deadline_ms: record.started_ms.unwrap_or_else(now_ms) + record.timeout_ms as i64,
             };
             let waiter = Waiter::Reattached {
                 pid: supervisor_pid,
@@ -1123,6 +1165,10 @@ impl Engine {
                 boot: record.boot_id.clone(),
             };
             info!(task_id = %record.id, exited, supervisor_alive, "re-attaching to a task");
+            let mut run = run;
+            if !exited && supervisor_alive {
+                self.resume_permissions(&mut run);
+            }
             let engine = self.clone();
             let span = info_span!("task", task_id = %record.id);
             if exited || !supervisor_alive {
@@ -1460,7 +1506,143 @@ impl Engine {
             )?;
             live.answers.send_modify(|n| *n += 1);
         }
+        if is_permission_question(question_id) {
+            self.deliver_permission(&record, question_id, answer);
+        }
         Ok(())
+    }
+
+    // ------------------------------------------------------ permission bridge
+
+    /// A CLI asks whether it may use a tool: the request is kept in the task
+    /// directory (for the answer), the question stored (durably, first), and
+    /// a `question` event added to the batch. A request seen again (output
+    /// re-read after a restart) is not asked twice.
+    fn ask_permission(&self, run: &mut Run, ask: provider::PermissionAsk, bodies: &mut Vec<EventBody>) {
+        let Some(provider_id) = run.bridge.clone() else { return };
+        let qid = permission_question_id(&ask.request_id);
+        let dir = run.task_dir.join(PERMISSIONS_DIR);
+        let path = dir.join(format!("{qid}.json"));
+        let stored = std::fs::create_dir_all(&dir)
+            .and_then(|()| supervisor::write_atomic(&path, &serde_json::to_vec(&ask).unwrap_or_default()));
+        if let Err(e) = stored {
+            warn!(task_id = %run.id, "cannot keep the permission request {}: {e}", path.display());
+            return;
+        }
+        match self.store.question(&run.id, &qid) {
+            Ok(Some(_)) => return,
+            Ok(None) => {}
+            Err(e) => {
+                warn!(task_id = %run.id, "reading question {qid} failed: {e}");
+                return;
+            }
+        }
+        let question = format!(
+            "{provider_id} asks permission to use {}. Answer `allow`, or `deny` followed by a reason for the agent.",
+            ask.summary
+        );
+        let options = vec!["allow".to_owned(), "deny".to_owned()];
+        let q = QuestionRecord {
+            task_id: run.id.clone(),
+            question_id: qid.clone(),
+            question: question.clone(),
+            options: options.clone(),
+            asked_ms: now_ms(),
+            answer: None,
+        };
+        if let Err(e) = self.store.insert_question(&q) {
+            warn!(task_id = %run.id, "storing permission question {qid} failed: {e}");
+            return;
+        }
+        info!(task_id = %run.id, question_id = %qid, tool = %ask.tool_name, "permission prompt bridged");
+        bodies.push(EventBody::Question { id: qid.clone(), question, options });
+        let deadline = (q.asked_ms + self.settings.permission_timeout.as_millis() as i64).min(run.deadline_ms);
+        run.permission_deadlines.push((qid, deadline));
+        run.live.attention.send_modify(|n| *n += 1);
+    }
+
+    /// After a restart: answers given while no daemon could deliver them are
+    /// delivered, and open questions get their deadlines back.
+    fn resume_permissions(&self, run: &mut Run) {
+        if run.bridge.is_none() {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(run.task_dir.join(PERMISSIONS_DIR)) else { return };
+        let Ok(Some(record)) = self.store.task(&run.id) else { return };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(qid) = name.strip_suffix(".json") else { continue };
+            if let Ok(Some((q, delivered))) = self.store.question(&run.id, qid) {
+                match q.answer {
+                    Some(answer) if !delivered => self.deliver_permission(&record, qid, &answer),
+                    Some(_) => {}
+                    None => {
+                        let deadline = (q.asked_ms + self.settings.permission_timeout.as_millis() as i64)
+                            .min(run.deadline_ms);
+                        run.permission_deadlines.push((qid.to_owned(), deadline));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Denies the bridged prompts nobody answered in time, so the agent goes
+    /// on without the tool rather than waiting for ever.
+    fn expire_permissions(&self, run: &mut Run) {
+        let now = now_ms();
+        let (due, open): (Vec<_>, Vec<_>) = run.permission_deadlines.drain(..).partition(|(_, at)| *at <= now);
+        run.permission_deadlines = open;
+        for (qid, _) in due {
+            let answer = format!(
+                "deny: the orchestrator did not answer within {} s; go on without this tool and say so in your report",
+                self.settings.permission_timeout.as_secs()
+            );
+            match self.store.answer_question(&run.id, &qid, &answer, now) {
+                Ok(true) => {
+                    let body = EventBody::Answer { id: qid.clone(), answer: answer.clone() };
+                    if let Err(e) = self.emit(run, vec![body]) {
+                        warn!(task_id = %run.id, "storing the timeout of {qid} failed: {e}");
+                    }
+                    if let Ok(Some(record)) = self.store.task(&run.id) {
+                        self.deliver_permission(&record, &qid, &answer);
+                    }
+                }
+                // Answered meanwhile: `answer` delivered it.
+                Ok(false) => {}
+                Err(e) => warn!(task_id = %run.id, "expiring {qid} failed: {e}"),
+            }
+        }
+    }
+
+    /// Writes the answer to a bridged prompt on the agent's stdin, as its
+    /// CLI's control response, and marks it delivered. An answer is an
+    /// `allow` when it says so; anything else denies, with the answer as the
+    /// reason the agent reads.
+    fn deliver_permission(&self, record: &TaskRecord, qid: &str, answer: &str) {
+        let task_dir = Path::new(&record.task_dir);
+        let path = task_dir.join(PERMISSIONS_DIR).join(format!("{qid}.json"));
+        let ask = match std::fs::read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice::<provider::PermissionAsk>(&b).map_err(|e| e.to_string()))
+        {
+            Ok(ask) => ask,
+            Err(e) => {
+                warn!(task_id = %record.id, "cannot read the permission request {}: {e}", path.display());
+                return;
+            }
+        };
+        let parser = serde_json::from_str::<Launch>(&record.launch_json).map(|l| l.parser).unwrap_or_default();
+        let allow = is_allow(answer);
+        let Some(line) = provider::permission_response(&parser, &ask, allow, answer) else { return };
+        match supervisor::write_agent_stdin(task_dir, &line) {
+            Ok(()) => {
+                if let Err(e) = self.store.mark_delivered(&record.id, qid) {
+                    warn!(task_id = %record.id, "marking {qid} delivered failed: {e}");
+                }
+                info!(task_id = %record.id, question_id = %qid, allow, "permission answer delivered");
+            }
+            Err(e) => warn!(task_id = %record.id, "cannot deliver the answer to {qid}: {e}"),
+        }
     }
 
     // ---------------------------------------------------------------- agents
@@ -1936,4 +2118,25 @@ fn append_file(path: &Path, bytes: &[u8]) {
     if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
         let _ = f.write_all(bytes);
     }
+}
+
+/// Where the permission requests of a task's bridged prompts are kept.
+const PERMISSIONS_DIR: &str = "permissions";
+
+/// The question id of a bridged permission prompt: derived from the CLI's
+/// request id, so a request read again after a restart is the same question.
+fn permission_question_id(request_id: &str) -> String {
+    let mut id = String::from("p_");
+    id.extend(request_id.chars().filter(char::is_ascii_alphanumeric).take(38));
+    id
+}
+
+fn is_permission_question(question_id: &str) -> bool {
+    question_id.starts_with("p_")
+}
+
+/// Whether an answer to a permission prompt allows the call.
+fn is_allow(answer: &str) -> bool {
+    let first = answer.trim().split(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or_default();
+    matches!(first.to_ascii_lowercase().as_str(), "allow" | "yes" | "y" | "approve")
 }

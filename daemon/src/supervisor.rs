@@ -16,8 +16,16 @@
 //! When the agent exits on its own, leftovers get the same treatment before
 //! `exit.json` is written, so a finished task leaves no process behind.
 //!
+//! An agent that speaks a line protocol on stdin (claude's stream-json, for
+//! its permission prompts) gets a pipe instead of `/dev/null`. The supervisor
+//! holds its write end for the whole run, writes `stdin.initial` into it, then
+//! forwards each line the daemon writes to the task's `stdin.fifo`. It closes
+//! the pipe when the agent prints the line that ends its turn. Because the
+//! supervisor holds both the pipe and the FIFO open, a daemon restart neither
+//! closes the agent's stdin nor loses a line.
+//!
 //! It uses no async runtime: two threads (one `wait`, one `sigwait`) and a
-//! channel.
+//! channel, plus the output copier and the stdin forwarder when used.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -37,6 +45,10 @@ pub const AGENT_FILE: &str = "agent.json";
 pub const EXIT_FILE: &str = "exit.json";
 /// The agent's combined stdout and stderr.
 pub const RAW_LOG: &str = "raw.log";
+/// What the supervisor writes first to an agent with a stdin protocol.
+pub const STDIN_INITIAL: &str = "stdin.initial";
+/// The FIFO through which the daemon writes lines to such an agent's stdin.
+pub const STDIN_FIFO: &str = "stdin.fifo";
 
 /// `agent.json`: the agent process as started.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -78,6 +90,9 @@ pub struct SuperviseArgs {
     pub grace_ms: u64,
     /// The most bytes of output kept in raw.log; 0 for no cap.
     pub log_cap: u64,
+    /// The agent speaks a line protocol on stdin, closed after the output line that starts
+    /// with this prefix; `None` for stdin at `/dev/null`.
+    pub stdin_close_after: Option<String>,
     pub program: String,
     pub args: Vec<String>,
 }
@@ -95,9 +110,11 @@ impl SuperviseArgs {
             self.grace_ms.to_string(),
             "--log-cap".to_owned(),
             self.log_cap.to_string(),
-            "--".to_owned(),
-            self.program.clone(),
         ];
+        if let Some(prefix) = &self.stdin_close_after {
+            v.extend(["--stdin-control".to_owned(), prefix.clone()]);
+        }
+        v.extend(["--".to_owned(), self.program.clone()]);
         v.extend(self.args.iter().cloned());
         v
     }
@@ -108,6 +125,7 @@ impl SuperviseArgs {
         let mut deadline_ms = None;
         let mut grace_ms = 2000;
         let mut log_cap = 0;
+        let mut stdin_close_after = None;
         let mut i = 0;
         while i < argv.len() {
             let value = |i: usize| argv.get(i + 1).cloned().ok_or_else(|| format!("{} needs a value", argv[i]));
@@ -116,6 +134,7 @@ impl SuperviseArgs {
                 "--deadline-ms" => deadline_ms = Some(value(i)?.parse().map_err(|e| format!("--deadline-ms: {e}"))?),
                 "--grace-ms" => grace_ms = value(i)?.parse().map_err(|e| format!("--grace-ms: {e}"))?,
                 "--log-cap" => log_cap = value(i)?.parse().map_err(|e| format!("--log-cap: {e}"))?,
+                "--stdin-control" => stdin_close_after = Some(value(i)?),
                 "--" => {
                     let program = argv.get(i + 1).cloned().ok_or("no program after --")?;
                     return Ok(SuperviseArgs {
@@ -123,6 +142,7 @@ impl SuperviseArgs {
                         deadline_ms: deadline_ms.ok_or("--deadline-ms is required")?,
                         grace_ms,
                         log_cap,
+                        stdin_close_after,
                         program,
                         args: argv[i + 2..].to_vec(),
                     });
@@ -168,24 +188,36 @@ pub fn run(args: SuperviseArgs) -> i32 {
             return 1;
         }
     };
-    // With a cap, output goes through a pipe that this process copies into
-    // raw.log up to the cap; without one, straight into the file.
+    // With a cap or a stdin protocol, output goes through a pipe that this
+    // process copies into raw.log (up to the cap); otherwise straight into
+    // the file.
     let mut copier = None;
     let spawned = (|| -> std::io::Result<std::process::Child> {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(&args.program);
-        cmd.args(&args.args).stdin(Stdio::null()).process_group(0);
-        if args.log_cap > 0 {
+        cmd.args(&args.args).process_group(0);
+        let stdin = match &args.stdin_close_after {
+            Some(prefix) => {
+                let (reader, writer) = std::io::pipe()?;
+                cmd.stdin(reader);
+                Some(StdinControl { writer: forward_stdin(&args.task_dir, writer)?, close_after: prefix.clone() })
+            }
+            None => {
+                cmd.stdin(Stdio::null());
+                None
+            }
+        };
+        if args.log_cap > 0 || stdin.is_some() {
             let (reader, writer) = std::io::pipe()?;
             cmd.stdout(writer.try_clone()?).stderr(writer);
             let child = cmd.spawn();
-            // The command (and its copy of the write end) is dropped here,
-            // so the pipe ends when the agent's tree is gone.
+            // The command (and its copies of the pipes' ends) is dropped
+            // here, so the output pipe ends when the agent's tree is gone.
             drop(cmd);
             let child = child?;
             let out = log.try_clone()?;
-            let cap = args.log_cap;
-            copier = Some(std::thread::spawn(move || copy_capped(reader, out, cap)));
+            let cap = if args.log_cap > 0 { args.log_cap } else { u64::MAX };
+            copier = Some(std::thread::spawn(move || copy_capped(reader, out, cap, stdin)));
             Ok(child)
         } else {
             cmd.stdout(log.try_clone()?).stderr(log.try_clone()?).spawn()
@@ -256,12 +288,75 @@ pub fn run(args: SuperviseArgs) -> i32 {
     0
 }
 
+/// The write end of an agent's stdin, shared by the forwarder and the
+/// output copier that closes it.
+type SharedStdin = std::sync::Arc<std::sync::Mutex<Option<std::io::PipeWriter>>>;
+
+/// An agent's stdin protocol, as the output copier sees it.
+struct StdinControl {
+    writer: SharedStdin,
+    /// The agent's stdin is closed after the output line starting with this.
+    close_after: String,
+}
+
+/// Makes the task's FIFO and starts the thread that writes `stdin.initial`,
+/// then every line written to the FIFO, to the agent's stdin.
+fn forward_stdin(task_dir: &Path, writer: std::io::PipeWriter) -> std::io::Result<SharedStdin> {
+    use std::io::{BufRead, BufReader};
+    let fifo = task_dir.join(STDIN_FIFO);
+    match nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)) {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+        Err(e) => return Err(std::io::Error::from(e)),
+    }
+    // Read and write: opening never blocks, and the FIFO never reads as
+    // ended while this process lives, whatever writers come and go.
+    let fifo = OpenOptions::new().read(true).write(true).open(&fifo)?;
+    let initial = std::fs::read(task_dir.join(STDIN_INITIAL)).unwrap_or_default();
+    let shared: SharedStdin = std::sync::Arc::new(std::sync::Mutex::new(Some(writer)));
+    let forwarder = std::sync::Arc::clone(&shared);
+    let write = move |bytes: &[u8]| -> bool {
+        let mut slot = forwarder.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match slot.as_mut() {
+            Some(w) => w.write_all(bytes).and_then(|()| w.flush()).is_ok(),
+            None => false,
+        }
+    };
+    std::thread::spawn(move || {
+        if !write(&initial) {
+            return;
+        }
+        let mut lines = BufReader::new(fifo);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match lines.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    if !line.ends_with(b"\n") {
+                        line.push(b'\n');
+                    }
+                    if !write(&line) {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    Ok(shared)
+}
+
 /// Copies the agent's output into raw.log up to `cap` bytes, then drops the
-/// rest, saying so in raw.log. Returns how many bytes were dropped.
-fn copy_capped(mut from: std::io::PipeReader, mut to: File, cap: u64) -> u64 {
+/// rest, saying so in raw.log. Returns how many bytes were dropped. With a
+/// stdin protocol, it also closes the agent's stdin after the line that ends
+/// the agent's turn.
+fn copy_capped(mut from: std::io::PipeReader, mut to: File, cap: u64, stdin: Option<StdinControl>) -> u64 {
     use std::io::Read;
     let mut buf = vec![0u8; 64 * 1024];
     let (mut kept, mut dropped) = (0u64, 0u64);
+    // How much of the closing prefix the current line has matched so far;
+    // `None` once the line cannot match.
+    let mut matched = Some(0usize);
+    let mut stdin = stdin;
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) => break,
@@ -273,6 +368,29 @@ fn copy_capped(mut from: std::io::PipeReader, mut to: File, cap: u64) -> u64 {
         let keep = n.min(room);
         if keep > 0 && to.write_all(&buf[..keep]).is_ok() {
             kept += keep as u64;
+        }
+        if let Some(control) = &stdin {
+            let prefix = control.close_after.as_bytes();
+            let mut ended = false;
+            for &b in &buf[..n] {
+                if b == b'\n' {
+                    if matched == Some(prefix.len()) {
+                        ended = true;
+                    }
+                    matched = Some(0);
+                    continue;
+                }
+                matched = match matched {
+                    Some(m) if m < prefix.len() && prefix[m] == b => Some(m + 1),
+                    Some(m) if m == prefix.len() => Some(m),
+                    _ => None,
+                };
+            }
+            if ended {
+                // The turn is over: closing stdin lets the agent exit.
+                control.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+                stdin = None;
+            }
         }
         if keep < n {
             if dropped == 0 {
@@ -286,6 +404,25 @@ fn copy_capped(mut from: std::io::PipeReader, mut to: File, cap: u64) -> u64 {
         let _ = writeln!(to, "caesar: {dropped} bytes of output were dropped past the raw log cap of {cap} bytes");
     }
     dropped
+}
+
+/// Writes one line to the stdin of a task's agent through its FIFO. Fails at
+/// once when no supervisor holds the FIFO (the task has ended).
+pub fn write_agent_stdin(task_dir: &Path, line: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = task_dir.join(STDIN_FIFO);
+    // Non-blocking open fails with ENXIO when nobody reads the FIFO, where a
+    // blocking one would wait forever; the write itself may block briefly.
+    let fifo = OpenOptions::new().write(true).custom_flags(nix::libc::O_NONBLOCK).open(&path)?;
+    let flags = nix::fcntl::fcntl(&fifo, nix::fcntl::FcntlArg::F_GETFL).map_err(std::io::Error::from)?;
+    let flags = nix::fcntl::OFlag::from_bits_truncate(flags) & !nix::fcntl::OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(&fifo, nix::fcntl::FcntlArg::F_SETFL(flags)).map_err(std::io::Error::from)?;
+    let mut fifo = fifo;
+    fifo.write_all(line.as_bytes())?;
+    if !line.ends_with('\n') {
+        fifo.write_all(b"\n")?;
+    }
+    Ok(())
 }
 
 fn exit_now() -> ExitRecord {
@@ -557,6 +694,7 @@ mod tests {
             deadline_ms: 123,
             grace_ms: 50,
             log_cap: 1 << 20,
+            stdin_close_after: Some(r#"{"type":"result""#.into()),
             program: "/bin/agent".into(),
             args: vec!["--x".into(), "--".into(), "y z".into()],
         };

@@ -44,7 +44,7 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
     }
     // [3P] -p must come last; a positional prompt is ignored and stdin is never read.
     args.extend([s("-p"), positional(inv.prompt)]);
-    Launch { args, stdin_null: true, ..Launch::default() }
+    Launch { args, ..Launch::default() }
 }
 
 #[derive(Debug, Default)]

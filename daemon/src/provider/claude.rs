@@ -6,12 +6,12 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{
-    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, allowed_effort,
-    error, file_changed, json_object, mcp_servers_json, message, positional, s, str_at, summarize_input, thinking,
-    u64_at,
+    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, PermissionAsk, ProviderSpec, Stdin,
+    Stream, allowed_effort, error, file_changed, json_object, mcp_servers_json, message, s, str_at, summarize_input,
+    thinking, u64_at,
 };
 use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 
@@ -35,24 +35,33 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     version_args: &["--version"],
 };
 
+/// The line that ends claude's turn in stream-json; after it the supervisor closes stdin.
+const RESULT_LINE_PREFIX: &str = r#"{"type":"result""#;
+
 pub(super) fn launch(inv: &Invocation) -> Launch {
-    // The prompt goes right after -p: later options (--mcp-config, --allowedTools) are
-    // variadic and would swallow a trailing positional.
+    // [V] The prompt comes on stdin as a stream-json user message, and in write mode permission
+    // prompts come out as `control_request`s whose answers go back on stdin
+    // (--permission-prompt-tool stdio): that is what lets caesar bridge them to the orchestrator. With this input format claude
+    // exits only when stdin closes, which the supervisor does after the `result` line.
     let mut args = vec![
         s("-p"),
-        positional(inv.prompt),
+        s("--input-format"),
+        s("stream-json"),
         s("--output-format"),
         s("stream-json"),
         // [V] stream-json in -p mode requires --verbose.
         s("--verbose"),
-        s("--permission-mode"),
-        // [V] plan refuses writes ("Cannot write to … while in plan mode"); acceptEdits is what
-        // the caesar capture ran with (captures-caesar/claude.jsonl permissionMode).
-        s(match inv.mode {
-            Mode::ReadOnly => "plan",
-            Mode::Write => "acceptEdits",
-        }),
     ];
+    match inv.mode {
+        // [V] plan refuses writes ("Cannot write to … while in plan mode") by itself. Given a
+        // prompt tool it would ask instead, and an `allow` would break the read-only promise.
+        Mode::ReadOnly => args.extend([s("--permission-mode"), s("plan")]),
+        // [V] acceptEdits lets the agent edit the workspace; anything else (a command that is
+        // not an edit) is asked through the bridge.
+        Mode::Write => {
+            args.extend([s("--permission-prompt-tool"), s("stdio"), s("--permission-mode"), s("acceptEdits")])
+        }
+    }
     if let Some(m) = inv.model {
         args.extend([s("--model"), s(m)]);
     }
@@ -74,9 +83,31 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         args,
         // [V] without it even a 401 is retried 10 times (system/api_retry).
         env: vec![(s("CLAUDE_CODE_MAX_RETRIES"), s("0"))],
-        stdin_null: true,
+        stdin: Stdin::Control { initial: user_message(inv.prompt), close_after: s(RESULT_LINE_PREFIX) },
         ..Launch::default()
     }
+}
+
+/// One stream-json user message, newline-terminated.
+pub(super) fn user_message(text: &str) -> String {
+    let mut line = json!({"type": "user", "message": {"role": "user", "content": text}}).to_string();
+    line.push('\n');
+    line
+}
+
+/// The control response that answers a `can_use_tool` request: allow (echoing the input, which
+/// the SDK requires) or deny with the orchestrator's words.
+pub(super) fn permission_response(request_id: &str, allow: bool, input: &Value, message: &str) -> String {
+    let response = if allow {
+        json!({"behavior": "allow", "updatedInput": input})
+    } else {
+        json!({"behavior": "deny", "message": message})
+    };
+    let mut line = json!({"type": "control_response",
+        "response": {"subtype": "success", "request_id": request_id, "response": response}})
+    .to_string();
+    line.push('\n');
+    line
 }
 
 /// `mcp__<server>__<tool>` for each tool, or the whole server (`mcp__<server>`) when none listed.
@@ -119,6 +150,7 @@ impl LineParser for ClaudeParser {
             "assistant" => self.assistant(&mut p, &v),
             "user" => self.user(&mut p, &v),
             "result" => self.result(&mut p, &v),
+            "control_request" => self.control_request(&mut p, &v),
             "rate_limit_event" => {
                 let info = v.get("rate_limit_info").unwrap_or(&Value::Null);
                 if str_at(info, "status") == Some("rejected") {
@@ -144,6 +176,25 @@ impl LineParser for ClaudeParser {
 }
 
 impl ClaudeParser {
+    /// [V] `{"type":"control_request","request_id":…,"request":{"subtype":"can_use_tool",
+    /// "tool_name":…,"input":{…},"tool_use_id":…}}`. Other subtypes need no answer from us.
+    fn control_request(&mut self, p: &mut Parsed, v: &Value) {
+        let request = v.get("request").unwrap_or(&Value::Null);
+        if str_at(request, "subtype") != Some("can_use_tool") {
+            return;
+        }
+        let (Some(request_id), Some(tool_name)) = (str_at(v, "request_id"), str_at(request, "tool_name")) else {
+            return;
+        };
+        let input = request.get("input").cloned().unwrap_or(Value::Null);
+        let summary = match str_at(request, "description").filter(|d| !d.is_empty()) {
+            Some(d) => format!("{tool_name}: {d} ({})", summarize_input(&input)),
+            None => format!("{tool_name}({})", summarize_input(&input)),
+        };
+        p.permission =
+            Some(PermissionAsk { request_id: request_id.to_owned(), tool_name: tool_name.to_owned(), input, summary });
+    }
+
     fn system(&mut self, p: &mut Parsed, v: &Value) {
         // init, hook_started/hook_response, thinking_tokens, status… are informational.
         if str_at(v, "subtype") != Some("api_retry") {

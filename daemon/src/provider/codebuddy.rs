@@ -47,5 +47,5 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         args.extend([s("--mcp-config"), config.to_string()]);
         args.extend([s("--allowedTools"), mcp_tool_names(m.name, m.tools)]);
     }
-    Launch { args, stdin_null: true, ..Launch::default() }
+    Launch { args, ..Launch::default() }
 }

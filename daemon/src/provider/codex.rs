@@ -86,7 +86,6 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
     Launch {
         args,
         // [V] piped stdin is appended to the prompt ("Reading additional input from stdin...").
-        stdin_null: true,
         ..Launch::default()
     }
 }

@@ -63,7 +63,6 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         args,
         // [V] keeps the run from checking for updates.
         env: vec![(s("COPILOT_AUTO_UPDATE"), s("false"))],
-        stdin_null: true,
         ..Launch::default()
     }
 }

@@ -44,7 +44,7 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         // [D] --resume [chatId] has an optional value, so bind it with '='.
         args.push(format!("--resume={id}"));
     }
-    let mut launch = Launch { stdin_null: true, ..Launch::default() };
+    let mut launch = Launch::default();
     if let Some(m) = &inv.mcp {
         // [D] MCP servers come only from .cursor/mcp.json; --approve-mcps skips the approval.
         args.push(s("--approve-mcps"));

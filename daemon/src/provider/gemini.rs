@@ -54,7 +54,6 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         args,
         // [V] stops the CLI re-spawning itself, which matters for process-tree kills.
         env: vec![(s("GEMINI_CLI_NO_RELAUNCH"), s("true"))],
-        stdin_null: true,
         ..Launch::default()
     };
     if let Some(m) = &inv.mcp {

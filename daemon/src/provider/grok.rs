@@ -62,7 +62,6 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         args,
         // [3P] keeps the CLI from updating itself mid-run.
         env: vec![(s("GROK_DISABLE_AUTOUPDATER"), s("1"))],
-        stdin_null: true,
         ..Launch::default()
     };
     if let Some(m) = &inv.mcp {

@@ -64,6 +64,21 @@ pub struct Parsed {
     pub usage: Option<Usage>,
     /// A recognized auth, rate-limit or permission blocker (also emitted as an event).
     pub blocker: Option<(BlockerKind, String)>,
+    /// The CLI asks, on its control protocol, whether it may use a tool.
+    pub permission: Option<PermissionAsk>,
+}
+
+/// A CLI's request for permission to use a tool (claude's `can_use_tool` control request). The
+/// engine turns it into a pending question and writes the answer back on the agent's stdin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionAsk {
+    /// The CLI's id for the request, echoed in the response.
+    pub request_id: String,
+    pub tool_name: String,
+    /// The tool's input, echoed back when allowed.
+    pub input: Value,
+    /// A one-line description of the call for the question.
+    pub summary: String,
 }
 
 /// Reads a provider's output one line at a time.
@@ -158,8 +173,32 @@ pub struct Launch {
     /// The engine must not clobber an existing file, must exclude these paths from the diff and
     /// should remove them after the run.
     pub workspace_files: Vec<(String, String)>,
-    /// Run with stdin at /dev/null.
-    pub stdin_null: bool,
+    /// What the agent reads on stdin.
+    pub stdin: Stdin,
+}
+
+/// What an agent reads on stdin.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stdin {
+    /// `/dev/null`: every CLI that takes its prompt as an argument, because several append piped
+    /// stdin to the prompt.
+    #[default]
+    Null,
+    /// A line protocol the supervisor keeps open for the whole run, so that it outlives daemon
+    /// restarts: `initial` is written first, then each line the daemon writes to the task's
+    /// `stdin.fifo`. The supervisor closes the agent's stdin once the agent prints a line that
+    /// starts with `close_after` (the end of its turn), which is what makes the CLI exit.
+    Control { initial: String, close_after: String },
+}
+
+/// The line that answers a permission request on the agent's stdin, for the providers whose
+/// control protocol caesar bridges; `None` for the others.
+pub fn permission_response(provider: &str, ask: &PermissionAsk, allow: bool, message: &str) -> Option<String> {
+    match provider {
+        "claude" => Some(claude::permission_response(&ask.request_id, allow, &ask.input, message)),
+        _ => None,
+    }
 }
 
 /// The parser name of OACP generic agents declared with `[[agent]]`.

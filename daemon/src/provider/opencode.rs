@@ -63,14 +63,14 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         // [V] "mcp": {name: {type: local, command: [...]}}; tools run without a prompt.
         config.insert("mcp".into(), json!({ m.name: server }));
     }
-    // [V] positional message; piped stdin would be appended, hence stdin_null.
+    // [V] positional message; piped stdin would be appended, hence stdin stays null.
     args.push(positional(inv.prompt));
     let mut env = vec![(s("OPENCODE_DISABLE_AUTOUPDATE"), s("1"))];
     if !config.is_empty() {
         // [S] src/flag/flag.ts; the engine must merge a value the user already set.
         env.push((s("OPENCODE_CONFIG_CONTENT"), Value::Object(config).to_string()));
     }
-    Launch { args, env, stdin_null: true, ..Launch::default() }
+    Launch { args, env, ..Launch::default() }
 }
 
 #[derive(Debug, Default)]

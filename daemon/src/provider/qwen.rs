@@ -43,7 +43,7 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
     if let Some(id) = inv.resume_session {
         args.extend([s("--resume"), s(id)]);
     }
-    let mut launch = Launch { args, stdin_null: true, ..Launch::default() };
+    let mut launch = Launch { args, ..Launch::default() };
     if let Some(m) = &inv.mcp {
         // [S] mcpServers in settings.json, gemini-style, with trust.
         let settings = mcp_servers_json(m, &[("trust", Value::Bool(true))]);

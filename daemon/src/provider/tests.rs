@@ -279,6 +279,34 @@ fn claude_rejected_rate_limit_event_and_retry_401() {
 }
 
 #[test]
+fn claude_permission_prompt_becomes_an_ask_and_its_answer_a_control_response() {
+    // [V] the line claude 2.1.197 printed for a Write in default mode with --permission-prompt-tool stdio.
+    let line = r#"{"type":"control_request","request_id":"20452d68-9420-4440-9bd9-8d9ca294850d","request":{"subtype":"can_use_tool","tool_name":"Write","display_name":"Write","input":{"file_path":"/tmp/p/w.txt","content":"allowed\n"},"description":"w.txt","permission_suggestions":[{"type":"setMode","mode":"acceptEdits","destination":"session"}],"tool_use_id":"toolu_fake2"}}"#;
+    let mut p = parser("claude").unwrap();
+    let parsed = p.parse_line(line, Stream::Stdout);
+    assert!(parsed.events.is_empty(), "{:?}", parsed.events);
+    let ask = parsed.permission.expect("a permission ask");
+    assert_eq!(ask.request_id, "20452d68-9420-4440-9bd9-8d9ca294850d");
+    assert_eq!(ask.tool_name, "Write");
+    assert!(ask.summary.starts_with("Write: w.txt"), "{}", ask.summary);
+
+    let allow = permission_response("claude", &ask, true, "allow").unwrap();
+    let v: serde_json::Value = serde_json::from_str(allow.trim_end()).unwrap();
+    assert_eq!(v["type"], "control_response");
+    assert_eq!(v["response"]["request_id"], ask.request_id.as_str());
+    assert_eq!(v["response"]["response"]["behavior"], "allow");
+    assert_eq!(v["response"]["response"]["updatedInput"]["file_path"], "/tmp/p/w.txt");
+    let deny = permission_response("claude", &ask, false, "deny: not there").unwrap();
+    let v: serde_json::Value = serde_json::from_str(deny.trim_end()).unwrap();
+    assert_eq!(v["response"]["response"], serde_json::json!({"behavior": "deny", "message": "deny: not there"}));
+    assert!(permission_response("codex", &ask, true, "allow").is_none());
+
+    // Other control requests need no answer from caesar and ask nothing.
+    let other = r#"{"type":"control_request","request_id":"x","request":{"subtype":"hook_callback"}}"#;
+    assert!(p.parse_line(other, Stream::Stdout).permission.is_none());
+}
+
+#[test]
 fn claude_stream_cut_before_result_keeps_last_text() {
     let mut p = parser("claude").unwrap();
     let line = r#"{"type":"assistant","message":{"content":[{"type":"thinking","thinking":"hmm"},{"type":"text","text":"partial answer"}]},"session_id":"s9"}"#;
@@ -939,12 +967,32 @@ fn argv_per_provider_and_mode() {
         (
             "claude",
             ReadOnly,
-            &["-p", "Fix the bug", "--output-format", "stream-json", "--verbose", "--permission-mode", "plan"],
+            &[
+                "-p",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--permission-mode",
+                "plan",
+            ],
         ),
         (
             "claude",
             Write,
-            &["-p", "Fix the bug", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits"],
+            &[
+                "-p",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--permission-prompt-tool",
+                "stdio",
+                "--permission-mode",
+                "acceptEdits",
+            ],
         ),
         (
             "codex",
@@ -1008,7 +1056,15 @@ fn argv_per_provider_and_mode() {
     for (id, mode, want) in table {
         let launch = build_launch(id, &base_inv(*mode)).expect(id);
         assert_eq!(launch.args, *want, "{id} {mode:?}");
-        assert!(launch.stdin_null, "{id}: stdin is /dev/null");
+        if *id == "claude" {
+            // The prompt goes on stdin, where the permission answers follow it.
+            let Stdin::Control { initial, close_after } = &launch.stdin else { panic!("claude: no stdin protocol") };
+            let line: serde_json::Value = serde_json::from_str(initial.trim_end()).unwrap();
+            assert_eq!(line["message"]["content"], "Fix the bug");
+            assert_eq!(close_after, r#"{"type":"result""#);
+        } else {
+            assert_eq!(launch.stdin, Stdin::Null, "{id}: stdin is /dev/null");
+        }
         assert!(launch.files.is_empty() && launch.workspace_files.is_empty(), "{id}");
     }
     // Every provider has a row per mode.
@@ -1050,10 +1106,11 @@ fn claude_options_resume_and_mcp() {
     let launch = build_launch("claude", &inv).unwrap();
     let a = &launch.args;
     assert_eq!(
-        a[..13],
+        a[..14],
         [
             "-p",
-            "Fix the bug",
+            "--input-format",
+            "stream-json",
             "--output-format",
             "stream-json",
             "--verbose",
@@ -1067,14 +1124,14 @@ fn claude_options_resume_and_mcp() {
             "5234c1cd"
         ]
     );
-    assert_eq!(a[13], "--mcp-config");
+    assert_eq!(a[14], "--mcp-config");
     assert_eq!(
         json_arg(a, "--mcp-config"),
         serde_json::json!({"mcpServers": {"orch": {"type": "stdio", "command": "python3",
             "args": ["/srv/x.py", "--stdio"], "env": {"CAESAR_TASK_ID": "t_1"}}}})
     );
     assert_eq!(
-        a[15..],
+        a[16..],
         ["--strict-mcp-config", "--allowedTools", "mcp__orch__report_progress,mcp__orch__submit_report"]
     );
     assert_eq!(env_of(&launch, "CLAUDE_CODE_MAX_RETRIES").as_deref(), Some("0"));
@@ -1086,8 +1143,12 @@ fn claude_options_resume_and_mcp() {
         mcp: Some(McpServer { name: "orch", command: "python3", args: MCP_ARGS, env: &[], tools: &[] }),
         ..base_inv(Write)
     };
-    let a = args_of("claude", &inv);
-    assert_eq!(a[1], " --help me");
+    let launch = build_launch("claude", &inv).unwrap();
+    let a = &launch.args;
+    // The prompt is a message on stdin, never an argument that could pass for an option.
+    assert!(!a.iter().any(|x| x.contains("help me")));
+    let Stdin::Control { initial, .. } = &launch.stdin else { panic!("no stdin protocol") };
+    assert!(initial.contains("--help me"));
     assert!(!a.contains(&"--effort".to_owned()));
     assert_eq!(a.last().map(String::as_str), Some("mcp__orch"));
 }

@@ -1,0 +1,3 @@
+//! Support code shared by the end-to-end tests and the tools in `src/bin`.
+
+pub mod model_server;

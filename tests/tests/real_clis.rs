@@ -1,0 +1,678 @@
+//! The real `claude` and `codex` CLIs, installed from the npm registry into `tests/real-clis`
+//! (`npm ci --prefix tests/real-clis`, which `.ci/run` does), driven through `caesar-mcp` by an
+//! MCP client against a real daemon, with the model replaced by the scripted server of
+//! `caesar_tests::model_server` on 127.0.0.1.
+//!
+//! Each test isolates the CLIs: their own HOME, CLAUDE_CONFIG_DIR and CODEX_HOME, a proxy on a
+//! dead loopback port so that no request leaves the machine, and no retries. caesar finds the
+//! binaries through the project's `[bin]` config, never through PATH.
+//!
+//! Run with `CAESAR_UPDATE_CAPTURES=1` to save each run's stream under
+//! `daemon/tests/fixtures/providers/captures-real/`, which the adapter tests replay.
+
+#![allow(clippy::unwrap_used, deprecated)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use caesar_tests::model_server::{ModelServer, Reply};
+use common::*;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+/// The most a task of these tests may take: the model answers at once, so this is the CLIs' own
+/// start-up and tool time.
+const TASK_LIMIT_MS: u64 = 90_000;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Cli {
+    Claude,
+    Codex,
+}
+
+impl Cli {
+    fn id(self) -> &'static str {
+        match self {
+            Cli::Claude => "claude",
+            Cli::Codex => "codex",
+        }
+    }
+
+    /// The binary npm installed; a clear failure when the install step was skipped.
+    fn bin(self) -> PathBuf {
+        let dir = match std::env::var_os("CAESAR_REAL_CLIS") {
+            Some(d) => PathBuf::from(d),
+            None => Path::new(env!("CARGO_MANIFEST_DIR")).join("real-clis/node_modules/.bin"),
+        };
+        let bin = dir.join(self.id());
+        assert!(
+            bin.exists(),
+            "{} is missing: install the real CLIs with `npm ci --prefix tests/real-clis` (README, tests)",
+            bin.display()
+        );
+        bin
+    }
+
+    /// Creates `path` (relative to the agent's directory) holding `content`.
+    fn create(self, path: &str, content: &str) -> Reply {
+        match self {
+            Cli::Claude => Reply::tool("Write", json!({"file_path": format!("{{cwd}}/{path}"), "content": content})),
+            Cli::Codex => {
+                let body: String = content.lines().map(|l| format!("+{l}\n")).collect();
+                patch(&format!("*** Add File: {path}\n{body}"))
+            }
+        }
+    }
+
+    /// Replaces `old` by `new` in `path`.
+    fn edit(self, path: &str, old: &str, new: &str) -> Reply {
+        match self {
+            Cli::Claude => Reply::tool(
+                "Edit",
+                json!({"file_path": format!("{{cwd}}/{path}"), "old_string": old, "new_string": new}),
+            ),
+            Cli::Codex => patch(&format!("*** Update File: {path}\n@@\n-{old}\n+{new}\n")),
+        }
+    }
+
+    fn shell(self, command: &str) -> Reply {
+        match self {
+            Cli::Claude => Reply::tool("Bash", json!({"command": command, "description": "run a command"})),
+            Cli::Codex => Reply::tool("exec_command", json!({"cmd": command})),
+        }
+    }
+
+    /// A call to one of the return channel's tools, as the CLI names it.
+    fn channel(self, tool: &str, input: Value) -> Reply {
+        match self {
+            Cli::Claude => Reply::tool(&format!("mcp__caesar__{tool}"), input),
+            // [V] codex offers a server's tools as one `namespace` tool, `mcp__<server>`, whose
+            // members the model calls by name within it.
+            Cli::Codex => Reply::ResponsesItem(json!({
+                "type": "function_call", "id": format!("fc_{tool}"), "call_id": format!("call_{tool}"),
+                "namespace": "mcp__caesar", "name": tool, "arguments": input.to_string(), "status": "completed"})),
+        }
+    }
+}
+
+/// codex's apply_patch, which it intercepts when the model runs it as a command.
+fn patch(body: &str) -> Reply {
+    Reply::tool(
+        "exec_command",
+        json!({"cmd": format!("apply_patch <<'EOF'\n*** Begin Patch\n{body}*** End Patch\nEOF\n")}),
+    )
+}
+
+type Mcp = RunningService<RoleClient, ()>;
+
+/// One isolated installation: daemon, model server, the CLIs' homes, and an MCP client of a
+/// real `caesar-mcp`.
+struct Rig {
+    cli: Cli,
+    env: Env,
+    /// The daemon's environment, for a restart.
+    daemon_env: Vec<(&'static str, String)>,
+    server: ModelServer,
+    mcp: Mcp,
+    _homes: tempfile::TempDir,
+}
+
+impl Rig {
+    async fn start(cli: Cli, script: Vec<Reply>) -> Rig {
+        let server = ModelServer::start(script);
+        let mut env = Env::new(&[]);
+        let project = env.project.path().to_path_buf();
+        std::fs::write(
+            project.join(".caesar/config.toml"),
+            // caesar refuses claude by default (Claude Code delegating to itself).
+            format!(
+                "[policy]\nallow_recursion = true\n\n[bin]\n{} = {:?}\n",
+                cli.id(),
+                cli.bin().display().to_string()
+            ),
+        )
+        .unwrap();
+        std::fs::write(project.join("README.md"), "hello\n").unwrap();
+        std::fs::write(project.join(".gitignore"), ".caesar/\n").unwrap();
+        git(&project, &["init", "-q"]);
+        git(&project, &["add", "-A"]);
+        git(&project, &["commit", "-q", "-m", "base"]);
+
+        // codex refuses helper binaries under /tmp: keep the homes in the target directory.
+        let homes = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let home = homes.path().join("home");
+        let codex_home = homes.path().join("codex");
+        let claude_config = homes.path().join("claude");
+        for d in [&home, &codex_home, &claude_config] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(
+            codex_home.join("config.toml"),
+            format!(
+                "model = \"gpt-5-codex\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\n\
+                 base_url = \"{}/v1\"\nenv_key = \"FAKE_KEY\"\nwire_api = \"responses\"\n\
+                 request_max_retries = 0\nstream_max_retries = 0\n",
+                server.url()
+            ),
+        )
+        .unwrap();
+        let url = server.url();
+        let extra: Vec<(&'static str, String)> = vec![
+            ("HOME", home.display().to_string()),
+            ("CLAUDE_CONFIG_DIR", claude_config.display().to_string()),
+            ("CODEX_HOME", codex_home.display().to_string()),
+            ("ANTHROPIC_BASE_URL", url),
+            ("ANTHROPIC_API_KEY", "fake-key".to_owned()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
+            ("FAKE_KEY", "fake-key".to_owned()),
+            // Anything but the model server goes to a dead port.
+            ("HTTP_PROXY", "http://127.0.0.1:9".to_owned()),
+            ("HTTPS_PROXY", "http://127.0.0.1:9".to_owned()),
+            ("NO_PROXY", "127.0.0.1,localhost".to_owned()),
+            ("CAESAR_PERMISSION_TIMEOUT_MS", "60000".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string()))
+        .collect();
+        let extra_ref: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        env.start_daemon_with(&extra_ref).await;
+        let daemon_env = extra;
+
+        let mut cmd = tokio::process::Command::new(bin_dir().join("caesar-mcp"));
+        cmd.args(["--root", &env.workspace()]).current_dir(&project).envs(env.envs());
+        let log = std::fs::File::create(env.file("shim.log")).unwrap();
+        let (transport, _) = TokioChildProcess::builder(cmd).stderr(log).spawn().unwrap();
+        let mcp = ().serve(transport).await.expect("initialize caesar-mcp");
+        Rig { cli, env, daemon_env, server, mcp, _homes: homes }
+    }
+
+    /// SIGKILLs the daemon and starts another with the same environment.
+    async fn restart_daemon(&mut self) {
+        self.env.kill_daemons().await;
+        let extra: Vec<(&str, &str)> = self.daemon_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.env.start_daemon_with(&extra).await;
+    }
+
+    async fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        let Value::Object(args) = args else { panic!("arguments must be an object") };
+        self.mcp
+            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+            .await
+            .unwrap_or_else(|e| panic!("{tool}: protocol error {e}"))
+    }
+
+    /// A tool call that must succeed; its structured result.
+    async fn ok(&self, tool: &str, args: Value) -> Value {
+        let r = self.call(tool, args).await;
+        let text = r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default();
+        assert_ne!(r.is_error, Some(true), "{tool} failed: {text}");
+        r.structured_content.unwrap_or_else(|| serde_json::from_str(&text).unwrap())
+    }
+
+    async fn delegate(&self, objective: &str, extra: Value) -> String {
+        let mut args = json!({"objective": objective, "agent": self.cli.id(), "timeout": TASK_LIMIT_MS});
+        for (k, v) in extra.as_object().unwrap() {
+            args[k] = v.clone();
+        }
+        let d = self.ok("caesar_delegate", args).await;
+        d["task_id"].as_str().unwrap_or_else(|| panic!("no task id: {d}")).to_owned()
+    }
+
+    /// Awaits the task to its end (questions do not wake it) and returns its view.
+    async fn finish(&self, id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_millis(TASK_LIMIT_MS + 30_000);
+        loop {
+            let a = self
+                .ok("caesar_await", json!({"task_ids": [id], "timeout_ms": 30_000, "wake_on_attention": false}))
+                .await;
+            let t = a["tasks"][id].clone();
+            if t.get("report").is_some() {
+                self.save_capture(id);
+                return t;
+            }
+            assert!(Instant::now() < deadline, "task {id} did not end: {t}\n{}", self.debug(id));
+        }
+    }
+
+    /// Awaits until the task needs the caller (a question, a blocker) or ends.
+    async fn attention(&self, id: &str) -> Value {
+        let a = self.ok("caesar_await", json!({"task_ids": [id], "timeout_ms": 60_000})).await;
+        a["tasks"][id].clone()
+    }
+
+    fn task_dir(&self, id: &str) -> PathBuf {
+        self.env.paths.state_dir.join("tasks").join(id)
+    }
+
+    /// The agent's raw stream and the daemon's view, for failure messages.
+    fn debug(&self, id: &str) -> String {
+        let raw = std::fs::read_to_string(self.task_dir(id).join("raw.log")).unwrap_or_default();
+        let requests: Vec<String> = self.server.requests().iter().map(|r| format!("{} {}", r.method, r.path)).collect();
+        // What the CLI sent back after the last tool call, and the tools it offered.
+        let last = self.server.model_requests().pop().map(|r| r.body).unwrap_or_default();
+        let outputs: Vec<String> = ["input", "messages"]
+            .iter()
+            .filter_map(|k| last.get(k).and_then(Value::as_array))
+            .flatten()
+            .map(|i| i.to_string())
+            .filter(|i| i.contains("output") || i.contains("tool_result"))
+            .map(|i| i.chars().take(600).collect())
+            .collect();
+        let tools: Vec<String> = last
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|t| t.to_string().contains("caesar"))
+            .map(|t| t.to_string().chars().take(1500).collect())
+            .collect();
+        format!(
+            "raw.log:\n{raw}\nmodel server saw: {requests:?}\ntool results: {outputs:#?}\nchannel tools: {tools:#?}"
+        )
+    }
+
+    /// With CAESAR_UPDATE_CAPTURES set, keeps the run's stream as a fixture named after the test.
+    fn save_capture(&self, id: &str) {
+        if std::env::var_os("CAESAR_UPDATE_CAPTURES").is_none() {
+            return;
+        }
+        let name = std::thread::current().name().unwrap_or("run").rsplit("::").next().unwrap_or("run").to_owned();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../daemon/tests/fixtures/providers/captures-real");
+        std::fs::create_dir_all(&dir).unwrap();
+        let raw = std::fs::read_to_string(self.task_dir(id).join("raw.log")).unwrap_or_default();
+        // Paths of this machine's temporary directories would churn every capture.
+        let project = self.env.workspace();
+        let home = self.env.home.path().display().to_string();
+        let raw = raw.replace(&project, "/project").replace(&home, "/caesar-home");
+        std::fs::write(dir.join(format!("{}-{name}.jsonl", self.cli.id())), raw).unwrap();
+    }
+
+    /// Pids of processes whose environment names the task: the CLI, its tools, their children.
+    fn processes_of(&self, id: &str) -> Vec<u32> {
+        let needle = format!("CAESAR_TASK_ID={id}");
+        let mut pids = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let Ok(environ) = std::fs::read(e.path().join("environ")) else { continue };
+            if environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) && alive(pid) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn report_of(t: &Value) -> &Value {
+    &t["report"]
+}
+
+// ------------------------------------------------------------------ 1. write in a worktree
+
+async fn write_task_in_a_worktree(cli: Cli) {
+    let rig = Rig::start(
+        cli,
+        vec![
+            cli.create("hello.txt", "hello\n"),
+            cli.edit("hello.txt", "hello", "hello, world"),
+            Reply::text("Created hello.txt and greeted the world."),
+        ],
+    )
+    .await;
+    let id = rig
+        .delegate("Create hello.txt and greet the world in it.", json!({"mode": "write", "isolation": "worktree"}))
+        .await;
+    let t = rig.finish(&id).await;
+    let report = report_of(&t);
+    assert_eq!(report["status"], "success", "{t}\n{}", rig.debug(&id));
+    assert_eq!(report["changes_verified_by"], "git", "{report}");
+    let changes = report["changes"].as_array().unwrap();
+    assert!(changes.iter().any(|c| c["path"] == "hello.txt" && c["action"] == "created"), "{report}");
+    assert!(!rig.env.project.path().join("hello.txt").exists(), "a worktree task leaves the main tree alone");
+
+    let diff = rig.ok("caesar_diff", json!({"task_id": id})).await;
+    assert!(diff.to_string().contains("+hello, world"), "{diff}");
+    let applied = rig.ok("caesar_apply", json!({"task_id": id})).await;
+    assert_eq!(
+        std::fs::read_to_string(rig.env.project.path().join("hello.txt")).unwrap(),
+        "hello, world\n",
+        "{applied}"
+    );
+}
+
+#[tokio::test]
+async fn claude_write_task_in_a_worktree_is_verified_and_applied() {
+    write_task_in_a_worktree(Cli::Claude).await;
+}
+
+#[tokio::test]
+async fn codex_write_task_in_a_worktree_is_verified_and_applied() {
+    write_task_in_a_worktree(Cli::Codex).await;
+}
+
+// ------------------------------------------------------------------ 2. read-only
+
+async fn read_only_refuses_a_write(cli: Cli) {
+    let write = match cli {
+        Cli::Claude => cli.create("nope.txt", "should not exist\n"),
+        Cli::Codex => cli.shell("echo should not exist > nope.txt"),
+    };
+    let rig = Rig::start(cli, vec![write, Reply::text("I could not write nope.txt.")]).await;
+    let id = rig.delegate("Write nope.txt.", json!({"mode": "read-only"})).await;
+    let t = rig.finish(&id).await;
+    assert!(!rig.env.project.path().join("nope.txt").exists(), "the CLI's read-only mode held");
+    let report = report_of(&t);
+    let said = report["summary"].as_str().unwrap_or_default();
+    match cli {
+        Cli::Claude => {
+            // [V] claude's stream carries the refusal ("Cannot write … while in plan mode") and
+            // the result's permission_denials: the report is blocked and names the call.
+            assert_eq!(report["status"], "blocked", "{t}\n{}", rig.debug(&id));
+            assert!(said.contains("permission") && said.contains("nope.txt"), "the report names the refusal: {report}");
+        }
+        Cli::Codex => {
+            // [V] codex 0.171's sandbox refuses the write ("Read-only file system" in the tool
+            // output the model gets), but its --json stream has no item for the failed command:
+            // only the agent's own words can say so.
+            let last = rig.server.model_requests().pop().unwrap().body_text();
+            assert!(last.contains("Read-only file system"), "the sandbox refused it: {}", rig.debug(&id));
+            assert!(said.contains("could not write nope.txt"), "the report says so: {report}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn claude_read_only_task_is_refused_a_write_and_says_so() {
+    read_only_refuses_a_write(Cli::Claude).await;
+}
+
+#[tokio::test]
+async fn codex_read_only_task_is_refused_a_write_and_says_so() {
+    read_only_refuses_a_write(Cli::Codex).await;
+}
+
+// ------------------------------------------------------------------ 3. report tiers
+
+async fn report_through_the_channel(cli: Cli) {
+    let report = json!({"protocol": "caesar.report/v1", "status": "partial", "summary": "half of it, through the channel",
+        "next_steps": ["do the other half"]});
+    let rig = Rig::start(
+        cli,
+        vec![cli.channel("submit_report", json!({"report": report})), Reply::text("Report submitted.")],
+    )
+    .await;
+    let id = rig.delegate("Report through the channel.", json!({"mode": "read-only", "channel": true})).await;
+    let t = rig.finish(&id).await;
+    let r = report_of(&t);
+    assert_eq!(t["report_source"], "channel", "{t}\n{}", rig.debug(&id));
+    assert_eq!(r["status"], "partial");
+    assert_eq!(r["summary"], "half of it, through the channel");
+    // The CLI got the tool's success back.
+    let last = rig.server.model_requests().pop().unwrap();
+    assert!(
+        last.body_text().contains("report accepted") || last.body_text().contains("accepted"),
+        "{}",
+        last.body_text()
+    );
+}
+
+#[tokio::test]
+async fn claude_report_arrives_through_submit_report() {
+    report_through_the_channel(Cli::Claude).await;
+}
+
+#[tokio::test]
+async fn codex_report_arrives_through_submit_report() {
+    report_through_the_channel(Cli::Codex).await;
+}
+
+async fn report_in_a_fenced_block(cli: Cli) {
+    let answer = "All checked.\n\n```json caesar:report\n{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\
+                  \"summary\":\"checked through the fenced block\",\"findings\":[{\"severity\":\"low\",\"title\":\"a nit\"}]}\n```\n";
+    let rig = Rig::start(cli, vec![Reply::text(answer)]).await;
+    let id = rig.delegate("Check it and report.", json!({"mode": "read-only"})).await;
+    let t = rig.finish(&id).await;
+    let r = report_of(&t);
+    assert_eq!(t["report_source"], "fenced", "{t}\n{}", rig.debug(&id));
+    assert_eq!(r["summary"], "checked through the fenced block");
+    assert!(r.to_string().contains("a nit"), "{r}");
+}
+
+#[tokio::test]
+async fn claude_report_arrives_in_a_fenced_block() {
+    report_in_a_fenced_block(Cli::Claude).await;
+}
+
+#[tokio::test]
+async fn codex_report_arrives_in_a_fenced_block() {
+    report_in_a_fenced_block(Cli::Codex).await;
+}
+
+// ------------------------------------------------------------------ 4. ask_orchestrator
+
+async fn ask_orchestrator_answer_reaches_the_model(cli: Cli) {
+    let rig = Rig::start(
+        cli,
+        vec![
+            cli.channel(
+                "ask_orchestrator",
+                json!({"question": "Which colour should the button be?", "options": ["red", "blue"]}),
+            ),
+            Reply::text("Painted it as told."),
+        ],
+    )
+    .await;
+    let id = rig.delegate("Paint the button.", json!({"mode": "read-only", "channel": true})).await;
+    let t = rig.attention(&id).await;
+    let pending = t["pending_questions"].as_array().unwrap_or_else(|| panic!("no question: {t}\n{}", rig.debug(&id)));
+    assert_eq!(pending.len(), 1, "{t}");
+    assert_eq!(pending[0]["question"], "Which colour should the button be?");
+    assert_eq!(pending[0]["options"], json!(["red", "blue"]));
+    let qid = pending[0]["question_id"].as_str().unwrap();
+    rig.ok("caesar_answer", json!({"task_id": id, "question_id": qid, "answer": "blue, the shade of the logo"})).await;
+    let t = rig.finish(&id).await;
+    assert_eq!(report_of(&t)["status"], "success", "{t}");
+    // The answer went back to the model as the tool's result.
+    let requests = rig.server.model_requests();
+    assert!(requests.len() >= 2, "{}", rig.debug(&id));
+    assert!(requests[1].body_text().contains("blue, the shade of the logo"), "{}", requests[1].body_text());
+}
+
+#[tokio::test]
+async fn claude_ask_orchestrator_answer_reaches_the_model() {
+    ask_orchestrator_answer_reaches_the_model(Cli::Claude).await;
+}
+
+#[tokio::test]
+async fn codex_ask_orchestrator_answer_reaches_the_model() {
+    ask_orchestrator_answer_reaches_the_model(Cli::Codex).await;
+}
+
+// ------------------------------------------------------------------ 5. 401 and 429
+
+async fn api_errors_block(cli: Cli) {
+    let rig = Rig::start(cli, vec![Reply::error(401, "invalid x-api-key")]).await;
+    let started = Instant::now();
+    let id = rig.delegate("Say hello.", json!({"mode": "read-only"})).await;
+    let t = rig.finish(&id).await;
+    assert!(started.elapsed() < Duration::from_secs(10), "a 401 ends the task fast: {:?}", started.elapsed());
+    let r = report_of(&t);
+    assert_eq!(r["status"], "blocked", "{t}\n{}", rig.debug(&id));
+    assert!(r.to_string().contains("auth"), "{r}");
+
+    rig.server.push(vec![Reply::error(429, "slow down")]);
+    let id = rig.delegate("Say hello again.", json!({"mode": "read-only"})).await;
+    let t = rig.finish(&id).await;
+    let r = report_of(&t);
+    assert_eq!(r["status"], "blocked", "{t}\n{}", rig.debug(&id));
+    assert!(r.to_string().contains("rate_limit"), "{r}");
+}
+
+#[tokio::test]
+async fn claude_401_blocks_on_auth_and_429_on_rate_limit() {
+    api_errors_block(Cli::Claude).await;
+}
+
+#[tokio::test]
+async fn codex_401_blocks_on_auth_and_429_on_rate_limit() {
+    api_errors_block(Cli::Codex).await;
+}
+
+// ------------------------------------------------------------------ 6. cancel
+
+async fn cancel_leaves_no_process(cli: Cli) {
+    let rig = Rig::start(cli, vec![cli.shell("sleep 300")]).await;
+    let id = rig.delegate("Wait a long time.", json!({"mode": "write", "isolation": "worktree"})).await;
+    // Mid-run: the CLI is running its tool (codex), or waiting on the bridged permission
+    // prompt for it (claude), which is then allowed so that the sleep runs.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let t = rig.ok("caesar_status", json!({"task_id": id})).await;
+        if let Some(q) = t["pending_questions"].as_array().and_then(|q| q.first()) {
+            let qid = q["question_id"].as_str().unwrap();
+            rig.ok("caesar_answer", json!({"task_id": id, "question_id": qid, "answer": "allow"})).await;
+        }
+        let sleeping = rig
+            .processes_of(&id)
+            .into_iter()
+            .any(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\x00300")));
+        if sleeping {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the tool never ran: {t}\n{}", rig.debug(&id));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let before = rig.processes_of(&id);
+    assert!(before.len() >= 2, "the CLI and its tool run: {before:?}");
+    rig.ok("caesar_cancel", json!({"task_id": id})).await;
+    let t = rig.finish(&id).await;
+    assert_eq!(t["status"], "cancelled", "{t}");
+    let left = rig.processes_of(&id);
+    assert!(left.is_empty(), "processes of the run are left: {left:?}");
+    assert!(before.iter().all(|p| !alive(*p)), "{before:?}");
+}
+
+#[tokio::test]
+async fn claude_cancel_mid_run_leaves_no_process() {
+    cancel_leaves_no_process(Cli::Claude).await;
+}
+
+#[tokio::test]
+async fn codex_cancel_mid_run_leaves_no_process() {
+    cancel_leaves_no_process(Cli::Codex).await;
+}
+
+// ------------------------------------------------------------------ 7. resume
+
+async fn resume_continues_the_session(cli: Cli) {
+    let rig =
+        Rig::start(cli, vec![Reply::text("The secret word is pelican."), Reply::text("You asked about pelican.")])
+            .await;
+    let first = rig.delegate("Pick a secret word.", json!({"mode": "read-only"})).await;
+    let t = rig.finish(&first).await;
+    let session = t["session_id"].as_str().or_else(|| report_of(&t)["session_id"].as_str());
+    let session = session.unwrap_or_else(|| panic!("no session id: {t}")).to_owned();
+
+    let second = rig.delegate("What was the word?", json!({"mode": "read-only", "session_id": session})).await;
+    let t2 = rig.finish(&second).await;
+    let session2 = t2["session_id"].as_str().or_else(|| report_of(&t2)["session_id"].as_str()).unwrap_or_default();
+    assert_eq!(session2, session, "the same session goes on: {t2}");
+    let requests = rig.server.model_requests();
+    let last = requests.last().unwrap().body_text();
+    assert!(
+        last.contains("Pick a secret word.") && last.contains("The secret word is pelican."),
+        "earlier turns sent: {last}"
+    );
+    assert_eq!(report_of(&t2)["summary"].as_str().map(|s| s.contains("pelican")), Some(true), "{t2}");
+}
+
+#[tokio::test]
+async fn claude_resume_continues_the_session() {
+    resume_continues_the_session(Cli::Claude).await;
+}
+
+#[tokio::test]
+async fn codex_resume_continues_the_session() {
+    resume_continues_the_session(Cli::Codex).await;
+}
+
+// ------------------------------------------------------------------ 8. permission bridge
+
+/// claude asks before running a command that is not an edit; caesar makes the prompt a
+/// pending question and writes the answer back as claude's control response. (codex's `exec`
+/// never asks: its approval policy is `never`, so there is nothing to bridge.)
+#[tokio::test]
+async fn claude_permission_prompt_is_bridged_and_allow_lets_the_write_happen() {
+    let cli = Cli::Claude;
+    let command = "python3 -c \"open('bridged.txt','w').write('allowed')\"";
+    let rig = Rig::start(cli, vec![cli.shell(command), Reply::text("Wrote bridged.txt.")]).await;
+    let id = rig.delegate("Write bridged.txt with python.", json!({"mode": "write", "isolation": "worktree"})).await;
+    let t = rig.attention(&id).await;
+    let pending = t["pending_questions"].as_array().unwrap_or_else(|| panic!("no prompt: {t}\n{}", rig.debug(&id)));
+    let q = &pending[0];
+    assert_eq!(q["options"], json!(["allow", "deny"]), "{q}");
+    assert!(q["question"].as_str().unwrap().contains("Bash"), "{q}");
+    let qid = q["question_id"].as_str().unwrap();
+    rig.ok("caesar_answer", json!({"task_id": id, "question_id": qid, "answer": "allow"})).await;
+    let t = rig.finish(&id).await;
+    let report = report_of(&t);
+    assert_eq!(report["status"], "success", "{t}\n{}", rig.debug(&id));
+    assert!(report["changes"].to_string().contains("bridged.txt"), "git saw the write: {report}");
+    rig.ok("caesar_apply", json!({"task_id": id})).await;
+    assert_eq!(std::fs::read_to_string(rig.env.project.path().join("bridged.txt")).unwrap(), "allowed");
+}
+
+/// The same prompt denied: the command does not run, and the reason reaches the model.
+#[tokio::test]
+async fn claude_permission_prompt_denied_keeps_the_command_from_running() {
+    let cli = Cli::Claude;
+    let command = "python3 -c \"open('denied.txt','w').write('no')\"";
+    let rig = Rig::start(cli, vec![cli.shell(command), Reply::text("I was not allowed.")]).await;
+    let id = rig.delegate("Write denied.txt with python.", json!({"mode": "write", "isolation": "worktree"})).await;
+    let t = rig.attention(&id).await;
+    let qid = t["pending_questions"][0]["question_id"].as_str().unwrap_or_else(|| panic!("{t}")).to_owned();
+    rig.ok("caesar_answer", json!({"task_id": id, "question_id": qid, "answer": "deny: use the Write tool instead"}))
+        .await;
+    let t = rig.finish(&id).await;
+    assert_eq!(report_of(&t)["changes"], json!([]), "nothing was written: {t}");
+    let requests = rig.server.model_requests();
+    assert!(requests[1].body_text().contains("use the Write tool instead"), "{}", requests[1].body_text());
+}
+
+/// A bridged prompt outlives the daemon: claude waits on its stdin, which the supervisor holds;
+/// the question is in the store; the answer given to the next daemon reaches claude.
+#[tokio::test]
+async fn claude_permission_prompt_survives_a_daemon_sigkill() {
+    let cli = Cli::Claude;
+    let command = "python3 -c \"open('after_restart.txt','w').write('still allowed')\"";
+    let mut rig = Rig::start(cli, vec![cli.shell(command), Reply::text("Wrote it after all.")]).await;
+    let id = rig.delegate("Write after_restart.txt with python.", json!({"mode": "write", "isolation": "worktree"})).await;
+    let t = rig.attention(&id).await;
+    let qid = t["pending_questions"][0]["question_id"].as_str().unwrap_or_else(|| panic!("{t}")).to_owned();
+    let claude_pids = rig.processes_of(&id);
+
+    rig.restart_daemon().await;
+    assert!(claude_pids.iter().all(|p| alive(*p)), "the run outlived the daemon");
+    let t = rig.ok("caesar_status", json!({"task_id": id})).await;
+    assert_eq!(t["pending_questions"][0]["question_id"], qid.as_str(), "the question survived: {t}");
+    rig.ok("caesar_answer", json!({"task_id": id, "question_id": qid, "answer": "allow"})).await;
+    let t = rig.finish(&id).await;
+    assert_eq!(report_of(&t)["status"], "success", "{t}\n{}", rig.debug(&id));
+    assert!(report_of(&t)["changes"].to_string().contains("after_restart.txt"), "{t}");
+}
