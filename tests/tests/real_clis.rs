@@ -121,6 +121,8 @@ struct Rig {
     server: ModelServer,
     mcp: Mcp,
     _homes: tempfile::TempDir,
+    /// How many captures this rig saved.
+    captures: std::sync::atomic::AtomicUsize,
 }
 
 impl Rig {
@@ -189,7 +191,7 @@ impl Rig {
         let log = std::fs::File::create(env.file("shim.log")).unwrap();
         let (transport, _) = TokioChildProcess::builder(cmd).stderr(log).spawn().unwrap();
         let mcp = ().serve(transport).await.expect("initialize caesar-mcp");
-        Rig { cli, env, daemon_env, server, mcp, _homes: homes }
+        Rig { cli, env, daemon_env, server, mcp, _homes: homes, captures: Default::default() }
     }
 
     /// SIGKILLs the daemon and starts another with the same environment.
@@ -282,14 +284,19 @@ impl Rig {
         if std::env::var_os("CAESAR_UPDATE_CAPTURES").is_none() {
             return;
         }
-        let name = std::thread::current().name().unwrap_or("run").rsplit("::").next().unwrap_or("run").to_owned();
+        let test = std::thread::current().name().unwrap_or("run").rsplit("::").next().unwrap_or("run").to_owned();
+        let scenario = test.strip_prefix(&format!("{}_", self.cli.id())).unwrap_or(&test).to_owned();
+        // The second and later tasks of a test get their number.
+        let n = self.captures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = if n == 0 { scenario } else { format!("{scenario}-{}", n + 1) };
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../daemon/tests/fixtures/providers/captures-real");
         std::fs::create_dir_all(&dir).unwrap();
         let raw = std::fs::read_to_string(self.task_dir(id).join("raw.log")).unwrap_or_default();
         // Paths of this machine's temporary directories would churn every capture.
         let project = self.env.workspace();
         let home = self.env.home.path().display().to_string();
-        let raw = raw.replace(&project, "/project").replace(&home, "/caesar-home");
+        let homes = self._homes.path().display().to_string();
+        let raw = raw.replace(&project, "/project").replace(&home, "/caesar-home").replace(&homes, "/cli-homes");
         std::fs::write(dir.join(format!("{}-{name}.jsonl", self.cli.id())), raw).unwrap();
     }
 

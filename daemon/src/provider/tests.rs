@@ -1421,3 +1421,63 @@ fn specs_are_consistent() {
     assert!(spec("nope").is_none() && parser("nope").is_none());
     assert_eq!(serde_json::to_value(NetworkControl::WriteOnly).unwrap(), serde_json::json!("write_only"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// captures-real: streams of the real claude 2.1.197 and codex 0.171.0 that tests/real_clis.rs
+// saved (CAESAR_UPDATE_CAPTURES=1). Regenerated when the pinned CLIs move, so these follow them.
+
+/// Every line of every real capture is understood: JSON the parser knows, or the few plain lines
+/// these CLIs print (codex's stdin notice and tracing lines).
+#[test]
+fn real_captures_parse_without_unrecognized_json() {
+    let dir = format!("{FIXTURES}captures-real");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("captures-real") {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let provider = name.split('-').next().unwrap();
+        let run = replay(provider, &format!("captures-real/{name}"));
+        for e in &run.events {
+            if let EventBody::Unrecognized { line } = e {
+                assert!(!line.trim_start().starts_with('{'), "{name}: unrecognized JSON line {line}");
+            }
+        }
+        assert!(run.session().is_some(), "{name}: no session id");
+        seen += 1;
+    }
+    assert!(seen >= 20, "only {seen} real captures");
+}
+
+#[test]
+fn real_claude_permission_prompt_is_an_ask_for_the_tool_it_names() {
+    let mut p = parser("claude").unwrap();
+    let text = std::fs::read_to_string(format!(
+        "{FIXTURES}captures-real/claude-permission_prompt_is_bridged_and_allow_lets_the_write_happen.jsonl"
+    ))
+    .unwrap();
+    let asks: Vec<PermissionAsk> = text.lines().filter_map(|l| p.parse_line(l, Stream::Stdout).permission).collect();
+    assert_eq!(asks.len(), 1, "{asks:?}");
+    assert_eq!(asks[0].tool_name, "Bash");
+    assert!(asks[0].summary.contains("bridged.txt"), "{}", asks[0].summary);
+}
+
+#[test]
+fn real_captures_blockers_files_and_tools() {
+    for cli in ["claude", "codex"] {
+        let auth = replay(cli, &format!("captures-real/{cli}-401_blocks_on_auth_and_429_on_rate_limit"));
+        assert!(auth.blocker_kinds().contains(&Auth), "{cli} 401: {:?}", auth.blockers);
+        let rate = replay(cli, &format!("captures-real/{cli}-401_blocks_on_auth_and_429_on_rate_limit-2"));
+        assert!(rate.blocker_kinds().contains(&RateLimit), "{cli} 429: {:?}", rate.blockers);
+        let write = replay(cli, &format!("captures-real/{cli}-write_task_in_a_worktree_is_verified_and_applied"));
+        assert!(write.files().iter().any(|(p, _)| p.ends_with("hello.txt")), "{cli}: {:?}", write.files());
+        assert!(write.final_text.as_deref().is_some_and(|t| t.contains("greeted the world")), "{cli}");
+        let channel = replay(cli, &format!("captures-real/{cli}-report_arrives_through_submit_report"));
+        assert!(
+            channel.tools().iter().any(|(t, s, _)| t.contains("submit_report") && *s == Succeeded),
+            "{cli}: {:?}",
+            channel.tools()
+        );
+    }
+    let denied = replay("claude", "captures-real/claude-read_only_task_is_refused_a_write_and_says_so");
+    assert!(denied.blocker_kinds().contains(&Permission), "{:?}", denied.blockers);
+}
