@@ -354,9 +354,15 @@ impl Engine {
             (Some(_), AgentTarget::Provider { spec, .. })
                 if !spec.capabilities.mcp_injection || needs_workspace_files(spec.id) =>
             {
+                let why = if spec.capabilities.mcp_injection {
+                    "reads MCP servers only from settings files in the project or your home, which caesar does not \
+                     write for one task"
+                } else {
+                    "cannot load an MCP server for one run"
+                };
                 warnings.insert(
                     "channel_warning".to_owned(),
-                    format!("agent `{agent_id}` cannot load the return channel's MCP server here: it runs without it"),
+                    format!("agent `{agent_id}` {why}: it runs without the return channel"),
                 );
                 false
             }
@@ -635,6 +641,9 @@ impl Engine {
         let mut cmd = tokio::process::Command::new(&self.settings.supervisor_exe);
         cmd.args(sargs.to_argv())
             .current_dir(&workdir)
+            // [V] opencode takes its working directory from PWD, which the daemon inherited
+            // from wherever it was started: left alone, the agent edits that directory.
+            .env("PWD", &workdir)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .env_remove("NOTIFY_SOCKET")
@@ -1577,8 +1586,8 @@ impl Engine {
                     Some(answer) if !delivered => self.deliver_permission(&record, qid, &answer),
                     Some(_) => {}
                     None => {
-                        let deadline = (q.asked_ms + self.settings.permission_timeout.as_millis() as i64)
-                            .min(run.deadline_ms);
+                        let deadline =
+                            (q.asked_ms + self.settings.permission_timeout.as_millis() as i64).min(run.deadline_ms);
                         run.permission_deadlines.push((qid.to_owned(), deadline));
                     }
                 }

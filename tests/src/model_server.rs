@@ -1,8 +1,9 @@
 //! A scripted model server on 127.0.0.1 for the real-CLI tests.
 //!
-//! It speaks the two streaming wires the real CLIs use against a custom base URL:
-//! Anthropic Messages SSE (`POST /v1/messages`, claude) and OpenAI Responses SSE
-//! (`POST /v1/responses`, codex). Each model request takes the next [`Reply`] of the script;
+//! It speaks the three streaming wires the real CLIs use against a custom base URL:
+//! Anthropic Messages SSE (`POST /v1/messages`: claude, and copilot and opencode with an
+//! anthropic provider), OpenAI Responses SSE (`POST /v1/responses`: codex) and Gemini SSE
+//! (`POST /v1beta/models/<model>:streamGenerateContent?alt=sse`: gemini). Each model request takes the next [`Reply`] of the script;
 //! when the script runs out, the model says [`ModelServer::FALLBACK_TEXT`] and ends its turn.
 //! Every request is logged, so a test can assert what the CLI sent back (a tool result carrying
 //! the orchestrator's answer, the earlier turns of a resumed session).
@@ -129,6 +130,11 @@ impl ModelServer {
         self.lock().script.extend(replies);
     }
 
+    /// Replaces what is left of the script.
+    pub fn set_script(&self, replies: Vec<Reply>) {
+        self.lock().script = replies.into();
+    }
+
     /// Every request received so far.
     pub fn requests(&self) -> Vec<Request> {
         self.lock().log.clone()
@@ -210,20 +216,30 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             Some(reply) if request.path.starts_with("/v1/messages") => {
                 write_anthropic(&mut writer, &request, &reply, id)?
             }
+            Some(reply) if request.path.contains(":streamGenerateContent") => {
+                write_gemini(&mut writer, &request, &reply)?
+            }
             Some(reply) => write_responses(&mut writer, &request, &reply, id)?,
-            None => write_plain(&mut writer, 404, &json!({"error": {"message": "not scripted"}}))?,
+            None => write_side(&mut writer, &request, id)?,
         }
     }
     Ok(())
 }
 
+/// Whether a request is a turn of the agent's model, which takes the next scripted reply. Side
+/// requests (opencode's title, gemini's model router, token counts) get a fixed answer instead,
+/// so that a script counts only the agent's turns.
 fn is_model_request(r: &Request) -> bool {
     if r.method != "POST" {
         return false;
     }
     let path = r.path.split('?').next().unwrap_or_default();
-    // claude counts tokens on a side path; only the streaming calls take script replies.
-    matches!(path, "/v1/messages" | "/v1/responses") && r.body.get("stream") != Some(&Value::Bool(false))
+    let has_tools = r.body.get("tools").and_then(Value::as_array).is_some_and(|t| !t.is_empty());
+    let streaming = r.body.get("stream") != Some(&Value::Bool(false));
+    match path {
+        "/v1/messages" | "/v1/responses" => streaming && has_tools,
+        _ => path.ends_with(":streamGenerateContent") && has_tools,
+    }
 }
 
 fn read_request(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<Request>> {
@@ -292,6 +308,36 @@ fn write_plain(w: &mut TcpStream, status: u16, body: &Value) -> std::io::Result<
         body.len()
     )?;
     w.flush()
+}
+
+/// The answer to a side request: a short text in the wire it asked in.
+fn write_side(w: &mut TcpStream, r: &Request, id: u64) -> std::io::Result<()> {
+    let path = r.path.split('?').next().unwrap_or_default();
+    if r.method != "POST" {
+        write_plain(w, 404, &json!({"error": {"message": "not scripted"}}))
+    } else if path == "/v1/messages" && r.body.get("stream") == Some(&Value::Bool(true)) {
+        write_anthropic(w, r, &Reply::text("A scripted conversation"), id)
+    } else if path == "/v1/messages" {
+        write_plain(
+            w,
+            200,
+            &json!({"id": format!("msg_side{id}"), "type": "message", "role": "assistant", "model": model_of(r),
+                "content": [{"type": "text", "text": "A scripted conversation"}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 1, "output_tokens": 1}}),
+        )
+    } else if path.ends_with(":generateContent") {
+        // gemini's router asks which model to use; any well-formed answer will do.
+        let text = json!({"reasoning": "scripted", "model_choice": "flash",
+            "complexity_reasoning": "scripted", "complexity_score": 1})
+        .to_string();
+        write_plain(w, 200, &gemini_chunk(vec![json!({"text": text})]))
+    } else if path.ends_with(":streamGenerateContent") {
+        write_gemini(w, r, &Reply::text("A scripted conversation"))
+    } else if path == "/v1/responses" {
+        write_responses(w, r, &Reply::text("A scripted conversation"), id)
+    } else {
+        write_plain(w, 404, &json!({"error": {"message": "not scripted"}}))
+    }
 }
 
 fn reason(status: u16) -> &'static str {
@@ -430,7 +476,13 @@ fn with_cwd(input: &Value, r: &Request) -> String {
 /// in the system prompt, codex's `<cwd>X</cwd>` environment context.
 fn cwd_of(r: &Request) -> Option<String> {
     let body = r.body_text();
-    for (start, stops) in [("Primary working directory: ", &['\\', '"', '<'][..]), ("<cwd>", &['<', '"', '\\'][..])] {
+    let markers = [
+        ("Primary working directory: ", &['\\', '"', '<'][..]),
+        ("Current working directory: ", &['\\', '"', '<'][..]),
+        ("Working directory: ", &['\\', '"', '<'][..]),
+        ("<cwd>", &['<', '"', '\\'][..]),
+    ];
+    for (start, stops) in markers {
         if let Some(i) = body.find(start) {
             let rest = &body[i + start.len()..];
             let end = rest.find(stops).unwrap_or(rest.len());
@@ -438,4 +490,37 @@ fn cwd_of(r: &Request) -> Option<String> {
         }
     }
     None
+}
+
+/// One Gemini `GenerateContentResponse` holding `parts`.
+fn gemini_chunk(parts: Vec<Value>) -> Value {
+    json!({"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 24, "candidatesTokenCount": 10, "totalTokenCount": 34},
+        "modelVersion": "scripted"})
+}
+
+fn write_gemini(w: &mut TcpStream, r: &Request, reply: &Reply) -> std::io::Result<()> {
+    let parts = match reply {
+        Reply::Error { status, message } => {
+            let kind = match status {
+                401 => "UNAUTHENTICATED",
+                429 => "RESOURCE_EXHAUSTED",
+                _ => "INTERNAL",
+            };
+            return write_plain(w, *status, &json!({"error": {"code": status, "message": message, "status": kind}}));
+        }
+        Reply::Text(t) => vec![json!({"text": t})],
+        Reply::Tool { name, input } => {
+            let args: Value = serde_json::from_str(&with_cwd(input, r)).unwrap_or_default();
+            vec![json!({"functionCall": {"name": name, "args": args}})]
+        }
+        Reply::ResponsesItem(item) => vec![item.clone()],
+    };
+    let body = format!("data: {}\r\n\r\n", gemini_chunk(parts));
+    write!(
+        w,
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    w.flush()
 }

@@ -1,10 +1,15 @@
-//! The real `claude` and `codex` CLIs, installed from the npm registry into `tests/real-clis`
-//! (`npm ci --prefix tests/real-clis`, which `.ci/run` does), driven through `caesar-mcp` by an
-//! MCP client against a real daemon, with the model replaced by the scripted server of
-//! `caesar_tests::model_server` on 127.0.0.1.
+//! The real `claude`, `codex`, `gemini`, `opencode` and `copilot` CLIs, installed from the npm
+//! registry into `tests/real-clis` (`npm ci --prefix tests/real-clis`, which `.ci/run` does),
+//! driven through `caesar-mcp` by an MCP client against a real daemon, with the model replaced by
+//! the scripted server of `caesar_tests::model_server` on 127.0.0.1.
 //!
-//! Each test isolates the CLIs: their own HOME, CLAUDE_CONFIG_DIR and CODEX_HOME, a proxy on a
-//! dead loopback port so that no request leaves the machine, and no retries. caesar finds the
+//! claude and codex go through every scenario of the real-CLI issue. gemini, opencode and
+//! copilot go through the ones their CLIs can take here: a write in a worktree, a fenced report,
+//! a question over the return channel and an auth failure (plus a rate limit for opencode and
+//! copilot; gemini retries a 429 for minutes whatever it is told).
+//!
+//! Each test isolates the CLIs: their own HOME, CLAUDE_CONFIG_DIR, CODEX_HOME and XDG dirs, a
+//! proxy on a dead loopback port so that no request leaves the machine, and no retries. caesar finds the
 //! binaries through the project's `[bin]` config, never through PATH.
 //!
 //! Run with `CAESAR_UPDATE_CAPTURES=1` to save each run's stream under
@@ -34,6 +39,9 @@ const TASK_LIMIT_MS: u64 = 90_000;
 enum Cli {
     Claude,
     Codex,
+    Gemini,
+    Opencode,
+    Copilot,
 }
 
 impl Cli {
@@ -41,6 +49,9 @@ impl Cli {
         match self {
             Cli::Claude => "claude",
             Cli::Codex => "codex",
+            Cli::Gemini => "gemini",
+            Cli::Opencode => "opencode",
+            Cli::Copilot => "copilot",
         }
     }
 
@@ -67,6 +78,9 @@ impl Cli {
                 let body: String = content.lines().map(|l| format!("+{l}\n")).collect();
                 patch(&format!("*** Add File: {path}\n{body}"))
             }
+            Cli::Gemini => Reply::tool("write_file", json!({"file_path": path, "content": content})),
+            Cli::Opencode => Reply::tool("write", json!({"filePath": format!("{{cwd}}/{path}"), "content": content})),
+            Cli::Copilot => Reply::tool("create", json!({"path": format!("{{cwd}}/{path}"), "file_text": content})),
         }
     }
 
@@ -78,6 +92,16 @@ impl Cli {
                 json!({"file_path": format!("{{cwd}}/{path}"), "old_string": old, "new_string": new}),
             ),
             Cli::Codex => patch(&format!("*** Update File: {path}\n@@\n-{old}\n+{new}\n")),
+            Cli::Gemini => Reply::tool(
+                "replace",
+                json!({"file_path": path, "old_string": old, "new_string": new, "instruction": "greet the world"}),
+            ),
+            Cli::Opencode => {
+                Reply::tool("edit", json!({"filePath": format!("{{cwd}}/{path}"), "oldString": old, "newString": new}))
+            }
+            Cli::Copilot => {
+                Reply::tool("edit", json!({"path": format!("{{cwd}}/{path}"), "old_str": old, "new_str": new}))
+            }
         }
     }
 
@@ -85,6 +109,9 @@ impl Cli {
         match self {
             Cli::Claude => Reply::tool("Bash", json!({"command": command, "description": "run a command"})),
             Cli::Codex => Reply::tool("exec_command", json!({"cmd": command})),
+            Cli::Gemini => Reply::tool("run_shell_command", json!({"command": command})),
+            Cli::Opencode => Reply::tool("bash", json!({"command": command, "description": "run a command"})),
+            Cli::Copilot => Reply::tool("bash", json!({"command": command, "description": "run a command"})),
         }
     }
 
@@ -97,6 +124,10 @@ impl Cli {
             Cli::Codex => Reply::ResponsesItem(json!({
                 "type": "function_call", "id": format!("fc_{tool}"), "call_id": format!("call_{tool}"),
                 "namespace": "mcp__caesar", "name": tool, "arguments": input.to_string(), "status": "completed"})),
+            // [V] captures-local/gemini-mcp.jsonl, opencode-mcp.jsonl, copilot-mcp.jsonl.
+            Cli::Gemini => Reply::tool(&format!("mcp_caesar_{tool}"), input),
+            Cli::Opencode => Reply::tool(&format!("caesar_{tool}"), input),
+            Cli::Copilot => Reply::tool(&format!("caesar-{tool}"), input),
         }
     }
 }
@@ -151,9 +182,26 @@ impl Rig {
         let home = homes.path().join("home");
         let codex_home = homes.path().join("codex");
         let claude_config = homes.path().join("claude");
-        for d in [&home, &codex_home, &claude_config] {
+        let xdg_config = home.join(".config");
+        for d in [&home, &codex_home, &claude_config, &xdg_config.join("opencode"), &home.join(".gemini")] {
             std::fs::create_dir_all(d).unwrap();
         }
+        // gemini: an API key against the base URL, no folder trust prompt, no usage statistics.
+        std::fs::write(
+            home.join(".gemini/settings.json"),
+            json!({"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
+                "privacy": {"usageStatisticsEnabled": false}, "general": {"maxAttempts": 1}})
+            .to_string(),
+        )
+        .unwrap();
+        // opencode: its built-in anthropic provider, pointed at the server.
+        std::fs::write(
+            xdg_config.join("opencode/opencode.json"),
+            json!({"model": "anthropic/claude-sonnet-4-5",
+                "provider": {"anthropic": {"options": {"baseURL": format!("{}/v1", server.url()), "apiKey": "test-key-1"}}}})
+            .to_string(),
+        )
+        .unwrap();
         std::fs::write(
             codex_home.join("config.toml"),
             format!(
@@ -170,14 +218,36 @@ impl Rig {
             ("CLAUDE_CONFIG_DIR", claude_config.display().to_string()),
             ("CODEX_HOME", codex_home.display().to_string()),
             ("ANTHROPIC_BASE_URL", url),
-            ("ANTHROPIC_API_KEY", "fake-key".to_owned()),
+            ("ANTHROPIC_API_KEY", "test-key-1".to_owned()),
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
-            ("FAKE_KEY", "fake-key".to_owned()),
+            ("FAKE_KEY", "test-key-1".to_owned()),
             // Anything but the model server goes to a dead port.
             ("HTTP_PROXY", "http://127.0.0.1:9".to_owned()),
             ("HTTPS_PROXY", "http://127.0.0.1:9".to_owned()),
             ("NO_PROXY", "127.0.0.1,localhost".to_owned()),
             ("CAESAR_PERMISSION_TIMEOUT_MS", "60000".to_owned()),
+            ("XDG_CONFIG_HOME", xdg_config.display().to_string()),
+            ("XDG_DATA_HOME", home.join(".local/share").display().to_string()),
+            ("XDG_CACHE_HOME", home.join(".cache").display().to_string()),
+            ("XDG_STATE_HOME", home.join(".local/state").display().to_string()),
+            // gemini [V]: the base URL with a key; no self-relaunch (which would escape the tree).
+            ("GOOGLE_GEMINI_BASE_URL", server.url()),
+            ("GEMINI_API_KEY", "test-key-1".to_owned()),
+            ("GEMINI_CLI_NO_RELAUNCH", "true".to_owned()),
+            // opencode [V]: nothing fetched at start; its plugin install hits a dead registry.
+            ("OPENCODE_DISABLE_MODELS_FETCH", "1".to_owned()),
+            ("OPENCODE_DISABLE_AUTOUPDATE", "1".to_owned()),
+            ("OPENCODE_DISABLE_LSP_DOWNLOAD", "true".to_owned()),
+            ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "true".to_owned()),
+            ("npm_config_registry", "http://127.0.0.1:9".to_owned()),
+            // copilot [V]: bring-your-own-key on the Anthropic wire, offline from GitHub. (A key
+            // that is a word would be masked in its output.)
+            ("COPILOT_PROVIDER_BASE_URL", server.url()),
+            ("COPILOT_PROVIDER_TYPE", "anthropic".to_owned()),
+            ("COPILOT_PROVIDER_API_KEY", "test-key-1".to_owned()),
+            ("COPILOT_MODEL", "claude-sonnet-4-5".to_owned()),
+            ("COPILOT_OFFLINE", "true".to_owned()),
+            ("COPILOT_AUTO_UPDATE", "false".to_owned()),
         ]
         .into_iter()
         .map(|(k, v)| (k, v.to_string()))
@@ -348,9 +418,13 @@ async fn write_task_in_a_worktree(cli: Cli) {
     let t = rig.finish(&id).await;
     let report = report_of(&t);
     assert_eq!(report["status"], "success", "{t}\n{}", rig.debug(&id));
-    assert_eq!(report["changes_verified_by"], "git", "{report}");
+    assert_eq!(report["changes_verified_by"], "git", "{report}\n{}", rig.debug(&id));
     let changes = report["changes"].as_array().unwrap();
-    assert!(changes.iter().any(|c| c["path"] == "hello.txt" && c["action"] == "created"), "{report}");
+    assert!(
+        changes.iter().any(|c| c["path"] == "hello.txt" && c["action"] == "created"),
+        "{report}\n{}",
+        rig.debug(&id)
+    );
     assert!(!rig.env.project.path().join("hello.txt").exists(), "a worktree task leaves the main tree alone");
 
     let diff = rig.ok("caesar_diff", json!({"task_id": id})).await;
@@ -379,6 +453,7 @@ async fn read_only_refuses_a_write(cli: Cli) {
     let write = match cli {
         Cli::Claude => cli.create("nope.txt", "should not exist\n"),
         Cli::Codex => cli.shell("echo should not exist > nope.txt"),
+        other => panic!("the read-only scenario is written for claude and codex, not {other:?}"),
     };
     let rig = Rig::start(cli, vec![write, Reply::text("I could not write nope.txt.")]).await;
     let id = rig.delegate("Write nope.txt.", json!({"mode": "read-only"})).await;
@@ -401,6 +476,7 @@ async fn read_only_refuses_a_write(cli: Cli) {
             assert!(last.contains("Read-only file system"), "the sandbox refused it: {}", rig.debug(&id));
             assert!(said.contains("could not write nope.txt"), "the report says so: {report}");
         }
+        _ => unreachable!(),
     }
 }
 
@@ -514,7 +590,20 @@ async fn codex_ask_orchestrator_answer_reaches_the_model() {
 // ------------------------------------------------------------------ 5. 401 and 429
 
 async fn api_errors_block(cli: Cli) {
-    let rig = Rig::start(cli, vec![Reply::error(401, "invalid x-api-key")]).await;
+    let rig = auth_error_blocks(cli).await;
+    // opencode and copilot retry a 429 (at once, given `retry-after: 0`): every try gets one.
+    rig.server.set_script(vec![Reply::error(429, "slow down"); 10]);
+    let id = rig.delegate("Say hello again.", json!({"mode": "read-only"})).await;
+    let t = rig.finish(&id).await;
+    let r = report_of(&t);
+    assert_eq!(r["status"], "blocked", "{t}\n{}", rig.debug(&id));
+    assert!(r.to_string().contains("rate_limit"), "{r}");
+}
+
+/// A 401 ends the task `blocked` on auth, fast. Returns the rig for a next scenario.
+async fn auth_error_blocks(cli: Cli) -> Rig {
+    // copilot retries a 401 once ("transient_auth_error"): every try gets one.
+    let rig = Rig::start(cli, vec![Reply::error(401, "invalid x-api-key"); 5]).await;
     let started = Instant::now();
     let id = rig.delegate("Say hello.", json!({"mode": "read-only"})).await;
     let t = rig.finish(&id).await;
@@ -522,13 +611,7 @@ async fn api_errors_block(cli: Cli) {
     let r = report_of(&t);
     assert_eq!(r["status"], "blocked", "{t}\n{}", rig.debug(&id));
     assert!(r.to_string().contains("auth"), "{r}");
-
-    rig.server.push(vec![Reply::error(429, "slow down")]);
-    let id = rig.delegate("Say hello again.", json!({"mode": "read-only"})).await;
-    let t = rig.finish(&id).await;
-    let r = report_of(&t);
-    assert_eq!(r["status"], "blocked", "{t}\n{}", rig.debug(&id));
-    assert!(r.to_string().contains("rate_limit"), "{r}");
+    rig
 }
 
 #[tokio::test]
@@ -669,7 +752,8 @@ async fn claude_permission_prompt_survives_a_daemon_sigkill() {
     let cli = Cli::Claude;
     let command = "python3 -c \"open('after_restart.txt','w').write('still allowed')\"";
     let mut rig = Rig::start(cli, vec![cli.shell(command), Reply::text("Wrote it after all.")]).await;
-    let id = rig.delegate("Write after_restart.txt with python.", json!({"mode": "write", "isolation": "worktree"})).await;
+    let id =
+        rig.delegate("Write after_restart.txt with python.", json!({"mode": "write", "isolation": "worktree"})).await;
     let t = rig.attention(&id).await;
     let qid = t["pending_questions"][0]["question_id"].as_str().unwrap_or_else(|| panic!("{t}")).to_owned();
     let claude_pids = rig.processes_of(&id);
@@ -682,4 +766,81 @@ async fn claude_permission_prompt_survives_a_daemon_sigkill() {
     let t = rig.finish(&id).await;
     assert_eq!(report_of(&t)["status"], "success", "{t}\n{}", rig.debug(&id));
     assert!(report_of(&t)["changes"].to_string().contains("after_restart.txt"), "{t}");
+}
+
+// ------------------------------------------------------------------ gemini, opencode, copilot
+
+#[tokio::test]
+async fn gemini_write_task_in_a_worktree_is_verified_and_applied() {
+    write_task_in_a_worktree(Cli::Gemini).await;
+}
+
+#[tokio::test]
+async fn gemini_report_arrives_in_a_fenced_block() {
+    report_in_a_fenced_block(Cli::Gemini).await;
+}
+
+/// gemini takes per-run MCP servers only from settings files: the user's (global, shared by
+/// every run), the project's (the user's tree), or a system file that must sit in a root-owned
+/// directory. caesar writes none of them for one task, so `channel: true` is a warning, and the
+/// task runs without the channel.
+#[tokio::test]
+async fn gemini_channel_is_a_warning_and_the_task_runs_without_it() {
+    let cli = Cli::Gemini;
+    let rig = Rig::start(cli, vec![Reply::text("Done without the channel.")]).await;
+    let mut args = json!({"objective": "Say hello.", "agent": "gemini", "mode": "read-only", "channel": true});
+    args["timeout"] = json!(TASK_LIMIT_MS);
+    let d = rig.ok("caesar_delegate", args).await;
+    let warning = d["warnings"]["channel_warning"].as_str().or_else(|| d["channel_warning"].as_str());
+    assert!(warning.is_some_and(|w| w.contains("settings files")), "{d}");
+    let id = d["task_id"].as_str().unwrap();
+    let t = rig.finish(id).await;
+    assert_eq!(report_of(&t)["status"], "success", "{t}");
+    let tools = rig.server.model_requests()[0].body_text();
+    assert!(!tools.contains("ask_orchestrator"), "no channel tool was offered");
+}
+
+#[tokio::test]
+async fn gemini_401_blocks_on_auth() {
+    auth_error_blocks(Cli::Gemini).await;
+}
+
+#[tokio::test]
+async fn opencode_write_task_in_a_worktree_is_verified_and_applied() {
+    write_task_in_a_worktree(Cli::Opencode).await;
+}
+
+#[tokio::test]
+async fn opencode_report_arrives_in_a_fenced_block() {
+    report_in_a_fenced_block(Cli::Opencode).await;
+}
+
+#[tokio::test]
+async fn opencode_ask_orchestrator_answer_reaches_the_model() {
+    ask_orchestrator_answer_reaches_the_model(Cli::Opencode).await;
+}
+
+#[tokio::test]
+async fn opencode_401_blocks_on_auth_and_429_on_rate_limit() {
+    api_errors_block(Cli::Opencode).await;
+}
+
+#[tokio::test]
+async fn copilot_write_task_in_a_worktree_is_verified_and_applied() {
+    write_task_in_a_worktree(Cli::Copilot).await;
+}
+
+#[tokio::test]
+async fn copilot_report_arrives_in_a_fenced_block() {
+    report_in_a_fenced_block(Cli::Copilot).await;
+}
+
+#[tokio::test]
+async fn copilot_ask_orchestrator_answer_reaches_the_model() {
+    ask_orchestrator_answer_reaches_the_model(Cli::Copilot).await;
+}
+
+#[tokio::test]
+async fn copilot_401_blocks_on_auth_and_429_on_rate_limit() {
+    api_errors_block(Cli::Copilot).await;
 }

@@ -1478,6 +1478,27 @@ fn real_captures_blockers_files_and_tools() {
             channel.tools()
         );
     }
+    for cli in ["gemini", "opencode", "copilot"] {
+        let auth = replay(
+            cli,
+            &format!(
+                "captures-real/{cli}-401_blocks_on_auth{}",
+                if cli == "gemini" { "" } else { "_and_429_on_rate_limit" }
+            ),
+        );
+        assert!(auth.blocker_kinds().contains(&Auth), "{cli} 401: {:?}", auth.blockers);
+        let write = replay(cli, &format!("captures-real/{cli}-write_task_in_a_worktree_is_verified_and_applied"));
+        assert!(write.files().iter().any(|(p, _)| p.ends_with("hello.txt")), "{cli}: {:?}", write.files());
+        assert!(
+            write.final_text.as_deref().is_some_and(|t| t.contains("greeted the world")),
+            "{cli}: {:?}",
+            write.final_text
+        );
+    }
+    for cli in ["opencode", "copilot"] {
+        let rate = replay(cli, &format!("captures-real/{cli}-401_blocks_on_auth_and_429_on_rate_limit-2"));
+        assert!(rate.blocker_kinds().contains(&RateLimit), "{cli} 429: {:?}", rate.blockers);
+    }
     let denied = replay("claude", "captures-real/claude-read_only_task_is_refused_a_write_and_says_so");
     assert!(denied.blocker_kinds().contains(&Permission), "{:?}", denied.blockers);
 }
