@@ -480,6 +480,7 @@ fn cwd_of(r: &Request) -> Option<String> {
         ("Primary working directory: ", &['\\', '"', '<'][..]),
         ("Current working directory: ", &['\\', '"', '<'][..]),
         ("Working directory: ", &['\\', '"', '<'][..]),
+        ("I'm currently working in the directory: ", &['\\', '"', '<'][..]),
         ("<cwd>", &['<', '"', '\\'][..]),
     ];
     for (start, stops) in markers {

@@ -3,10 +3,11 @@
 //! driven through `caesar-mcp` by an MCP client against a real daemon, with the model replaced by
 //! the scripted server of `caesar_tests::model_server` on 127.0.0.1.
 //!
-//! claude and codex go through every scenario of the real-CLI issue. gemini, opencode and
-//! copilot go through the ones their CLIs can take here: a write in a worktree, a fenced report,
-//! a question over the return channel and an auth failure (plus a rate limit for opencode and
-//! copilot; gemini retries a 429 for minutes whatever it is told).
+//! claude and codex go through every scenario of the real-CLI issue. gemini, opencode, copilot
+//! and qwen go through the ones their CLIs can take here: a write in a worktree, a fenced report,
+//! a question over the return channel (opencode, copilot; gemini and qwen read MCP servers only
+//! from settings files, so they get a channel warning) and an auth failure (plus a rate limit
+//! for opencode and copilot; gemini retries a 429 for minutes whatever it is told).
 //!
 //! Each test isolates the CLIs: their own HOME, CLAUDE_CONFIG_DIR, CODEX_HOME and XDG dirs, a
 //! proxy on a dead loopback port so that no request leaves the machine, and no retries. caesar finds the
@@ -42,6 +43,7 @@ enum Cli {
     Gemini,
     Opencode,
     Copilot,
+    Qwen,
 }
 
 impl Cli {
@@ -52,6 +54,7 @@ impl Cli {
             Cli::Gemini => "gemini",
             Cli::Opencode => "opencode",
             Cli::Copilot => "copilot",
+            Cli::Qwen => "qwen",
         }
     }
 
@@ -81,6 +84,7 @@ impl Cli {
             Cli::Gemini => Reply::tool("write_file", json!({"file_path": path, "content": content})),
             Cli::Opencode => Reply::tool("write", json!({"filePath": format!("{{cwd}}/{path}"), "content": content})),
             Cli::Copilot => Reply::tool("create", json!({"path": format!("{{cwd}}/{path}"), "file_text": content})),
+            Cli::Qwen => Reply::tool("write_file", json!({"file_path": format!("{{cwd}}/{path}"), "content": content})),
         }
     }
 
@@ -102,6 +106,10 @@ impl Cli {
             Cli::Copilot => {
                 Reply::tool("edit", json!({"path": format!("{{cwd}}/{path}"), "old_str": old, "new_str": new}))
             }
+            Cli::Qwen => Reply::tool(
+                "edit",
+                json!({"file_path": format!("{{cwd}}/{path}"), "old_string": old, "new_string": new}),
+            ),
         }
     }
 
@@ -112,6 +120,7 @@ impl Cli {
             Cli::Gemini => Reply::tool("run_shell_command", json!({"command": command})),
             Cli::Opencode => Reply::tool("bash", json!({"command": command, "description": "run a command"})),
             Cli::Copilot => Reply::tool("bash", json!({"command": command, "description": "run a command"})),
+            Cli::Qwen => Reply::tool("run_shell_command", json!({"command": command})),
         }
     }
 
@@ -128,6 +137,8 @@ impl Cli {
             Cli::Gemini => Reply::tool(&format!("mcp_caesar_{tool}"), input),
             Cli::Opencode => Reply::tool(&format!("caesar_{tool}"), input),
             Cli::Copilot => Reply::tool(&format!("caesar-{tool}"), input),
+            // qwen, like gemini, takes MCP servers only from settings files: no channel here.
+            Cli::Qwen => unreachable!("qwen runs without the return channel"),
         }
     }
 }
@@ -183,7 +194,14 @@ impl Rig {
         let codex_home = homes.path().join("codex");
         let claude_config = homes.path().join("claude");
         let xdg_config = home.join(".config");
-        for d in [&home, &codex_home, &claude_config, &xdg_config.join("opencode"), &home.join(".gemini")] {
+        for d in [
+            &home,
+            &codex_home,
+            &claude_config,
+            &xdg_config.join("opencode"),
+            &home.join(".gemini"),
+            &home.join(".qwen"),
+        ] {
             std::fs::create_dir_all(d).unwrap();
         }
         // gemini: an API key against the base URL, no folder trust prompt, no usage statistics.
@@ -192,6 +210,13 @@ impl Rig {
             json!({"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
                 "privacy": {"usageStatisticsEnabled": false}, "general": {"maxAttempts": 1}})
             .to_string(),
+        )
+        .unwrap();
+        // qwen: its anthropic auth type (ANTHROPIC_BASE_URL, as claude).
+        std::fs::write(
+            home.join(".qwen/settings.json"),
+            json!({"security": {"auth": {"selectedType": "anthropic"}}, "model": {"name": "claude-sonnet-4-5"}})
+                .to_string(),
         )
         .unwrap();
         // opencode: its built-in anthropic provider, pointed at the server.
@@ -843,4 +868,19 @@ async fn copilot_ask_orchestrator_answer_reaches_the_model() {
 #[tokio::test]
 async fn copilot_401_blocks_on_auth_and_429_on_rate_limit() {
     api_errors_block(Cli::Copilot).await;
+}
+
+#[tokio::test]
+async fn qwen_write_task_in_a_worktree_is_verified_and_applied() {
+    write_task_in_a_worktree(Cli::Qwen).await;
+}
+
+#[tokio::test]
+async fn qwen_report_arrives_in_a_fenced_block() {
+    report_in_a_fenced_block(Cli::Qwen).await;
+}
+
+#[tokio::test]
+async fn qwen_401_blocks_on_auth() {
+    auth_error_blocks(Cli::Qwen).await;
 }

@@ -130,7 +130,9 @@ pub(super) struct ClaudeParser {
     file_targets: HashMap<String, String>,
 }
 
-const FILE_TOOLS: &[&str] = &["Write", "Edit", "MultiEdit", "NotebookEdit"];
+/// File-editing tools: claude's, and qwen's ([V] qwen 0.24.4 `write_file` and `edit`, both with
+/// `file_path`), which share this parser.
+const FILE_TOOLS: &[&str] = &["Write", "Edit", "MultiEdit", "NotebookEdit", "write_file", "edit"];
 
 impl LineParser for ClaudeParser {
     fn parse_line(&mut self, line: &str, _stream: Stream) -> Parsed {

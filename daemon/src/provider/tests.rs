@@ -1423,8 +1423,9 @@ fn specs_are_consistent() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// captures-real: streams of the real claude 2.1.197 and codex 0.171.0 that tests/real_clis.rs
-// saved (CAESAR_UPDATE_CAPTURES=1). Regenerated when the pinned CLIs move, so these follow them.
+// captures-real: streams of the real claude 2.1.197, codex 0.171.0, gemini 0.61.0, opencode
+// 1.18.33, copilot 1.0.102 and qwen 0.24.4 that tests/real_clis.rs saved
+// (CAESAR_UPDATE_CAPTURES=1). Regenerated when the pinned CLIs move, so these follow them.
 
 /// Every line of every real capture is understood: JSON the parser knows, or the few plain lines
 /// these CLIs print (codex's stdin notice and tracing lines).
@@ -1478,12 +1479,12 @@ fn real_captures_blockers_files_and_tools() {
             channel.tools()
         );
     }
-    for cli in ["gemini", "opencode", "copilot"] {
+    for cli in ["gemini", "opencode", "copilot", "qwen"] {
         let auth = replay(
             cli,
             &format!(
                 "captures-real/{cli}-401_blocks_on_auth{}",
-                if cli == "gemini" { "" } else { "_and_429_on_rate_limit" }
+                if matches!(cli, "gemini" | "qwen") { "" } else { "_and_429_on_rate_limit" }
             ),
         );
         assert!(auth.blocker_kinds().contains(&Auth), "{cli} 401: {:?}", auth.blockers);
