@@ -499,22 +499,18 @@ impl Store {
         let mut stmt = conn.prepare_cached(
             "SELECT task_id, question_id, question, options, asked_ms, answer, delivered FROM questions WHERE task_id = ?1 AND question_id = ?2",
         )?;
-        Ok(stmt
-            .query_row([task_id, question_id], |r| {
-                let options: String = r.get(3)?;
-                Ok((
-                    QuestionRecord {
-                        task_id: r.get(0)?,
-                        question_id: r.get(1)?,
-                        question: r.get(2)?,
-                        options: serde_json::from_str(&options).unwrap_or_default(),
-                        asked_ms: r.get(4)?,
-                        answer: r.get(5)?,
-                    },
-                    r.get(6)?,
-                ))
-            })
-            .optional()?)
+        Ok(stmt.query_row([task_id, question_id], question_from_row).optional()?)
+    }
+
+    /// Every question of a task, answered or not, oldest first, each with
+    /// whether its answer was delivered (for audits: doctor, the soak test).
+    pub fn questions(&self, task_id: &str) -> Result<Vec<(QuestionRecord, bool)>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT task_id, question_id, question, options, asked_ms, answer, delivered FROM questions WHERE task_id = ?1 ORDER BY asked_ms, question_id",
+        )?;
+        let rows = stmt.query_map([task_id], question_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// Answers a question if it has no answer yet. Of two concurrent
@@ -542,6 +538,23 @@ impl Store {
         let verdict: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
         if verdict == "ok" { Ok(()) } else { Err(Error::Internal(format!("store integrity check: {verdict}"))) }
     }
+}
+
+/// A `questions` row selected as `task_id, question_id, question, options,
+/// asked_ms, answer, delivered`.
+fn question_from_row(r: &Row<'_>) -> rusqlite::Result<(QuestionRecord, bool)> {
+    let options: String = r.get(3)?;
+    Ok((
+        QuestionRecord {
+            task_id: r.get(0)?,
+            question_id: r.get(1)?,
+            question: r.get(2)?,
+            options: serde_json::from_str(&options).unwrap_or_default(),
+            asked_ms: r.get(4)?,
+            answer: r.get(5)?,
+        },
+        r.get(6)?,
+    ))
 }
 
 fn task_from_row(r: &Row<'_>) -> rusqlite::Result<TaskRecord> {
@@ -680,6 +693,31 @@ mod tests {
         Connection::open(&path).unwrap().pragma_update(None, "user_version", 99).unwrap();
         let err = Store::open(&path).unwrap_err().to_string();
         assert!(err.contains("schema version 99"), "{err}");
+    }
+
+    #[test]
+    fn questions_lists_every_question_with_its_answer_and_delivery() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("db")).unwrap();
+        s.insert_task(&sample("t_1")).unwrap();
+        for (qid, at) in [("q_b", 2), ("q_a", 1)] {
+            let q = QuestionRecord {
+                task_id: "t_1".into(),
+                question_id: qid.into(),
+                question: format!("{qid}?"),
+                options: vec!["x".into()],
+                asked_ms: at,
+                answer: None,
+            };
+            s.insert_question(&q).unwrap();
+        }
+        assert!(s.answer_question("t_1", "q_a", "yes", 3).unwrap());
+        s.mark_delivered("t_1", "q_a").unwrap();
+        let qs = s.questions("t_1").unwrap();
+        let got: Vec<_> = qs.iter().map(|(q, d)| (q.question_id.as_str(), q.answer.as_deref(), *d)).collect();
+        assert_eq!(got, [("q_a", Some("yes"), true), ("q_b", None, false)]);
+        assert_eq!(qs[1].0.options, ["x"]);
+        assert!(s.questions("t_2").unwrap().is_empty());
     }
 
     #[test]

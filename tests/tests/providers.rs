@@ -419,9 +419,13 @@ async fn the_channel_is_injected_where_the_cli_can_load_it_and_warned_elsewhere(
     assert_eq!(server["env"]["CAESAR_TASK_ID"], d.task_id.as_str());
     assert!(args.iter().any(|a| a.contains("mcp__caesar__ask_orchestrator")), "{args:?}");
     assert!(args.contains(&"--strict-mcp-config".to_owned()));
-    // The brief tells the agent the tools exist (the argv file holds one
-    // line per argument, and the brief spans lines).
-    assert!(args.join("\n").contains("`ask_orchestrator` (question, options)"));
+    // The brief tells the agent the tools exist. claude reads it on stdin, as
+    // its first stream-json message, which the supervisor writes from
+    // stdin.initial.
+    let initial = std::fs::read_to_string(env.paths.state_dir.join("tasks").join(&d.task_id).join("stdin.initial"))
+        .expect("stdin.initial");
+    assert!(initial.contains("`ask_orchestrator` (question, options)"), "{initial}");
+    assert!(!args.join("\n").contains("ask_orchestrator` (question"), "the prompt is not an argument");
 
     let mut req = env.delegate_request("gemini", "with a channel");
     req.channel = true;

@@ -1,0 +1,27 @@
+//! caesar-soak in small: 20 tasks (quick, slow, and a quarter asking the
+//! orchestrator a question through the return channel) while the daemon is
+//! SIGKILLed and restarted 3 times. Nothing may be lost: every task ends
+//! with its report, its agent ran once, its events are gapless, every
+//! question has its one answer and the agent got it, no process is left.
+//! The binary does the work and the audit (see its doc); a fixed seed keeps
+//! the schedule of kinds, pauses and kills the same from run to run.
+
+use std::process::Command;
+
+#[test]
+#[ignore = "engine: a daemon killed between starting a task's supervisor and recording it loses the `started` \
+            event or starts the agent a second time (recover + schedule); run with --run-ignored all"]
+fn twenty_tasks_survive_three_daemon_sigkills() {
+    let out = Command::new(env!("CARGO_BIN_EXE_caesar-soak"))
+        .args(["--tasks", "20", "--kills", "3", "--seed", "20"])
+        .output()
+        .expect("run caesar-soak");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "caesar-soak found a loss:\n{stdout}{stderr}");
+    assert!(
+        stdout.contains("tasks 20 (10 quick, 5 slow, 5 asking), kills 3, questions 5 (answered 5)"),
+        "the soak ran in full: {stdout}"
+    );
+    assert!(stdout.contains("ok, nothing lost"), "{stdout}");
+}
