@@ -34,7 +34,7 @@ use crate::oacp::{
 use crate::provider::{self, LineParser, Parsed, Stream};
 use crate::report::{self, Ending};
 use crate::resolve::{self, AgentTarget};
-use crate::store::{Outcome, QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
+use crate::store::{Outcome, QuestionRecord, Running, Store, StoredReport, TaskRecord, TaskStatus};
 use crate::supervisor::{self, SuperviseArgs};
 use crate::tail::{self, LogTail};
 use crate::workshop;
@@ -684,9 +684,15 @@ impl Engine {
             }
         };
         let pid = child.id().unwrap_or(0);
-        let start_time = supervisor::process_start_time(pid);
-        self.store.set_running(&record.id, started_ms, pid, start_time, supervisor::boot_id().as_deref())?;
-        let mut run = Run {
+        let boot_id = supervisor::boot_id();
+        let running =
+            Running { started_ms, pid, start_time: supervisor::process_start_time(pid), boot_id: boot_id.as_deref() };
+        let started = EventBody::Started { agent: record.agent.clone(), command: launch.display() };
+        self.emit_with(&record.id, &task_dir, &live, vec![started], |events| {
+            self.store.set_running(&record.id, &running, events)?;
+            Ok(true)
+        })?;
+        let run = Run {
             id: record.id.clone(),
             task_dir: task_dir.clone(),
             tail: LogTail::new(&task_dir.join(supervisor::RAW_LOG), 0),
@@ -702,7 +708,6 @@ impl Engine {
             permission_deadlines: Vec::new(),
             deadline_ms: started_ms + record.timeout_ms as i64,
         };
-        self.emit(&mut run, vec![EventBody::Started { agent: record.agent.clone(), command: launch.display() }])?;
         info!(task_id = %record.id, pid, "task started");
         let engine = self.clone();
         let span = info_span!("task", task_id = %record.id);
@@ -762,7 +767,7 @@ impl Engine {
             duration_ms: 0,
             native: None,
         });
-        self.finish_task(record, TaskStatus::Failed, None, None, Some(why.to_owned()), report)
+        self.finish_task(record, TaskStatus::Failed, None, None, Some(why.to_owned()), report, None)
     }
 
     // ---------------------------------------------------------------- monitor
@@ -800,9 +805,7 @@ impl Engine {
         if let Err(e) = self.pump(&mut run, true) {
             warn!(task_id = %run.id, "reading the agent's last output failed: {e}");
         }
-        if let Err(e) = self.conclude(run) {
-            warn!("ending a task failed: {e}");
-        }
+        self.conclude_until_stored(&mut run).await;
         // A slot is free: start the next queued task.
         self.schedule().await;
     }
@@ -926,6 +929,24 @@ impl Engine {
         bodies: Vec<EventBody>,
         offset: Option<u64>,
     ) -> Result<u64> {
+        self.emit_with(id, task_dir, live, bodies, |records| {
+            self.store.append_events(id, records, offset)?;
+            Ok(true)
+        })
+    }
+
+    /// Numbers a batch of events and hands it to `store`, which writes it in
+    /// the same transaction as the state change it comes with (a task's start
+    /// or end) and says whether it did. Only stored events reach
+    /// `events.jsonl` and the watchers.
+    fn emit_with(
+        &self,
+        id: &str,
+        task_dir: &Path,
+        live: &Live,
+        bodies: Vec<EventBody>,
+        store: impl FnOnce(&[EventRecord]) -> Result<bool>,
+    ) -> Result<u64> {
         let mut next = live.next_seq.lock().unwrap_or_else(|p| p.into_inner());
         let at = rfc3339(now_ms());
         let first = *next;
@@ -940,11 +961,10 @@ impl Engine {
                 body,
             })
             .collect();
-        self.store.append_events(id, &records, offset)?;
-        *next = first + records.len() as u64;
-        if records.is_empty() {
+        if !store(&records)? || records.is_empty() {
             return Ok(first.saturating_sub(1));
         }
+        *next = first + records.len() as u64;
         let mut text = String::new();
         let mut lines = Vec::with_capacity(records.len());
         for r in &records {
@@ -961,7 +981,7 @@ impl Engine {
     }
 
     /// Ends a task whose supervisor is gone: status, report, `finished`.
-    fn conclude(&self, mut run: Run) -> Result<()> {
+    fn conclude(&self, run: &mut Run) -> Result<()> {
         let Some(record) = self.store.task(&run.id)? else {
             return Ok(());
         };
@@ -1036,7 +1056,6 @@ impl Engine {
             summary: report::tail_chars(&recovered.0.summary, 500),
             exit_code: exit.as_ref().and_then(|e| e.exit_code),
         };
-        self.emit(&mut run, vec![finished])?;
         self.finish_task(
             &record,
             status,
@@ -1044,6 +1063,7 @@ impl Engine {
             exit.as_ref().and_then(|e| e.signal),
             error,
             recovered,
+            Some((&run.live, finished)),
         )?;
         info!(task_id = %run.id, status = status.as_str(), "task finished");
         Ok(())
@@ -1091,6 +1111,7 @@ impl Engine {
         signal: Option<i32>,
         error: Option<String>,
         (report, source): (crate::oacp::Report, report::Source),
+        finished: Option<(&Live, EventBody)>,
     ) -> Result<()> {
         let body = serde_json::to_string_pretty(&report).map_err(|e| Error::Internal(e.to_string()))?;
         let outcome = Outcome {
@@ -1105,7 +1126,19 @@ impl Engine {
                 body: body.clone(),
             },
         };
-        self.store.finish(&record.id, &outcome)?;
+        // The `finished` event is stored with the ending, in one transaction:
+        // a task ends once, and its log with it.
+        match finished {
+            Some((live, body)) => {
+                let task_dir = Path::new(&record.task_dir);
+                self.emit_with(&record.id, task_dir, live, vec![body], |events| {
+                    self.store.finish(&record.id, &outcome, events)
+                })?;
+            }
+            None => {
+                self.store.finish(&record.id, &outcome, &[])?;
+            }
+        }
         if let Some(live) = self.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&record.id) {
             live.status.send_replace(status);
         }
@@ -1135,9 +1168,20 @@ impl Engine {
             let supervisor_alive = record.supervisor_pid.is_some_and(|pid| {
                 supervisor::is_same_process_alive(pid, record.supervisor_start, record.boot_id.as_deref())
             });
+            let mut agent = agent;
             if record.supervisor_pid.is_none() && agent.is_none() && !exited {
-                // Queued, never started: the queue starts it below.
-                continue;
+                // Queued, or the previous daemon died between spawning the
+                // supervisor and recording it: a supervisor that runs names
+                // the task in its environment, and soon writes agent.json.
+                if supervisor::processes_of_task(&record.id).is_empty() {
+                    continue;
+                }
+                agent = wait_for_agent_file(&task_dir).await;
+                if agent.is_none() {
+                    // It never got the agent started: start afresh.
+                    supervisor::kill_by_task_env(&record.id);
+                    continue;
+                }
             }
             // Started, but the daemon died before recording the supervisor:
             // the supervisor recorded itself in agent.json.
@@ -1149,6 +1193,25 @@ impl Engine {
             let launch: Option<Launch> = serde_json::from_str(&record.launch_json).ok();
             let live = Live::new(TaskStatus::Running, record.event_count);
             self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(record.id.clone(), live.clone());
+            if record.supervisor_pid.is_none() && supervisor_pid != 0 {
+                // Started but never recorded: record it now (with its
+                // `started` event), or the queue would start it again.
+                let boot_id = supervisor::boot_id();
+                let running = Running {
+                    started_ms: agent.as_ref().map(|a| a.started_ms).unwrap_or_else(now_ms),
+                    pid: supervisor_pid,
+                    start_time: supervisor::process_start_time(supervisor_pid),
+                    boot_id: boot_id.as_deref(),
+                };
+                let started = (record.event_count == 0).then(|| EventBody::Started {
+                    agent: record.agent.clone(),
+                    command: launch.as_ref().map(Launch::display).unwrap_or_default(),
+                });
+                self.emit_with(&record.id, &task_dir, &live, started.into_iter().collect(), |events| {
+                    self.store.set_running(&record.id, &running, events)?;
+                    Ok(true)
+                })?;
+            }
             let run = Run {
                 id: record.id.clone(),
                 task_dir: task_dir.clone(),
@@ -1195,8 +1258,23 @@ impl Engine {
         if let Err(e) = self.pump(&mut run, true) {
             warn!(task_id = %run.id, "reading the agent's output failed: {e}");
         }
-        if let Err(e) = self.conclude(run) {
-            warn!("ending a task failed: {e}");
+        self.conclude_until_stored(&mut run).await;
+    }
+
+    /// Ends the task, retrying with a growing pause while its ending cannot
+    /// be stored (a full disk): a task is never left `running` because one
+    /// write failed. Safe to repeat, since the ending is one transaction.
+    async fn conclude_until_stored(&self, run: &mut Run) {
+        let mut pause = Duration::from_millis(100);
+        loop {
+            match self.conclude(run) {
+                Ok(()) => return,
+                Err(e) => {
+                    warn!(task_id = %run.id, "ending the task failed, retrying in {} ms: {e}", pause.as_millis());
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(10));
+                }
+            }
         }
     }
 
@@ -1951,7 +2029,7 @@ impl Engine {
                     duration_ms: 0,
                     native: None,
                 });
-                self.finish_task(&record, TaskStatus::Cancelled, None, None, None, report)?;
+                self.finish_task(&record, TaskStatus::Cancelled, None, None, None, report, None)?;
                 return Ok((true, TaskStatus::Cancelled));
             }
         }
@@ -2148,4 +2226,15 @@ fn is_permission_question(question_id: &str) -> bool {
 fn is_allow(answer: &str) -> bool {
     let first = answer.trim().split(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or_default();
     matches!(first.to_ascii_lowercase().as_str(), "allow" | "yes" | "y" | "approve")
+}
+
+/// Waits up to 2 s for a starting supervisor to write `agent.json`.
+async fn wait_for_agent_file(task_dir: &Path) -> Option<supervisor::AgentStarted> {
+    for _ in 0..100 {
+        if let Some(agent) = supervisor::read_agent(task_dir) {
+            return Some(agent);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
 }

@@ -186,6 +186,16 @@ pub struct QuestionRecord {
     pub answer: Option<String>,
 }
 
+/// What `set_running` records of a started supervisor.
+#[derive(Debug, Clone)]
+pub struct Running<'a> {
+    pub started_ms: i64,
+    pub pid: u32,
+    /// The supervisor's start time (ticks since boot), to tell it from a reused pid.
+    pub start_time: Option<u64>,
+    pub boot_id: Option<&'a str>,
+}
+
 /// How a task ended, written in one transaction with its report.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -350,19 +360,18 @@ impl Store {
     }
 
     /// Marks a task running with the identity of its supervisor process.
-    pub fn set_running(
-        &self,
-        id: &str,
-        started_ms: i64,
-        pid: u32,
-        start_time: Option<u64>,
-        boot_id: Option<&str>,
-    ) -> Result<()> {
-        let conn = self.lock();
-        conn.execute(
+    /// Records a started task's supervisor, together with `events` (its
+    /// `started` event) in one transaction, so a crash cannot leave a running
+    /// task without it.
+    pub fn set_running(&self, id: &str, running: &Running<'_>, events: &[EventRecord]) -> Result<()> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        tx.execute(
             "UPDATE tasks SET status = 'running', started_ms = ?2, supervisor_pid = ?3, supervisor_start = ?4, boot_id = ?5 WHERE id = ?1",
-            params![id, started_ms, pid, start_time.map(|v| v as i64), boot_id],
+            params![id, running.started_ms, running.pid, running.start_time.map(|v| v as i64), running.boot_id],
         )?;
+        insert_events(&tx, id, events, None)?;
+        tx.commit()?;
         Ok(())
     }
 
@@ -388,28 +397,16 @@ impl Store {
     pub fn append_events(&self, id: &str, events: &[EventRecord], new_offset: Option<u64>) -> Result<()> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
-        {
-            let mut ins = tx.prepare_cached("INSERT INTO events (task_id, seq, line) VALUES (?1, ?2, ?3)")?;
-            for e in events {
-                let line = serde_json::to_string(e).map_err(|e| Error::Internal(e.to_string()))?;
-                ins.execute(params![id, e.seq as i64, line])?;
-            }
-        }
-        let last = match events.last() {
-            Some(e) => Some(serde_json::to_string(e).map_err(|e| Error::Internal(e.to_string()))?),
-            None => None,
-        };
-        tx.execute(
-            "UPDATE tasks SET log_offset = COALESCE(?2, log_offset), event_count = event_count + ?3, last_event = COALESCE(?4, last_event) WHERE id = ?1",
-            params![id, new_offset.map(|o| o as i64), events.len() as i64, last],
-        )?;
+        insert_events(&tx, id, events, new_offset)?;
         tx.commit()?;
         Ok(())
     }
 
-    /// Ends a task: its status and its report, in one transaction. A task
-    /// already ended is left as it is, and `false` is returned.
-    pub fn finish(&self, id: &str, o: &Outcome) -> Result<bool> {
+    /// Ends a task: its status, its report and `events` (its `finished`
+    /// event), in one transaction, so the task ends exactly once and its log
+    /// ends with it. A task already ended is left as it is, nothing is
+    /// written, and `false` is returned.
+    pub fn finish(&self, id: &str, o: &Outcome, events: &[EventRecord]) -> Result<bool> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
         let changed = tx.execute(
@@ -421,6 +418,7 @@ impl Store {
                 "INSERT OR REPLACE INTO reports (task_id, source, status, body, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![id, o.report.source, o.report.status, o.report.body, o.finished_ms],
             )?;
+            insert_events(&tx, id, events, None)?;
         }
         tx.commit()?;
         Ok(changed == 1)
@@ -538,6 +536,35 @@ impl Store {
         let verdict: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
         if verdict == "ok" { Ok(()) } else { Err(Error::Internal(format!("store integrity check: {verdict}"))) }
     }
+}
+
+/// Inserts events and advances the task's counters (and the raw-log offset,
+/// when given) inside `tx`.
+fn insert_events(
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    events: &[EventRecord],
+    new_offset: Option<u64>,
+) -> Result<()> {
+    if events.is_empty() && new_offset.is_none() {
+        return Ok(());
+    }
+    {
+        let mut ins = tx.prepare_cached("INSERT INTO events (task_id, seq, line) VALUES (?1, ?2, ?3)")?;
+        for e in events {
+            let line = serde_json::to_string(e).map_err(|e| Error::Internal(e.to_string()))?;
+            ins.execute(params![id, e.seq as i64, line])?;
+        }
+    }
+    let last = match events.last() {
+        Some(e) => Some(serde_json::to_string(e).map_err(|e| Error::Internal(e.to_string()))?),
+        None => None,
+    };
+    tx.execute(
+        "UPDATE tasks SET log_offset = COALESCE(?2, log_offset), event_count = event_count + ?3, last_event = COALESCE(?4, last_event) WHERE id = ?1",
+        params![id, new_offset.map(|o| o as i64), events.len() as i64, last],
+    )?;
+    Ok(())
 }
 
 /// A `questions` row selected as `task_id, question_id, question, options,
@@ -658,8 +685,9 @@ mod tests {
         {
             let s = Store::open(&path).unwrap();
             s.insert_task(&sample("t_1")).unwrap();
-            s.set_running("t_1", 5, 42, Some(7), Some("boot")).unwrap();
-            s.append_events("t_1", &[event(0), event(1)], Some(120)).unwrap();
+            let running = Running { started_ms: 5, pid: 42, start_time: Some(7), boot_id: Some("boot") };
+            s.set_running("t_1", &running, &[event(0)]).unwrap();
+            s.append_events("t_1", &[event(1)], Some(120)).unwrap();
             let o = Outcome {
                 status: TaskStatus::Succeeded,
                 exit_code: Some(0),
@@ -668,18 +696,19 @@ mod tests {
                 error: None,
                 report: StoredReport { source: "file".into(), status: "success".into(), body: "{}".into() },
             };
-            assert!(s.finish("t_1", &o).unwrap());
-            // A second ending is refused: a finished task never changes.
-            assert!(!s.finish("t_1", &Outcome { status: TaskStatus::Failed, ..o }).unwrap());
+            assert!(s.finish("t_1", &o, &[event(2)]).unwrap());
+            // A second ending is refused, and its events with it: a finished
+            // task never changes, and its log ends once.
+            assert!(!s.finish("t_1", &Outcome { status: TaskStatus::Failed, ..o }, &[event(3)]).unwrap());
         }
         let s = Store::open(&path).unwrap();
         let t = s.task("t_1").unwrap().unwrap();
         assert_eq!(t.status, TaskStatus::Succeeded);
         assert_eq!(t.supervisor_pid, Some(42));
         assert_eq!(t.log_offset, 120);
-        assert_eq!(t.event_count, 2);
-        assert!(t.last_event.unwrap().contains("m1"));
-        assert_eq!(s.events_from("t_1", 1, 10).unwrap().len(), 1);
+        assert_eq!(t.event_count, 3, "started, one event, finished; not the refused ending's");
+        assert!(t.last_event.unwrap().contains("m2"));
+        assert_eq!(s.events_from("t_1", 1, 10).unwrap().len(), 2);
         assert_eq!(s.last_events("t_1", 1).unwrap().len(), 1);
         assert_eq!(s.report("t_1").unwrap().unwrap().source, "file");
         s.integrity_check().unwrap();
@@ -729,7 +758,7 @@ mod tests {
             t.created_ms = i as i64;
             s.insert_task(&t).unwrap();
         }
-        s.set_running("t_b", 1, 1, None, None).unwrap();
+        s.set_running("t_b", &Running { started_ms: 1, pid: 1, start_time: None, boot_id: None }, &[]).unwrap();
         let all: Vec<_> = s.tasks(&[], 10).unwrap().into_iter().map(|t| t.id).collect();
         assert_eq!(all, ["t_c", "t_b", "t_a"]);
         let running = s.tasks(&[TaskStatus::Running], 10).unwrap();

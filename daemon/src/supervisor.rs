@@ -659,21 +659,28 @@ pub fn request_stop(pid: u32) {
 /// went. Used for a task whose supervisor vanished, possibly before it
 /// recorded the agent's pid. Returns how many were signalled.
 pub fn kill_by_task_env(task_id: &str) -> usize {
+    let pids = processes_of_task(task_id);
+    for pid in &pids {
+        #[cfg(unix)]
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), nix::sys::signal::Signal::SIGKILL);
+    }
+    pids.len()
+}
+
+/// Live processes whose environment names the task (`CAESAR_TASK_ID`): its
+/// supervisor, the agent and whatever they started.
+pub fn processes_of_task(task_id: &str) -> Vec<u32> {
     let marker = format!("CAESAR_TASK_ID={task_id}");
     let me = std::process::id();
-    let mut killed = 0;
-    for p in proc_table() {
-        if p.pid == me || p.zombie {
-            continue;
-        }
-        let Ok(environ) = std::fs::read(format!("/proc/{}/environ", p.pid)) else { continue };
-        if environ.split(|&b| b == 0).any(|var| var == marker.as_bytes()) {
-            #[cfg(unix)]
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p.pid as i32), nix::sys::signal::Signal::SIGKILL);
-            killed += 1;
-        }
-    }
-    killed
+    proc_table()
+        .into_iter()
+        .filter(|p| p.pid != me && !p.zombie)
+        .filter(|p| {
+            std::fs::read(format!("/proc/{}/environ", p.pid))
+                .is_ok_and(|environ| environ.split(|&b| b == 0).any(|var| var == marker.as_bytes()))
+        })
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// Kills what may remain of a task whose supervisor vanished: the agent's

@@ -200,7 +200,6 @@ async fn a_full_state_disk_refuses_delegation_clearly_and_loses_nothing() {
 /// A task running when the disk fills cannot store its ending then; once
 /// space is back it must still end, with its report, not stay `running`.
 #[tokio::test]
-#[ignore = "engine: a task whose ending cannot be stored stays running until a restart (monitor does not retry conclude)"]
 async fn a_task_ending_on_a_full_disk_ends_once_space_is_freed() {
     let env_gate = tempfile::tempdir().unwrap();
     let gate = env_gate.path().join("gate");

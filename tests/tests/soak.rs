@@ -9,8 +9,6 @@
 use std::process::Command;
 
 #[test]
-#[ignore = "engine: a daemon killed between starting a task's supervisor and recording it loses the `started` \
-            event or starts the agent a second time (recover + schedule); run with --run-ignored all"]
 fn twenty_tasks_survive_three_daemon_sigkills() {
     let out = Command::new(env!("CARGO_BIN_EXE_caesar-soak"))
         .args(["--tasks", "20", "--kills", "3", "--seed", "20"])
