@@ -767,7 +767,7 @@ impl Engine {
             duration_ms: 0,
             native: None,
         });
-        self.finish_task(record, TaskStatus::Failed, None, None, Some(why.to_owned()), report, None)
+        self.finish_task(record, Exit::without_process(TaskStatus::Failed, Some(why.to_owned())), report, None)
     }
 
     // ---------------------------------------------------------------- monitor
@@ -1056,15 +1056,13 @@ impl Engine {
             summary: report::tail_chars(&recovered.0.summary, 500),
             exit_code: exit.as_ref().and_then(|e| e.exit_code),
         };
-        self.finish_task(
-            &record,
+        let ended = Exit {
             status,
-            exit.as_ref().and_then(|e| e.exit_code),
-            exit.as_ref().and_then(|e| e.signal),
+            exit_code: exit.as_ref().and_then(|e| e.exit_code),
+            signal: exit.as_ref().and_then(|e| e.signal),
             error,
-            recovered,
-            Some((&run.live, finished)),
-        )?;
+        };
+        self.finish_task(&record, ended, recovered, Some((&run.live, finished)))?;
         info!(task_id = %run.id, status = status.as_str(), "task finished");
         Ok(())
     }
@@ -1106,10 +1104,7 @@ impl Engine {
     fn finish_task(
         &self,
         record: &TaskRecord,
-        status: TaskStatus,
-        exit_code: Option<i64>,
-        signal: Option<i32>,
-        error: Option<String>,
+        Exit { status, exit_code, signal, error }: Exit,
         (report, source): (crate::oacp::Report, report::Source),
         finished: Option<(&Live, EventBody)>,
     ) -> Result<()> {
@@ -2029,7 +2024,7 @@ impl Engine {
                     duration_ms: 0,
                     native: None,
                 });
-                self.finish_task(&record, TaskStatus::Cancelled, None, None, None, report, None)?;
+                self.finish_task(&record, Exit::without_process(TaskStatus::Cancelled, None), report, None)?;
                 return Ok((true, TaskStatus::Cancelled));
             }
         }
@@ -2226,6 +2221,21 @@ fn is_permission_question(question_id: &str) -> bool {
 fn is_allow(answer: &str) -> bool {
     let first = answer.trim().split(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or_default();
     matches!(first.to_ascii_lowercase().as_str(), "allow" | "yes" | "y" | "approve")
+}
+
+/// How a task ended, as its row records it.
+struct Exit {
+    status: TaskStatus,
+    exit_code: Option<i64>,
+    signal: Option<i32>,
+    error: Option<String>,
+}
+
+impl Exit {
+    /// The ending of a task whose agent never ran (refused at start, cancelled in the queue).
+    fn without_process(status: TaskStatus, error: Option<String>) -> Exit {
+        Exit { status, exit_code: None, signal: None, error }
+    }
 }
 
 /// Waits up to 2 s for a starting supervisor to write `agent.json`.
