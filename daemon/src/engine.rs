@@ -374,6 +374,8 @@ impl Engine {
         let id = crate::ids::task_id();
         let task_dir = self.paths.state_dir.join("tasks").join(&id);
         std::fs::create_dir_all(&task_dir).map_err(|e| Error::io_at("cannot create", &task_dir, e))?;
+        // A delegation refused from here on (a full disk) leaves no directory behind.
+        let mut unrecorded = UnrecordedDir(Some(task_dir.clone()));
         let report_path = task_dir.join("report.json");
         let events_path = task_dir.join("events.jsonl");
         let created_ms = now_ms();
@@ -556,6 +558,7 @@ impl Engine {
             changes_state: None,
         };
         self.store.insert_task(&record)?;
+        unrecorded.0 = None;
         self.schedule().await;
         let record = self.record(&id)?;
         Ok(Delegated { record, warnings })
@@ -2221,6 +2224,18 @@ fn is_permission_question(question_id: &str) -> bool {
 fn is_allow(answer: &str) -> bool {
     let first = answer.trim().split(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or_default();
     matches!(first.to_ascii_lowercase().as_str(), "allow" | "yes" | "y" | "approve")
+}
+
+/// The directory of a task being delegated, removed on drop unless the task
+/// was recorded (then it is set to `None`).
+struct UnrecordedDir(Option<PathBuf>);
+
+impl Drop for UnrecordedDir {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 /// How a task ended, as its row records it.
