@@ -163,7 +163,9 @@ struct Live {
     status: watch::Sender<TaskStatus>,
     /// Bumped when the task needs the caller: a blocker, a question.
     attention: watch::Sender<u64>,
-    events: broadcast::Sender<(u64, String)>,
+    /// Made on the first watcher: most tasks have none, and its ring is the
+    /// largest thing a task holds.
+    events: std::sync::OnceLock<broadcast::Sender<(u64, String)>>,
     output: Mutex<Option<(String, i64)>>,
     activity: Mutex<Option<Activity>>,
     /// The next event sequence number. Held while a batch is stored, so the
@@ -180,7 +182,7 @@ impl Live {
             answers: watch::channel(0).0,
             status: watch::channel(status).0,
             attention: watch::channel(0).0,
-            events: broadcast::channel(1024).0,
+            events: std::sync::OnceLock::new(),
             output: Mutex::new(None),
             activity: Mutex::new(None),
         })
@@ -977,8 +979,10 @@ impl Engine {
             lines.push((r.seq, line));
         }
         append_file(&task_dir.join("events.jsonl"), text.as_bytes());
-        for l in lines {
-            let _ = live.events.send(l);
+        if let Some(watchers) = live.events.get() {
+            for l in lines {
+                let _ = watchers.send(l);
+            }
         }
         Ok(*next - 1)
     }
@@ -2095,7 +2099,11 @@ impl Engine {
     ) -> Result<mpsc::Receiver<(u64, String)>> {
         self.record(id)?;
         let (tx, rx) = mpsc::channel(256);
-        let live_rx = if follow { self.live(id).map(|l| l.events.subscribe()) } else { None };
+        let live_rx = if follow {
+            self.live(id).map(|l| l.events.get_or_init(|| broadcast::channel(1024).0).subscribe())
+        } else {
+            None
+        };
         let engine = self.clone();
         let id = id.to_owned();
         tokio::spawn(async move {
