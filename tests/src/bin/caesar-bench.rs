@@ -25,7 +25,23 @@
 //! - P10: the idle daemon's RSS, and its CPU over `--idle-seconds` (60).
 //!
 //! `--quick` shrinks P8 to 100,000 events and P10 to 5 s.
+//!
+//! `--compare-mcp 'PROGRAM ARGS…'` measures only P1 and P3, both over MCP,
+//! against caesar-mcp and another MCP stdio server (another caesar) in the
+//! same run, interleaved, and prints both and the ratio of their medians. The
+//! command line is split on whitespace, without quoting; `{project}` in it
+//! becomes the bench's project directory, which is also the server's working
+//! directory. `--compare-env NAME=VALUE` (repeatable) adds to its
+//! environment. The agent, declared in the project's `.caesar/config.toml`,
+//! stamps, sleeps `--compare-agent-ms` (20), writes its report and exits; an
+//! agent that exits at once is a case some servers miss.
+//!
+//! ```sh
+//! target/release/caesar-bench --runs 20 \
+//!     --compare-mcp '/path/to/node /path/to/caesar/packages/cli/dist/bin.js mcp serve --root {project}'
+//! ```
 
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -33,6 +49,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use caesar_proto::client;
 use caesar_proto::paths::Paths;
 use caesar_proto::pb;
+use serde_json::{Value, json};
 
 fn now_ns() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
@@ -49,23 +66,25 @@ impl Figure {
         Figure { name, target, samples: Vec::new() }
     }
 
-    fn print(&mut self) {
+    /// Min, median and max, or None without samples.
+    fn stats(&mut self) -> Option<(f64, f64, f64)> {
         self.samples.sort_by(|a, b| a.total_cmp(b));
         let n = self.samples.len();
         if n == 0 {
-            println!("| {} | - | - | - | {} |", self.name, self.target);
-            return;
+            return None;
         }
         let median =
             if n % 2 == 1 { self.samples[n / 2] } else { (self.samples[n / 2 - 1] + self.samples[n / 2]) / 2.0 };
-        println!(
-            "| {} | {:.2} | {:.2} | {:.2} | {} |",
-            self.name,
-            self.samples[0],
-            median,
-            self.samples[n - 1],
-            self.target
-        );
+        Some((self.samples[0], median, self.samples[n - 1]))
+    }
+
+    fn print(&mut self) {
+        match self.stats() {
+            None => println!("| {} | - | - | - | {} |", self.name, self.target),
+            Some((min, median, max)) => {
+                println!("| {} | {:.2} | {:.2} | {:.2} | {} |", self.name, min, median, max, self.target)
+            }
+        }
     }
 }
 
@@ -85,6 +104,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(i) = args.iter().position(|a| a == "--idle-seconds") {
         idle_seconds = args.get(i + 1).and_then(|v| v.parse().ok()).ok_or("--idle-seconds takes a number")?;
     }
+    let compare = match args.iter().position(|a| a == "--compare-mcp") {
+        None => None,
+        Some(i) => {
+            let line = args.get(i + 1).ok_or("--compare-mcp takes a command line")?;
+            let mut envs = Vec::new();
+            for (k, a) in args.iter().enumerate() {
+                if a == "--compare-env" {
+                    let (name, value) =
+                        args.get(k + 1).and_then(|v| v.split_once('=')).ok_or("--compare-env takes NAME=VALUE")?;
+                    envs.push((name.to_owned(), value.to_owned()));
+                }
+            }
+            let mut agent_ms = 20u64;
+            if let Some(k) = args.iter().position(|a| a == "--compare-agent-ms") {
+                agent_ms = args.get(k + 1).and_then(|v| v.parse().ok()).ok_or("--compare-agent-ms takes a number")?;
+            }
+            Some((line.split_whitespace().map(str::to_owned).collect::<Vec<_>>(), envs, agent_ms))
+        }
+    };
     let bin_dir: PathBuf = std::env::current_exe()?.parent().ok_or("no bin dir")?.to_path_buf();
     let fake = bin_dir.join("fake-agent");
     let home = tempfile::Builder::new().prefix("cb").tempdir_in("/tmp")?;
@@ -108,6 +146,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .stderr(Stdio::null())
         .spawn()?;
     let mut c = client::wait_until_ready(&paths, Duration::from_secs(20)).await?;
+    let ours = McpCommand {
+        program: bin_dir.join("caesar-mcp").display().to_string(),
+        args: vec!["--root".into(), project.path().display().to_string()],
+        envs: envs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect(),
+        cwd: project.path().to_path_buf(),
+        stderr: None,
+    };
+    if let Some((line, extra_envs, agent_ms)) = compare {
+        let p = project.path().display().to_string();
+        let mut words = line.into_iter().map(|w| w.replace("{project}", &p));
+        let theirs = McpCommand {
+            program: words.next().ok_or("--compare-mcp: the command line is empty")?,
+            args: words.collect(),
+            envs: extra_envs,
+            cwd: project.path().to_path_buf(),
+            stderr: Some(home.path().join("compare-stderr.log")),
+        };
+        let agent = format!(
+            "[[agent]]\nid = \"sleepy\"\nbin = {f:?}\nargs = [\"stamp\", {s:?}, \"sleep\", \"{agent_ms}\", \"report\", \"success\", \"done\", \"stamp\", {s:?}]\n"
+        );
+        std::fs::write(project.path().join(".caesar/config.toml"), agent)?;
+        let result = compare_mcp(&ours, &theirs, runs, agent_ms, &stamp);
+        let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
+        let _ = daemon.wait();
+        return result;
+    }
     let daemon_pid = daemon.id();
     // P10: the daemon idle, fresh, before any load.
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -248,7 +312,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // P1: caesar-mcp cold start, the daemon running.
     let mut cold = Figure::new("P1 caesar-mcp cold start (initialize + tools/list)", "≤ 15 ms");
     for _ in 0..runs {
-        cold.samples.push(shim_cold_start(&bin_dir.join("caesar-mcp"), &envs)?);
+        cold.samples.push(mcp_cold_start(&ours)?);
     }
 
     // P6: parser throughput over the real captures, on this thread.
@@ -271,33 +335,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         parse.samples.push((bytes * reps) as f64 / started.elapsed().as_secs_f64() / 1e6);
     }
 
-    // P8: Logs limit=50 on a task with many events.
-    let events: u64 = if quick { 100_000 } else { 1_000_000 };
-    std::fs::write(
-        project.path().join(".caesar/config.toml"),
-        format!("[[agent]]\nid = \"lines\"\nbin = {f:?}\nargs = [\"lines\", \"{events}\"]\n"),
-    )?;
-    let mut req = request();
-    req.agent = "lines".into();
-    req.mode = "read-only".into();
-    let many = c.delegate(req).await?.into_inner().task_id;
-    let done = c
-        .r#await(pb::AwaitRequest { task_ids: vec![many.clone()], timeout_ms: 600_000, wake_on_attention: false })
-        .await?
-        .into_inner();
-    let total = done.tasks[0].event_count;
-    let mut logs =
-        Figure::new(if quick { "P8 logs limit=50, 100k events" } else { "P8 logs limit=50, 1M events" }, "≤ 10 ms");
-    for _ in 0..runs {
-        let started = Instant::now();
-        let l = c.logs(pb::LogsRequest { task_id: many.clone(), limit: 50, ..Default::default() }).await?.into_inner();
-        logs.samples.push(started.elapsed().as_secs_f64() * 1000.0);
-        if l.events_json.len() != 50 || l.total_events != total {
-            return Err("logs returned the wrong events".into());
-        }
-    }
-
-    // P5: 200 tasks at once, max_parallel 200.
+    // P5: 200 tasks at once, max_parallel 200, before P8's million events
+    // (whose memory the allocator keeps); the high-water mark is reset so the
+    // peak is this burst's.
+    std::fs::write(format!("/proc/{daemon_pid}/clear_refs"), "5")?;
     std::fs::write(
         project.path().join(".caesar/config.toml"),
         format!(
@@ -324,6 +365,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     burst.samples.push(wall.as_secs_f64() * 1000.0);
     let mut peak = Figure::new("P5 daemon peak RSS (MB)", "≤ 60 MB");
     peak.samples.push(proc_kb(daemon_pid, "VmHWM:") as f64 / 1024.0);
+
+    // P8: Logs limit=50 on a task with many events.
+    let events: u64 = if quick { 100_000 } else { 1_000_000 };
+    std::fs::write(
+        project.path().join(".caesar/config.toml"),
+        format!("[[agent]]\nid = \"lines\"\nbin = {f:?}\nargs = [\"lines\", \"{events}\"]\n"),
+    )?;
+    let mut req = request();
+    req.agent = "lines".into();
+    req.mode = "read-only".into();
+    let many = c.delegate(req).await?.into_inner().task_id;
+    let done = c
+        .r#await(pb::AwaitRequest { task_ids: vec![many.clone()], timeout_ms: 600_000, wake_on_attention: false })
+        .await?
+        .into_inner();
+    let total = done.tasks[0].event_count;
+    let mut logs =
+        Figure::new(if quick { "P8 logs limit=50, 100k events" } else { "P8 logs limit=50, 1M events" }, "≤ 10 ms");
+    for _ in 0..runs {
+        let started = Instant::now();
+        let l = c.logs(pb::LogsRequest { task_id: many.clone(), limit: 50, ..Default::default() }).await?.into_inner();
+        logs.samples.push(started.elapsed().as_secs_f64() * 1000.0);
+        if l.events_json.len() != 50 || l.total_events != total {
+            return Err("logs returned the wrong events".into());
+        }
+    }
 
     println!(
         "caesar-bench: {runs} runs ({trips} channel round trips), medians in ms, {} cores",
@@ -360,35 +427,240 @@ fn first_stamp(file: &Path) -> u128 {
     std::fs::read_to_string(file).unwrap_or_default().lines().next().and_then(|l| l.trim().parse().ok()).unwrap_or(0)
 }
 
-/// Spawns caesar-mcp, initializes it and waits for tools/list; milliseconds.
-fn shim_cold_start(bin: &Path, envs: &[(&str, String)]) -> Result<f64, Box<dyn std::error::Error>> {
-    use std::io::{BufRead, Write};
-    let started = Instant::now();
-    let mut child = Command::new(bin)
-        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut stdin = child.stdin.take().ok_or("no stdin")?;
-    let mut out = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#
-    )?;
-    let mut line = String::new();
-    out.read_line(&mut line)?;
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#)?;
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#)?;
-    line.clear();
-    out.read_line(&mut line)?;
-    let ms = started.elapsed().as_secs_f64() * 1000.0;
-    if !line.contains("caesar_delegate") {
-        return Err(format!("tools/list did not answer: {line}").into());
+/// How to start an MCP stdio server.
+struct McpCommand {
+    program: String,
+    args: Vec<String>,
+    /// Added to the bench's own environment.
+    envs: Vec<(String, String)>,
+    cwd: PathBuf,
+    /// Where its stderr is appended; None discards it.
+    stderr: Option<PathBuf>,
+}
+
+/// A minimal MCP client: newline-delimited JSON-RPC over a child's stdio.
+struct McpClient {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    /// The server's stdout, line by line, from a reader thread (so a silent
+    /// server ends in a time-out, not a hang).
+    lines: std::sync::mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl McpClient {
+    fn spawn(cmd: &McpCommand) -> Result<McpClient, Box<dyn std::error::Error>> {
+        let stderr = match &cmd.stderr {
+            Some(p) => Stdio::from(std::fs::OpenOptions::new().create(true).append(true).open(p)?),
+            None => Stdio::null(),
+        };
+        let mut child = Command::new(&cmd.program)
+            .args(&cmd.args)
+            .envs(cmd.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .current_dir(&cmd.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| format!("{}: {e}", cmd.program))?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(McpClient { child, stdin, lines, next_id: 1 })
     }
-    drop(stdin);
-    let _ = child.wait();
+
+    fn send(&mut self, message: &Value) -> Result<(), Box<dyn std::error::Error>> {
+        let mut text = message.to_string();
+        text.push('\n');
+        self.stdin.write_all(text.as_bytes())?;
+        self.stdin.flush()?;
+        Ok(())
+    }
+
+    /// Sends a request and returns its response's `result`. A request from
+    /// the server meanwhile is refused; notifications are skipped.
+    fn request(&mut self, method: &str, params: Value) -> Result<Value, Box<dyn std::error::Error>> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .map_err(|_| format!("{method}: no answer within 60 s, or the server exited"))?;
+            let Ok(message) = serde_json::from_str::<Value>(&line) else { continue };
+            if message.get("method").is_some() {
+                if let Some(asked) = message.get("id") {
+                    let refusal = json!({"code": -32601, "message": "caesar-bench answers no requests"});
+                    self.send(&json!({"jsonrpc": "2.0", "id": asked, "error": refusal}))?;
+                }
+                continue;
+            }
+            if message.get("id").and_then(Value::as_u64) != Some(id) {
+                continue;
+            }
+            if let Some(e) = message.get("error") {
+                return Err(format!("{method}: {e}").into());
+            }
+            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+        }
+    }
+
+    fn initialize(&mut self) -> Result<(), Box<dyn std::error::Error>> {
+        let client = json!({"name": "caesar-bench", "version": "0"});
+        self.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}))?;
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    }
+
+    /// Calls a tool: its structured content, else its first text parsed as JSON.
+    fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Box<dyn std::error::Error>> {
+        let r = self.request("tools/call", json!({"name": name, "arguments": arguments}))?;
+        let text = r.pointer("/content/0/text").and_then(Value::as_str).unwrap_or_default();
+        if r.get("isError").and_then(Value::as_bool) == Some(true) {
+            return Err(format!("{name} failed: {text}").into());
+        }
+        match r.get("structuredContent") {
+            Some(v) if !v.is_null() => Ok(v.clone()),
+            _ => Ok(serde_json::from_str(text).map_err(|e| format!("{name}: {e}: {text}"))?),
+        }
+    }
+
+    /// Closes its stdin and waits up to 5 s for it to exit, then kills it.
+    fn close(self) {
+        let McpClient { mut child, stdin, .. } = self;
+        drop(stdin);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// P1: spawns an MCP server, initializes it and waits for tools/list; milliseconds.
+fn mcp_cold_start(cmd: &McpCommand) -> Result<f64, Box<dyn std::error::Error>> {
+    let started = Instant::now();
+    let mut mcp = McpClient::spawn(cmd)?;
+    mcp.initialize()?;
+    let tools = mcp.request("tools/list", json!({}))?;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let listed = tools["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "caesar_delegate"));
+    mcp.close();
+    if !listed {
+        return Err(format!("tools/list has no caesar_delegate: {tools}").into());
+    }
     Ok(ms)
+}
+
+/// P3 over MCP, one task of the `sleepy` agent, which stamps first and last.
+struct DelegateAwait {
+    total: f64,
+    to_agent: f64,
+    agent: f64,
+    wake: f64,
+}
+
+fn delegate_await(mcp: &mut McpClient, stamp: &Path) -> Result<DelegateAwait, Box<dyn std::error::Error>> {
+    let _ = std::fs::remove_file(stamp);
+    let t0 = now_ns();
+    let started = Instant::now();
+    let d = mcp.call_tool("caesar_delegate", json!({"objective": "bench", "agent": "sleepy"}))?;
+    let id = d["task_id"].as_str().ok_or_else(|| format!("caesar_delegate returned no task_id: {d}"))?.to_owned();
+    let a = mcp.call_tool("caesar_await", json!({"task_ids": [id], "timeout_ms": 10_000}))?;
+    let t_done = now_ns();
+    let total = started.elapsed().as_secs_f64() * 1000.0;
+    let status = a["tasks"][&id]["status"].as_str().unwrap_or_default();
+    if status != "succeeded" {
+        return Err(format!(
+            "task {id} is {status:?} after caesar_await (10 s): {a}; a server that misses the exit of a short-lived \
+             agent needs a longer --compare-agent-ms"
+        )
+        .into());
+    }
+    let stamps: Vec<u128> = std::fs::read_to_string(stamp)?.lines().filter_map(|l| l.parse().ok()).collect();
+    let [first, last] = stamps[..] else { return Err(format!("the agent left {} stamps, not 2", stamps.len()).into()) };
+    Ok(DelegateAwait {
+        total,
+        to_agent: ms(first.saturating_sub(t0)),
+        agent: ms(last.saturating_sub(first)),
+        wake: ms(t_done.saturating_sub(last)),
+    })
+}
+
+/// `--compare-mcp`: P1 and P3 over MCP against caesar-mcp and another server,
+/// interleaved run by run (each going first every other run) after one
+/// unmeasured run each.
+fn compare_mcp(
+    ours: &McpCommand,
+    theirs: &McpCommand,
+    runs: usize,
+    agent_ms: u64,
+    stamp: &Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let with_stderr = |e: Box<dyn std::error::Error>| -> Box<dyn std::error::Error> {
+        let log = theirs.stderr.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
+        format!("{e}\nthe other server's stderr, last lines:\n{}", tail.join("\n")).into()
+    };
+    let names = [
+        "P1 cold start: spawn, initialize, tools/list",
+        "P3 delegate+await over MCP (agent sleeps)",
+        "P3 less the agent's own run",
+        "delegate sent → agent's first stamp",
+        "agent's last stamp → await returns",
+    ];
+    let mut figures: Vec<[Figure; 2]> = names.into_iter().map(|n| [Figure::new(n, "-"), Figure::new(n, "-")]).collect();
+    let cmds = [ours, theirs];
+    for run in 0..=runs {
+        for k in [run % 2, 1 - run % 2] {
+            let ms = mcp_cold_start(cmds[k]).map_err(with_stderr)?;
+            if run > 0 {
+                figures[0][k].samples.push(ms);
+            }
+        }
+    }
+    let mut clients = [McpClient::spawn(ours)?, McpClient::spawn(theirs).map_err(with_stderr)?];
+    for mcp in &mut clients {
+        mcp.initialize().map_err(with_stderr)?;
+    }
+    for run in 0..=runs {
+        for k in [run % 2, 1 - run % 2] {
+            let r = delegate_await(&mut clients[k], stamp).map_err(with_stderr)?;
+            if run > 0 {
+                figures[1][k].samples.push(r.total);
+                figures[2][k].samples.push(r.total - r.agent);
+                figures[3][k].samples.push(r.to_agent);
+                figures[4][k].samples.push(r.wake);
+            }
+        }
+    }
+    for mcp in clients {
+        mcp.close();
+    }
+    println!(
+        "caesar-bench --compare-mcp: {runs} runs each, interleaved, the agent sleeping {agent_ms} ms, in ms, {} cores",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
+    println!("other: {} {}", theirs.program, theirs.args.join(" "));
+    println!("| figure | caesar-mcp min / median / max | other min / median / max | other ÷ caesar-mcp (medians) |");
+    println!("|---|---|---|---|");
+    for [a, b] in &mut figures {
+        let (Some((a0, a1, a2)), Some((b0, b1, b2))) = (a.stats(), b.stats()) else { continue };
+        println!("| {} | {a0:.2} / {a1:.2} / {a2:.2} | {b0:.2} / {b1:.2} / {b2:.2} | {:.1}× |", a.name, b1 / a1);
+    }
+    Ok(())
 }
 
 /// The real captures, by provider.
