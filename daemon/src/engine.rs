@@ -74,6 +74,13 @@ impl Settings {
     }
 }
 
+/// What a live watcher of a task holds, in events: the broadcast ring, and
+/// one page of replay from the store. An event can be a whole output line of
+/// up to 1 MiB, so these bound a watcher's memory under a flood; a watcher
+/// that falls behind catches up from the store.
+const WATCH_RING: usize = 256;
+const REPLAY_PAGE: u32 = 128;
+
 /// The most events one `Logs` call returns.
 pub const MAX_LOG_EVENTS: u32 = 10_000;
 /// The default cap of a task's raw.log: 256 MiB (`CAESAR_RAW_LOG_MAX_BYTES`).
@@ -2098,9 +2105,9 @@ impl Engine {
         follow: bool,
     ) -> Result<mpsc::Receiver<(u64, String)>> {
         self.record(id)?;
-        let (tx, rx) = mpsc::channel(256);
+        let (tx, rx) = mpsc::channel(64);
         let live_rx = if follow {
-            self.live(id).map(|l| l.events.get_or_init(|| broadcast::channel(1024).0).subscribe())
+            self.live(id).map(|l| l.events.get_or_init(|| broadcast::channel(WATCH_RING).0).subscribe())
         } else {
             None
         };
@@ -2109,7 +2116,7 @@ impl Engine {
         tokio::spawn(async move {
             let mut next = from_seq;
             let replay = |next: &mut u64| -> Option<Vec<(u64, String)>> {
-                let rows = engine.store.events_from(&id, *next, 1000).ok()?;
+                let rows = engine.store.events_from(&id, *next, REPLAY_PAGE).ok()?;
                 if let Some((seq, _)) = rows.last() {
                     *next = seq + 1;
                 }
@@ -2119,7 +2126,7 @@ impl Engine {
                 let Some(rows) = replay(&mut next) else {
                     return;
                 };
-                let done = rows.len() < 1000;
+                let done = rows.len() < REPLAY_PAGE as usize;
                 for row in rows {
                     if tx.send(row).await.is_err() {
                         return;
