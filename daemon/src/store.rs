@@ -456,19 +456,9 @@ impl Store {
     pub fn pending_questions(&self, id: &str) -> Result<Vec<QuestionRecord>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(
-            "SELECT task_id, question_id, question, options, asked_ms, answer FROM questions WHERE task_id = ?1 AND answer IS NULL ORDER BY asked_ms",
+            "SELECT task_id, question_id, question, options, asked_ms, answer, delivered FROM questions WHERE task_id = ?1 AND answer IS NULL ORDER BY asked_ms",
         )?;
-        let rows = stmt.query_map([id], |r| {
-            let options: String = r.get(3)?;
-            Ok(QuestionRecord {
-                task_id: r.get(0)?,
-                question_id: r.get(1)?,
-                question: r.get(2)?,
-                options: serde_json::from_str(&options).unwrap_or_default(),
-                asked_ms: r.get(4)?,
-                answer: r.get(5)?,
-            })
-        })?;
+        let rows = stmt.query_map([id], |r| question_from_row(r).map(|(q, _)| q))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 

@@ -1,5 +1,5 @@
 //! The real `claude`, `codex`, `gemini`, `opencode` and `copilot` CLIs, installed from the npm
-//! registry into `tests/real-clis` (`npm ci --prefix tests/real-clis`, which `.ci/run` does),
+//! registry into `tests/real-clis` (`npm install --prefix tests/real-clis --no-save --no-audit --no-fund`, which `.ci/run` does),
 //! driven through `caesar-mcp` by an MCP client against a real daemon, with the model replaced by
 //! the scripted server of `caesar_tests::model_server` on 127.0.0.1.
 //!
@@ -21,7 +21,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use caesar_tests::model_server::{ModelServer, Reply};
@@ -67,7 +66,7 @@ impl Cli {
         let bin = dir.join(self.id());
         assert!(
             bin.exists(),
-            "{} is missing: install the real CLIs with `npm ci --prefix tests/real-clis` (README, tests)",
+            "{} is missing: install the real CLIs with `npm install --prefix tests/real-clis --no-save --no-audit --no-fund` (README, tests)",
             bin.display()
         );
         bin
@@ -408,17 +407,6 @@ impl Rig {
         }
         pids
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn report_of(t: &Value) -> &Value {
