@@ -386,7 +386,7 @@ impl Engine {
         // A delegation refused from here on (a full disk) leaves no directory behind.
         let mut unrecorded = UnrecordedDir(Some(task_dir.clone()));
         let report_path = task_dir.join("report.json");
-        let events_path = task_dir.join("events.jsonl");
+        let events_path = task_dir.join(EVENTS_FILE);
         let created_ms = now_ms();
         let mut context = input.context.clone();
         if !resolution.system_prompt.trim().is_empty() {
@@ -665,7 +665,7 @@ impl Engine {
             .env("CAESAR_TASK_DIR", &task_dir)
             .env("CAESAR_TASK_FILE", task_dir.join("task.json"))
             .env("CAESAR_REPORT_PATH", task_dir.join("report.json"))
-            .env("CAESAR_EVENTS_PATH", task_dir.join("events.jsonl"))
+            .env("CAESAR_EVENTS_PATH", task_dir.join(EVENTS_FILE))
             .env("CAESAR_TASK_ID", &record.id)
             .env("CAESAR_AGENT", &record.agent)
             .env("CAESAR_DEPTH", (record.depth + 1).to_string())
@@ -949,8 +949,11 @@ impl Engine {
 
     /// Numbers a batch of events and hands it to `store`, which writes it in
     /// the same transaction as the state change it comes with (a task's start
-    /// or end) and says whether it did. Only stored events reach
-    /// `events.jsonl` and the watchers.
+    /// or end) and says whether it did. `events.jsonl` gets the batch first,
+    /// so that it is whole by the time a reader of the store sees the change
+    /// (a finished task's file ends with `finished`); it is cut back when the
+    /// store refuses the batch, and repaired from the store after a crash.
+    /// Only stored events reach the watchers.
     fn emit_with(
         &self,
         id: &str,
@@ -973,10 +976,6 @@ impl Engine {
                 body,
             })
             .collect();
-        if !store(&records)? || records.is_empty() {
-            return Ok(first.saturating_sub(1));
-        }
-        *next = first + records.len() as u64;
         let mut text = String::new();
         let mut lines = Vec::with_capacity(records.len());
         for r in &records {
@@ -985,7 +984,17 @@ impl Engine {
             text.push('\n');
             lines.push((r.seq, line));
         }
-        append_file(&task_dir.join("events.jsonl"), text.as_bytes());
+        let file = task_dir.join(EVENTS_FILE);
+        let before = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+        append_file(&file, text.as_bytes());
+        let stored = store(&records);
+        if !matches!(stored, Ok(true)) {
+            let _ = std::fs::OpenOptions::new().write(true).open(&file).and_then(|f| f.set_len(before));
+        }
+        if !stored? || records.is_empty() {
+            return Ok(first.saturating_sub(1));
+        }
+        *next = first + records.len() as u64;
         if let Some(watchers) = live.events.get() {
             for l in lines {
                 let _ = watchers.send(l);
@@ -1200,6 +1209,7 @@ impl Engine {
                 (None, None) => (0, false),
             };
             let launch: Option<Launch> = serde_json::from_str(&record.launch_json).ok();
+            self.repair_events_file(&record);
             let live = Live::new(TaskStatus::Running, record.event_count);
             self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(record.id.clone(), live.clone());
             if record.supervisor_pid.is_none() && supervisor_pid != 0 {
@@ -1261,6 +1271,39 @@ impl Engine {
         }
         self.schedule().await;
         Ok(())
+    }
+
+    /// Makes a task's `events.jsonl` hold exactly its stored events again
+    /// after a crash: lines written for a batch the store never got are cut,
+    /// lines the store has and the file lacks are added.
+    fn repair_events_file(&self, record: &TaskRecord) {
+        let file = Path::new(&record.task_dir).join(EVENTS_FILE);
+        let text = std::fs::read(&file).unwrap_or_default();
+        let mut kept = 0u64;
+        let mut end = 0usize;
+        for (i, b) in text.iter().enumerate() {
+            if *b == b'\n' {
+                if kept == record.event_count {
+                    break;
+                }
+                kept += 1;
+                end = i + 1;
+            }
+        }
+        if end < text.len() {
+            warn!(task_id = %record.id, "events.jsonl had lines past the stored events: cut back");
+            let _ = std::fs::OpenOptions::new().write(true).open(&file).and_then(|f| f.set_len(end as u64));
+        }
+        if kept < record.event_count {
+            warn!(task_id = %record.id, "events.jsonl lacked stored events: completed from the store");
+            let Ok(rows) = self.store.events_from(&record.id, kept, u32::MAX) else { return };
+            let mut missing = String::new();
+            for (_, line) in rows {
+                missing.push_str(&line);
+                missing.push('\n');
+            }
+            append_file(&file, missing.as_bytes());
+        }
     }
 
     async fn monitor_done(self: Arc<Self>, mut run: Run) {
@@ -2219,6 +2262,9 @@ fn append_file(path: &Path, bytes: &[u8]) {
         let _ = f.write_all(bytes);
     }
 }
+
+/// A task's events, one JSON line each, for OACP readers of its directory.
+const EVENTS_FILE: &str = "events.jsonl";
 
 /// Where the permission requests of a task's bridged prompts are kept.
 const PERMISSIONS_DIR: &str = "permissions";

@@ -70,6 +70,10 @@ async fn sigkill_mid_task_then_restart_collects_the_task_and_its_report() {
     assert_eq!(texts, ["before the restart", "after the restart", "line 0", "line 1"], "no event lost or doubled");
     let seqs: Vec<u64> = logs.events_json.iter().map(|e| json(e)["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
+    // The OACP file says the same as the store, whatever the kill interrupted.
+    let file = std::fs::read_to_string(env.paths.state_dir.join("tasks").join(&id).join("events.jsonl")).unwrap();
+    let file_seqs: Vec<u64> = file.lines().map(|l| json(l)["seq"].as_u64().unwrap()).collect();
+    assert_eq!(file_seqs, seqs, "events.jsonl holds exactly the stored events");
 }
 
 #[tokio::test]
