@@ -23,7 +23,8 @@
 //!   report its agent wrote;
 //! - every agent ran exactly once (its first line is in its raw log once);
 //! - events are gapless: `Logs` returns seq 0..n with no hole or duplicate,
-//!   as many as the task counts, one `started` first and one `finished` last;
+//!   as many as the task counts, one `started` first and one `finished` last,
+//!   and the task's events.jsonl holds exactly the same;
 //! - every question asked is in the store once, with exactly the answer the
 //!   soak gave, delivered; the agent printed that answer once, and the log
 //!   has one `question` and one `answer` event for it;
@@ -677,6 +678,21 @@ async fn check(s: &mut Soak, c: &mut Client, paths: &Paths, home: &Path, daemon:
                 }
                 if types.last() != Some(&"finished") || count("finished") != 1 {
                     problems.push(format!("{id}'s log does not end with one `finished`: {types:?}"));
+                }
+                // The OACP file holds exactly what the store holds.
+                let file = std::fs::read_to_string(Path::new(&t.task_dir).join("events.jsonl")).unwrap_or_default();
+                let file_seqs: Vec<u64> = file
+                    .lines()
+                    .map(|l| {
+                        serde_json::from_str::<serde_json::Value>(l)
+                            .ok()
+                            .and_then(|e| e["seq"].as_u64())
+                            .unwrap_or(u64::MAX)
+                    })
+                    .collect();
+                if file_seqs != seqs {
+                    problems
+                        .push(format!("{id}'s events.jsonl differs from the store: {file_seqs:?} against {seqs:?}"));
                 }
                 events_of.insert(id.clone(), events);
             }
