@@ -573,6 +573,14 @@ impl Engine {
         Ok(Delegated { record, warnings })
     }
 
+    /// Gives the queue a turn. Tasks start when one is delegated or one ends;
+    /// this also starts those whose start failed, and whose failure could not
+    /// even be recorded (a full disk), once the cause is gone. The daemon
+    /// calls it every few seconds.
+    pub async fn retry_queue(self: &Arc<Self>) {
+        self.schedule().await;
+    }
+
     /// Starts queued tasks, oldest first, while fewer tasks run than the
     /// head of the queue allows (its project's `max_parallel`). The queue is
     /// FIFO across every client of the daemon: a task never overtakes an

@@ -90,6 +90,17 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
             }
         }
     });
+    // The queue also gets a turn every few seconds, for tasks whose start
+    // failed in a way that could not be recorded (a full disk).
+    let queue_engine = Arc::clone(&engine);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            queue_engine.retry_queue().await;
+        }
+    });
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let service = Service::new(Arc::clone(&engine), stop_tx);
     let incoming = futures_util::stream::unfold(listener, |listener| async move {
