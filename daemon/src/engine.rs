@@ -684,7 +684,7 @@ impl Engine {
             // only this task.
             cmd.env("CAESAR_CHANNEL_SECRET", &record.secret).env("CAESAR_SOCKET", &self.paths.socket);
         }
-        match std::fs::File::create(task_dir.join("supervisor.log")) {
+        match std::fs::File::create(task_dir.join(SUPERVISOR_LOG)) {
             Ok(f) => cmd.stderr(f),
             Err(_) => cmd.stderr(std::process::Stdio::null()),
         };
@@ -1199,7 +1199,9 @@ impl Engine {
                 // Queued, or the previous daemon died between spawning the
                 // supervisor and recording it: a supervisor that runs names
                 // the task in its environment, and soon writes agent.json.
-                if supervisor::processes_of_task(&record.id).is_empty() {
+                // supervisor.log is made just before the spawn: without it,
+                // no supervisor was started, and /proc need not be read.
+                if !task_dir.join(SUPERVISOR_LOG).exists() || supervisor::processes_of_task(&record.id).is_empty() {
                     continue;
                 }
                 agent = wait_for_agent_file(&task_dir).await;
@@ -1668,14 +1670,6 @@ impl Engine {
     fn ask_permission(&self, run: &mut Run, ask: provider::PermissionAsk, bodies: &mut Vec<EventBody>) {
         let Some(provider_id) = run.bridge.clone() else { return };
         let qid = permission_question_id(&ask.request_id);
-        let dir = run.task_dir.join(PERMISSIONS_DIR);
-        let path = dir.join(format!("{qid}.json"));
-        let stored = std::fs::create_dir_all(&dir)
-            .and_then(|()| supervisor::write_atomic(&path, &serde_json::to_vec(&ask).unwrap_or_default()));
-        if let Err(e) = stored {
-            warn!(task_id = %run.id, "cannot keep the permission request {}: {e}", path.display());
-            return;
-        }
         match self.store.question(&run.id, &qid) {
             Ok(Some(_)) => return,
             Ok(None) => {}
@@ -1683,6 +1677,16 @@ impl Engine {
                 warn!(task_id = %run.id, "reading question {qid} failed: {e}");
                 return;
             }
+        }
+        // The request is kept before the question is stored: an answer must
+        // always find it.
+        let dir = run.task_dir.join(PERMISSIONS_DIR);
+        let path = dir.join(format!("{qid}.json"));
+        let stored = std::fs::create_dir_all(&dir)
+            .and_then(|()| supervisor::write_atomic(&path, &serde_json::to_vec(&ask).unwrap_or_default()));
+        if let Err(e) = stored {
+            warn!(task_id = %run.id, "cannot keep the permission request {}: {e}", path.display());
+            return;
         }
         let question = format!(
             "{provider_id} asks permission to use {}. Answer `allow`, or `deny` followed by a reason for the agent.",
@@ -1703,8 +1707,7 @@ impl Engine {
         }
         info!(task_id = %run.id, question_id = %qid, tool = %ask.tool_name, "permission prompt bridged");
         bodies.push(EventBody::Question { id: qid.clone(), question, options });
-        let deadline = (q.asked_ms + self.settings.permission_timeout.as_millis() as i64).min(run.deadline_ms);
-        run.permission_deadlines.push((qid, deadline));
+        run.permission_deadlines.push((qid, self.permission_deadline(run, q.asked_ms)));
         run.live.attention.send_modify(|n| *n += 1);
     }
 
@@ -1714,23 +1717,21 @@ impl Engine {
         if run.bridge.is_none() {
             return;
         }
-        let Ok(entries) = std::fs::read_dir(run.task_dir.join(PERMISSIONS_DIR)) else { return };
+        let Ok(questions) = self.store.questions(&run.id) else { return };
         let Ok(Some(record)) = self.store.task(&run.id) else { return };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(qid) = name.strip_suffix(".json") else { continue };
-            if let Ok(Some((q, delivered))) = self.store.question(&run.id, qid) {
-                match q.answer {
-                    Some(answer) if !delivered => self.deliver_permission(&record, qid, &answer),
-                    Some(_) => {}
-                    None => {
-                        let deadline =
-                            (q.asked_ms + self.settings.permission_timeout.as_millis() as i64).min(run.deadline_ms);
-                        run.permission_deadlines.push((qid.to_owned(), deadline));
-                    }
-                }
+        for (q, delivered) in questions.into_iter().filter(|(q, _)| is_permission_question(&q.question_id)) {
+            match q.answer {
+                Some(answer) if !delivered => self.deliver_permission(&record, &q.question_id, &answer),
+                Some(_) => {}
+                None => run.permission_deadlines.push((q.question_id, self.permission_deadline(run, q.asked_ms))),
             }
         }
+    }
+
+    /// When a bridged prompt asked at `asked_ms` is denied for want of an
+    /// answer: after the permission timeout, never past the task's deadline.
+    fn permission_deadline(&self, run: &Run, asked_ms: i64) -> i64 {
+        (asked_ms + self.settings.permission_timeout.as_millis() as i64).min(run.deadline_ms)
     }
 
     /// Denies the bridged prompts nobody answered in time, so the agent goes
@@ -2270,6 +2271,9 @@ fn append_file(path: &Path, bytes: &[u8]) {
         let _ = f.write_all(bytes);
     }
 }
+
+/// The supervisor's own stderr, made just before it is spawned.
+const SUPERVISOR_LOG: &str = "supervisor.log";
 
 /// A task's events, one JSON line each, for OACP readers of its directory.
 const EVENTS_FILE: &str = "events.jsonl";
