@@ -1,0 +1,132 @@
+//! A task's changes: diff, apply, discard and gc of its workshop.
+
+use std::time::Duration;
+
+use crate::clock::now_ms;
+use crate::error::{Error, Result};
+use crate::oacp::Isolation;
+use crate::store::{TaskRecord, TaskStatus};
+use crate::workshop;
+
+use super::*;
+
+impl Engine {
+    // ---------------------------------------------------------------- workshop
+
+    pub(super) fn prepared(&self, record: &TaskRecord) -> Option<workshop::Prepared> {
+        record.workshop.as_deref().and_then(|w| serde_json::from_str(w).ok())
+    }
+
+    /// The diff of a worktree task. Tasks that ran in place, or not in a
+    /// repository, have none here (their verified changes are in the report).
+    pub fn diff(&self, id: &str) -> Result<Option<workshop::DiffResult>> {
+        let record = self.record(id)?;
+        match self.prepared(&record) {
+            Some(p) if p.isolation == Isolation::Worktree => Ok(Some(workshop::diff(&p)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Applies a finished worktree task's changes to the main working tree:
+    /// 3-way, all or nothing, never a commit. A task that ran in place is a
+    /// no-op (its changes are already there).
+    pub fn apply(&self, id: &str) -> Result<workshop::ApplyResult> {
+        let record = self.record(id)?;
+        if !record.status.is_terminal() {
+            return Err(Error::Precondition(format!(
+                "task {id} is still {}: await it, read its diff, then apply",
+                record.status.as_str()
+            )));
+        }
+        if record.changes_state.as_deref() == Some("discarded") {
+            return Err(Error::Precondition(format!("task {id}'s changes were discarded")));
+        }
+        let Some(p) = self.prepared(&record).filter(|p| p.isolation == Isolation::Worktree) else {
+            return Ok(workshop::ApplyResult {
+                applied: true,
+                already_applied: false,
+                conflicts: Vec::new(),
+                files: Vec::new(),
+                message: "the task ran in place: its changes are already in the working tree".to_owned(),
+            });
+        };
+        let result = workshop::apply(&p)?;
+        if result.applied || result.already_applied {
+            self.store.set_changes_state(id, "applied")?;
+        }
+        Ok(result)
+    }
+
+    /// Marks a task's changes as unwanted: gc may then remove its worktree.
+    pub fn discard(&self, id: &str) -> Result<()> {
+        let record = self.record(id)?;
+        if !record.status.is_terminal() {
+            return Err(Error::Precondition(format!("task {id} is still running: cancel it first")));
+        }
+        if record.changes_state.as_deref() == Some("applied") {
+            return Err(Error::Precondition(format!("task {id}'s changes were already applied")));
+        }
+        self.store.set_changes_state(id, "discarded")?;
+        Ok(())
+    }
+
+    /// Removes the worktrees (and branches) of tasks finished longer ago than
+    /// `older_than`. Never a worktree whose changes were neither applied nor
+    /// discarded, nor a branch with commits reachable from nowhere else,
+    /// unless `force`.
+    pub fn gc(&self, older_than: Duration, dry_run: bool, force: bool) -> Result<Vec<GcItem>> {
+        let cutoff = now_ms() - older_than.as_millis() as i64;
+        let finished = self.store.tasks(
+            &[TaskStatus::Succeeded, TaskStatus::Failed, TaskStatus::Cancelled, TaskStatus::TimedOut],
+            u32::MAX,
+        )?;
+        let mut items = Vec::new();
+        for record in finished {
+            let Some(p) = self.prepared(&record).filter(|p| p.isolation == Isolation::Worktree) else { continue };
+            let Some(worktree) = p.worktree.clone() else { continue };
+            if !worktree.exists() {
+                continue;
+            }
+            let item = |action: &str, reason: String| GcItem {
+                task_id: record.id.clone(),
+                worktree: worktree.display().to_string(),
+                action: action.to_owned(),
+                reason,
+                bytes: workshop::disk_usage(&worktree),
+            };
+            if record.finished_ms.unwrap_or(i64::MAX) > cutoff {
+                items.push(item("kept", "finished too recently".to_owned()));
+                continue;
+            }
+            let decided = record.changes_state.is_some();
+            if !decided && !force && workshop::has_unmerged_work(&p).unwrap_or(true) {
+                items.push(item(
+                    "kept",
+                    format!(
+                        "its changes were neither applied nor discarded: `caesar apply {0}` or `caesar discard {0}`",
+                        record.id
+                    ),
+                ));
+                continue;
+            }
+            if dry_run {
+                items.push(item("would remove", String::new()));
+                continue;
+            }
+            let bytes = workshop::disk_usage(&worktree);
+            let removal = if record.changes_state.as_deref() == Some("discarded") {
+                workshop::remove_discarded(&p, force)
+            } else {
+                workshop::remove(&p, force)
+            };
+            match removal {
+                Ok(r) => items.push(GcItem {
+                    bytes,
+                    ..item("removed", r.branch_kept.map(|b| format!("branch kept: {b}")).unwrap_or_default())
+                }),
+                Err(e) => items.push(item("kept", e.to_string())),
+            }
+        }
+        Ok(items)
+    }
+}

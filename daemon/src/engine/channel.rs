@@ -1,0 +1,209 @@
+//! The return channel's calls, each bound to one task by its secret, and the
+//! orchestrator's answers to a task's questions.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::now_ms;
+use crate::error::{Error, Result};
+use crate::oacp::EventBody;
+use crate::report::{self};
+use crate::store::{QuestionRecord, TaskRecord};
+use crate::supervisor::{self};
+
+use super::*;
+
+impl Engine {
+    // ---------------------------------------------------------------- channel
+
+    /// The task a return-channel call speaks for, once its secret matches.
+    /// The secret binds a channel to one task: it can reach nothing else.
+    pub(super) fn channel_record(&self, task_id: &str, secret: &str) -> Result<TaskRecord> {
+        let record = self.record(task_id)?;
+        if !crate::ids::secrets_match(&record.secret, secret) {
+            return Err(Error::Refused(format!(
+                "the channel secret does not match task {task_id}: a channel speaks only for the task that started it"
+            )));
+        }
+        Ok(record)
+    }
+
+    pub(super) fn channel_live(&self, record: &TaskRecord) -> Result<Arc<Live>> {
+        if record.status.is_terminal() {
+            return Err(Error::Precondition(format!("task {} has ended ({})", record.id, record.status.as_str())));
+        }
+        self.live(&record.id)
+            .ok_or_else(|| Error::Precondition(format!("task {} is not running yet; retry in a moment", record.id)))
+    }
+
+    /// `get_task`: the mission, as `task.json` holds it.
+    pub fn channel_get_task(&self, task_id: &str, secret: &str) -> Result<String> {
+        let record = self.channel_record(task_id, secret)?;
+        let path = Path::new(&record.task_dir).join("task.json");
+        std::fs::read_to_string(&path).map_err(|e| Error::io_at("cannot read", &path, e))
+    }
+
+    /// `report_progress`: a `progress` event in the task's log. Returns its seq.
+    pub fn channel_progress(&self, task_id: &str, secret: &str, message: &str, pct: Option<f64>) -> Result<u64> {
+        let record = self.channel_record(task_id, secret)?;
+        let live = self.channel_live(&record)?;
+        if message.trim().is_empty() {
+            return Err(Error::Invalid("`message` is empty: say what progress was made".to_owned()));
+        }
+        let pct = pct.map(|p| p.clamp(0.0, 100.0));
+        self.emit_events(
+            &record.id,
+            Path::new(&record.task_dir),
+            &live,
+            vec![EventBody::Progress { message: message.to_owned(), pct }],
+            None,
+        )
+    }
+
+    /// `ask_orchestrator`: stores the question (durably, first), shows it in
+    /// status and await, wakes awaiters, then waits for the answer until
+    /// `timeout` or the task's deadline. With no answer in time it returns
+    /// `answered: false` and an invitation to proceed; that is not an error.
+    /// Passing `question_id` resumes waiting on a question already asked
+    /// (a channel that reconnected after a restart).
+    pub async fn channel_ask(
+        &self,
+        task_id: &str,
+        secret: &str,
+        question: &str,
+        options: Vec<String>,
+        timeout: Duration,
+        question_id: Option<&str>,
+    ) -> Result<(String, bool, String)> {
+        let record = self.channel_record(task_id, secret)?;
+        let live = self.channel_live(&record)?;
+        let mut answers = live.answers.subscribe();
+        // The channel may pick the id itself, so that after a daemon restart
+        // it can ask again and keep waiting on the same question.
+        let asked_before = match question_id.filter(|q| !q.is_empty()) {
+            Some(qid) => {
+                if !qid.starts_with("q_") || qid.len() > 40 || !qid[2..].bytes().all(|b| b.is_ascii_alphanumeric()) {
+                    return Err(Error::Invalid(format!(
+                        "question id `{qid}` is malformed: use q_ and letters or digits"
+                    )));
+                }
+                self.store.question(task_id, qid)?.map(|_| qid.to_owned()).ok_or_else(|| qid.to_owned())
+            }
+            None => Err(crate::ids::question_id()),
+        };
+        let qid = match asked_before {
+            Ok(qid) => qid,
+            Err(new_id) => {
+                if question.trim().is_empty() {
+                    return Err(Error::Invalid("`question` is empty: ask something".to_owned()));
+                }
+                let q = QuestionRecord {
+                    task_id: task_id.to_owned(),
+                    question_id: new_id,
+                    question: question.to_owned(),
+                    options: options.clone(),
+                    asked_ms: now_ms(),
+                    answer: None,
+                };
+                self.store.insert_question(&q)?;
+                self.emit_events(
+                    task_id,
+                    Path::new(&record.task_dir),
+                    &live,
+                    vec![EventBody::Question { id: q.question_id.clone(), question: q.question.clone(), options }],
+                    None,
+                )?;
+                live.attention.send_modify(|n| *n += 1);
+                q.question_id
+            }
+        };
+        let task_deadline = record.started_ms.unwrap_or_else(now_ms) + record.timeout_ms as i64;
+        let wait = timeout.min(Duration::from_millis((task_deadline - now_ms()).max(0) as u64));
+        let until = tokio::time::Instant::now() + wait;
+        let mut status = live.status.subscribe();
+        loop {
+            if let Some((q, _)) = self.store.question(task_id, &qid)?
+                && let Some(answer) = q.answer
+            {
+                self.store.mark_delivered(task_id, &qid)?;
+                return Ok((qid, true, answer));
+            }
+            tokio::select! {
+                _ = answers.changed() => {}
+                _ = status.wait_for(|s| s.is_terminal()) => break,
+                _ = tokio::time::sleep_until(until) => break,
+            }
+        }
+        Ok((
+            qid,
+            false,
+            format!(
+                "No answer from the orchestrator within {} s. Proceed on your best judgment, and say in your report what you assumed.",
+                wait.as_secs()
+            ),
+        ))
+    }
+
+    /// `submit_report`: validated at once; an invalid report is refused with
+    /// the failing field so the agent can correct it and submit again.
+    pub fn channel_submit_report(&self, task_id: &str, secret: &str, report_json: &str) -> Result<()> {
+        let record = self.channel_record(task_id, secret)?;
+        let live = self.channel_live(&record)?;
+        let report = crate::oacp::Report::parse(report_json).map_err(|e| Error::Invalid(e.to_string()))?;
+        let path = Path::new(&record.task_dir).join(report::CHANNEL_REPORT);
+        let body = serde_json::to_vec_pretty(&report).map_err(|e| Error::Internal(e.to_string()))?;
+        supervisor::write_atomic(&path, &body).map_err(|e| Error::io_at("cannot write", &path, e))?;
+        self.emit_events(
+            &record.id,
+            Path::new(&record.task_dir),
+            &live,
+            vec![EventBody::Progress { message: format!("report submitted: {}", report.status.as_str()), pct: None }],
+            None,
+        )?;
+        Ok(())
+    }
+
+    /// `caesar_answer`: answers a pending question. An unknown task or
+    /// question, or one already answered, fails clearly; of two concurrent
+    /// answers exactly one wins.
+    pub fn answer(&self, task_id: &str, question_id: &str, answer: &str) -> Result<()> {
+        let record = self.record(task_id)?;
+        let Some((question, _)) = self.store.question(task_id, question_id)? else {
+            let pending: Vec<String> =
+                self.store.pending_questions(task_id)?.into_iter().map(|q| q.question_id).collect();
+            return Err(Error::NotFound(format!(
+                "task {task_id} has no question `{question_id}` (pending: {})",
+                if pending.is_empty() { "none".to_owned() } else { pending.join(", ") }
+            )));
+        };
+        if question.answer.is_some() {
+            return Err(Error::Precondition(format!("question {question_id} of task {task_id} already has an answer")));
+        }
+        if record.status.is_terminal() {
+            return Err(Error::Precondition(format!(
+                "task {task_id} has ended ({}): nobody is waiting for this answer",
+                record.status.as_str()
+            )));
+        }
+        if !self.store.answer_question(task_id, question_id, answer, now_ms())? {
+            return Err(Error::Conflict(format!(
+                "question {question_id} of task {task_id} was answered by someone else just now"
+            )));
+        }
+        if let Some(live) = self.live(task_id) {
+            self.emit_events(
+                task_id,
+                Path::new(&record.task_dir),
+                &live,
+                vec![EventBody::Answer { id: question_id.to_owned(), answer: answer.to_owned() }],
+                None,
+            )?;
+            live.answers.send_modify(|n| *n += 1);
+        }
+        if is_permission_question(question_id) {
+            self.deliver_permission(&record, question_id, answer);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,332 @@
+//! Delegation: validate a request, resolve it against the project's config and
+//! policy, write the task's files and record it durably. Nothing runs yet.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::agents::{self, Launch, TokenValues};
+use crate::clock::{now_ms, rfc3339};
+use crate::config::{IsolationPref, project_root};
+use crate::error::{Error, Result};
+use crate::oacp::{Isolation, Mode, TASK_PROTOCOL, TaskDoc};
+use crate::provider::{self};
+use crate::resolve::{self, AgentTarget};
+use crate::store::{TaskRecord, TaskStatus};
+use crate::supervisor::{self};
+use crate::workshop;
+
+use super::*;
+
+impl Engine {
+    // ---------------------------------------------------------------- delegate
+
+    /// Validates a delegation, records the task durably, starts its agent
+    /// and returns without waiting for it.
+    pub async fn delegate(self: &Arc<Self>, input: DelegateInput) -> Result<Delegated> {
+        let objective = input.objective.trim();
+        if objective.is_empty() {
+            return Err(Error::Invalid("`objective` is empty: say what the agent should do".to_owned()));
+        }
+        let workspace = PathBuf::from(&input.workspace);
+        if input.workspace.is_empty() || !workspace.is_absolute() {
+            return Err(Error::Invalid(format!(
+                "`workspace` must be an absolute directory path, got `{}`",
+                input.workspace
+            )));
+        }
+        if !workspace.is_dir() {
+            return Err(Error::Invalid(format!("workspace {} is not a directory", workspace.display())));
+        }
+        let project = project_root(&workspace);
+        let (config, config_problem) = self.load_config(&project)?;
+        let resolution = resolve::resolve(&config, &project, &input).map_err(|e| match &config_problem {
+            // The request may name what the broken file declares: say so.
+            Some(problem) => e.with_note(&format!("note: {problem}; the last good config was used")),
+            None => e,
+        })?;
+        let mut warnings = resolution.warnings.clone();
+        if let Some(problem) = config_problem {
+            warnings.insert("config_warning".to_owned(), format!("{problem}; delegating with the last good config"));
+        }
+        let agent_id = resolution.agent.clone();
+        let (mode, timeout_ms) = (resolution.mode, resolution.timeout_ms);
+        let isolation = workshop::decide(&workspace, resolution.isolation, mode, config.policy.allow_inplace_write)?;
+        let facts = workshop::facts(&workspace);
+        // Two write tasks never share one tree at the same time: a write
+        // task in place holds its tree, and the queue keeps another one
+        // waiting until it is free.
+        let shared_tree = (isolation == Isolation::Inplace && mode == Mode::Write)
+            .then(|| facts.root.clone().unwrap_or_else(|| workspace.clone()).display().to_string());
+        let session_id = input.session_id.clone().filter(|s| !s.trim().is_empty());
+        match &resolution.target {
+            AgentTarget::Provider { spec, .. } if session_id.is_some() && !spec.capabilities.resume => {
+                return Err(Error::Invalid(format!("agent `{agent_id}` cannot resume sessions: omit `session_id`")));
+            }
+            AgentTarget::Generic { .. } if session_id.is_some() => {
+                return Err(Error::Invalid(format!(
+                    "agent `{agent_id}` is a generic agent and cannot resume a session: omit `session_id`"
+                )));
+            }
+            _ => {}
+        }
+        if let Some(session) = &session_id
+            && let Some(owner) = self.store.agent_of_session(session)?
+            && owner != agent_id
+        {
+            return Err(Error::Invalid(format!(
+                "session `{session}` belongs to agent `{owner}`, not `{agent_id}`: resume it with agent `{owner}`, or omit `session_id`"
+            )));
+        }
+        // The return channel: `caesar-mcp --channel`, injected into the
+        // agent's CLI where it can load an MCP server, and named in task.json
+        // for OACP agents that start it themselves.
+        let channel_bin = if input.channel { self.channel_binary() } else { None };
+        let channel = match (&channel_bin, &resolution.target) {
+            (None, _) if input.channel => {
+                warnings.insert(
+                    "channel_warning".to_owned(),
+                    "caesar-mcp was not found beside caesard (or in CAESAR_MCP_BIN): the agent runs without the return channel".to_owned(),
+                );
+                false
+            }
+            (Some(_), AgentTarget::Provider { spec, .. })
+                if !spec.capabilities.mcp_injection || needs_workspace_files(spec.id) =>
+            {
+                let why = if spec.capabilities.mcp_injection {
+                    "reads MCP servers only from settings files in the project or your home, which caesar does not \
+                     write for one task"
+                } else {
+                    "cannot load an MCP server for one run"
+                };
+                warnings.insert(
+                    "channel_warning".to_owned(),
+                    format!("agent `{agent_id}` {why}: it runs without the return channel"),
+                );
+                false
+            }
+            (Some(_), _) => true,
+            (None, _) => false,
+        };
+        let secret = crate::ids::secret();
+
+        let id = crate::ids::task_id();
+        let task_dir = self.paths.state_dir.join("tasks").join(&id);
+        std::fs::create_dir_all(&task_dir).map_err(|e| Error::io_at("cannot create", &task_dir, e))?;
+        // A delegation refused from here on (a full disk) leaves no directory behind.
+        let mut unrecorded = UnrecordedDir(Some(task_dir.clone()));
+        let report_path = task_dir.join("report.json");
+        let events_path = task_dir.join(EVENTS_FILE);
+        let created_ms = now_ms();
+        let mut context = input.context.clone();
+        if !resolution.system_prompt.trim().is_empty() {
+            context = format!("{}\n\n{context}", resolution.system_prompt.trim()).trim().to_owned();
+        }
+        let doc = TaskDoc {
+            protocol: TASK_PROTOCOL.to_owned(),
+            id: id.clone(),
+            created_at: rfc3339(created_ms),
+            role: resolution.role.as_ref().map(|r| r.name.clone()),
+            agent: agent_id.clone(),
+            objective: objective.to_owned(),
+            context,
+            constraints: input.constraints.clone(),
+            acceptance_criteria: input.acceptance_criteria.clone(),
+            mode,
+            isolation,
+            network: resolution.network.available,
+            workspace: workspace.display().to_string(),
+            base_ref: None,
+            deadline_ms: timeout_ms,
+            depth: input.depth + 1,
+            report_path: report_path.display().to_string(),
+            events_path: events_path.display().to_string(),
+            channel: None,
+            model: resolution.model.clone(),
+        };
+        // The agent works where the workshop will put it: a worktree's
+        // counterpart of the workspace, known before it exists.
+        let mut doc = doc;
+        if isolation == Isolation::Worktree
+            && let Some(root) = &facts.root
+        {
+            let rel = workspace.strip_prefix(root).unwrap_or(Path::new(""));
+            doc.workspace = root.join(workshop::WORKTREES_DIR).join(&id).join(rel).display().to_string();
+            doc.base_ref = facts.head.clone();
+        }
+        if channel && let Some(bin) = &channel_bin {
+            doc.channel = Some(serde_json::json!({
+                "transport": "mcp-stdio",
+                "command": bin.display().to_string(),
+                "args": ["--channel"],
+                "server_name": CHANNEL_SERVER,
+            }));
+        }
+        let prompt = agents::brief(&doc);
+        let channel_env: Vec<(String, String)> = vec![
+            ("CAESAR_TASK_ID".to_owned(), id.clone()),
+            ("CAESAR_CHANNEL_SECRET".to_owned(), secret.clone()),
+            ("CAESAR_SOCKET".to_owned(), self.paths.socket.display().to_string()),
+        ];
+        let channel_args = vec!["--channel".to_owned()];
+        let channel_bin_s = channel_bin.as_ref().map(|b| b.display().to_string()).unwrap_or_default();
+        let task_dir_s = task_dir.display().to_string();
+        let mut launch = match &resolution.target {
+            AgentTarget::Generic { def, program } => {
+                let mut args = agents::expand_args(
+                    &def.args,
+                    &TokenValues {
+                        prompt: Some(&prompt),
+                        workspace: Some(&doc.workspace),
+                        task_dir: Some(&task_dir_s),
+                        report_path: Some(&doc.report_path),
+                        model: resolution.model.as_deref(),
+                    },
+                );
+                if resolution.network.request == Some(false) {
+                    args.extend(def.network_args.iter().flatten().cloned());
+                }
+                Launch {
+                    program: program.display().to_string(),
+                    args,
+                    env: def.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    parser: provider::GENERIC.to_owned(),
+                    ..Launch::default()
+                }
+            }
+            AgentTarget::Provider { spec, program } => {
+                // Tier 2: where the CLI can constrain its final answer to a
+                // schema, it gets the report's (strict variant).
+                let schema_path = if spec.capabilities.structured_output {
+                    let path = task_dir.join("report.schema.json");
+                    let schema = crate::oacp::schema("report", true).unwrap_or_default();
+                    std::fs::write(&path, schema.to_string()).map_err(|e| Error::io_at("cannot write", &path, e))?;
+                    Some(path.display().to_string())
+                } else {
+                    None
+                };
+                let invocation = provider::Invocation {
+                    prompt: &prompt,
+                    mode,
+                    model: resolution.model.as_deref(),
+                    effort: input.effort.as_deref().filter(|e| !e.is_empty()),
+                    resume_session: session_id.as_deref(),
+                    workspace: &doc.workspace,
+                    output_schema_path: schema_path.as_deref(),
+                    mcp: channel.then_some(provider::McpServer {
+                        name: CHANNEL_SERVER,
+                        command: &channel_bin_s,
+                        args: &channel_args,
+                        env: &channel_env,
+                        tools: &CHANNEL_TOOLS,
+                    }),
+                    network: resolution.network.request,
+                };
+                let built = provider::build_launch(spec.id, &invocation)
+                    .ok_or_else(|| Error::Internal(format!("no launch for provider {}", spec.id)))?;
+                for (name, content) in &built.files {
+                    if name.contains("..") || Path::new(name).is_absolute() {
+                        return Err(Error::Internal(format!("provider file `{name}` escapes the task directory")));
+                    }
+                    let path = task_dir.join(name);
+                    if let Some(parent) = path.parent() {
+                        std::fs::create_dir_all(parent).map_err(|e| Error::io_at("cannot create", parent, e))?;
+                    }
+                    std::fs::write(&path, content).map_err(|e| Error::io_at("cannot write", &path, e))?;
+                }
+                Launch {
+                    program: program.display().to_string(),
+                    args: built.args,
+                    env: built.env,
+                    parser: spec.id.to_owned(),
+                    native_report: schema_path.is_some(),
+                    stdin: built.stdin,
+                    ..Launch::default()
+                }
+            }
+        };
+        launch.findings = resolution.findings.clone();
+        launch.channel = channel;
+        launch.plan = Some(agents::WorkshopPlan {
+            isolation: match isolation {
+                Isolation::Worktree => IsolationPref::Worktree,
+                Isolation::Inplace => IsolationPref::Inplace,
+            },
+            label: resolution.role.as_ref().map(|r| r.name.clone()).unwrap_or_else(|| agent_id.clone()),
+            allow_inplace_write: config.policy.allow_inplace_write,
+            worktree: config.worktree.clone(),
+            shared_tree,
+        });
+        launch.max_parallel = config.policy.max_parallel;
+        let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
+        supervisor::write_atomic(&task_dir.join("task.json"), &task_json)
+            .map_err(|e| Error::io_at("cannot write", &task_dir.join("task.json"), e))?;
+
+        let record = TaskRecord {
+            id: id.clone(),
+            created_ms,
+            agent: agent_id,
+            role: doc.role.clone(),
+            mode,
+            isolation,
+            network: doc.network,
+            model: resolution.model.clone(),
+            objective: objective.to_owned(),
+            workspace: workspace.display().to_string(),
+            task_dir: task_dir_s,
+            timeout_ms,
+            depth: input.depth,
+            status: TaskStatus::Pending,
+            started_ms: None,
+            finished_ms: None,
+            exit_code: None,
+            signal: None,
+            error: None,
+            supervisor_pid: None,
+            supervisor_start: None,
+            boot_id: None,
+            log_offset: 0,
+            session_id: session_id.clone(),
+            cancel_requested: false,
+            secret,
+            event_count: 0,
+            last_event: None,
+            blocker: None,
+            launch_json: serde_json::to_string(&launch).map_err(|e| Error::Internal(e.to_string()))?,
+            workshop: None,
+            changes_state: None,
+        };
+        self.store.insert_task(&record)?;
+        unrecorded.0 = None;
+        self.schedule().await;
+        let record = self.record(&id)?;
+        Ok(Delegated { record, warnings })
+    }
+
+    /// Gives the queue a turn. Tasks start when one is delegated or one ends;
+    /// this also starts those whose start failed, and whose failure could not
+    pub(super) fn channel_binary(&self) -> Option<PathBuf> {
+        if let Some(bin) = std::env::var_os("CAESAR_MCP_BIN").filter(|v| !v.is_empty()) {
+            return Some(PathBuf::from(bin)).filter(|p| p.is_file());
+        }
+        let name = if cfg!(windows) { "caesar-mcp.exe" } else { "caesar-mcp" };
+        self.settings.supervisor_exe.parent().map(|d| d.join(name)).filter(|p| p.is_file())
+    }
+}
+
+/// Providers that read a per-run MCP server only from a file in the
+/// project: injecting the channel would write into the user's tree.
+pub(super) fn needs_workspace_files(provider: &str) -> bool {
+    matches!(provider, "gemini" | "qwen" | "cursor-agent" | "grok")
+}
+
+/// The directory of a task being delegated, removed on drop unless the task
+/// was recorded (then it is set to `None`).
+pub(super) struct UnrecordedDir(Option<PathBuf>);
+
+impl Drop for UnrecordedDir {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}

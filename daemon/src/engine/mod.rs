@@ -1,0 +1,285 @@
+//! The engine: tasks from delegation to report.
+//!
+//! [`Engine::delegate`] records a task durably, then starts its supervisor
+//! ([`crate::supervisor`]). A monitor per running task tails `raw.log`,
+//! parses lines into OACP events, stores them together with the new log
+//! offset, and broadcasts them. When the supervisor writes `exit.json` the
+//! monitor drains the log, recovers the report ([`crate::report`]) and ends
+//! the task in one transaction, then wakes every waiter.
+//!
+//! Waiting is event-driven: each live task has a `watch` channel of its
+//! status, and [`Engine::await_tasks`] sleeps on those, never polling.
+//!
+//! On start, [`Engine::recover`] re-attaches to every task a previous daemon
+//! left running: it resumes tailing from the stored offset, collects the
+//! exit status the supervisor wrote meanwhile, and ends as `failed` (with a
+//! report that says why) any task whose supervisor vanished.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use caesar_proto::paths::Paths;
+use tokio::sync::{broadcast, watch};
+use tracing::Instrument;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::oacp::BlockerKind;
+use crate::provider::LineParser;
+use crate::store::{QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
+
+mod cancel;
+mod changes;
+mod channel;
+mod conclude;
+mod delegate;
+mod events;
+mod monitor;
+mod observe;
+mod permissions;
+mod prepare;
+mod projects;
+mod queue;
+mod recovery;
+mod start;
+
+use conclude::Exit;
+use events::EVENTS_FILE;
+use monitor::{Run, Waiter, parser_for};
+use permissions::is_permission_question;
+
+/// Tunables of the engine.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Between SIGTERM and SIGKILL when a task is stopped.
+    pub grace_ms: u64,
+    /// How often a running task's log is read.
+    pub poll: Duration,
+    /// The most bytes of an agent's output kept in raw.log (0: no cap).
+    pub raw_log_cap: u64,
+    /// The executable that runs `__supervise` (the caesard binary).
+    pub supervisor_exe: PathBuf,
+    /// How long a bridged permission prompt waits for the orchestrator before it is denied
+    /// (`CAESAR_PERMISSION_TIMEOUT_MS`, default 5 min; never past the task's deadline).
+    pub permission_timeout: Duration,
+}
+
+impl Settings {
+    /// The defaults, with the grace period overridable by
+    /// `CAESAR_KILL_GRACE_MS` (tests shorten it).
+    pub fn from_env() -> std::io::Result<Settings> {
+        let grace_ms = std::env::var("CAESAR_KILL_GRACE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
+        let raw_log_cap =
+            std::env::var("CAESAR_RAW_LOG_MAX_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_RAW_LOG_CAP);
+        Ok(Settings {
+            grace_ms,
+            poll: Duration::from_millis(20),
+            raw_log_cap,
+            supervisor_exe: std::env::current_exe()?,
+            permission_timeout: Duration::from_millis(
+                std::env::var("CAESAR_PERMISSION_TIMEOUT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(300_000),
+            ),
+        })
+    }
+}
+
+/// What a live watcher of a task holds, in events: the broadcast ring, and
+/// one page of replay from the store. An event can be a whole output line of
+/// up to 1 MiB, so these bound a watcher's memory under a flood; a watcher
+/// that falls behind catches up from the store.
+const WATCH_RING: usize = 256;
+const REPLAY_PAGE: u32 = 128;
+
+/// The most events one `Logs` call returns.
+pub const MAX_LOG_EVENTS: u32 = 10_000;
+/// The default cap of a task's raw.log: 256 MiB (`CAESAR_RAW_LOG_MAX_BYTES`).
+pub const DEFAULT_RAW_LOG_CAP: u64 = 256 * 1024 * 1024;
+/// How many characters of the agent's reply a snapshot shows.
+pub const OUTPUT_TAIL_CHARS: usize = 1000;
+/// How much of the agent's messages is kept for report recovery.
+const MESSAGE_KEEP: usize = 256 * 1024;
+
+/// What a caller asks of [`Engine::delegate`].
+#[derive(Debug, Clone, Default)]
+pub struct DelegateInput {
+    pub objective: String,
+    pub agent: Option<String>,
+    pub role: Option<String>,
+    pub mode: Option<String>,
+    pub isolation: Option<String>,
+    pub network: Option<String>,
+    pub context: String,
+    pub constraints: Vec<String>,
+    pub acceptance_criteria: Vec<String>,
+    pub model: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub channel: bool,
+    pub workspace: String,
+    pub session_id: Option<String>,
+    pub effort: Option<String>,
+    pub depth: u32,
+}
+
+/// A task as callers see it.
+#[derive(Debug, Clone)]
+pub struct TaskView {
+    pub record: TaskRecord,
+    pub report: Option<StoredReport>,
+    pub pending_questions: Vec<QuestionRecord>,
+    /// The last characters of the agent's reply and when it last spoke.
+    pub output: Option<(String, i64)>,
+    /// What the agent is doing now.
+    pub activity: Option<Activity>,
+    /// For a queued task, how many queued tasks start before it.
+    pub queue_position: Option<u32>,
+}
+
+/// The result of [`Engine::delegate`].
+#[derive(Debug, Clone)]
+pub struct Delegated {
+    pub record: TaskRecord,
+    pub warnings: BTreeMap<String, String>,
+}
+
+/// One worktree considered by [`Engine::gc`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GcItem {
+    pub task_id: String,
+    pub worktree: String,
+    /// `removed`, `would remove` or `kept`.
+    pub action: String,
+    pub reason: String,
+    pub bytes: u64,
+}
+
+/// The result of [`Engine::logs`].
+#[derive(Debug, Clone, Default)]
+pub struct Logs {
+    pub total_events: u64,
+    pub events: Vec<String>,
+    pub raw: String,
+    pub raw_size: u64,
+    pub raw_truncated: bool,
+}
+
+/// What a running agent is doing now, from its latest events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Activity {
+    /// `message`, `thinking` or `tool_use`.
+    pub kind: &'static str,
+    pub tool_name: String,
+    /// The tool call's state; empty for other kinds.
+    pub state: String,
+    /// When it was seen, milliseconds since the epoch.
+    pub at_ms: i64,
+}
+
+/// What the engine keeps in memory for a running task.
+struct Live {
+    pub(super) status: watch::Sender<TaskStatus>,
+    /// Bumped when the task needs the caller: a blocker, a question.
+    pub(super) attention: watch::Sender<u64>,
+    /// Made on the first watcher: most tasks have none, and its ring is the
+    /// largest thing a task holds.
+    pub(super) events: std::sync::OnceLock<broadcast::Sender<(u64, String)>>,
+    pub(super) output: Mutex<Option<(String, i64)>>,
+    pub(super) activity: Mutex<Option<Activity>>,
+    /// The next event sequence number. Held while a batch is stored, so the
+    /// monitor and the return channel number events in the order stored.
+    pub(super) next_seq: Mutex<u64>,
+    /// Bumped when a question of the task is answered.
+    pub(super) answers: watch::Sender<u64>,
+}
+
+impl Live {
+    fn new(status: TaskStatus, next_seq: u64) -> Arc<Live> {
+        Arc::new(Live {
+            next_seq: Mutex::new(next_seq),
+            answers: watch::channel(0).0,
+            status: watch::channel(status).0,
+            attention: watch::channel(0).0,
+            events: std::sync::OnceLock::new(),
+            output: Mutex::new(None),
+            activity: Mutex::new(None),
+        })
+    }
+}
+
+/// The engine. One per daemon.
+pub struct Engine {
+    paths: Paths,
+    settings: Settings,
+    store: Store,
+    live: Mutex<HashMap<String, Arc<Live>>>,
+    versions: crate::catalog::VersionCache,
+    /// Held while the queue decides what to start, and while a queued task
+    /// is cancelled, so the two never race.
+    scheduling: tokio::sync::Mutex<()>,
+    /// The last configuration of each project that loaded, served while a
+    /// later edit of it does not load.
+    good_configs: Mutex<HashMap<PathBuf, Config>>,
+    /// The current load error of each project whose config does not load.
+    config_problems: Mutex<HashMap<PathBuf, String>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("paths", &self.paths).finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// [`Engine::recover`] next.
+    pub fn open(paths: Paths, settings: Settings) -> Result<Arc<Engine>> {
+        std::fs::create_dir_all(paths.state_dir.join("tasks"))
+            .map_err(|e| Error::io_at("cannot create", &paths.state_dir, e))?;
+        let store = Store::open(&paths.state_dir.join("caesar.db"))?;
+        Ok(Arc::new(Engine {
+            paths,
+            settings,
+            store,
+            live: Mutex::new(HashMap::new()),
+            versions: Default::default(),
+            scheduling: Default::default(),
+            good_configs: Default::default(),
+            config_problems: Default::default(),
+        }))
+    }
+
+    /// The store, for read-only inspection (doctor, tests).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The paths this engine works in.
+    pub fn paths(&self) -> &Paths {
+        &self.paths
+    }
+
+    fn live(&self, id: &str) -> Option<Arc<Live>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
+    }
+
+    /// Tasks pending or running now.
+    pub fn active_count(&self) -> Result<u32> {
+        Ok(self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?.len() as u32)
+    }
+}
+
+/// The name the return channel's MCP server has in the agent's CLI.
+pub const CHANNEL_SERVER: &str = "caesar";
+/// The return channel's tools, pre-approved where the CLI asks.
+pub const CHANNEL_TOOLS: [&str; 4] = ["get_task", "report_progress", "ask_orchestrator", "submit_report"];
+
+/// The stored name of a blocker kind.
+pub fn blocker_name(kind: BlockerKind) -> &'static str {
+    match kind {
+        BlockerKind::Auth => "auth",
+        BlockerKind::RateLimit => "rate_limit",
+        BlockerKind::Permission => "permission",
+    }
+}
+/// The supervisor's own stderr, made just before it is spawned.
+const SUPERVISOR_LOG: &str = "supervisor.log";

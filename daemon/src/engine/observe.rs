@@ -1,0 +1,244 @@
+//! Observing tasks: snapshots, listings, await, logs and the live event stream.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc};
+
+use crate::error::{Error, Result};
+use crate::store::{TaskRecord, TaskStatus};
+use crate::supervisor::{self};
+use crate::tail::{self};
+
+use super::*;
+
+impl Engine {
+    // ---------------------------------------------------------------- queries
+
+    pub(super) fn record(&self, id: &str) -> Result<TaskRecord> {
+        if !crate::ids::is_task_id(id) {
+            return Err(Error::NotFound(format!(
+                "no task `{id}`: task ids look like t_0123456789ab; list tasks with `caesar ps`"
+            )));
+        }
+        self.store.task(id)?.ok_or_else(|| Error::NotFound(format!("no task `{id}`: list tasks with `caesar ps`")))
+    }
+
+    /// A snapshot of one task.
+    pub fn status(&self, id: &str) -> Result<TaskView> {
+        let record = self.record(id)?;
+        self.view(record)
+    }
+
+    pub(super) fn view(&self, record: TaskRecord) -> Result<TaskView> {
+        let report = if record.status.is_terminal() { self.store.report(&record.id)? } else { None };
+        let pending_questions =
+            if record.status.is_terminal() { Vec::new() } else { self.store.pending_questions(&record.id)? };
+        let live = self.live(&record.id);
+        let output = live.as_ref().and_then(|l| l.output.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        let activity = live.as_ref().and_then(|l| l.activity.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        let queue_position = if record.status == TaskStatus::Pending {
+            let queued = self.store.tasks(&[TaskStatus::Pending], u32::MAX)?;
+            queued.iter().rev().position(|t| t.id == record.id).map(|p| p as u32)
+        } else {
+            None
+        };
+        Ok(TaskView { record, report, pending_questions, output, activity, queue_position })
+    }
+
+    /// Tasks, newest first.
+    pub fn list(&self, statuses: &[TaskStatus], limit: u32) -> Result<Vec<TaskView>> {
+        self.store.tasks(statuses, limit)?.into_iter().map(|r| self.view(r)).collect()
+    }
+
+    /// Waits until every task is finished, `timeout` passes or (with
+    /// `wake_on_attention`) one of them needs the caller. Returns the views
+    /// and whether the wait ended early for attention.
+    pub async fn await_tasks(
+        &self,
+        ids: &[String],
+        timeout: Duration,
+        wake_on_attention: bool,
+    ) -> Result<(Vec<TaskView>, bool)> {
+        if ids.is_empty() {
+            return Err(Error::Invalid("`task_ids` is empty: pass the ids that delegate returned".to_owned()));
+        }
+        let mut unknown = Vec::new();
+        for id in ids {
+            if let Err(Error::NotFound(_)) = self.record(id) {
+                unknown.push(id.as_str());
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(Error::NotFound(format!("no task {}: list tasks with `caesar ps`", unknown.join(", "))));
+        }
+        let mut waits = Vec::new();
+        let mut attention = Vec::new();
+        for id in ids {
+            let live = self.live(id);
+            if let Some(l) = &live {
+                let mut rx = l.attention.subscribe();
+                rx.mark_unchanged();
+                attention.push(rx);
+            }
+            let status_rx = live.map(|l| l.status.subscribe());
+            if self.record(id)?.status.is_terminal() {
+                continue;
+            }
+            let id = id.clone();
+            waits.push(async move {
+                match status_rx {
+                    Some(mut rx) => {
+                        let _ = rx.wait_for(|s| s.is_terminal()).await;
+                    }
+                    // Recorded but not live: only while a restarted daemon
+                    // is re-attaching. Check the store until it settles.
+                    None => loop {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        if self.store.task(&id).ok().flatten().is_none_or(|r| r.status.is_terminal()) {
+                            break;
+                        }
+                    },
+                }
+            });
+        }
+        // A task that already needs the caller (a question waiting, a
+        // blocker hit) wakes the wait at once: its signal may have come
+        // before this call subscribed.
+        if wake_on_attention {
+            for id in ids {
+                let r = self.record(id)?;
+                let waiting = !r.status.is_terminal() && !self.store.pending_questions(id)?.is_empty();
+                if waiting || (!r.status.is_terminal() && r.blocker.is_some()) {
+                    let views = ids.iter().map(|id| self.status(id)).collect::<Result<Vec<_>>>()?;
+                    return Ok((views, true));
+                }
+            }
+        }
+        let all_done = futures_util::future::join_all(waits);
+        let any_attention = async {
+            if !wake_on_attention || attention.is_empty() {
+                return std::future::pending::<()>().await;
+            }
+            let changes = attention.iter_mut().map(|rx| Box::pin(rx.changed()));
+            let _ = futures_util::future::select_all(changes).await;
+        };
+        let woke_early = tokio::select! {
+            _ = tokio::time::timeout(timeout, all_done) => false,
+            _ = any_attention => true,
+        };
+        let views = ids.iter().map(|id| self.status(id)).collect::<Result<Vec<_>>>()?;
+        Ok((views, woke_early))
+    }
+
+    /// Stops a running task and waits for its tree to be gone. A finished
+    /// task is left alone and `false` returned.
+    pub fn logs(&self, id: &str, raw: bool, limit: u32, max_bytes: u64) -> Result<Logs> {
+        let record = self.record(id)?;
+        if raw {
+            let path = Path::new(&record.task_dir).join(supervisor::RAW_LOG);
+            let (text, size) = tail::read_tail(&path, max_bytes).map_err(|e| Error::io_at("cannot read", &path, e))?;
+            let truncated = (text.len() as u64) < size;
+            return Ok(Logs {
+                total_events: record.event_count,
+                raw: text,
+                raw_size: size,
+                raw_truncated: truncated,
+                ..Logs::default()
+            });
+        }
+        let events = self.store.last_events(id, limit.clamp(1, MAX_LOG_EVENTS))?;
+        Ok(Logs { total_events: record.event_count, events, ..Logs::default() })
+    }
+
+    /// The events of a task from `from_seq`: stored ones first, then live
+    /// ones until the task ends (with `follow`).
+    pub fn watch_events(
+        self: &Arc<Self>,
+        id: &str,
+        from_seq: u64,
+        follow: bool,
+    ) -> Result<mpsc::Receiver<(u64, String)>> {
+        self.record(id)?;
+        let (tx, rx) = mpsc::channel(64);
+        let live_rx = if follow {
+            self.live(id).map(|l| l.events.get_or_init(|| broadcast::channel(WATCH_RING).0).subscribe())
+        } else {
+            None
+        };
+        let engine = self.clone();
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            let mut next = from_seq;
+            let replay = |next: &mut u64| -> Option<Vec<(u64, String)>> {
+                let rows = engine.store.events_from(&id, *next, REPLAY_PAGE).ok()?;
+                if let Some((seq, _)) = rows.last() {
+                    *next = seq + 1;
+                }
+                Some(rows)
+            };
+            loop {
+                let Some(rows) = replay(&mut next) else {
+                    return;
+                };
+                let done = rows.len() < REPLAY_PAGE as usize;
+                for row in rows {
+                    if tx.send(row).await.is_err() {
+                        return;
+                    }
+                }
+                if done {
+                    break;
+                }
+            }
+            let Some(mut live_rx) = live_rx else { return };
+            loop {
+                match live_rx.recv().await {
+                    Ok((seq, line)) => {
+                        if seq < next {
+                            continue;
+                        }
+                        if seq > next {
+                            // Fill the gap from the store before going on.
+                            let Some(rows) = replay(&mut next) else {
+                                return;
+                            };
+                            for row in rows {
+                                if tx.send(row).await.is_err() {
+                                    return;
+                                }
+                            }
+                            continue;
+                        }
+                        next = seq + 1;
+                        if tx.send((seq, line)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        // Lagged: catch up from the store. Closed: the task
+                        // ended; send what is left and stop.
+                        loop {
+                            let Some(rows) = replay(&mut next) else {
+                                return;
+                            };
+                            if rows.is_empty() {
+                                break;
+                            }
+                            for row in rows {
+                                if tx.send(row).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                        if matches!(e, broadcast::error::RecvError::Closed) {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Ok(rx)
+    }
+}

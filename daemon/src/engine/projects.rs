@@ -1,0 +1,170 @@
+//! Projects: the configuration of each project (the last good one served
+//! while an edit does not load), its agents and roles, config edits and init.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::{Config, project_root};
+use crate::error::{Error, Result};
+use crate::resolve::{self};
+
+use super::*;
+
+impl Engine {
+    // ---------------------------------------------------------------- agents
+
+    /// A project's configuration. When its files do not load (a bad edit),
+    /// the last version that did is served instead, with the problem; with
+    /// no such version the error is returned.
+    pub(super) fn load_config(&self, project: &Path) -> Result<(Config, Option<String>)> {
+        match Config::load(&self.paths.config_dir, project) {
+            Ok(config) => {
+                self.good_configs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(project.to_path_buf(), config.clone());
+                self.config_problems.lock().unwrap_or_else(|p| p.into_inner()).remove(project);
+                Ok((config, None))
+            }
+            Err(e @ Error::Invalid(_)) => {
+                let problem = e.to_string();
+                self.config_problems
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(project.to_path_buf(), problem.clone());
+                match self.good_configs.lock().unwrap_or_else(|p| p.into_inner()).get(project) {
+                    Some(good) => Ok((good.clone(), Some(problem))),
+                    None => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) fn config_for(&self, workspace: &str) -> Result<(Config, PathBuf)> {
+        let project = if workspace.is_empty() {
+            PathBuf::from("/nonexistent/caesar-no-project")
+        } else {
+            project_root(Path::new(workspace))
+        };
+        let (config, _) = self.load_config(&project)?;
+        Ok((config, project))
+    }
+
+    /// The store's integrity and the configuration problems known now.
+    pub fn health(&self, workspace: &str) -> (Result<()>, Vec<String>) {
+        if !workspace.is_empty() {
+            let _ = self.load_config(&project_root(Path::new(workspace)));
+        }
+        let _ = self.load_config(Path::new("/nonexistent/caesar-no-project"));
+        let mut problems: Vec<String> = self
+            .config_problems
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(project, problem)| {
+                let served = self.good_configs.lock().unwrap_or_else(|p| p.into_inner()).contains_key(project);
+                if served {
+                    format!(
+                        "{problem} (fix the file; until then the last good config of {} is used)",
+                        project.display()
+                    )
+                } else {
+                    format!("{problem} (fix the file: delegations in {} fail until then)", project.display())
+                }
+            })
+            .collect();
+        problems.sort();
+        (self.store.integrity_check(), problems)
+    }
+
+    /// Every agent of the project at `workspace` (only the global config
+    /// when empty). Probes executables for their version: call it off the
+    /// async runtime.
+    pub fn list_agents(&self, workspace: &str) -> Result<Vec<crate::catalog::AgentEntry>> {
+        let (config, _) = self.config_for(workspace)?;
+        Ok(crate::catalog::list(&config, &self.versions))
+    }
+
+    /// The roles of the project at `workspace`, each with the agent it would
+    /// pick now and why earlier candidates were skipped.
+    pub fn list_roles(&self, workspace: &str) -> Result<Vec<serde_json::Value>> {
+        let (config, _) = self.config_for(workspace)?;
+        Ok(resolve::roles_view(&config))
+    }
+
+    /// The effective configuration of a project, with provenance.
+    pub fn show_config(&self, workspace: &str) -> Result<serde_json::Value> {
+        let (config, _) = self.config_for(workspace)?;
+        Ok(serde_json::json!({
+            "policy": config.policy,
+            "worktree": config.worktree,
+            "roles": config.roles.iter().map(|(r, o)| {
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                v["origin"] = serde_json::json!(o.as_str());
+                v
+            }).collect::<Vec<_>>(),
+            "agents": config.agents.iter().map(|(a, o)| {
+                let mut v = serde_json::to_value(a).unwrap_or_default();
+                v["origin"] = serde_json::json!(o.as_str());
+                v
+            }).collect::<Vec<_>>(),
+            "models": config.models.iter().map(|(k, (m, o))| (k.clone(), serde_json::json!({"model": m, "origin": o.as_str()}))).collect::<serde_json::Map<_, _>>(),
+            "bin": config.bin.iter().map(|(k, (b, o))| (k.clone(), serde_json::json!({"bin": b, "origin": o.as_str()}))).collect::<serde_json::Map<_, _>>(),
+            "provenance": config.provenance,
+            "files": config.files,
+        }))
+    }
+
+    /// Edits one layer of a project's (or the global) configuration.
+    pub fn edit_config(
+        &self,
+        workspace: &str,
+        layer: &str,
+        edit: &crate::config_edit::Edit,
+    ) -> Result<crate::config_edit::Outcome> {
+        let layer = match layer {
+            "global" => crate::config::Origin::Global,
+            "project" => crate::config::Origin::Project,
+            "local" => crate::config::Origin::Local,
+            other => return Err(Error::Invalid(format!("unknown layer `{other}`: use global, project or local"))),
+        };
+        if layer != crate::config::Origin::Global && workspace.is_empty() {
+            return Err(Error::Invalid("editing a project layer needs the project's workspace".to_owned()));
+        }
+        let project = if workspace.is_empty() {
+            PathBuf::from("/nonexistent/caesar-no-project")
+        } else {
+            project_root(Path::new(workspace))
+        };
+        crate::config_edit::apply(&self.paths.config_dir, &project, layer, edit)
+    }
+
+    /// `caesar init`: the global layer, or a project's config, role prompts,
+    /// `.gitignore` lines and host-agent skills.
+    pub fn init(&self, workspace: &str, global: bool, force: bool) -> Result<crate::init::Written> {
+        if global {
+            return crate::init::init_global(&self.paths.config_dir, force);
+        }
+        let workspace = Path::new(workspace);
+        if !workspace.is_absolute() || !workspace.is_dir() {
+            return Err(Error::Invalid(format!("workspace `{}` is not an absolute directory", workspace.display())));
+        }
+        let project = project_root(workspace);
+        let config = Config::load(&self.paths.config_dir, &project)?;
+        crate::init::init_project(&project, force, &|host| resolve::program_of(&config, host).is_some())
+    }
+
+    /// One agent with the options delegate accepts for it.
+    pub fn describe_agent(&self, id: &str, workspace: &str) -> Result<crate::catalog::AgentEntry> {
+        let (config, project) = self.config_for(workspace)?;
+        let all = crate::catalog::list(&config, &self.versions);
+        let known: Vec<String> = all.iter().map(|a| a.id.clone()).collect();
+        all.into_iter().find(|a| a.id == id).ok_or_else(|| {
+            Error::NotFound(format!(
+                "unknown agent `{id}`: use one of {}, or declare it as [[agent]] in {}/.caesar/config.toml",
+                known.join(", "),
+                project.display()
+            ))
+        })
+    }
+}
