@@ -62,6 +62,7 @@ fn main() -> anyhow::Result<()> {
         allow_inplace_write: false,
         config: &cfg,
         setup_timeout: None,
+        cancel: None,
     };
     let p = timed("prepare: worktree creation (branch + checkout)", || {
         Ok(workshop::prepare(&input("t_00000000b001", Mode::Write))?)

@@ -10,6 +10,7 @@ use crate::oacp::{Mode, TaskDoc};
 /// The resolved command of a task, stored with it so that a restarted daemon
 /// knows exactly what ran.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Launch {
     pub program: String,
     pub args: Vec<String>,
@@ -53,9 +54,37 @@ pub struct WorkshopPlan {
     /// task starts on it meanwhile.
     #[serde(default)]
     pub shared_tree: Option<String>,
+    /// Delegation decided on a worktree: it is made (with `setup`) before
+    /// the task is queued, outside every lock.
+    #[serde(default)]
+    pub worktree_decided: bool,
 }
 
 impl Launch {
+    /// Decodes a stored launch plan. A plan this build cannot read (written
+    /// by a newer daemon, or damaged) becomes a generic launch of nothing,
+    /// which fails at start with a message saying so rather than guessing.
+    pub fn decode(json: &str) -> Launch {
+        serde_json::from_str(json).unwrap_or_else(|e| {
+            tracing::warn!("a stored launch plan does not decode ({e}): the task will fail to start");
+            Launch { parser: crate::provider::GENERIC.to_owned(), ..Launch::default() }
+        })
+    }
+
+    /// How the engine converses with the agent.
+    pub fn driver_kind(&self) -> crate::driver::DriverKind {
+        match self.stdin {
+            crate::provider::Stdin::Null => crate::driver::DriverKind::Stream,
+            crate::provider::Stdin::Control { .. } => crate::driver::DriverKind::StreamWithControl,
+        }
+    }
+
+    /// Whether the task's workshop is a worktree made before it is queued:
+    /// the part of preparation that runs outside the queue.
+    pub fn prepares_worktree(&self) -> bool {
+        self.plan.as_ref().is_some_and(|p| p.worktree_decided)
+    }
+
     /// The command line as one string, for the `started` event.
     pub fn display(&self) -> String {
         std::iter::once(self.program.as_str())

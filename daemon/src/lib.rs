@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod clock;
 pub mod config;
 pub mod config_edit;
+pub mod driver;
 pub mod engine;
 pub mod error;
 pub mod http;
@@ -23,10 +24,12 @@ pub mod provider;
 pub mod report;
 pub mod resolve;
 pub mod rpc;
+pub mod runner;
 pub mod server;
 pub mod store;
 pub mod supervisor;
 pub mod tail;
+pub mod task_dir;
 pub mod workshop;
 
 /// The API protocol number this daemon answers `Ping` with.

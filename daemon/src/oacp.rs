@@ -320,6 +320,27 @@ pub enum BlockerKind {
     Permission,
 }
 
+impl BlockerKind {
+    /// The stored and wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockerKind::Auth => "auth",
+            BlockerKind::RateLimit => "rate_limit",
+            BlockerKind::Permission => "permission",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(s: &str) -> Option<BlockerKind> {
+        match s {
+            "auth" => Some(BlockerKind::Auth),
+            "rate_limit" => Some(BlockerKind::RateLimit),
+            "permission" => Some(BlockerKind::Permission),
+            _ => None,
+        }
+    }
+}
+
 /// The body of one normalized event: the `type`-tagged part of a line of
 /// `events.jsonl`. The envelope (`protocol`, `seq`, `at`, `task_id`) is added
 /// by [`EventRecord`].

@@ -84,7 +84,7 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         network: r.network,
         output_age_ms: v.output.as_ref().map(|(_, at)| (now - at).max(0) as u64),
         output_tail: v.output.map(|(t, _)| t).unwrap_or_default(),
-        blocker: r.blocker.unwrap_or_default(),
+        blocker: r.blocker.map(|b| b.as_str().to_owned()).unwrap_or_default(),
         elapsed_ms,
         activity: v.activity.map(|a| pb::Activity {
             kind: a.kind.to_owned(),
@@ -93,6 +93,7 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
             age_ms: (now - a.at_ms).max(0) as u64,
         }),
         queue_position: v.queue_position,
+        phase: v.phase.map(|p| p.as_str().to_owned()).unwrap_or_default(),
     }
 }
 

@@ -11,11 +11,14 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use crate::agents::Launch;
 use crate::error::{Error, Result};
-use crate::oacp::{EventRecord, Isolation, Mode};
+use crate::oacp::{BlockerKind, EventRecord, Isolation, Mode};
+use crate::runner::RunHandle;
+use crate::workshop::Prepared;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1: the first schema.
@@ -80,6 +83,9 @@ const MIGRATIONS: &[&str] = &[
     // 1 -> 2: the git workshop of each task, and what became of its changes.
     "ALTER TABLE tasks ADD COLUMN workshop TEXT;
     ALTER TABLE tasks ADD COLUMN changes_state TEXT;",
+    // 2 -> 3: the runner's handle of a started task (JSON of
+    // [`crate::runner::RunHandle`]); older rows keep theirs in supervisor_*.
+    "ALTER TABLE tasks ADD COLUMN run_handle TEXT;",
 ];
 
 /// The process outcome of a task, exactly seed 000's six statuses.
@@ -147,10 +153,8 @@ pub struct TaskRecord {
     pub exit_code: Option<i64>,
     pub signal: Option<i32>,
     pub error: Option<String>,
-    pub supervisor_pid: Option<u32>,
-    /// The supervisor's start time (seconds since the epoch), against pid reuse.
-    pub supervisor_start: Option<u64>,
-    pub boot_id: Option<String>,
+    /// Where the task's process runs, once started: the runner's opaque handle.
+    pub run: Option<RunHandle>,
     /// How far into raw.log the events are parsed.
     pub log_offset: u64,
     pub session_id: Option<String>,
@@ -158,13 +162,39 @@ pub struct TaskRecord {
     pub secret: String,
     pub event_count: u64,
     pub last_event: Option<String>,
-    pub blocker: Option<String>,
-    /// The resolved command line and environment (JSON of [`crate::agents::Launch`]).
-    pub launch_json: String,
-    /// Where the task ran (JSON of [`crate::workshop::Prepared`]), once prepared.
-    pub workshop: Option<String>,
-    /// `applied` or `discarded`, once the caller decided.
-    pub changes_state: Option<String>,
+    pub blocker: Option<BlockerKind>,
+    /// The launch plan: the resolved command line, driver and workshop plan,
+    /// decoded once here.
+    pub launch: Launch,
+    /// Where the task runs, once its workshop is prepared.
+    pub workshop: Option<Prepared>,
+    /// What the caller decided about the task's changes.
+    pub changes_state: Option<ChangesState>,
+}
+
+/// What became of a finished task's changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangesState {
+    Applied,
+    Discarded,
+}
+
+impl ChangesState {
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangesState::Applied => "applied",
+            ChangesState::Discarded => "discarded",
+        }
+    }
+
+    fn parse(s: &str) -> Option<ChangesState> {
+        match s {
+            "applied" => Some(ChangesState::Applied),
+            "discarded" => Some(ChangesState::Discarded),
+            _ => None,
+        }
+    }
 }
 
 /// A stored report.
@@ -184,16 +214,6 @@ pub struct QuestionRecord {
     pub options: Vec<String>,
     pub asked_ms: i64,
     pub answer: Option<String>,
-}
-
-/// What `set_running` records of a started supervisor.
-#[derive(Debug, Clone)]
-pub struct Running<'a> {
-    pub started_ms: i64,
-    pub pid: u32,
-    /// The supervisor's start time (ticks since boot), to tell it from a reused pid.
-    pub start_time: Option<u64>,
-    pub boot_id: Option<&'a str>,
 }
 
 /// How a task ended, written in one transaction with its report.
@@ -222,7 +242,7 @@ impl std::fmt::Debug for Store {
 const TASK_COLUMNS: &str = "id, created_ms, agent, role, mode, isolation, network, model, objective, \
     workspace, task_dir, timeout_ms, depth, status, started_ms, finished_ms, exit_code, signal, error, \
     supervisor_pid, supervisor_start, boot_id, log_offset, session_id, cancel_requested, secret, \
-    event_count, last_event, blocker, launch_json, workshop, changes_state";
+    event_count, last_event, blocker, launch_json, workshop, changes_state, run_handle";
 
 impl Store {
     /// Opens (creating if needed) and migrates the store at `path`.
@@ -271,7 +291,7 @@ impl Store {
         let conn = self.lock();
         conn.execute(
             &format!(
-                "INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"
+                "INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)"
             ),
             params![
                 t.id,
@@ -293,19 +313,20 @@ impl Store {
                 t.exit_code,
                 t.signal,
                 t.error,
-                t.supervisor_pid,
-                t.supervisor_start.map(|v| v as i64),
-                t.boot_id,
+                None::<u32>,
+                None::<i64>,
+                None::<String>,
                 t.log_offset as i64,
                 t.session_id,
                 t.cancel_requested,
                 t.secret,
                 t.event_count as i64,
                 t.last_event,
-                t.blocker,
-                t.launch_json,
-                t.workshop,
-                t.changes_state,
+                t.blocker.map(BlockerKind::as_str),
+                to_json(&t.launch)?,
+                t.workshop.as_ref().map(to_json).transpose()?,
+                t.changes_state.map(ChangesState::as_str),
+                t.run.as_ref().map(to_json).transpose()?,
             ],
         )?;
         Ok(())
@@ -342,15 +363,24 @@ impl Store {
     }
 
     /// Records where a task runs, once its workshop is prepared.
-    pub fn set_workshop(&self, id: &str, workshop: &str) -> Result<()> {
-        self.lock().execute("UPDATE tasks SET workshop = ?2 WHERE id = ?1", params![id, workshop])?;
+    pub fn set_workshop(&self, id: &str, workshop: &Prepared) -> Result<()> {
+        self.lock().execute("UPDATE tasks SET workshop = ?2 WHERE id = ?1", params![id, to_json(workshop)?])?;
         Ok(())
     }
 
     /// Records that a task's changes were applied or discarded.
-    pub fn set_changes_state(&self, id: &str, state: &str) -> Result<()> {
-        self.lock().execute("UPDATE tasks SET changes_state = ?2 WHERE id = ?1", params![id, state])?;
+    pub fn set_changes_state(&self, id: &str, state: ChangesState) -> Result<()> {
+        self.lock().execute("UPDATE tasks SET changes_state = ?2 WHERE id = ?1", params![id, state.as_str()])?;
         Ok(())
+    }
+
+    /// How many pending tasks were queued before `task` (its queue position).
+    pub fn pending_before(&self, task: &TaskRecord) -> Result<u32> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT COUNT(*) FROM tasks WHERE status = 'pending' AND (created_ms < ?1 OR (created_ms = ?1 AND id < ?2))",
+        )?;
+        Ok(stmt.query_row(params![task.created_ms, task.id], |r| r.get(0))?)
     }
 
     /// How many tasks are in `status`.
@@ -363,12 +393,12 @@ impl Store {
     /// Records a started task's supervisor, together with `events` (its
     /// `started` event) in one transaction, so a crash cannot leave a running
     /// task without it.
-    pub fn set_running(&self, id: &str, running: &Running<'_>, events: &[EventRecord]) -> Result<()> {
+    pub fn set_running(&self, id: &str, started_ms: i64, run: &RunHandle, events: &[EventRecord]) -> Result<()> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
         tx.execute(
-            "UPDATE tasks SET status = 'running', started_ms = ?2, supervisor_pid = ?3, supervisor_start = ?4, boot_id = ?5 WHERE id = ?1",
-            params![id, running.started_ms, running.pid, running.start_time.map(|v| v as i64), running.boot_id],
+            "UPDATE tasks SET status = 'running', started_ms = ?2, run_handle = ?3 WHERE id = ?1",
+            params![id, started_ms, to_json(run)?],
         )?;
         insert_events(&tx, id, events, None)?;
         tx.commit()?;
@@ -383,10 +413,15 @@ impl Store {
     }
 
     /// Records the provider's session id and the blocker, when seen.
-    pub fn set_session_and_blocker(&self, id: &str, session_id: Option<&str>, blocker: Option<&str>) -> Result<()> {
+    pub fn set_session_and_blocker(
+        &self,
+        id: &str,
+        session_id: Option<&str>,
+        blocker: Option<BlockerKind>,
+    ) -> Result<()> {
         self.lock().execute(
             "UPDATE tasks SET session_id = COALESCE(?2, session_id), blocker = COALESCE(?3, blocker) WHERE id = ?1",
-            params![id, session_id, blocker],
+            params![id, session_id, blocker.map(BlockerKind::as_str)],
         )?;
         Ok(())
     }
@@ -600,20 +635,36 @@ fn task_from_row(r: &Row<'_>) -> rusqlite::Result<TaskRecord> {
         exit_code: r.get(16)?,
         signal: r.get(17)?,
         error: r.get(18)?,
-        supervisor_pid: r.get(19)?,
-        supervisor_start: r.get::<_, Option<i64>>(20)?.map(|v| v as u64),
-        boot_id: r.get(21)?,
+        run: run_handle(r)?,
         log_offset: r.get::<_, i64>(22)? as u64,
         session_id: r.get(23)?,
         cancel_requested: r.get(24)?,
         secret: r.get(25)?,
         event_count: r.get::<_, i64>(26)? as u64,
         last_event: r.get(27)?,
-        blocker: r.get(28)?,
-        launch_json: r.get(29)?,
-        workshop: r.get(30)?,
-        changes_state: r.get(31)?,
+        blocker: r.get::<_, Option<String>>(28)?.as_deref().and_then(BlockerKind::parse),
+        launch: Launch::decode(&r.get::<_, String>(29)?),
+        workshop: r.get::<_, Option<String>>(30)?.and_then(|w| serde_json::from_str(&w).ok()),
+        changes_state: r.get::<_, Option<String>>(31)?.as_deref().and_then(ChangesState::parse),
     })
+}
+
+/// The runner's handle of a row: its JSON, or for a row written before the
+/// handle had a column, the local supervisor recorded in `supervisor_*`.
+fn run_handle(r: &Row<'_>) -> rusqlite::Result<Option<RunHandle>> {
+    if let Some(json) = r.get::<_, Option<String>>(32)? {
+        return Ok(serde_json::from_str(&json).ok());
+    }
+    let pid: Option<u32> = r.get(19)?;
+    Ok(pid.map(|pid| RunHandle::Local {
+        pid,
+        start: r.get::<_, Option<i64>>(20).ok().flatten().map(|v| v as u64),
+        boot: r.get(21).ok().flatten(),
+    }))
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Internal(format!("cannot encode a task field: {e}")))
 }
 
 #[cfg(test)]
@@ -642,9 +693,7 @@ mod tests {
             exit_code: None,
             signal: None,
             error: None,
-            supervisor_pid: None,
-            supervisor_start: None,
-            boot_id: None,
+            run: None,
             log_offset: 0,
             session_id: None,
             cancel_requested: false,
@@ -652,7 +701,7 @@ mod tests {
             event_count: 0,
             last_event: None,
             blocker: None,
-            launch_json: "{}".into(),
+            launch: Launch::default(),
             workshop: None,
             changes_state: None,
         }
@@ -675,8 +724,8 @@ mod tests {
         {
             let s = Store::open(&path).unwrap();
             s.insert_task(&sample("t_1")).unwrap();
-            let running = Running { started_ms: 5, pid: 42, start_time: Some(7), boot_id: Some("boot") };
-            s.set_running("t_1", &running, &[event(0)]).unwrap();
+            let run = RunHandle::Local { pid: 42, start: Some(7), boot: Some("boot".into()) };
+            s.set_running("t_1", 5, &run, &[event(0)]).unwrap();
             s.append_events("t_1", &[event(1)], Some(120)).unwrap();
             let o = Outcome {
                 status: TaskStatus::Succeeded,
@@ -694,7 +743,7 @@ mod tests {
         let s = Store::open(&path).unwrap();
         let t = s.task("t_1").unwrap().unwrap();
         assert_eq!(t.status, TaskStatus::Succeeded);
-        assert_eq!(t.supervisor_pid, Some(42));
+        assert_eq!(t.run, Some(RunHandle::Local { pid: 42, start: Some(7), boot: Some("boot".into()) }));
         assert_eq!(t.log_offset, 120);
         assert_eq!(t.event_count, 3, "started, one event, finished; not the refused ending's");
         assert!(t.last_event.unwrap().contains("m2"));
@@ -748,7 +797,7 @@ mod tests {
             t.created_ms = i as i64;
             s.insert_task(&t).unwrap();
         }
-        s.set_running("t_b", &Running { started_ms: 1, pid: 1, start_time: None, boot_id: None }, &[]).unwrap();
+        s.set_running("t_b", 1, &RunHandle::Local { pid: 1, start: None, boot: None }, &[]).unwrap();
         let all: Vec<_> = s.tasks(&[], 10).unwrap().into_iter().map(|t| t.id).collect();
         assert_eq!(all, ["t_c", "t_b", "t_a"]);
         let running = s.tasks(&[TaskStatus::Running], 10).unwrap();

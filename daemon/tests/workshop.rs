@@ -56,6 +56,7 @@ fn input<'a>(ws: &'a Path, id: &'a str, iso: IsolationPref, mode: Mode, cfg: &'a
         allow_inplace_write: false,
         config: cfg,
         setup_timeout: Some(std::time::Duration::from_secs(30)),
+        cancel: None,
     }
 }
 
@@ -111,10 +112,15 @@ fn worktree_is_made_on_a_named_branch_and_hidden_from_the_main_tree() {
     assert_eq!(git(&root, &["status", "--porcelain", "--untracked-files=all"]), "");
     assert_eq!(git(&root, &["rev-parse", "HEAD"]).trim(), head);
     assert!(workshop::diff(&p).unwrap().is_empty);
-    // The same task id cannot be prepared twice.
+    // Prepared again (a daemon killed mid-preparation, restarted): what the
+    // interrupted try made of this very task is replaced, not an error.
+    write(&p.workdir, "a.txt", "half-made\n");
     let cfg = WorktreeSection::default();
-    let e = workshop::prepare(&input(&root, "t_0123456789ab", IsolationPref::Worktree, Mode::Write, &cfg));
-    assert_eq!(e.unwrap_err().kind(), ErrorKind::Conflict);
+    let again = workshop::prepare(&input(&root, "t_0123456789ab", IsolationPref::Worktree, Mode::Write, &cfg)).unwrap();
+    assert_eq!((again.branch.as_deref(), again.worktree.as_deref()), (p.branch.as_deref(), p.worktree.as_deref()));
+    assert_eq!(read(&again.workdir, "a.txt"), "one\ntwo\nthree\n");
+    let listed = git(&root, &["worktree", "list", "--porcelain"]);
+    assert_eq!(listed.matches("worktree ").count(), 2, "the main tree and one task worktree: {listed}");
 }
 
 #[test]

@@ -1,12 +1,9 @@
 //! Cancel: stop a task and wait until its tree is gone.
 
-use std::path::Path;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::report::{self, Ending};
 use crate::store::TaskStatus;
-use crate::supervisor::{self};
 
 use super::*;
 
@@ -18,33 +15,29 @@ impl Engine {
         if record.status.is_terminal() {
             return Ok((false, record.status));
         }
-        if record.status == TaskStatus::Pending {
-            // Queued: take the queue's turn so it cannot start meanwhile.
-            let _turn = self.scheduling.lock().await;
-            let record = self.record(id)?;
-            if record.status == TaskStatus::Pending && record.supervisor_pid.is_none() {
-                self.store.set_cancel_requested(id)?;
-                let report = report::recover(&report::Inputs {
-                    task_id: &record.id,
-                    report_path: &Path::new(&record.task_dir).join("report.json"),
-                    texts: &[],
-                    ending: Ending::Cancelled,
-                    duration_ms: 0,
-                    native: None,
-                });
-                self.finish_task(&record, Exit::without_process(TaskStatus::Cancelled, None), report, None)?;
-                return Ok((true, TaskStatus::Cancelled));
-            }
-        }
         let live = self.live(id);
         let mut status_rx = live.as_ref().map(|l| l.status.subscribe());
+        // Recorded before anything is stopped: a daemon restarted mid-cancel
+        // still knows the ending was a cancel, and a start that races this
+        // sees it (start.rs).
         self.store.set_cancel_requested(id)?;
-        match record.supervisor_pid {
-            #[cfg(unix)]
-            Some(pid) if supervisor::is_same_process_alive(pid, record.supervisor_start, record.boot_id.as_deref()) => {
-                supervisor::request_stop(pid);
+        if record.status == TaskStatus::Pending {
+            // Preparing: setup is killed, and the preparation ends the task.
+            self.cancel_preparation(id).await;
+            // Queued: the queue's turn is taken so it cannot start meanwhile.
+            let _turn = self.queue.turn.lock().await;
+            let record = self.record(id)?;
+            if record.status.is_terminal() {
+                return Ok((record.status == TaskStatus::Cancelled, record.status));
             }
-            _ => {}
+            if record.status == TaskStatus::Pending && record.run.is_none() && !self.queue.is_starting(id) {
+                self.end_cancelled_unstarted(&record);
+                let status = self.record(id)?.status;
+                return Ok((status == TaskStatus::Cancelled, status));
+            }
+        }
+        if let Some(handle) = self.record(id)?.run {
+            self.runner.request_stop(&handle);
         }
         let limit = Duration::from_millis(self.settings.grace_ms) + Duration::from_secs(10);
         let settled = async {

@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::oacp::Isolation;
+use crate::store::ChangesState;
 use crate::store::{TaskRecord, TaskStatus};
 use crate::workshop;
 
@@ -14,7 +15,7 @@ impl Engine {
     // ---------------------------------------------------------------- workshop
 
     pub(super) fn prepared(&self, record: &TaskRecord) -> Option<workshop::Prepared> {
-        record.workshop.as_deref().and_then(|w| serde_json::from_str(w).ok())
+        record.workshop.clone()
     }
 
     /// The diff of a worktree task. Tasks that ran in place, or not in a
@@ -38,7 +39,7 @@ impl Engine {
                 record.status.as_str()
             )));
         }
-        if record.changes_state.as_deref() == Some("discarded") {
+        if record.changes_state == Some(ChangesState::Discarded) {
             return Err(Error::Precondition(format!("task {id}'s changes were discarded")));
         }
         let Some(p) = self.prepared(&record).filter(|p| p.isolation == Isolation::Worktree) else {
@@ -52,7 +53,7 @@ impl Engine {
         };
         let result = workshop::apply(&p)?;
         if result.applied || result.already_applied {
-            self.store.set_changes_state(id, "applied")?;
+            self.store.set_changes_state(id, ChangesState::Applied)?;
         }
         Ok(result)
     }
@@ -63,10 +64,10 @@ impl Engine {
         if !record.status.is_terminal() {
             return Err(Error::Precondition(format!("task {id} is still running: cancel it first")));
         }
-        if record.changes_state.as_deref() == Some("applied") {
+        if record.changes_state == Some(ChangesState::Applied) {
             return Err(Error::Precondition(format!("task {id}'s changes were already applied")));
         }
-        self.store.set_changes_state(id, "discarded")?;
+        self.store.set_changes_state(id, ChangesState::Discarded)?;
         Ok(())
     }
 
@@ -75,7 +76,9 @@ impl Engine {
     /// discarded, nor a branch with commits reachable from nowhere else,
     /// unless `force`.
     pub fn gc(&self, older_than: Duration, dry_run: bool, force: bool) -> Result<Vec<GcItem>> {
-        let cutoff = now_ms() - older_than.as_millis() as i64;
+        // A huge age means "everything": saturate rather than wrap.
+        let age = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
+        let cutoff = now_ms().saturating_sub(age);
         let finished = self.store.tasks(
             &[TaskStatus::Succeeded, TaskStatus::Failed, TaskStatus::Cancelled, TaskStatus::TimedOut],
             u32::MAX,
@@ -114,7 +117,7 @@ impl Engine {
                 continue;
             }
             let bytes = workshop::disk_usage(&worktree);
-            let removal = if record.changes_state.as_deref() == Some("discarded") {
+            let removal = if record.changes_state == Some(ChangesState::Discarded) {
                 workshop::remove_discarded(&p, force)
             } else {
                 workshop::remove(&p, force)

@@ -3,38 +3,35 @@
 
 use std::path::Path;
 
-use tracing::info;
+use tracing::{info, warn};
 
-use crate::agents::Launch;
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::oacp::{EventBody, Mode};
-use crate::provider::LineParser;
 use crate::report::{self, Ending};
 use crate::store::{Outcome, StoredReport, TaskRecord, TaskStatus};
-use crate::supervisor::{self};
 use crate::tail::{self};
 use crate::workshop;
 
 use super::*;
 
 impl Engine {
-    /// Ends a task whose supervisor is gone: status, report, `finished`.
+    /// Ends a task whose run is over: status, report, `finished`.
     pub(super) fn conclude(&self, run: &mut Run) -> Result<()> {
         let Some(record) = self.store.task(&run.id)? else {
             return Ok(());
         };
-        let exit = supervisor::read_exit(&run.task_dir);
+        if record.status.is_terminal() {
+            // Ended already (a concluding daemon died after storing it).
+            self.forget_live(&record);
+            return Ok(());
+        }
+        let exit = self.runner.exit_record(&run.dir);
         let (status, ending, error) = match &exit {
             None => {
-                // The supervisor died without a word; its agent must not
-                // run on unwatched. Its group if it was recorded, and every
-                // process carrying the task's id in its environment.
-                #[cfg(unix)]
-                if let Some(agent) = supervisor::read_agent(&run.task_dir) {
-                    supervisor::kill_group(agent.pid);
-                }
-                supervisor::kill_by_task_env(&run.id);
+                // The supervision died without a word; its agent must not
+                // run on unwatched.
+                self.runner.kill_remains(&run.id, &run.dir);
                 let why = "the task's supervisor process vanished without recording how the agent ended (killed, or the machine restarted)".to_owned();
                 (TaskStatus::Failed, Ending::Failed(why.clone()), Some(why))
             }
@@ -47,7 +44,7 @@ impl Engine {
                     (TaskStatus::TimedOut, Ending::TimedOut { after_ms: record.timeout_ms }, None)
                 } else if let Some((kind, message)) = &run.blocker {
                     let status = if e.exit_code == Some(0) { TaskStatus::Succeeded } else { TaskStatus::Failed };
-                    (status, Ending::Blocked { kind: blocker_name(*kind).to_owned(), message: message.clone() }, None)
+                    (status, Ending::Blocked { kind: kind.as_str().to_owned(), message: message.clone() }, None)
                 } else if e.terminated {
                     let why =
                         "the task's supervisor was told to stop (SIGTERM) by someone other than caesar".to_owned();
@@ -64,14 +61,13 @@ impl Engine {
         };
         // A provider's raw output is its JSON stream, no place for a summary:
         // only a generic agent's raw output is read as its words.
-        let raw_tail = if run.generic {
-            tail::read_tail(&run.task_dir.join(supervisor::RAW_LOG), 256 * 1024).unwrap_or_default().0
+        let raw_tail = if run.driver.raw_is_words() {
+            tail::read_tail(&run.dir.raw_log(), 256 * 1024).unwrap_or_default().0
         } else {
             String::new()
         };
         let final_text = run.final_text.clone().unwrap_or_default();
-        let launch_native =
-            serde_json::from_str::<Launch>(&record.launch_json).map(|l| l.native_report).unwrap_or(false);
+        let launch_native = record.launch.native_report;
         let texts = [final_text.as_str(), run.messages.as_str(), raw_tail.as_str()];
         let duration_ms = record
             .started_ms
@@ -79,16 +75,14 @@ impl Engine {
             .unwrap_or(0);
         let recovered = report::recover(&report::Inputs {
             task_id: &run.id,
-            report_path: &run.task_dir.join("report.json"),
+            report_path: &run.dir.report(),
             texts: &texts,
             ending,
             duration_ms,
             native: launch_native.then_some(final_text.as_str()),
         });
         let mut recovered = recovered;
-        if let Ok(launch) = serde_json::from_str::<Launch>(&record.launch_json) {
-            recovered.0.findings.extend(launch.findings);
-        }
+        recovered.0.findings.extend(record.launch.findings.iter().cloned());
         self.verify_changes(&record, &mut recovered.0);
         let finished = EventBody::Finished {
             status: recovered.0.status,
@@ -110,8 +104,8 @@ impl Engine {
     /// with the diff of the task's workshop, and flags a read-only task
     /// that modified files.
     pub(super) fn verify_changes(&self, record: &TaskRecord, report: &mut crate::oacp::Report) {
-        let prepared = record.workshop.as_deref().and_then(|w| serde_json::from_str::<workshop::Prepared>(w).ok());
-        let diff = match &prepared {
+        let prepared = record.workshop.as_ref();
+        let diff = match prepared {
             Some(p) if p.repo_root.is_some() => match workshop::diff(p) {
                 Ok(d) => Some(d),
                 Err(e) => {
@@ -127,7 +121,7 @@ impl Engine {
             },
             _ => None,
         };
-        if let Some(p) = &prepared {
+        if let Some(p) = prepared {
             report.findings.extend(p.findings.iter().cloned());
         }
         let verified = workshop::reconcile(report, diff.as_ref());
@@ -164,8 +158,7 @@ impl Engine {
         // a task ends once, and its log with it.
         match finished {
             Some((live, body)) => {
-                let task_dir = Path::new(&record.task_dir);
-                self.emit_with(&record.id, task_dir, live, vec![body], |events| {
+                self.emit_with(&record.id, Path::new(&record.task_dir), live, vec![body], |events| {
                     self.store.finish(&record.id, &outcome, events)
                 })?;
             }
@@ -173,21 +166,38 @@ impl Engine {
                 self.store.finish(&record.id, &outcome, &[])?;
             }
         }
-        if let Some(live) = self.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&record.id) {
-            live.status.send_replace(status);
-        }
+        self.forget_live(record);
         // OACP readers of the task directory find the report where the
         // agent would have put it. A convenience copy (the store holds the
-        // report): atomic, but not worth an fsync, and written after the
-        // waiters are woken.
-        let report_path = Path::new(&record.task_dir).join("report.json");
-        if !report_path.exists() {
-            let tmp = report_path.with_extension("tmp");
-            if std::fs::write(&tmp, body.as_bytes()).is_ok() {
-                let _ = std::fs::rename(&tmp, &report_path);
+        // report), written after the waiters are woken. The directory is
+        // the agent's to write: the temporary file is a fresh name created
+        // exclusively (never through a planted symlink), and the rename
+        // replaces whatever link sits at report.json rather than follow it.
+        let dir = Self::task_dir(record);
+        let report_path = dir.report();
+        if std::fs::symlink_metadata(&report_path).is_err() {
+            let tmp = dir.root().join(format!(".report.{}.tmp", crate::ids::secret()));
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, body.as_bytes()))
+                .and_then(|()| std::fs::rename(&tmp, &report_path));
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&tmp);
+                warn!(task_id = %record.id, "cannot leave a copy of the report at {}: {e}", report_path.display());
             }
         }
         Ok(())
+    }
+
+    /// The task is no longer live: its waiters learn its final status.
+    pub(super) fn forget_live(&self, record: &TaskRecord) {
+        let removed = self.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&record.id);
+        if let Some(live) = removed {
+            let status = self.store.task(&record.id).ok().flatten().map(|r| r.status).unwrap_or(record.status);
+            live.status.send_replace(status);
+        }
     }
 }
 

@@ -110,12 +110,13 @@ impl Engine {
         let secret = crate::ids::secret();
 
         let id = crate::ids::task_id();
-        let task_dir = self.paths.state_dir.join("tasks").join(&id);
+        let dir = TaskDir::new(self.paths.state_dir.join("tasks").join(&id));
+        let task_dir = dir.root().to_path_buf();
         std::fs::create_dir_all(&task_dir).map_err(|e| Error::io_at("cannot create", &task_dir, e))?;
         // A delegation refused from here on (a full disk) leaves no directory behind.
         let mut unrecorded = UnrecordedDir(Some(task_dir.clone()));
-        let report_path = task_dir.join("report.json");
-        let events_path = task_dir.join(EVENTS_FILE);
+        let report_path = dir.report();
+        let events_path = dir.events();
         let created_ms = now_ms();
         let mut context = input.context.clone();
         if !resolution.system_prompt.trim().is_empty() {
@@ -197,7 +198,7 @@ impl Engine {
                 // Tier 2: where the CLI can constrain its final answer to a
                 // schema, it gets the report's (strict variant).
                 let schema_path = if spec.capabilities.structured_output {
-                    let path = task_dir.join("report.schema.json");
+                    let path = dir.report_schema();
                     let schema = crate::oacp::schema("report", true).unwrap_or_default();
                     std::fs::write(&path, schema.to_string()).map_err(|e| Error::io_at("cannot write", &path, e))?;
                     Some(path.display().to_string())
@@ -224,10 +225,9 @@ impl Engine {
                 let built = provider::build_launch(spec.id, &invocation)
                     .ok_or_else(|| Error::Internal(format!("no launch for provider {}", spec.id)))?;
                 for (name, content) in &built.files {
-                    if name.contains("..") || Path::new(name).is_absolute() {
+                    let Some(path) = dir.provider_file(name) else {
                         return Err(Error::Internal(format!("provider file `{name}` escapes the task directory")));
-                    }
-                    let path = task_dir.join(name);
+                    };
                     if let Some(parent) = path.parent() {
                         std::fs::create_dir_all(parent).map_err(|e| Error::io_at("cannot create", parent, e))?;
                     }
@@ -255,11 +255,12 @@ impl Engine {
             allow_inplace_write: config.policy.allow_inplace_write,
             worktree: config.worktree.clone(),
             shared_tree,
+            worktree_decided: isolation == Isolation::Worktree,
         });
         launch.max_parallel = config.policy.max_parallel;
         let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
-        supervisor::write_atomic(&task_dir.join("task.json"), &task_json)
-            .map_err(|e| Error::io_at("cannot write", &task_dir.join("task.json"), e))?;
+        supervisor::write_atomic(&dir.task_json(), &task_json)
+            .map_err(|e| Error::io_at("cannot write", &dir.task_json(), e))?;
 
         let record = TaskRecord {
             id: id.clone(),
@@ -281,9 +282,7 @@ impl Engine {
             exit_code: None,
             signal: None,
             error: None,
-            supervisor_pid: None,
-            supervisor_start: None,
-            boot_id: None,
+            run: None,
             log_offset: 0,
             session_id: session_id.clone(),
             cancel_requested: false,
@@ -291,12 +290,18 @@ impl Engine {
             event_count: 0,
             last_event: None,
             blocker: None,
-            launch_json: serde_json::to_string(&launch).map_err(|e| Error::Internal(e.to_string()))?,
+            launch,
             workshop: None,
             changes_state: None,
         };
         self.store.insert_task(&record)?;
         unrecorded.0 = None;
+        // Recorded: the answer goes back now. The worktree and its setup are
+        // made on a task of their own; a task that needs neither is queued.
+        if record.launch.prepares_worktree() {
+            self.spawn_preparation(record.clone());
+            return Ok(Delegated { record, warnings });
+        }
         self.schedule().await;
         let record = self.record(&id)?;
         Ok(Delegated { record, warnings })

@@ -8,7 +8,7 @@ use tracing::warn;
 use crate::clock::{now_ms, rfc3339};
 use crate::error::{Error, Result};
 use crate::oacp::{EVENT_PROTOCOL, EventBody, EventRecord};
-use crate::store::TaskRecord;
+use crate::task_dir::TaskDir;
 
 use super::*;
 
@@ -16,7 +16,7 @@ impl Engine {
     /// Numbers, stores (with the log offset), writes to `events.jsonl` and
     /// broadcasts a batch of events.
     pub(super) fn emit(&self, run: &mut Run, bodies: Vec<EventBody>) -> Result<()> {
-        self.emit_events(&run.id, &run.task_dir, &run.live, bodies, Some(run.tail.offset())).map(|_| ())
+        self.emit_events(&run.id, run.dir.root(), &run.live, bodies, Some(run.tail.offset())).map(|_| ())
     }
 
     /// Numbers, stores (with the log offset when the output produced them),
@@ -73,12 +73,25 @@ impl Engine {
             text.push('\n');
             lines.push((r.seq, line));
         }
-        let file = task_dir.join(EVENTS_FILE);
+        let file = TaskDir::new(task_dir).events();
+        if live.events_file_behind.load(std::sync::atomic::Ordering::SeqCst) {
+            // An earlier append failed: bring the file back to the store first.
+            self.repair_events_file(id, task_dir, first);
+        }
         let before = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
-        append_file(&file, text.as_bytes());
+        let appended = append_file(&file, text.as_bytes());
         let stored = store(&records);
         if !matches!(stored, Ok(true)) {
-            let _ = std::fs::OpenOptions::new().write(true).open(&file).and_then(|f| f.set_len(before));
+            if let Err(e) = std::fs::OpenOptions::new().write(true).open(&file).and_then(|f| f.set_len(before)) {
+                warn!(task_id = %id, "cannot cut {} back after the store refused a batch: {e}", file.display());
+                live.events_file_behind.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        } else if let Err(e) = appended {
+            // The store has the events; the file is repaired before the next batch.
+            warn!(task_id = %id, "cannot append to {}: {e}; it is repaired from the store next", file.display());
+            live.events_file_behind.store(true, std::sync::atomic::Ordering::SeqCst);
+        } else {
+            live.events_file_behind.store(false, std::sync::atomic::Ordering::SeqCst);
         }
         if !stored? || records.is_empty() {
             return Ok(first.saturating_sub(1));
@@ -92,17 +105,18 @@ impl Engine {
         Ok(*next - 1)
     }
 
-    /// Makes a task's `events.jsonl` hold exactly its stored events again
-    /// after a crash: lines written for a batch the store never got are cut,
-    /// lines the store has and the file lacks are added.
-    pub(super) fn repair_events_file(&self, record: &TaskRecord) {
-        let file = Path::new(&record.task_dir).join(EVENTS_FILE);
+    /// Makes a task's `events.jsonl` hold exactly its `stored` events again
+    /// (after a crash, or a failed append): lines written for a batch the
+    /// store never got are cut, lines the store has and the file lacks are
+    /// added. Failures are logged with their cause.
+    pub(super) fn repair_events_file(&self, id: &str, task_dir: &Path, stored: u64) {
+        let file = TaskDir::new(task_dir).events();
         let text = std::fs::read(&file).unwrap_or_default();
         let mut kept = 0u64;
         let mut end = 0usize;
         for (i, b) in text.iter().enumerate() {
             if *b == b'\n' {
-                if kept == record.event_count {
+                if kept == stored {
                     break;
                 }
                 kept += 1;
@@ -110,28 +124,33 @@ impl Engine {
             }
         }
         if end < text.len() {
-            warn!(task_id = %record.id, "events.jsonl had lines past the stored events: cut back");
-            let _ = std::fs::OpenOptions::new().write(true).open(&file).and_then(|f| f.set_len(end as u64));
+            warn!(task_id = %id, "events.jsonl had lines past the stored events: cut back");
+            if let Err(e) = std::fs::OpenOptions::new().write(true).open(&file).and_then(|f| f.set_len(end as u64)) {
+                warn!(task_id = %id, "cannot cut {} back: {e}", file.display());
+            }
         }
-        if kept < record.event_count {
-            warn!(task_id = %record.id, "events.jsonl lacked stored events: completed from the store");
-            let Ok(rows) = self.store.events_from(&record.id, kept, u32::MAX) else { return };
+        if kept < stored {
+            warn!(task_id = %id, "events.jsonl lacked stored events: completed from the store");
+            let rows = match self.store.events_from(id, kept, u32::MAX) {
+                Ok(rows) => rows,
+                Err(e) => {
+                    warn!(task_id = %id, "cannot read the events to repair {}: {e}", file.display());
+                    return;
+                }
+            };
             let mut missing = String::new();
-            for (_, line) in rows {
+            for (_, line) in rows.into_iter().take((stored - kept) as usize) {
                 missing.push_str(&line);
                 missing.push('\n');
             }
-            append_file(&file, missing.as_bytes());
+            if let Err(e) = append_file(&file, missing.as_bytes()) {
+                warn!(task_id = %id, "cannot repair {}: {e}", file.display());
+            }
         }
     }
 }
 
-pub(super) fn append_file(path: &Path, bytes: &[u8]) {
+fn append_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
-        let _ = f.write_all(bytes);
-    }
+    std::fs::OpenOptions::new().create(true).append(true).open(path)?.write_all(bytes)
 }
-
-/// A task's events, one JSON line each, for OACP readers of its directory.
-pub(super) const EVENTS_FILE: &str = "events.jsonl";

@@ -1,19 +1,25 @@
-//! The engine: tasks from delegation to report.
+//! The engine: tasks from delegation to report, in rooms.
 //!
-//! [`Engine::delegate`] records a task durably, then starts its supervisor
-//! ([`crate::supervisor`]). A monitor per running task tails `raw.log`,
-//! parses lines into OACP events, stores them together with the new log
-//! offset, and broadcasts them. When the supervisor writes `exit.json` the
-//! monitor drains the log, recovers the report ([`crate::report`]) and ends
-//! the task in one transaction, then wakes every waiter.
+//! A task's life, and the room that owns each step:
+//!
+//! - [`delegate`]: validate, resolve against the project's config and
+//!   policy, write the task's files, record it `pending`. Answers at once.
+//! - [`prepare`]: make its worktree and run `setup`, concurrently across
+//!   tasks (bounded), outside every lock another call needs; cancellable.
+//! - [`queue`]: a pure FIFO decision of what may start now, and the kick.
+//! - [`start`]: hand the launch to the [`Runner`](crate::runner::Runner)
+//!   and record `running` with its `started` event in one transaction.
+//! - [`monitor`]: read the runner's output, parse it through the
+//!   [`Driver`](crate::driver::Driver), apply what it says.
+//! - [`events`]: number, write `events.jsonl`, store, broadcast.
+//! - [`conclude`]: classify the ending, recover the report, reconcile it
+//!   with git, finish once.
+//! - [`recovery`]: after a restart, finish or redo each step idempotently.
+//! - [`observe`], [`cancel`], [`channel`], [`permissions`], [`changes`],
+//!   [`projects`]: what callers ask of tasks and projects.
 //!
 //! Waiting is event-driven: each live task has a `watch` channel of its
 //! status, and [`Engine::await_tasks`] sleeps on those, never polling.
-//!
-//! On start, [`Engine::recover`] re-attaches to every task a previous daemon
-//! left running: it resumes tailing from the stored offset, collects the
-//! exit status the supervisor wrote meanwhile, and ends as `failed` (with a
-//! report that says why) any task whose supervisor vanished.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -22,13 +28,12 @@ use std::time::Duration;
 
 use caesar_proto::paths::Paths;
 use tokio::sync::{broadcast, watch};
-use tracing::Instrument;
 
-use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::oacp::BlockerKind;
-use crate::provider::LineParser;
+use crate::runner::Runner;
+use crate::runner::local::LocalRunner;
 use crate::store::{QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
+use crate::task_dir::TaskDir;
 
 mod cancel;
 mod changes;
@@ -46,8 +51,7 @@ mod recovery;
 mod start;
 
 use conclude::Exit;
-use events::EVENTS_FILE;
-use monitor::{Run, Waiter, parser_for};
+use monitor::Run;
 use permissions::is_permission_question;
 
 /// Tunables of the engine.
@@ -61,6 +65,8 @@ pub struct Settings {
     pub raw_log_cap: u64,
     /// The executable that runs `__supervise` (the caesard binary).
     pub supervisor_exe: PathBuf,
+    /// How many tasks prepare (worktree and `setup`) at once.
+    pub prepare_parallel: usize,
     /// How long a bridged permission prompt waits for the orchestrator before it is denied
     /// (`CAESAR_PERMISSION_TIMEOUT_MS`, default 5 min; never past the task's deadline).
     pub permission_timeout: Duration,
@@ -78,6 +84,11 @@ impl Settings {
             poll: Duration::from_millis(20),
             raw_log_cap,
             supervisor_exe: std::env::current_exe()?,
+            prepare_parallel: std::env::var("CAESAR_PREPARE_PARALLEL")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|n| *n > 0)
+                .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)),
             permission_timeout: Duration::from_millis(
                 std::env::var("CAESAR_PERMISSION_TIMEOUT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(300_000),
             ),
@@ -134,6 +145,30 @@ pub struct TaskView {
     pub activity: Option<Activity>,
     /// For a queued task, how many queued tasks start before it.
     pub queue_position: Option<u32>,
+    /// Where a pending task stands.
+    pub phase: Option<Phase>,
+}
+
+/// Where a pending task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Its worktree is being made, or `setup` runs.
+    Preparing,
+    /// Ready, waiting for a slot.
+    Queued,
+    /// Handed to the runner.
+    Starting,
+}
+
+impl Phase {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Preparing => "preparing",
+            Phase::Queued => "queued",
+            Phase::Starting => "starting",
+        }
+    }
 }
 
 /// The result of [`Engine::delegate`].
@@ -191,6 +226,8 @@ struct Live {
     pub(super) next_seq: Mutex<u64>,
     /// Bumped when a question of the task is answered.
     pub(super) answers: watch::Sender<u64>,
+    /// An append to `events.jsonl` failed: it is repaired before the next.
+    pub(super) events_file_behind: std::sync::atomic::AtomicBool,
 }
 
 impl Live {
@@ -203,6 +240,7 @@ impl Live {
             events: std::sync::OnceLock::new(),
             output: Mutex::new(None),
             activity: Mutex::new(None),
+            events_file_behind: Default::default(),
         })
     }
 }
@@ -212,16 +250,12 @@ pub struct Engine {
     paths: Paths,
     settings: Settings,
     store: Store,
+    /// Where tasks run.
+    runner: Arc<dyn Runner>,
     live: Mutex<HashMap<String, Arc<Live>>>,
-    versions: crate::catalog::VersionCache,
-    /// Held while the queue decides what to start, and while a queued task
-    /// is cancelled, so the two never race.
-    scheduling: tokio::sync::Mutex<()>,
-    /// The last configuration of each project that loaded, served while a
-    /// later edit of it does not load.
-    good_configs: Mutex<HashMap<PathBuf, Config>>,
-    /// The current load error of each project whose config does not load.
-    config_problems: Mutex<HashMap<PathBuf, String>>,
+    queue: queue::Queue,
+    preparing: prepare::Preparing,
+    projects: projects::Projects,
 }
 
 impl std::fmt::Debug for Engine {
@@ -231,20 +265,26 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// [`Engine::recover`] next.
+    /// Opens the store under `paths.state_dir` and builds the engine, with
+    /// tasks run by the local runner. Call [`Engine::recover`] next.
     pub fn open(paths: Paths, settings: Settings) -> Result<Arc<Engine>> {
         std::fs::create_dir_all(paths.state_dir.join("tasks"))
             .map_err(|e| Error::io_at("cannot create", &paths.state_dir, e))?;
         let store = Store::open(&paths.state_dir.join("caesar.db"))?;
+        let runner = Arc::new(LocalRunner {
+            supervisor_exe: settings.supervisor_exe.clone(),
+            grace_ms: settings.grace_ms,
+            raw_log_cap: settings.raw_log_cap,
+        });
         Ok(Arc::new(Engine {
+            preparing: prepare::Preparing::new(settings.prepare_parallel),
             paths,
             settings,
             store,
+            runner,
             live: Mutex::new(HashMap::new()),
-            versions: Default::default(),
-            scheduling: Default::default(),
-            good_configs: Default::default(),
-            config_problems: Default::default(),
+            queue: Default::default(),
+            projects: Default::default(),
         }))
     }
 
@@ -262,9 +302,22 @@ impl Engine {
         self.live.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
     }
 
+    /// Registers a task as live (its status watched, its events numbered
+    /// from `next_seq`).
+    fn make_live(&self, id: &str, status: TaskStatus, next_seq: u64) -> Arc<Live> {
+        let live = Live::new(status, next_seq);
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned(), live.clone());
+        live
+    }
+
+    /// The task's directory.
+    fn task_dir(record: &TaskRecord) -> TaskDir {
+        TaskDir::new(&record.task_dir)
+    }
+
     /// Tasks pending or running now.
     pub fn active_count(&self) -> Result<u32> {
-        Ok(self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?.len() as u32)
+        Ok(self.store.count_status(TaskStatus::Pending)? + self.store.count_status(TaskStatus::Running)?)
     }
 }
 
@@ -272,14 +325,3 @@ impl Engine {
 pub const CHANNEL_SERVER: &str = "caesar";
 /// The return channel's tools, pre-approved where the CLI asks.
 pub const CHANNEL_TOOLS: [&str; 4] = ["get_task", "report_progress", "ask_orchestrator", "submit_report"];
-
-/// The stored name of a blocker kind.
-pub fn blocker_name(kind: BlockerKind) -> &'static str {
-    match kind {
-        BlockerKind::Auth => "auth",
-        BlockerKind::RateLimit => "rate_limit",
-        BlockerKind::Permission => "permission",
-    }
-}
-/// The supervisor's own stderr, made just before it is spawned.
-const SUPERVISOR_LOG: &str = "supervisor.log";

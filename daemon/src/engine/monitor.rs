@@ -1,79 +1,85 @@
 //! The monitor of a running task: read the runner's output, parse it through
 //! the driver, apply what it says (activity, session, blockers, questions).
+//!
+//! Output is read from the task's `raw.log` at the stored offset, whichever
+//! runner fills it, and each batch of events is stored with the offset that
+//! produced it: after a crash, reading resumes exactly where the stored
+//! events end.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::{info, warn};
 
 use crate::clock::now_ms;
+use crate::driver::{self, Driver};
 use crate::error::Result;
 use crate::oacp::{BlockerKind, EventBody};
-use crate::provider::{self, LineParser, Parsed, Stream};
-use crate::report::{self};
-use crate::supervisor::{self};
+use crate::provider::Parsed;
+use crate::report;
+use crate::runner::{RunHandle, RunWatch};
+use crate::store::TaskRecord;
 use crate::tail::LogTail;
+use crate::task_dir::TaskDir;
 
 use super::*;
 
-/// How the monitor learns that the supervisor is done.
-pub(super) enum Waiter {
-    /// This daemon started the supervisor and is its parent.
-    Child(tokio::process::Child),
-    /// A previous daemon started it; `exit.json` and liveness are checked.
-    Reattached { pid: u32, start: Option<u64>, boot: Option<String> },
-}
-
-/// The parsing state of one running task.
+/// The reading state of one running task.
 pub(super) struct Run {
     pub(super) id: String,
-    pub(super) task_dir: PathBuf,
+    pub(super) dir: TaskDir,
     pub(super) tail: LogTail,
-    pub(super) parser: Box<dyn LineParser>,
-    /// Whether the parser is the generic one, whose raw output is the agent's own words.
-    pub(super) generic: bool,
+    pub(super) driver: Box<dyn Driver>,
     pub(super) final_text: Option<String>,
     pub(super) messages: String,
     pub(super) session_id: Option<String>,
     pub(super) blocker: Option<(BlockerKind, String)>,
-    /// Told to stop when a blocker makes the rest of the run pointless.
-    pub(super) supervisor_pid: Option<u32>,
+    /// The runner's handle, to stop the run when a blocker makes the rest
+    /// of it pointless, and to answer the agent.
+    pub(super) handle: Option<RunHandle>,
     pub(super) live: Arc<Live>,
-    /// The provider whose permission prompts this run bridges to the orchestrator, when its
-    /// stdin is a control protocol.
-    pub(super) bridge: Option<String>,
     /// Bridged permission questions still open, with when each is denied for lack of an answer.
     pub(super) permission_deadlines: Vec<(String, i64)>,
     /// The task's own deadline.
     pub(super) deadline_ms: i64,
 }
 
-impl Engine {
-    // ---------------------------------------------------------------- monitor
+impl Run {
+    /// The reading state of a task started at `started_ms`, reading from
+    /// the stored offset.
+    pub(super) fn new(
+        record: &TaskRecord,
+        dir: TaskDir,
+        live: Arc<Live>,
+        handle: Option<RunHandle>,
+        started_ms: i64,
+        session_id: Option<String>,
+    ) -> Run {
+        Run {
+            id: record.id.clone(),
+            tail: LogTail::new(&dir.raw_log(), record.log_offset),
+            dir,
+            driver: driver::for_launch(&record.launch),
+            final_text: None,
+            messages: String::new(),
+            session_id,
+            blocker: None,
+            handle,
+            live,
+            permission_deadlines: Vec::new(),
+            deadline_ms: started_ms + record.timeout_ms as i64,
+        }
+    }
+}
 
-    pub(super) async fn monitor(self: Arc<Self>, mut run: Run, mut waiter: Waiter) {
-        let mut tick = tokio::time::interval(self.settings.poll);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut ticks: u64 = 0;
+impl Engine {
+    /// Follows a run until it ends, then concludes the task and gives the
+    /// queue a turn.
+    pub(super) async fn monitor(self: Arc<Self>, mut run: Run, mut watch: Box<dyn RunWatch>) {
         loop {
-            match &mut waiter {
-                Waiter::Child(child) => {
-                    tokio::select! {
-                        _ = child.wait() => break,
-                        _ = tick.tick() => {}
-                    }
-                }
-                Waiter::Reattached { pid, start, boot } => {
-                    tick.tick().await;
-                    ticks += 1;
-                    if run.task_dir.join(supervisor::EXIT_FILE).exists() {
-                        break;
-                    }
-                    if ticks.is_multiple_of(25) && !supervisor::is_same_process_alive(*pid, *start, boot.as_deref()) {
-                        break;
-                    }
-                }
+            let ended = watch.wait(self.settings.poll).await;
+            if ended {
+                break;
             }
             if let Err(e) = self.pump(&mut run, false) {
                 warn!(task_id = %run.id, "reading the agent's output failed: {e}");
@@ -82,12 +88,17 @@ impl Engine {
                 self.expire_permissions(&mut run);
             }
         }
+        self.monitor_done(run).await;
+        // A slot is free: start the next queued task.
+        self.schedule().await;
+    }
+
+    /// Reads what is left of the output and concludes the task.
+    pub(super) async fn monitor_done(&self, mut run: Run) {
         if let Err(e) = self.pump(&mut run, true) {
             warn!(task_id = %run.id, "reading the agent's last output failed: {e}");
         }
         self.conclude_until_stored(&mut run).await;
-        // A slot is free: start the next queued task.
-        self.schedule().await;
     }
 
     /// Reads new output, parses it and stores the events.
@@ -99,8 +110,9 @@ impl Engine {
             }
             let mut bodies = Vec::new();
             for line in &lines {
-                let parsed = run.parser.parse_line(line, Stream::Stdout);
-                self.absorb(run, parsed, &mut bodies);
+                let reading = run.driver.read_line(line);
+                self.absorb(run, reading.parsed, &mut bodies);
+                self.reply(run, &reading.replies);
             }
             self.emit(run, bodies)?;
             if !run.tail.has_more() {
@@ -109,13 +121,22 @@ impl Engine {
         }
         if at_end {
             let mut bodies = Vec::new();
-            let parsed = run.parser.finish();
+            let parsed = run.driver.finish();
             self.absorb(run, parsed, &mut bodies);
             if !bodies.is_empty() {
                 self.emit(run, bodies)?;
             }
         }
         Ok(())
+    }
+
+    /// Writes a driver's replies on the agent's stdin.
+    fn reply(&self, run: &Run, replies: &[String]) {
+        for line in replies {
+            if let Err(e) = self.runner.write_stdin(&run.dir, line) {
+                warn!(task_id = %run.id, "cannot write to the agent's stdin: {e}");
+            }
+        }
     }
 
     pub(super) fn absorb(&self, run: &mut Run, parsed: Parsed, bodies: &mut Vec<EventBody>) {
@@ -173,32 +194,23 @@ impl Engine {
             // An auth or quota blocker will not clear by itself: CLIs that
             // retry on it only burn time, so the run is stopped now. A
             // permission denial is left to the agent, which may go on.
-            #[cfg(unix)]
             if matches!(blocker.0, BlockerKind::Auth | BlockerKind::RateLimit)
-                && let Some(pid) = run.supervisor_pid
+                && let Some(handle) = &run.handle
             {
-                info!(task_id = %run.id, kind = blocker_name(blocker.0), "blocker recognized: stopping the run");
-                supervisor::request_stop(pid);
+                info!(task_id = %run.id, kind = blocker.0.as_str(), "blocker recognized: stopping the run");
+                self.runner.request_stop(handle);
             }
             run.blocker = Some(blocker);
             changed = true;
             run.live.attention.send_modify(|n| *n += 1);
         }
         if changed {
-            let kind = run.blocker.as_ref().map(|(k, _)| blocker_name(*k));
+            let kind = run.blocker.as_ref().map(|(k, _)| *k);
             if let Err(e) = self.store.set_session_and_blocker(&run.id, run.session_id.as_deref(), kind) {
-                warn!(task_id = %run.id, "storing the session id failed: {e}");
+                // Both are stored again at the end, with the task's ending.
+                warn!(task_id = %run.id, "storing the session id and blocker failed: {e}");
             }
         }
-    }
-
-    /// Numbers, stores (with the log offset), writes to `events.jsonl` and
-    /// broadcasts a batch of events.
-    pub(super) async fn monitor_done(self: Arc<Self>, mut run: Run) {
-        if let Err(e) = self.pump(&mut run, true) {
-            warn!(task_id = %run.id, "reading the agent's output failed: {e}");
-        }
-        self.conclude_until_stored(&mut run).await;
     }
 
     /// Ends the task, retrying with a growing pause while its ending cannot
@@ -217,10 +229,4 @@ impl Engine {
             }
         }
     }
-}
-
-/// The parser for a launch's `parser` name; the generic one for a name this
-/// build does not know (a task stored by a newer daemon).
-pub(super) fn parser_for(name: &str) -> Box<dyn LineParser> {
-    provider::parser(name).unwrap_or_else(|| Box::new(provider::GenericParser))
 }

@@ -38,13 +38,21 @@ impl Engine {
         let live = self.live(&record.id);
         let output = live.as_ref().and_then(|l| l.output.lock().unwrap_or_else(|p| p.into_inner()).clone());
         let activity = live.as_ref().and_then(|l| l.activity.lock().unwrap_or_else(|p| p.into_inner()).clone());
-        let queue_position = if record.status == TaskStatus::Pending {
-            let queued = self.store.tasks(&[TaskStatus::Pending], u32::MAX)?;
-            queued.iter().rev().position(|t| t.id == record.id).map(|p| p as u32)
+        let (queue_position, phase) = if record.status == TaskStatus::Pending {
+            let phase = if self.queue.is_starting(&record.id) {
+                Phase::Starting
+            } else if self.preparing.is_preparing(&record.id)
+                || (record.launch.prepares_worktree() && record.workshop.is_none())
+            {
+                Phase::Preparing
+            } else {
+                Phase::Queued
+            };
+            (Some(self.store.pending_before(&record)?), Some(phase))
         } else {
-            None
+            (None, None)
         };
-        Ok(TaskView { record, report, pending_questions, output, activity, queue_position })
+        Ok(TaskView { record, report, pending_questions, output, activity, queue_position, phase })
     }
 
     /// Tasks, newest first.

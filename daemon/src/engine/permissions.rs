@@ -1,11 +1,8 @@
 //! The permission bridge: a CLI's permission prompts become durable questions,
 //! and their answers go back on the agent's stdin, exactly once.
 
-use std::path::Path;
-
 use tracing::{info, warn};
 
-use crate::agents::Launch;
 use crate::clock::now_ms;
 use crate::oacp::EventBody;
 use crate::provider::{self};
@@ -22,7 +19,10 @@ impl Engine {
     /// a `question` event added to the batch. A request seen again (output
     /// re-read after a restart) is not asked twice.
     pub(super) fn ask_permission(&self, run: &mut Run, ask: provider::PermissionAsk, bodies: &mut Vec<EventBody>) {
-        let Some(provider_id) = run.bridge.clone() else { return };
+        if !run.driver.answers_requests() {
+            return;
+        }
+        let provider_id = self.store.task(&run.id).ok().flatten().map(|r| r.agent).unwrap_or_default();
         let qid = permission_question_id(&ask.request_id);
         match self.store.question(&run.id, &qid) {
             Ok(Some(_)) => return,
@@ -34,8 +34,8 @@ impl Engine {
         }
         // The request is kept before the question is stored: an answer must
         // always find it.
-        let dir = run.task_dir.join(PERMISSIONS_DIR);
-        let path = dir.join(format!("{qid}.json"));
+        let dir = run.dir.permissions();
+        let path = run.dir.permission_request(&qid);
         let stored = std::fs::create_dir_all(&dir)
             .and_then(|()| supervisor::write_atomic(&path, &serde_json::to_vec(&ask).unwrap_or_default()));
         if let Err(e) = stored {
@@ -68,7 +68,7 @@ impl Engine {
     /// After a restart: answers given while no daemon could deliver them are
     /// delivered, and open questions get their deadlines back.
     pub(super) fn resume_permissions(&self, run: &mut Run) {
-        if run.bridge.is_none() {
+        if !run.driver.answers_requests() {
             return;
         }
         let Ok(questions) = self.store.questions(&run.id) else { return };
@@ -121,8 +121,8 @@ impl Engine {
     /// `allow` when it says so; anything else denies, with the answer as the
     /// reason the agent reads.
     pub(super) fn deliver_permission(&self, record: &TaskRecord, qid: &str, answer: &str) {
-        let task_dir = Path::new(&record.task_dir);
-        let path = task_dir.join(PERMISSIONS_DIR).join(format!("{qid}.json"));
+        let dir = Self::task_dir(record);
+        let path = dir.permission_request(qid);
         let ask = match std::fs::read(&path)
             .map_err(|e| e.to_string())
             .and_then(|b| serde_json::from_slice::<provider::PermissionAsk>(&b).map_err(|e| e.to_string()))
@@ -133,10 +133,13 @@ impl Engine {
                 return;
             }
         };
-        let parser = serde_json::from_str::<Launch>(&record.launch_json).map(|l| l.parser).unwrap_or_default();
         let allow = is_allow(answer);
-        let Some(line) = provider::permission_response(&parser, &ask, allow, answer) else { return };
-        match supervisor::write_agent_stdin(task_dir, &line) {
+        let driver = crate::driver::for_launch(&record.launch);
+        let Some(line) = driver.respond(&ask, &crate::driver::Decision { allow, message: answer }) else {
+            warn!(task_id = %record.id, question_id = %qid, "this agent's driver cannot answer a permission request");
+            return;
+        };
+        match self.runner.write_stdin(&dir, &line) {
             Ok(()) => {
                 if let Err(e) = self.store.mark_delivered(&record.id, qid) {
                     warn!(task_id = %record.id, "marking {qid} delivered failed: {e}");
@@ -148,14 +151,19 @@ impl Engine {
     }
 }
 
-/// Where the permission requests of a task's bridged prompts are kept.
-pub(super) const PERMISSIONS_DIR: &str = "permissions";
-
 /// The question id of a bridged permission prompt: derived from the CLI's
 /// request id, so a request read again after a restart is the same question.
 pub(super) fn permission_question_id(request_id: &str) -> String {
+    // The request id's letters and digits keep it readable; a hash of the
+    // whole id keeps two ids that differ only in punctuation (or past the
+    // cut) apart. FNV-1a: stable across builds, unlike the std hasher.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in request_id.bytes() {
+        hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
     let mut id = String::from("p_");
-    id.extend(request_id.chars().filter(char::is_ascii_alphanumeric).take(38));
+    id.extend(request_id.chars().filter(char::is_ascii_alphanumeric).take(22));
+    id.push_str(&format!("{hash:016x}"));
     id
 }
 

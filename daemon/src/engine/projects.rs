@@ -9,6 +9,18 @@ use crate::resolve::{self};
 
 use super::*;
 
+/// What the engine keeps of projects' configurations.
+#[derive(Default)]
+pub(super) struct Projects {
+    /// The last configuration of each project that loaded, served while a
+    /// later edit of it does not load.
+    good: Mutex<HashMap<PathBuf, Config>>,
+    /// The current load error of each project whose config does not load.
+    problems: Mutex<HashMap<PathBuf, String>>,
+    /// Probed agent versions.
+    pub(super) versions: crate::catalog::VersionCache,
+}
+
 impl Engine {
     // ---------------------------------------------------------------- agents
 
@@ -18,20 +30,22 @@ impl Engine {
     pub(super) fn load_config(&self, project: &Path) -> Result<(Config, Option<String>)> {
         match Config::load(&self.paths.config_dir, project) {
             Ok(config) => {
-                self.good_configs
+                self.projects
+                    .good
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(project.to_path_buf(), config.clone());
-                self.config_problems.lock().unwrap_or_else(|p| p.into_inner()).remove(project);
+                self.projects.problems.lock().unwrap_or_else(|p| p.into_inner()).remove(project);
                 Ok((config, None))
             }
             Err(e @ Error::Invalid(_)) => {
                 let problem = e.to_string();
-                self.config_problems
+                self.projects
+                    .problems
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(project.to_path_buf(), problem.clone());
-                match self.good_configs.lock().unwrap_or_else(|p| p.into_inner()).get(project) {
+                match self.projects.good.lock().unwrap_or_else(|p| p.into_inner()).get(project) {
                     Some(good) => Ok((good.clone(), Some(problem))),
                     None => Err(e),
                 }
@@ -57,12 +71,13 @@ impl Engine {
         }
         let _ = self.load_config(Path::new("/nonexistent/caesar-no-project"));
         let mut problems: Vec<String> = self
-            .config_problems
+            .projects
+            .problems
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
             .map(|(project, problem)| {
-                let served = self.good_configs.lock().unwrap_or_else(|p| p.into_inner()).contains_key(project);
+                let served = self.projects.good.lock().unwrap_or_else(|p| p.into_inner()).contains_key(project);
                 if served {
                     format!(
                         "{problem} (fix the file; until then the last good config of {} is used)",
@@ -82,7 +97,7 @@ impl Engine {
     /// async runtime.
     pub fn list_agents(&self, workspace: &str) -> Result<Vec<crate::catalog::AgentEntry>> {
         let (config, _) = self.config_for(workspace)?;
-        Ok(crate::catalog::list(&config, &self.versions))
+        Ok(crate::catalog::list(&config, &self.projects.versions))
     }
 
     /// The roles of the project at `workspace`, each with the agent it would
@@ -157,7 +172,7 @@ impl Engine {
     /// One agent with the options delegate accepts for it.
     pub fn describe_agent(&self, id: &str, workspace: &str) -> Result<crate::catalog::AgentEntry> {
         let (config, project) = self.config_for(workspace)?;
-        let all = crate::catalog::list(&config, &self.versions);
+        let all = crate::catalog::list(&config, &self.projects.versions);
         let known: Vec<String> = all.iter().map(|a| a.id.clone()).collect();
         all.into_iter().find(|a| a.id == id).ok_or_else(|| {
             Error::NotFound(format!(

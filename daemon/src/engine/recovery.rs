@@ -1,134 +1,97 @@
-//! Recovery after a restart: re-attach to what still runs, adopt what was
-//! started but not recorded, end what vanished, and prepare again what was
-//! being prepared.
+//! Recovery after a restart: every step of a task's life is safe to crash in,
+//! and this is where each is finished or redone.
+//!
+//! - Recorded running: re-attach through the runner, or conclude it if it
+//!   ended (or vanished) meanwhile.
+//! - Pending, but a run exists (the daemon died between spawning and
+//!   recording it): adopt it, never start it twice.
+//! - Pending and preparing (no workshop recorded): kill what is left of its
+//!   setup and prepare it again; preparation removes what the interrupted
+//!   try made of that very task's worktree and branch.
+//! - Pending and ready: left to the queue.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use tracing::{Instrument, info, info_span};
+use tracing::{Instrument, info, info_span, warn};
 
-use crate::agents::Launch;
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::oacp::EventBody;
-use crate::provider::{self};
-use crate::store::{Running, TaskStatus};
-use crate::supervisor::{self};
-use crate::tail::LogTail;
+use crate::store::TaskStatus;
 
 use super::*;
 
 impl Engine {
-    // ---------------------------------------------------------------- recover
-
-    /// Re-attaches to the tasks a previous daemon left pending or running.
+    /// Re-attaches to the tasks a previous daemon left pending or running,
+    /// then gives the queue a turn.
     pub async fn recover(self: &Arc<Self>) -> Result<()> {
-        let active = self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
+        let mut active = self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
+        active.reverse();
         for record in active {
-            let task_dir = PathBuf::from(&record.task_dir);
-            let agent = supervisor::read_agent(&task_dir);
-            let exited = task_dir.join(supervisor::EXIT_FILE).exists();
-            let supervisor_alive = record.supervisor_pid.is_some_and(|pid| {
-                supervisor::is_same_process_alive(pid, record.supervisor_start, record.boot_id.as_deref())
-            });
-            let mut agent = agent;
-            if record.supervisor_pid.is_none() && agent.is_none() && !exited {
-                // Queued, or the previous daemon died between spawning the
-                // supervisor and recording it: a supervisor that runs names
-                // the task in its environment, and soon writes agent.json.
-                // supervisor.log is made just before the spawn: without it,
-                // no supervisor was started, and /proc need not be read.
-                if !task_dir.join(SUPERVISOR_LOG).exists() || supervisor::processes_of_task(&record.id).is_empty() {
-                    continue;
-                }
-                agent = wait_for_agent_file(&task_dir).await;
-                if agent.is_none() {
-                    // It never got the agent started: start afresh.
-                    supervisor::kill_by_task_env(&record.id);
-                    continue;
-                }
-            }
-            // Started, but the daemon died before recording the supervisor:
-            // the supervisor recorded itself in agent.json.
-            let (supervisor_pid, supervisor_alive) = match (record.supervisor_pid, &agent) {
-                (Some(pid), _) => (pid, supervisor_alive),
-                (None, Some(a)) => (a.supervisor_pid, supervisor::is_same_process_alive(a.supervisor_pid, None, None)),
-                (None, None) => (0, false),
+            let dir = Self::task_dir(&record);
+            let (handle, started_ms) = match &record.run {
+                Some(handle) => (handle.clone(), record.started_ms.unwrap_or_else(now_ms)),
+                None => match self.runner.adopt(&record.id, &dir).await {
+                    Some(adopted) => {
+                        // Started but never recorded: record it now (with its
+                        // `started` event), or the queue would start it again.
+                        let live = self.make_live(&record.id, TaskStatus::Running, record.event_count);
+                        let event = (record.event_count == 0).then(|| EventBody::Started {
+                            agent: record.agent.clone(),
+                            command: record.launch.display(),
+                        });
+                        self.emit_with(&record.id, dir.root(), &live, event.into_iter().collect(), |events| {
+                            self.store.set_running(&record.id, adopted.started_ms, &adopted.handle, events)?;
+                            Ok(true)
+                        })?;
+                        info!(task_id = %record.id, "adopted a run started but never recorded");
+                        (adopted.handle, adopted.started_ms)
+                    }
+                    None => {
+                        self.requeue(&record);
+                        continue;
+                    }
+                },
             };
-            let launch: Option<Launch> = serde_json::from_str(&record.launch_json).ok();
-            self.repair_events_file(&record);
-            let live = Live::new(TaskStatus::Running, record.event_count);
-            self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(record.id.clone(), live.clone());
-            if record.supervisor_pid.is_none() && supervisor_pid != 0 {
-                // Started but never recorded: record it now (with its
-                // `started` event), or the queue would start it again.
-                let boot_id = supervisor::boot_id();
-                let running = Running {
-                    started_ms: agent.as_ref().map(|a| a.started_ms).unwrap_or_else(now_ms),
-                    pid: supervisor_pid,
-                    start_time: supervisor::process_start_time(supervisor_pid),
-                    boot_id: boot_id.as_deref(),
-                };
-                let started = (record.event_count == 0).then(|| EventBody::Started {
-                    agent: record.agent.clone(),
-                    command: launch.as_ref().map(Launch::display).unwrap_or_default(),
-                });
-                self.emit_with(&record.id, &task_dir, &live, started.into_iter().collect(), |events| {
-                    self.store.set_running(&record.id, &running, events)?;
-                    Ok(true)
-                })?;
-            }
-            let run = Run {
-                id: record.id.clone(),
-                task_dir: task_dir.clone(),
-                tail: LogTail::new(&task_dir.join(supervisor::RAW_LOG), record.log_offset),
-                parser: parser_for(launch.as_ref().map(|l| l.parser.as_str()).unwrap_or(provider::GENERIC)),
-                generic: launch.as_ref().is_none_or(|l| l.parser == provider::GENERIC),
-                final_text: None,
-                messages: String::new(),
-                session_id: record.session_id.clone(),
-                blocker: None,
-                supervisor_pid: Some(supervisor_pid).filter(|p| *p != 0),
-                live,
-                bridge: launch
-                    .as_ref()
-                    .filter(|l| matches!(l.stdin, provider::Stdin::Control { .. }))
-                    .map(|l| l.parser.clone()),
-                permission_deadlines: Vec::new(),
-                deadline_ms: record.started_ms.unwrap_or_else(now_ms) + record.timeout_ms as i64,
-            };
-            let waiter = Waiter::Reattached {
-                pid: supervisor_pid,
-                start: record.supervisor_start,
-                boot: record.boot_id.clone(),
-            };
-            info!(task_id = %record.id, exited, supervisor_alive, "re-attaching to a task");
-            let mut run = run;
-            if !exited && supervisor_alive {
-                self.resume_permissions(&mut run);
-            }
+            let Some(record) = self.store.task(&record.id)? else { continue };
+            self.repair_events_file(&record.id, dir.root(), record.event_count);
+            let live = self
+                .live(&record.id)
+                .unwrap_or_else(|| self.make_live(&record.id, TaskStatus::Running, record.event_count));
+            let exited = self.runner.exit_record(&dir).is_some();
+            let alive = !exited && self.runner.is_alive(&handle);
+            let watch = self.runner.attach(&handle, &dir);
+            let mut run = Run::new(&record, dir, live, Some(handle), started_ms, record.session_id.clone());
+            info!(task_id = %record.id, exited, alive, "re-attaching to a task");
             let engine = self.clone();
             let span = info_span!("task", task_id = %record.id);
-            if exited || !supervisor_alive {
+            if alive {
+                self.resume_permissions(&mut run);
+                tokio::spawn(async move { engine.monitor(run, watch).await }.instrument(span));
+            } else {
                 // Nothing to wait for: drain and conclude now.
                 engine.monitor_done(run).instrument(span).await;
-            } else {
-                tokio::spawn(async move { engine.monitor(run, waiter).await }.instrument(span));
             }
         }
         self.schedule().await;
         Ok(())
     }
-}
 
-/// Waits up to 2 s for a starting supervisor to write `agent.json`.
-pub(super) async fn wait_for_agent_file(task_dir: &Path) -> Option<supervisor::AgentStarted> {
-    for _ in 0..100 {
-        if let Some(agent) = supervisor::read_agent(task_dir) {
-            return Some(agent);
+    /// A pending task that never started: prepared again if its worktree
+    /// was never recorded, else left to the queue.
+    fn requeue(self: &Arc<Self>, record: &crate::store::TaskRecord) {
+        if record.cancel_requested {
+            // Cancelled while no daemon could finish it.
+            self.end_cancelled_unstarted(record);
+            return;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        if record.launch.prepares_worktree() && record.workshop.is_none() {
+            let killed = crate::workshop::kill_setups_of(&record.id);
+            if killed > 0 {
+                warn!(task_id = %record.id, killed, "killed the setup an earlier daemon left running");
+            }
+            info!(task_id = %record.id, "preparing again after a restart");
+            self.spawn_preparation(record.clone());
+        }
     }
-    None
 }

@@ -1,142 +1,96 @@
-//! Starting a prepared task: its driver's first input, the runner's spawn,
-//! and the `running` state with its `started` event in one transaction.
+//! Starting a prepared task: its workshop at start (the inplace snapshot),
+//! the runner's spawn, and the `running` state with its `started` event in
+//! one transaction.
+//!
+//! A cancel that races the start is never lost: cancel records its request
+//! before it looks for a run to stop, and start looks for a recorded request
+//! after it records the run, so one of the two always sees the other.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tracing::{Instrument, info, info_span};
 
-use crate::agents::Launch;
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
-use crate::oacp::{EventBody, OACP_VERSION};
-use crate::provider::{self};
+use crate::oacp::EventBody;
 use crate::report::{self, Ending};
-use crate::store::{Running, TaskRecord, TaskStatus};
-use crate::supervisor::{self, SuperviseArgs};
-use crate::tail::LogTail;
+use crate::runner::StartSpec;
+use crate::store::{TaskRecord, TaskStatus};
 
 use super::*;
 
 impl Engine {
-    /// Starts the supervisor of a recorded task and its monitor.
-    pub(super) async fn start(self: &Arc<Self>, record: TaskRecord) -> Result<TaskRecord> {
-        let launch: Launch =
-            serde_json::from_str(&record.launch_json).map_err(|e| Error::Internal(format!("stored launch: {e}")))?;
-        let task_dir = PathBuf::from(&record.task_dir);
-        let workdir = match self.prepare_workshop(&record, &launch).await {
+    /// Starts a recorded, prepared task and its monitor.
+    pub(super) async fn start(self: &Arc<Self>, record: TaskRecord) -> Result<()> {
+        let dir = Self::task_dir(&record);
+        let workdir = match self.prepare_at_start(&record).await {
             Ok(dir) => dir,
             Err(why) => {
                 self.fail_unstarted(&record, &why)?;
                 return Err(Error::Precondition(why));
             }
         };
-        let started_ms = now_ms();
-        let stdin_close_after = match &launch.stdin {
-            provider::Stdin::Null => None,
-            provider::Stdin::Control { initial, close_after } => {
-                let path = task_dir.join(supervisor::STDIN_INITIAL);
-                if let Err(e) = std::fs::write(&path, initial) {
-                    let why = format!("cannot write {}: {e}", path.display());
-                    self.fail_unstarted(&record, &why)?;
-                    return Err(Error::Internal(why));
-                }
-                Some(close_after.clone())
-            }
-        };
-        let sargs = SuperviseArgs {
-            task_dir: task_dir.clone(),
-            deadline_ms: started_ms + record.timeout_ms as i64,
-            grace_ms: self.settings.grace_ms,
-            log_cap: self.settings.raw_log_cap,
-            stdin_close_after: stdin_close_after.clone(),
-            program: launch.program.clone(),
-            args: launch.args.clone(),
-        };
-        let mut cmd = tokio::process::Command::new(&self.settings.supervisor_exe);
-        cmd.args(sargs.to_argv())
-            .current_dir(&workdir)
-            // [V] opencode takes its working directory from PWD, which the daemon inherited
-            // from wherever it was started: left alone, the agent edits that directory.
-            .env("PWD", &workdir)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("LISTEN_FDS")
-            .env_remove("LISTEN_PID")
-            .env_remove("LISTEN_FDNAMES")
-            .env("CAESAR_TASK_DIR", &task_dir)
-            .env("CAESAR_TASK_FILE", task_dir.join("task.json"))
-            .env("CAESAR_REPORT_PATH", task_dir.join("report.json"))
-            .env("CAESAR_EVENTS_PATH", task_dir.join(EVENTS_FILE))
-            .env("CAESAR_TASK_ID", &record.id)
-            .env("CAESAR_AGENT", &record.agent)
-            .env("CAESAR_DEPTH", (record.depth + 1).to_string())
-            .env("CAESAR_PROTOCOL_VERSION", OACP_VERSION)
-            .envs(launch.env.iter().map(|(k, v)| (k, v)));
+        // Cancelled while it waited for its turn: it never runs.
+        if self.store.task(&record.id)?.is_none_or(|r| r.cancel_requested || r.status.is_terminal()) {
+            self.end_cancelled_unstarted(&record);
+            return Ok(());
+        }
+        let launch = &record.launch;
+        let mut env = vec![
+            ("CAESAR_AGENT".to_owned(), record.agent.clone()),
+            ("CAESAR_DEPTH".to_owned(), (record.depth + 1).to_string()),
+        ];
+        env.extend(launch.env.iter().cloned());
         if launch.channel {
             // What the in-agent channel server needs to reach this task, and
             // only this task.
-            cmd.env("CAESAR_CHANNEL_SECRET", &record.secret).env("CAESAR_SOCKET", &self.paths.socket);
+            env.push(("CAESAR_CHANNEL_SECRET".to_owned(), record.secret.clone()));
+            env.push(("CAESAR_SOCKET".to_owned(), self.paths.socket.display().to_string()));
         }
-        match std::fs::File::create(task_dir.join(SUPERVISOR_LOG)) {
-            Ok(f) => cmd.stderr(f),
-            Err(_) => cmd.stderr(std::process::Stdio::null()),
+        let stdin = match &launch.stdin {
+            crate::provider::Stdin::Null => None,
+            crate::provider::Stdin::Control { initial, close_after } => Some((initial.as_str(), close_after.as_str())),
         };
-        #[cfg(unix)]
-        // SAFETY: setsid is async-signal-safe; nothing else runs in the child.
-        unsafe {
-            cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
-        }
-        let live = Live::new(TaskStatus::Running, record.event_count);
-        self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(record.id.clone(), live.clone());
-        let child = match cmd.spawn() {
-            Ok(c) => c,
+        let deadline_ms = now_ms() + record.timeout_ms as i64;
+        let spec = StartSpec {
+            task_id: &record.id,
+            dir: &dir,
+            workdir: &workdir,
+            program: &launch.program,
+            args: &launch.args,
+            env,
+            deadline_ms,
+            stdin,
+        };
+        let live = self.make_live(&record.id, TaskStatus::Running, record.event_count);
+        let started = match self.runner.start(&spec) {
+            Ok(s) => s,
             Err(e) => {
-                let why = format!("cannot start the supervisor {}: {e}", self.settings.supervisor_exe.display());
-                self.fail_unstarted(&record, &why)?;
-                return Err(Error::Internal(why));
+                self.fail_unstarted(&record, &e.to_string())?;
+                return Err(e);
             }
         };
-        let pid = child.id().unwrap_or(0);
-        let boot_id = supervisor::boot_id();
-        let running =
-            Running { started_ms, pid, start_time: supervisor::process_start_time(pid), boot_id: boot_id.as_deref() };
-        let started = EventBody::Started { agent: record.agent.clone(), command: launch.display() };
-        self.emit_with(&record.id, &task_dir, &live, vec![started], |events| {
-            self.store.set_running(&record.id, &running, events)?;
+        let event = EventBody::Started { agent: record.agent.clone(), command: launch.display() };
+        self.emit_with(&record.id, dir.root(), &live, vec![event], |events| {
+            self.store.set_running(&record.id, started.started_ms, &started.handle, events)?;
             Ok(true)
         })?;
-        let run = Run {
-            id: record.id.clone(),
-            task_dir: task_dir.clone(),
-            tail: LogTail::new(&task_dir.join(supervisor::RAW_LOG), 0),
-            parser: parser_for(&launch.parser),
-            generic: launch.parser == provider::GENERIC,
-            final_text: None,
-            messages: String::new(),
-            session_id: None,
-            blocker: None,
-            supervisor_pid: Some(pid),
-            live,
-            bridge: stdin_close_after.map(|_| launch.parser.clone()),
-            permission_deadlines: Vec::new(),
-            deadline_ms: started_ms + record.timeout_ms as i64,
-        };
-        info!(task_id = %record.id, pid, "task started");
+        if self.store.task(&record.id)?.is_some_and(|r| r.cancel_requested) {
+            self.runner.request_stop(&started.handle);
+        }
+        let run = Run::new(&record, dir, live, Some(started.handle), started.started_ms, None);
+        info!(task_id = %record.id, "task started");
         let engine = self.clone();
         let span = info_span!("task", task_id = %record.id);
-        tokio::spawn(async move { engine.monitor(run, Waiter::Child(child)).await }.instrument(span));
-        self.store.task(&record.id)?.ok_or_else(|| Error::Internal("task vanished from the store".to_owned()))
+        tokio::spawn(async move { engine.monitor(run, started.watch).await }.instrument(span));
+        Ok(())
     }
 
-    /// Prepares where the task runs (a worktree, or the workspace with a
-    /// snapshot of it), records it, and returns the agent's directory. A
-    /// failure (a setup command, a worktree that cannot be made) is the
+    /// Ends a task whose agent never ran, with the reason as its report.
     pub(super) fn fail_unstarted(&self, record: &TaskRecord, why: &str) -> Result<()> {
         let report = report::recover(&report::Inputs {
             task_id: &record.id,
-            report_path: &Path::new(&record.task_dir).join("report.json"),
+            report_path: &Self::task_dir(record).report(),
             texts: &[],
             ending: Ending::Failed(why.to_owned()),
             duration_ms: 0,

@@ -43,6 +43,7 @@ use crate::oacp::{Finding, Isolation, Mode};
 
 pub use apply::{ApplyResult, Conflict, apply};
 pub use diff::{DiffResult, FileChange, diff, read_only_violation, reconcile};
+pub use place::kill_setups_of;
 
 /// Where worktrees live, relative to the repository root.
 pub const WORKTREES_DIR: &str = ".caesar/wt";
@@ -69,6 +70,9 @@ pub struct PrepareInput<'a> {
     pub config: &'a WorktreeSection,
     /// How long each setup command may run; `None` for no limit.
     pub setup_timeout: Option<Duration>,
+    /// Set to give up: a running setup command's group is killed, and what
+    /// was made is removed.
+    pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 /// Where a task runs and everything a later diff, apply or removal needs.
@@ -305,7 +309,13 @@ pub fn prepare(input: &PrepareInput) -> Result<Prepared, WorkshopError> {
                     return Err(e);
                 }
             }
-            if let Err(e) = place::run_setup(&prepared.workdir, &input.config.setup, input.setup_timeout) {
+            let setup = place::Setup {
+                dir: &prepared.workdir,
+                task_id: input.task_id,
+                timeout: input.setup_timeout,
+                cancel: input.cancel,
+            };
+            if let Err(e) = place::run_setup(&setup, &input.config.setup) {
                 let _ = remove(&prepared, true);
                 return Err(e);
             }
@@ -372,20 +382,13 @@ fn make_worktree(
     if !git2::Branch::name_is_valid(&branch).unwrap_or(false) {
         return Err(WorkshopError::Invalid(format!("`{branch}` is not a valid branch name: change the label")));
     }
-    if repo.find_branch(&branch, BranchType::Local).is_ok() {
-        return Err(WorkshopError::Exists(format!(
-            "branch {branch} already exists: remove it (`git branch -D {branch}`) or use another task id"
-        )));
-    }
     let wt_dir = root.join(WORKTREES_DIR);
     let wt_path = wt_dir.join(input.task_id);
-    if wt_path.exists() || repo.find_worktree(input.task_id).is_ok() {
-        return Err(WorkshopError::Exists(format!(
-            "worktree {} already exists: remove it (`git worktree remove --force {}`) or use another task id",
-            wt_path.display(),
-            wt_path.display()
-        )));
-    }
+    // A task is prepared again only when no preparation of it was ever
+    // recorded (a daemon killed in the middle): a worktree named by its id,
+    // and the branch named by its id, label and objective, are what that
+    // interrupted try made. They are removed and made afresh.
+    remove_leftovers(&repo, input.task_id, &branch, &wt_path)?;
     ensure_excluded(&repo)?;
     std::fs::create_dir_all(&wt_dir).map_err(WorkshopError::io("create", &wt_dir))?;
     let oid = Oid::from_str(head).map_err(WorkshopError::git("read HEAD"))?;
@@ -413,6 +416,24 @@ fn make_worktree(
     prepared.worktree = Some(wt_path);
     prepared.workdir = workdir.clone();
     std::fs::create_dir_all(&workdir).map_err(WorkshopError::io("create", &workdir))?;
+    Ok(())
+}
+
+/// Removes what an interrupted preparation of this very task left: its
+/// worktree (by the task id) and its branch (by the name derived from the
+/// task id). Nothing else is touched.
+fn remove_leftovers(repo: &Repository, task_id: &str, branch: &str, wt_path: &Path) -> Result<(), WorkshopError> {
+    if let Ok(wt) = repo.find_worktree(task_id) {
+        let mut opts = git2::WorktreePruneOptions::new();
+        opts.valid(true).locked(true).working_tree(true);
+        wt.prune(Some(&mut opts)).map_err(WorkshopError::git(format!("remove the leftover worktree {task_id}")))?;
+    }
+    if wt_path.exists() {
+        std::fs::remove_dir_all(wt_path).map_err(WorkshopError::io("remove the leftover worktree", wt_path))?;
+    }
+    if let Ok(mut b) = repo.find_branch(branch, BranchType::Local) {
+        b.delete().map_err(WorkshopError::git(format!("delete the leftover branch {branch}")))?;
+    }
     Ok(())
 }
 

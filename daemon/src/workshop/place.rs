@@ -196,12 +196,28 @@ fn copy_plain(from: &Path, to: &Path) -> Result<(), WorkshopError> {
     std::fs::copy(from, to).map(drop).map_err(WorkshopError::io("copy to", to))
 }
 
+/// The environment variable that marks a task's setup processes, so that a
+/// restarted daemon can find (and kill) a setup an earlier one left running.
+pub const SETUP_MARKER: &str = "CAESAR_SETUP_OF";
+
+/// Where and how setup commands run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Setup<'a> {
+    pub dir: &'a Path,
+    pub task_id: &'a str,
+    /// How long each command may run; `None` for no limit.
+    pub timeout: Option<Duration>,
+    /// Set to stop: the running command's group is killed.
+    pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
+}
+
 /// Runs each setup command with `sh -c` in `dir`, in order, stdin closed,
 /// stderr merged into stdout; stops at the first that fails (or outlives
-/// `timeout`, its whole process group then killed).
-pub(crate) fn run_setup(dir: &Path, commands: &[String], timeout: Option<Duration>) -> Result<(), WorkshopError> {
+/// `timeout`, or is cancelled, its whole process group then killed).
+pub(crate) fn run_setup(setup: &Setup<'_>, commands: &[String]) -> Result<(), WorkshopError> {
+    let dir = setup.dir;
     for command in commands {
-        let (code, output) = run_one(dir, command, timeout)?;
+        let (code, output) = run_one(setup, command)?;
         if code != Some(0) {
             return Err(WorkshopError::SetupFailed {
                 command: command.clone(),
@@ -212,6 +228,30 @@ pub(crate) fn run_setup(dir: &Path, commands: &[String], timeout: Option<Duratio
         }
     }
     Ok(())
+}
+
+/// Kills what is left of a task's setup commands (Linux): every process
+/// whose environment carries the task's [`SETUP_MARKER`], with its group.
+/// Returns how many were found. For a daemon that died while setup ran.
+pub fn kill_setups_of(task_id: &str) -> usize {
+    let marker = format!("{SETUP_MARKER}={task_id}");
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
+    let mut found = 0;
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+        if environ.split(|&b| b == 0).any(|var| var == marker.as_bytes()) {
+            found += 1;
+            #[cfg(unix)]
+            {
+                use nix::sys::signal::{Signal, kill, killpg};
+                let pid = nix::unistd::Pid::from_raw(pid);
+                let _ = killpg(pid, Signal::SIGKILL);
+                let _ = kill(pid, Signal::SIGKILL);
+            }
+        }
+    }
+    found
 }
 
 fn cap(output: &str) -> String {
@@ -226,9 +266,10 @@ fn cap(output: &str) -> String {
     format!("[… {start} bytes cut]\n{}", &t[start..])
 }
 
-fn run_one(dir: &Path, command: &str, timeout: Option<Duration>) -> Result<(Option<i32>, String), WorkshopError> {
+fn run_one(setup: &Setup<'_>, command: &str) -> Result<(Option<i32>, String), WorkshopError> {
+    let (dir, timeout) = (setup.dir, setup.timeout);
     let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(format!("exec 2>&1\n{command}")).current_dir(dir);
+    cmd.arg("-c").arg(format!("exec 2>&1\n{command}")).current_dir(dir).env(SETUP_MARKER, setup.task_id);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
@@ -251,6 +292,10 @@ fn run_one(dir: &Path, command: &str, timeout: Option<Duration>) -> Result<(Opti
         if timeout.is_some_and(|t| started.elapsed() >= t) {
             kill_group(&mut child);
             break None;
+        }
+        if setup.cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst)) {
+            kill_group(&mut child);
+            return Err(WorkshopError::Invalid(format!("setup `{command}` was cancelled")));
         }
         std::thread::sleep(Duration::from_millis(20));
     };

@@ -1,0 +1,81 @@
+//! The one-shot stream driver: a provider's pure line parser over the
+//! agent's output, and, when the CLI's stdin is held open for its control
+//! protocol, the provider's permission responses.
+
+use crate::provider::{self, LineParser, Parsed, PermissionAsk, Stream};
+
+use super::{Decision, Driver, DriverKind, Reading};
+
+/// Reads a provider's output line by line.
+pub struct StreamDriver {
+    provider: String,
+    parser: Box<dyn LineParser>,
+    kind: DriverKind,
+}
+
+impl StreamDriver {
+    /// The driver of provider (or `generic`) `provider`. A name this build
+    /// does not know (a task stored by a newer daemon) is read as generic
+    /// output.
+    pub fn new(provider: &str, kind: DriverKind) -> StreamDriver {
+        let parser = provider::parser(provider).unwrap_or_else(|| Box::new(provider::GenericParser));
+        StreamDriver { provider: provider.to_owned(), parser, kind }
+    }
+}
+
+impl Driver for StreamDriver {
+    fn read_line(&mut self, line: &str) -> Reading {
+        let mut parsed = self.parser.parse_line(line, Stream::Stdout);
+        if self.kind == DriverKind::Stream {
+            // Nobody can answer: a request the CLI made anyway is left to
+            // its own fallback (a denial), never shown as a question.
+            parsed.permission = None;
+        }
+        Reading { parsed, replies: Vec::new() }
+    }
+
+    fn finish(&mut self) -> Parsed {
+        self.parser.finish()
+    }
+
+    fn answers_requests(&self) -> bool {
+        self.kind == DriverKind::StreamWithControl
+    }
+
+    fn respond(&self, ask: &PermissionAsk, decision: &Decision<'_>) -> Option<String> {
+        if !self.answers_requests() {
+            return None;
+        }
+        provider::permission_response(&self.provider, ask, decision.allow, decision.message)
+    }
+
+    fn raw_is_words(&self) -> bool {
+        self.provider == provider::GENERIC
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_stream_never_surfaces_a_request_it_cannot_answer() {
+        let request = r#"{"type":"control_request","request_id":"r1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"ls"}}}"#;
+        let mut plain = StreamDriver::new("claude", DriverKind::Stream);
+        assert!(plain.read_line(request).parsed.permission.is_none());
+        let mut control = StreamDriver::new("claude", DriverKind::StreamWithControl);
+        let ask = control.read_line(request).parsed.permission.expect("a bridged request");
+        let line = control.respond(&ask, &Decision { allow: false, message: "no" }).expect("a response");
+        assert!(line.contains("r1") && line.contains("deny"), "{line}");
+        assert!(plain.respond(&ask, &Decision { allow: true, message: "" }).is_none());
+    }
+
+    #[test]
+    fn an_unknown_provider_reads_as_generic_words() {
+        let mut d = StreamDriver::new("from-a-newer-daemon", DriverKind::Stream);
+        assert!(!d.raw_is_words());
+        let r = d.read_line("hello");
+        assert!(!r.parsed.events.is_empty());
+        assert!(StreamDriver::new(provider::GENERIC, DriverKind::Stream).raw_is_words());
+    }
+}

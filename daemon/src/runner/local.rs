@@ -1,0 +1,205 @@
+//! The local runner: `caesard __supervise` on this machine.
+//!
+//! The supervisor runs in a session of its own, so it outlives the daemon;
+//! it starts the agent, copies its output into `raw.log`, holds its stdin
+//! when it has one (fed through the task's FIFO), stops its whole tree at the
+//! deadline or on request, and writes `exit.json` last. See
+//! [`crate::supervisor`] for the process itself.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::clock::now_ms;
+use crate::error::{Error, Result};
+use crate::oacp::OACP_VERSION;
+use crate::supervisor::{self, ExitRecord, SuperviseArgs};
+use crate::task_dir::TaskDir;
+
+use super::{Adopted, RunHandle, RunWatch, Runner, StartSpec, Started};
+
+/// Runs supervisors on this machine.
+#[derive(Debug, Clone)]
+pub struct LocalRunner {
+    /// The executable that runs `__supervise` (the caesard binary).
+    pub supervisor_exe: PathBuf,
+    /// Between SIGTERM and SIGKILL when a run is stopped.
+    pub grace_ms: u64,
+    /// The most bytes of an agent's output kept in raw.log (0: no cap).
+    pub raw_log_cap: u64,
+}
+
+impl LocalRunner {
+    fn handle_parts(handle: &RunHandle) -> (u32, Option<u64>, Option<&str>) {
+        match handle {
+            RunHandle::Local { pid, start, boot } => (*pid, *start, boot.as_deref()),
+        }
+    }
+}
+
+impl Runner for LocalRunner {
+    fn start(&self, spec: &StartSpec<'_>) -> Result<Started> {
+        let dir = spec.dir.root();
+        if let Some((initial, _)) = spec.stdin {
+            let path = spec.dir.stdin_initial();
+            std::fs::write(&path, initial).map_err(|e| Error::io_at("cannot write", &path, e))?;
+        }
+        let sargs = SuperviseArgs {
+            task_dir: dir.to_path_buf(),
+            deadline_ms: spec.deadline_ms,
+            grace_ms: self.grace_ms,
+            log_cap: self.raw_log_cap,
+            stdin_close_after: spec.stdin.map(|(_, close_after)| close_after.to_owned()),
+            program: spec.program.to_owned(),
+            args: spec.args.to_vec(),
+        };
+        let mut cmd = tokio::process::Command::new(&self.supervisor_exe);
+        cmd.args(sargs.to_argv())
+            .current_dir(spec.workdir)
+            // [V] opencode takes its working directory from PWD, which the daemon inherited
+            // from wherever it was started: left alone, the agent edits that directory.
+            .env("PWD", spec.workdir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("LISTEN_FDS")
+            .env_remove("LISTEN_PID")
+            .env_remove("LISTEN_FDNAMES")
+            .env("CAESAR_TASK_DIR", dir)
+            .env("CAESAR_TASK_FILE", spec.dir.task_json())
+            .env("CAESAR_REPORT_PATH", spec.dir.report())
+            .env("CAESAR_EVENTS_PATH", spec.dir.events())
+            .env("CAESAR_TASK_ID", spec.task_id)
+            .env("CAESAR_PROTOCOL_VERSION", OACP_VERSION)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)));
+        // Made just before the spawn: recovery reads its absence as "no
+        // supervisor was ever started", without scanning /proc.
+        let log = spec.dir.supervisor_log();
+        match std::fs::File::create(&log) {
+            Ok(f) => cmd.stderr(f),
+            Err(_) => cmd.stderr(std::process::Stdio::null()),
+        };
+        #[cfg(unix)]
+        // SAFETY: setsid is async-signal-safe; nothing else runs in the child.
+        unsafe {
+            cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
+        }
+        let started_ms = now_ms();
+        let child = cmd.spawn().map_err(|e| {
+            Error::Internal(format!("cannot start the supervisor {}: {e}", self.supervisor_exe.display()))
+        })?;
+        let pid = child.id().unwrap_or(0);
+        let handle = RunHandle::Local { pid, start: supervisor::process_start_time(pid), boot: supervisor::boot_id() };
+        Ok(Started { handle, started_ms, watch: Box::new(LocalWatch::Child(child)) })
+    }
+
+    fn attach(&self, handle: &RunHandle, dir: &TaskDir) -> Box<dyn RunWatch> {
+        let (pid, start, boot) = Self::handle_parts(handle);
+        Box::new(LocalWatch::Reattached { pid, start, boot: boot.map(str::to_owned), exit: dir.exit(), ticks: 0 })
+    }
+
+    fn adopt(&self, task_id: &str, dir: &TaskDir) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>> {
+        let (task_id, dir) = (task_id.to_owned(), dir.clone());
+        Box::pin(async move {
+            // It ran and ended while no daemon watched: agent.json names it.
+            if dir.exit().exists()
+                && let Some(agent) = supervisor::read_agent(dir.root())
+                && agent.supervisor_pid != 0
+            {
+                let handle = RunHandle::Local { pid: agent.supervisor_pid, start: None, boot: supervisor::boot_id() };
+                return Some(Adopted { handle, started_ms: agent.started_ms });
+            }
+            // No supervisor.log: no supervisor was ever spawned for this task.
+            if !dir.supervisor_log().exists() || supervisor::processes_of_task(&task_id).is_empty() {
+                return None;
+            }
+            // A supervisor that runs names the task in its environment, and
+            // soon writes agent.json.
+            for _ in 0..100 {
+                if let Some(agent) = supervisor::read_agent(dir.root()) {
+                    let pid = agent.supervisor_pid;
+                    if pid != 0 && supervisor::is_same_process_alive(pid, None, None) {
+                        return Some(Adopted {
+                            handle: RunHandle::Local {
+                                pid,
+                                start: supervisor::process_start_time(pid),
+                                boot: supervisor::boot_id(),
+                            },
+                            started_ms: agent.started_ms,
+                        });
+                    }
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            // It never got the agent started, or is gone: start afresh.
+            supervisor::kill_by_task_env(&task_id);
+            None
+        })
+    }
+
+    fn is_alive(&self, handle: &RunHandle) -> bool {
+        let (pid, start, boot) = Self::handle_parts(handle);
+        supervisor::is_same_process_alive(pid, start, boot)
+    }
+
+    fn request_stop(&self, handle: &RunHandle) {
+        if self.is_alive(handle) {
+            #[cfg(unix)]
+            supervisor::request_stop(Self::handle_parts(handle).0);
+        }
+    }
+
+    fn write_stdin(&self, dir: &TaskDir, line: &str) -> std::io::Result<()> {
+        supervisor::write_agent_stdin(dir.root(), line)
+    }
+
+    fn exit_record(&self, dir: &TaskDir) -> Option<ExitRecord> {
+        supervisor::read_exit(dir.root())
+    }
+
+    fn kill_remains(&self, task_id: &str, dir: &TaskDir) {
+        // The agent's group if it was recorded, and every process carrying
+        // the task's id in its environment. agent.json sits where the agent
+        // can write: its pid is trusted only when that process carries the
+        // task's id, never to signal an unrelated group.
+        let ours = supervisor::processes_of_task(task_id);
+        #[cfg(unix)]
+        if let Some(agent) = supervisor::read_agent(dir.root())
+            && ours.contains(&agent.pid)
+        {
+            supervisor::kill_group(agent.pid);
+        }
+        supervisor::kill_by_task_env(task_id);
+    }
+}
+
+/// How the local runner learns that a supervisor is done.
+enum LocalWatch {
+    /// This daemon started the supervisor and is its parent.
+    Child(tokio::process::Child),
+    /// An earlier daemon started it: `exit.json`, and every 25 ticks the
+    /// supervisor's liveness, tell.
+    Reattached { pid: u32, start: Option<u64>, boot: Option<String>, exit: PathBuf, ticks: u64 },
+}
+
+impl RunWatch for LocalWatch {
+    fn wait(&mut self, tick: Duration) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(async move {
+            match self {
+                LocalWatch::Child(child) => tokio::select! {
+                    _ = child.wait() => true,
+                    _ = tokio::time::sleep(tick) => false,
+                },
+                LocalWatch::Reattached { pid, start, boot, exit, ticks } => {
+                    tokio::time::sleep(tick).await;
+                    *ticks += 1;
+                    exit.exists()
+                        || (ticks.is_multiple_of(25)
+                            && !supervisor::is_same_process_alive(*pid, *start, boot.as_deref()))
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,108 @@
+//! The Runner seam: where a task's process runs.
+//!
+//! A runner starts a task's supervised process, finds it again after a
+//! daemon restart, feeds its stdin, stops it and collects how it ended. The
+//! engine never sees a pid: it holds an opaque [`RunHandle`], stored with the
+//! task, that the runner alone interprets. Output always arrives the same
+//! way whatever the runner: as bytes appended to the task directory's
+//! `raw.log`, which the monitor reads from its stored offset; the ending as
+//! an [`ExitRecord`].
+//!
+//! [`local::LocalRunner`] runs `caesard __supervise` on this machine. A
+//! runner for a process elsewhere (a Kubernetes Job) implements the same
+//! trait: its handle names the Job, it copies the pod's output into
+//! `raw.log`, and its exit record comes from the pod.
+
+pub mod local;
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::supervisor::ExitRecord;
+use crate::task_dir::TaskDir;
+
+/// A started task's process as its runner knows it. Stored with the task,
+/// it survives daemon restarts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "runner", rename_all = "snake_case")]
+pub enum RunHandle {
+    /// A supervisor on this machine: pid, start time and boot, so that a
+    /// reused pid or a reboot is never taken for it.
+    Local { pid: u32, start: Option<u64>, boot: Option<String> },
+}
+
+/// Everything a runner needs to start a task.
+#[derive(Debug, Clone)]
+pub struct StartSpec<'a> {
+    pub task_id: &'a str,
+    pub dir: &'a TaskDir,
+    /// Where the agent works.
+    pub workdir: &'a Path,
+    pub program: &'a str,
+    pub args: &'a [String],
+    /// The agent's environment on top of what the runner sets.
+    pub env: Vec<(String, String)>,
+    /// When the run is stopped, milliseconds since the epoch.
+    pub deadline_ms: i64,
+    /// For an agent whose stdin stays open: the first bytes it reads, and
+    /// the output line prefix after which its stdin is closed.
+    pub stdin: Option<(&'a str, &'a str)>,
+}
+
+/// A started run, as the runner hands it back.
+pub struct Started {
+    pub handle: RunHandle,
+    /// When the process started, milliseconds since the epoch.
+    pub started_ms: i64,
+    pub watch: Box<dyn RunWatch>,
+}
+
+/// A process started without being recorded (the daemon died in between),
+/// found again and adopted.
+#[derive(Debug, Clone)]
+pub struct Adopted {
+    pub handle: RunHandle,
+    pub started_ms: i64,
+}
+
+/// How the monitor learns that a run ended.
+pub trait RunWatch: Send {
+    /// Waits up to `tick`; true once the run has ended (its output is then
+    /// complete and its exit record, if any, readable).
+    fn wait(&mut self, tick: Duration) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
+}
+
+/// Where tasks run. Every method is safe to call again after a crash.
+pub trait Runner: Send + Sync {
+    /// Starts the run. Writes nothing to the store: the engine records the
+    /// handle.
+    fn start(&self, spec: &StartSpec<'_>) -> Result<Started>;
+
+    /// Watches a run started by an earlier daemon.
+    fn attach(&self, handle: &RunHandle, dir: &TaskDir) -> Box<dyn RunWatch>;
+
+    /// A run of `task_id` that was started but never recorded, if one is
+    /// alive; waits briefly for one that is still starting. A run found but
+    /// unusable is stopped, and `None` returned: the task starts afresh.
+    fn adopt(&self, task_id: &str, dir: &TaskDir) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>>;
+
+    /// Whether the run is still going.
+    fn is_alive(&self, handle: &RunHandle) -> bool;
+
+    /// Asks the run to stop its whole tree; it ends with `terminated` soon.
+    fn request_stop(&self, handle: &RunHandle);
+
+    /// Writes one line to the agent's stdin (a run started with `stdin`).
+    fn write_stdin(&self, dir: &TaskDir, line: &str) -> std::io::Result<()>;
+
+    /// How the run ended, once it has.
+    fn exit_record(&self, dir: &TaskDir) -> Option<ExitRecord>;
+
+    /// Makes sure nothing of a run whose supervision vanished goes on.
+    fn kill_remains(&self, task_id: &str, dir: &TaskDir);
+}
