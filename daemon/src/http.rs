@@ -3,7 +3,9 @@
 //! Enabled by `[http] listen = "127.0.0.1:7077"` in the global config, on
 //! loopback only. The tools and their response shaping are caesar-mcp's own
 //! (the `caesar_mcp` library), served statelessly with plain JSON answers;
-//! they reach the engine over the daemon's own socket like any client.
+//! they call the daemon's gRPC service in process: no connection to its own
+//! socket, so never a second daemon. With no MCP roots over HTTP, a
+//! delegation must name its workspace.
 //!
 //! In front of them: a bearer token (generated on first use, kept 0600 in
 //! the state directory, shown or rotated by `caesar mcp token`) answered by
@@ -150,6 +152,7 @@ async fn guard(guard: Guard, req: Request, next: Next) -> Response {
 /// Serves MCP over HTTP until `stop` resolves.
 pub async fn serve(
     paths: Paths,
+    api: caesar_mcp::daemon::Client,
     config: HttpConfig,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
@@ -163,8 +166,8 @@ pub async fn serve(
         max_chars: caesar_mcp::shape::DEFAULT_MAX_CHARS,
         progress_every: Duration::from_secs(5),
         tools: caesar_mcp::tools::ALL.to_vec(),
+        cwd_is_root: false,
     };
-    let shim_paths = paths.clone();
     let hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned(), "[::1]".to_owned()]
         .into_iter()
         .flat_map(|h| [h.clone(), format!("{h}:{port}")])
@@ -172,7 +175,7 @@ pub async fn serve(
     let origins =
         vec![format!("http://127.0.0.1:{port}"), format!("http://localhost:{port}"), format!("http://[::1]:{port}")];
     let mcp = StreamableHttpService::new(
-        move || Ok(Shim::new(shim_paths.clone(), settings.clone())),
+        move || Ok(Shim::over(caesar_mcp::daemon::Daemon::in_process(api.clone()), settings.clone())),
         LocalSessionManager::default().into(),
         StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)

@@ -103,6 +103,7 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
     });
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let service = Service::new(Arc::clone(&engine), stop_tx);
+    let grpc = CaesarServer::new(service).max_decoding_message_size(64 * 1024 * 1024);
     let incoming = futures_util::stream::unfold(listener, |listener| async move {
         loop {
             match ipc::accept(&listener).await {
@@ -131,7 +132,9 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
                         let stop = async move {
                             let _ = rx.wait_for(|s| *s).await;
                         };
-                        tokio::spawn(crate::http::serve(paths.clone(), cfg, stop));
+                        // The HTTP tools call this same service in process.
+                        let api = caesar_mcp::daemon::client_over(grpc.clone());
+                        tokio::spawn(crate::http::serve(paths.clone(), api, cfg, stop));
                     }
                     Err(e) => warn!("{e}"),
                 }
@@ -139,9 +142,8 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
         }
         Err(e) => warn!("the global config does not load, so MCP over HTTP is off: {e}"),
     }
-    let server = tonic::transport::Server::builder()
-        .add_service(CaesarServer::new(service).max_decoding_message_size(64 * 1024 * 1024))
-        .serve_with_incoming_shutdown(incoming, async move {
+    let server =
+        tonic::transport::Server::builder().add_service(grpc).serve_with_incoming_shutdown(incoming, async move {
             let mut rx = stopping_rx;
             let _ = rx.wait_for(|s| *s).await;
         });

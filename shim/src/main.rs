@@ -83,6 +83,7 @@ async fn main() -> ExitCode {
         max_chars: args.max_chars.max(shape::MIN_MAX_CHARS),
         progress_every: Duration::from_millis(args.progress_ms.clamp(50, 10_000)),
         tools,
+        cwd_is_root: true,
     };
     let shim = server::Shim::new(paths, settings);
     let running = match shim.serve(rmcp::transport::stdio()).await {

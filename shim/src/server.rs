@@ -41,6 +41,10 @@ pub struct Settings {
     pub progress_every: Duration,
     /// The tools this server exposes.
     pub tools: Vec<&'static str>,
+    /// Whether the working directory is the last resort for the root: true
+    /// on stdio, where the host started the server in its project; false
+    /// over HTTP, where the working directory is the daemon's.
+    pub cwd_is_root: bool,
 }
 
 /// The caesar MCP server. Cloning it is cheap; it holds no task state.
@@ -56,10 +60,16 @@ struct Inner {
 }
 
 impl Shim {
-    /// A server that reaches the daemon at `paths`.
+    /// A server that reaches the daemon over the socket at `paths`.
     pub fn new(paths: caesar_proto::paths::Paths, settings: Settings) -> Shim {
+        Shim::over(Daemon::new(paths), settings)
+    }
+
+    /// A server that reaches the daemon through `daemon` (in process, for
+    /// the daemon's own HTTP endpoint).
+    pub fn over(daemon: Daemon, settings: Settings) -> Shim {
         let tools = settings.tools.iter().filter_map(|n| tools::definition(n)).collect();
-        Shim { inner: Arc::new(Inner { daemon: Daemon::new(paths), settings, tools }) }
+        Shim { inner: Arc::new(Inner { daemon, settings, tools }) }
     }
 
     /// The tools a request may see: the server's set, narrowed by the HTTP
@@ -102,25 +112,35 @@ impl Shim {
     }
 
     /// The workspace root: `--root`, else the client's first `file://` MCP
-    /// root (when it advertises roots), else the working directory.
-    /// Roots are deprecated by SEP-2577 but still what today's IDEs send.
+    /// root (when it advertises roots), else (on stdio) the working
+    /// directory. Roots are deprecated by SEP-2577 but still what today's
+    /// IDEs send. `None` over HTTP without roots.
     #[allow(deprecated)]
-    async fn root(&self, ctx: &RequestContext<RoleServer>) -> PathBuf {
+    async fn root(&self, ctx: &RequestContext<RoleServer>) -> Option<PathBuf> {
         if let Some(r) = &self.inner.settings.root {
-            return r.clone();
+            return Some(r.clone());
         }
         if ctx.client_capabilities().is_some_and(|c| c.roots.is_some()) {
             match tokio::time::timeout(Duration::from_secs(5), ctx.peer.list_roots()).await {
                 Ok(Ok(list)) => {
                     if let Some(p) = list.roots.iter().find_map(|r| file_uri_path(&r.uri)) {
-                        return p;
+                        return Some(p);
                     }
                 }
                 Ok(Err(e)) => tracing::warn!("roots/list failed: {e}"),
                 Err(_) => tracing::warn!("roots/list got no answer within 5 s"),
             }
         }
-        std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+        if !self.inner.settings.cwd_is_root {
+            return None;
+        }
+        Some(std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")))
+    }
+
+    /// The root as a workspace for listings: empty (the global config only)
+    /// when there is none.
+    async fn root_or_global(&self, ctx: &RequestContext<RoleServer>) -> String {
+        self.root(ctx).await.map(|r| r.display().to_string()).unwrap_or_default()
     }
 
     async fn delegate(&self, p: DelegateParams, ctx: &RequestContext<RoleServer>) -> Result<CallToolResult, ToolError> {
@@ -132,9 +152,19 @@ impl Shim {
             Some(Timeout::Millis(ms)) => *ms,
             Some(Timeout::Text(t)) => caesar_proto::duration::parse_ms(t).map_err(ToolError::validation)?,
         };
-        let root = self.root(ctx).await;
         let mut workspace_warning = None;
-        let workspace = match p.workspace.as_deref().filter(|w| !w.trim().is_empty()) {
+        let given = p.workspace.as_deref().filter(|w| !w.trim().is_empty());
+        let root = match (self.root(ctx).await, given) {
+            (Some(root), _) => root,
+            (None, Some(w)) if Path::new(w).is_absolute() => PathBuf::from(w),
+            (None, _) => {
+                return Err(ToolError::validation(
+                    "`workspace` is required here: this server has no root (no --root, no MCP roots, and over \
+                     HTTP the working directory is the daemon's); pass the project's absolute path",
+                ));
+            }
+        };
+        let workspace = match given {
             None => root.clone(),
             Some(w) => {
                 let w = root.join(w);
@@ -508,7 +538,7 @@ impl Shim {
     }
 
     async fn list_agents(&self, ctx: &RequestContext<RoleServer>) -> Result<CallToolResult, ToolError> {
-        let req = pb::ListAgentsRequest { workspace: self.root(ctx).await.display().to_string() };
+        let req = pb::ListAgentsRequest { workspace: self.root_or_global(ctx).await };
         let r = self
             .daemon()
             .call(move |mut c| {
@@ -534,10 +564,8 @@ impl Shim {
         if p.agent.trim().is_empty() {
             return Err(ToolError::validation("`agent` is empty: name an agent from caesar_list_agents"));
         }
-        let req = pb::DescribeAgentRequest {
-            agent: p.agent.trim().to_owned(),
-            workspace: self.root(ctx).await.display().to_string(),
-        };
+        let req =
+            pb::DescribeAgentRequest { agent: p.agent.trim().to_owned(), workspace: self.root_or_global(ctx).await };
         let r = self
             .daemon()
             .call(move |mut c| {
@@ -555,7 +583,7 @@ impl Shim {
     }
 
     async fn list_roles(&self, ctx: &RequestContext<RoleServer>) -> Result<CallToolResult, ToolError> {
-        let req = pb::ListRolesRequest { workspace: self.root(ctx).await.display().to_string() };
+        let req = pb::ListRolesRequest { workspace: self.root_or_global(ctx).await };
         let r = self
             .daemon()
             .call(move |mut c| {

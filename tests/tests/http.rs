@@ -34,6 +34,20 @@ fn post(port: u16, path: &str, host: &str, token: Option<&str>) -> String {
     out
 }
 
+/// One raw HTTP/1.1 POST of a JSON-RPC `body`; returns the whole response.
+fn post_body(port: u16, host: &str, token: &str, body: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
 #[tokio::test]
 async fn mcp_over_http_with_auth_host_check_scoping_and_rate_limit() {
     let mut env = Env::new(&[("writer", &["report", "success", "over http"])]);
@@ -79,6 +93,13 @@ async fn mcp_over_http_with_auth_host_check_scoping_and_rate_limit() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("python http client: ok"));
+
+    // Over HTTP there are no MCP roots and the daemon's working directory is
+    // nobody's project: a delegation without a workspace is refused.
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"caesar_delegate","arguments":{"objective":"where am I","agent":"writer"}}}"#;
+    let r = post_body(port, &host, &t.token, call);
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(r.contains(r#""isError":true"#) && r.contains("validation_error: `workspace` is required"), "{r}");
 
     // doctor reports the endpoint.
     let o = env.caesar(&["--json", "doctor"]);
