@@ -22,6 +22,7 @@ pub mod oacp;
 pub mod policy;
 pub mod provider;
 pub mod report;
+pub mod request;
 pub mod resolve;
 pub mod rpc;
 pub mod runner;

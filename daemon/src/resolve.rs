@@ -12,11 +12,11 @@ use serde_json::{Value, json};
 
 use crate::agents;
 use crate::config::{AgentDef, Config, IsolationPref, NetworkPref, Role};
-use crate::engine::DelegateInput;
 use crate::error::{Error, Result};
 use crate::oacp::{Finding, Mode, Severity};
 use crate::policy;
 use crate::provider::{self, NetworkControl, ProviderSpec};
+use crate::request::DelegateInput;
 
 /// What an agent id resolves to.
 #[derive(Debug)]

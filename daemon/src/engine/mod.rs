@@ -112,26 +112,7 @@ pub const OUTPUT_TAIL_CHARS: usize = 1000;
 /// How much of the agent's messages is kept for report recovery.
 const MESSAGE_KEEP: usize = 256 * 1024;
 
-/// What a caller asks of [`Engine::delegate`].
-#[derive(Debug, Clone, Default)]
-pub struct DelegateInput {
-    pub objective: String,
-    pub agent: Option<String>,
-    pub role: Option<String>,
-    pub mode: Option<String>,
-    pub isolation: Option<String>,
-    pub network: Option<String>,
-    pub context: String,
-    pub constraints: Vec<String>,
-    pub acceptance_criteria: Vec<String>,
-    pub model: Option<String>,
-    pub timeout_ms: Option<u64>,
-    pub channel: bool,
-    pub workspace: String,
-    pub session_id: Option<String>,
-    pub effort: Option<String>,
-    pub depth: u32,
-}
+pub use crate::request::DelegateInput;
 
 /// A task as callers see it.
 #[derive(Debug, Clone)]

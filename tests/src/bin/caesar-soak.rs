@@ -8,8 +8,11 @@
 //! ```
 //!
 //! The tasks are the scripted fake agent: quick ones that write a report,
-//! slow ones, and a quarter that ask the orchestrator a question through the
-//! return channel (`caesar-mcp --channel`) before reporting. The soak answers
+//! slow ones, a sixth that ask the orchestrator a question through the
+//! return channel (`caesar-mcp --channel`) before reporting, and a third
+//! that write a file in a git worktree of their own, half of them in a
+//! project whose `[worktree] setup` runs for 300 ms (so that kills fall
+//! inside preparation too). The soak answers
 //! each question as it shows up. Every kill falls at a random point of the
 //! run's progress (tasks delegated plus tasks ended), a random while after
 //! it; half of them strike a few milliseconds into the next delegation,
@@ -28,8 +31,11 @@
 //! - every question asked is in the store once, with exactly the answer the
 //!   soak gave, delivered; the agent printed that answer once, and the log
 //!   has one `question` and one `answer` event for it;
-//! - no supervisor, agent or channel process is left, and the store passes
-//!   SQLite's integrity check.
+//! - every worktree task has exactly one worktree and one branch, holding
+//!   its file, and no other worktree or `caesar/*` branch exists (nothing
+//!   left by an interrupted preparation);
+//! - no supervisor, agent, setup or channel process is left, and the store
+//!   passes SQLite's integrity check.
 //!
 //! The seed is printed first: `--seed N` replays the same schedule of
 //! kinds, pauses and kills (the processes' own timing still varies). On a
@@ -82,6 +88,10 @@ enum Kind {
     Quick,
     Slow(usize),
     Ask,
+    /// A write task in a worktree, in the project with a setup or without.
+    Tree {
+        setup: bool,
+    },
 }
 
 /// The slow agents' two pauses, in ms.
@@ -93,6 +103,7 @@ impl Kind {
             Kind::Quick => "quick".to_owned(),
             Kind::Slow(i) => format!("slow{i}"),
             Kind::Ask => "asker".to_owned(),
+            Kind::Tree { .. } => "tree".to_owned(),
         }
     }
 
@@ -100,13 +111,58 @@ impl Kind {
     fn summary(self) -> String {
         format!("{} done", self.agent())
     }
+
+    /// Which project it runs in: 0 plain, 1 a repository, 2 a repository
+    /// with a setup.
+    fn project(self) -> usize {
+        match self {
+            Kind::Tree { setup: false } => 1,
+            Kind::Tree { setup: true } => 2,
+            _ => 0,
+        }
+    }
 }
+
+/// The file a worktree task writes.
+const TREE_FILE: &str = "tree-out.txt";
 
 /// The first line every agent prints: present once in raw.log when the
 /// agent ran exactly once.
 const START_LINE: &str = "soak: agent started";
 /// What the fake agent prints for an answered `ask_orchestrator`.
 const ANSWER_PREFIX: &str = "ask_orchestrator: Answer: ";
+
+/// A project for the soak's tasks: the agents' config, and for worktree
+/// tasks a repository with one commit and an optional `[worktree] setup`.
+fn make_project(fake: &Path, repo: bool, setup: Option<&str>) -> Result<tempfile::TempDir, String> {
+    let project = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let p = project.path();
+    std::fs::create_dir_all(p.join(".caesar")).map_err(|e| e.to_string())?;
+    let mut text = setup.map(|s| format!("[worktree]\nsetup = [{s:?}]\n\n")).unwrap_or_default();
+    text.push_str(&config(fake));
+    std::fs::write(p.join(".caesar/config.toml"), text).map_err(|e| e.to_string())?;
+    if repo {
+        std::fs::write(p.join("README.md"), "soak\n").map_err(|e| e.to_string())?;
+        for args in [&["init", "-q"][..], &["add", "-A"], &["commit", "-q", "-m", "base"]] {
+            git(p, args)?;
+        }
+    }
+    Ok(project)
+}
+
+/// Runs git in `dir` with a fixed identity; its stdout, or why it failed.
+fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let o = Command::new("git")
+        .args(["-c", "user.name=soak", "-c", "user.email=soak@localhost", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !o.status.success() {
+        return Err(format!("git {args:?} in {}: {}", dir.display(), String::from_utf8_lossy(&o.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
 
 fn config(fake: &Path) -> String {
     let f = fake.display().to_string();
@@ -145,6 +201,19 @@ fn config(fake: &Path) -> String {
             "report",
             "success",
             &Kind::Ask.summary(),
+        ]),
+    ));
+    agents.push((
+        "tree".into(),
+        words(&[
+            "say",
+            START_LINE,
+            "write",
+            TREE_FILE,
+            "made in a worktree\n",
+            "report",
+            "success",
+            &Kind::Tree { setup: false }.summary(),
         ]),
     ));
     let mut out = format!("[policy]\nmax_parallel = {MAX_PARALLEL}\n\n");
@@ -331,10 +400,13 @@ async fn soak(opts: &Options) -> Result<(), String> {
         }
     }
     let home = tempfile::Builder::new().prefix("csoak").tempdir_in("/tmp").map_err(|e| e.to_string())?;
-    let project = tempfile::tempdir().map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(project.path().join(".caesar")).map_err(|e| e.to_string())?;
-    std::fs::write(project.path().join(".caesar/config.toml"), config(&bin_dir.join("fake-agent")))
-        .map_err(|e| e.to_string())?;
+    let fake = bin_dir.join("fake-agent");
+    let projects = [
+        make_project(&fake, false, None)?,
+        make_project(&fake, true, None)?,
+        make_project(&fake, true, Some("sleep 0.3"))?,
+    ];
+    let workspaces: Vec<String> = projects.iter().map(|p| p.path().display().to_string()).collect();
     let paths = Paths::under(home.path());
     let home_env = home.path().display().to_string();
     let _reaper = Reaper(home.path().to_path_buf());
@@ -349,13 +421,17 @@ async fn soak(opts: &Options) -> Result<(), String> {
         child: None,
     };
 
-    // A quarter ask, the rest split between quick and slow, in seeded order.
+    // A sixth ask, a third work in worktrees (half of them after a setup),
+    // the rest are quick or slow, in seeded order.
     let n = opts.tasks;
     let mut kinds: Vec<Kind> = (0..n)
-        .map(|k| match k % 4 {
+        .map(|k| match k % 6 {
             0 => Kind::Ask,
-            1 | 3 => Kind::Quick,
-            _ => Kind::Slow(k / 4 % SLOW_PAUSES.len()),
+            1 => Kind::Quick,
+            2 => Kind::Slow(k / 6 % SLOW_PAUSES.len()),
+            3 => Kind::Tree { setup: false },
+            4 => Kind::Tree { setup: true },
+            _ => Kind::Quick,
         })
         .collect();
     for i in (1..kinds.len()).rev() {
@@ -383,11 +459,11 @@ async fn soak(opts: &Options) -> Result<(), String> {
         answered: HashSet::new(),
         problems: Vec::new(),
     };
-    let workspace = project.path().display().to_string();
     let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
     let mut c = daemon.start().await?;
     let mut generation = 0u32;
     let mut kills_done = 0usize;
+    let mut kills_preparing = 0usize;
     let mut kill_at: Option<Instant> = None;
     // A kill waiting for the next delegation.
     let mut armed = false;
@@ -478,11 +554,14 @@ async fn soak(opts: &Options) -> Result<(), String> {
             s.in_flight.insert(k);
             s.attempts[k] += 1;
             let mut client = c.clone();
+            let tree = matches!(s.kinds[k], Kind::Tree { .. });
             let req = pb::DelegateRequest {
                 objective: objective(k),
                 agent: s.kinds[k].agent(),
-                workspace: workspace.clone(),
+                workspace: workspaces[s.kinds[k].project()].clone(),
                 channel: s.kinds[k] == Kind::Ask,
+                mode: if tree { "write".to_owned() } else { String::new() },
+                isolation: if tree { "worktree".to_owned() } else { String::new() },
                 ..Default::default()
             };
             let (tx, g) = (tx.clone(), generation);
@@ -559,6 +638,10 @@ async fn soak(opts: &Options) -> Result<(), String> {
         }
         if kill_now {
             armed = false;
+            // As last seen (at most one poll ago): was a task preparing?
+            if views.values().any(|t| t.phase == "preparing") {
+                kills_preparing += 1;
+            }
             daemon.kill().await;
             kills_done += 1;
             tokio::time::sleep(Duration::from_millis(rng.below(400))).await;
@@ -593,15 +676,18 @@ async fn soak(opts: &Options) -> Result<(), String> {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
+    check_worktrees(&mut s, &mut c, &projects).await;
     let questions = check(&mut s, &mut c, &paths, home.path(), &mut daemon).await;
     let duration = started.elapsed();
     let kinds = |f: fn(&Kind) -> bool| s.kinds.iter().filter(|k| f(k)).count();
     println!(
-        "caesar-soak: tasks {n} ({} quick, {} slow, {} asking), kills {kills_done}, questions {questions} \
-         (answered {}), replies lost to a kill {}, duration {:.1} s, seed {}",
+        "caesar-soak: tasks {n} ({} quick, {} slow, {} asking, {} in worktrees of which {} after a setup), \
+         kills {kills_done} ({kills_preparing} while a task was preparing), questions {questions} (answered {}), replies lost to a kill {}, duration {:.1} s, seed {}",
         kinds(|k| *k == Kind::Quick),
         kinds(|k| matches!(k, Kind::Slow(_))),
         kinds(|k| *k == Kind::Ask),
+        kinds(|k| matches!(k, Kind::Tree { .. })),
+        kinds(|k| *k == Kind::Tree { setup: true }),
         s.answered.len(),
         s.lost_replies,
         duration.as_secs_f64(),
@@ -616,6 +702,57 @@ async fn soak(opts: &Options) -> Result<(), String> {
     }
     let kept = home.keep();
     Err(format!("{} problem(s); the daemon's files are kept in {}", s.problems.len(), kept.display()))
+}
+
+/// The worktree audit: each worktree task has its one worktree, holding its
+/// file, and the repositories hold no other worktree and no other caesar
+/// branch (nothing an interrupted preparation left behind).
+async fn check_worktrees(s: &mut Soak, c: &mut Client, projects: &[tempfile::TempDir]) {
+    for (index, project) in projects.iter().enumerate().skip(1) {
+        let root = project.path();
+        let expected: Vec<String> = s
+            .ids
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| matches!(s.kinds[*k], Kind::Tree { .. }) && s.kinds[*k].project() == index)
+            .filter_map(|(_, id)| id.clone())
+            .collect();
+        let listed = match git(root, &["worktree", "list", "--porcelain"]) {
+            Ok(l) => l,
+            Err(e) => {
+                s.problems.push(e);
+                continue;
+            }
+        };
+        let mut worktrees: Vec<String> = listed
+            .lines()
+            .filter_map(|l| l.strip_prefix("worktree "))
+            .filter_map(|p| p.rsplit_once("/.caesar/wt/").map(|(_, id)| id.to_owned()))
+            .collect();
+        worktrees.sort();
+        let mut want = expected.clone();
+        want.sort();
+        if worktrees != want {
+            s.problems
+                .push(format!("{}: worktrees {worktrees:?}, expected one per worktree task {want:?}", root.display()));
+        }
+        let branches = git(root, &["branch", "--list", "caesar/*"]).unwrap_or_default();
+        if branches.lines().count() != expected.len() {
+            s.problems.push(format!(
+                "{}: {} caesar branches for {} worktree tasks:\n{branches}",
+                root.display(),
+                branches.lines().count(),
+                expected.len()
+            ));
+        }
+        for id in &expected {
+            match c.diff(pb::DiffRequest { task_id: id.clone() }).await {
+                Ok(d) if d.get_ref().patch.contains(TREE_FILE) => {}
+                Ok(d) => s.problems.push(format!("{id}'s diff lacks {TREE_FILE}: {}", d.get_ref().patch)),
+                Err(e) => s.problems.push(format!("diff of {id}: {e}")),
+            }
+        }
+    }
 }
 
 /// The final audit. Returns how many questions the agents asked.
