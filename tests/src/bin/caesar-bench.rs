@@ -26,6 +26,12 @@
 //!
 //! `--quick` shrinks P8 to 100,000 events and P10 to 5 s.
 //!
+//! `--prepare` measures only preparation, on a repository whose
+//! `[worktree] setup` sleeps 5 s: the time a write task's Delegate takes to
+//! answer (`--runs` samples), and eight such tasks delegated at once with
+//! `max_parallel = 8` (and `CAESAR_PREPARE_PARALLEL=8`): the time until all
+//! eight agents run (3 samples).
+//!
 //! `--compare-mcp 'PROGRAM ARGS…'` measures only P1 and P3, both over MCP,
 //! against caesar-mcp and another MCP stdio server (another caesar) in the
 //! same run, interleaved, and prints both and the ratio of their medians. The
@@ -125,6 +131,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let bin_dir: PathBuf = std::env::current_exe()?.parent().ok_or("no bin dir")?.to_path_buf();
     let fake = bin_dir.join("fake-agent");
+    if args.iter().any(|a| a == "--prepare") {
+        return prepare_figures(&bin_dir, runs).await;
+    }
     let home = tempfile::Builder::new().prefix("cb").tempdir_in("/tmp")?;
     let project = tempfile::tempdir()?;
     let stamp = home.path().join("stamp");
@@ -418,6 +427,103 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ] {
         f.print();
     }
+    let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
+    let _ = daemon.wait();
+    Ok(())
+}
+
+/// `--prepare`: Delegate's answer with a slow setup, and eight preparations
+/// side by side.
+async fn prepare_figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let home = tempfile::Builder::new().prefix("cb").tempdir_in("/tmp")?;
+    let project = tempfile::tempdir()?;
+    let p = project.path();
+    let stamp = home.path().join("stamp");
+    let (f, s) = (bin_dir.join("fake-agent").display().to_string(), stamp.display().to_string());
+    std::fs::create_dir_all(p.join(".caesar"))?;
+    std::fs::write(
+        p.join(".caesar/config.toml"),
+        format!(
+            "[worktree]\nsetup = [\"sleep 5\"]\n\n[policy]\nmax_parallel = 8\n\n[[agent]]\nid = \"stamp\"\nbin = {f:?}\nargs = [\"stamp\", {s:?}, \"report\", \"success\", \"done\"]\n"
+        ),
+    )?;
+    std::fs::write(p.join("README.md"), "bench\n")?;
+    for args in
+        [&["init", "-q"][..], &["add", "-A"], &["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "base"]]
+    {
+        let ok = Command::new("git").args(args).current_dir(p).stdout(Stdio::null()).status()?.success();
+        if !ok {
+            return Err(format!("git {args:?} failed").into());
+        }
+    }
+    let paths = Paths::under(home.path());
+    let envs = [
+        ("CAESAR_HOME", home.path().display().to_string()),
+        ("CAESAR_LOG", "warn".to_owned()),
+        ("CAESAR_PREPARE_PARALLEL", "8".to_owned()),
+    ];
+    let mut daemon = Command::new(bin_dir.join("caesard"))
+        .envs(envs.iter().cloned())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut c = client::wait_until_ready(&paths, Duration::from_secs(20)).await?;
+    let request = |objective: String| pb::DelegateRequest {
+        objective,
+        agent: "stamp".into(),
+        mode: "write".into(),
+        isolation: "worktree".into(),
+        workspace: p.display().to_string(),
+        ..Default::default()
+    };
+    let stamps = || std::fs::read_to_string(&stamp).unwrap_or_default().lines().count();
+    let settle = |c: &mut client::Client| {
+        let mut c = c.clone();
+        async move {
+            loop {
+                let active = c.ping(pb::PingRequest {}).await.map(|r| r.into_inner().active_tasks).unwrap_or(0);
+                if active == 0 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let mut answer = Figure::new("delegate of a write task with a 5 s setup: answered (ms)", "≤ 20 ms");
+    for i in 0..runs {
+        let started = Instant::now();
+        c.delegate(request(format!("answer {i}"))).await?;
+        answer.samples.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    settle(&mut c).await;
+    let mut eight = Figure::new("8 write tasks with a 5 s setup, at once: all 8 agents running (s)", "≤ 7 s");
+    for round in 0..3 {
+        let _ = std::fs::remove_file(&stamp);
+        let started = Instant::now();
+        let calls: Vec<_> = (0..8)
+            .map(|i| {
+                let mut c = c.clone();
+                let req = request(format!("eight {round}/{i}"));
+                tokio::spawn(async move { c.delegate(req).await })
+            })
+            .collect();
+        for call in calls {
+            call.await??;
+        }
+        while stamps() < 8 {
+            if started.elapsed() > Duration::from_secs(120) {
+                return Err("the eight agents did not all start within 120 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        eight.samples.push(started.elapsed().as_secs_f64());
+        settle(&mut c).await;
+    }
+    println!("caesar-bench --prepare: {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0));
+    println!("| figure | min | median | max | target |\n|---|---|---|---|---|");
+    answer.print();
+    eight.print();
     let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
     let _ = daemon.wait();
     Ok(())
