@@ -472,3 +472,46 @@ fn a_subdirectory_workspace_runs_in_its_counterpart_and_survives_a_restart() {
     assert!(workshop::apply(&back).unwrap().applied);
     assert_eq!(read(&root, "lib/c.txt"), "changed\n");
 }
+
+/// Run as a child by `preparation_killed_at_any_moment_can_be_redone`: prepares
+/// the task named in the environment, then idles until killed.
+#[test]
+fn prepare_in_a_child_process() {
+    let (Ok(root), Ok(id)) = (std::env::var("CAESAR_TEST_PREPARE_ROOT"), std::env::var("CAESAR_TEST_PREPARE_ID"))
+    else {
+        return;
+    };
+    let root = PathBuf::from(root);
+    let cfg = WorktreeSection { setup: vec!["sleep 5".into()], ..WorktreeSection::default() };
+    let _ = workshop::prepare(&input(&root, &id, IsolationPref::Worktree, Mode::Write, &cfg));
+}
+
+#[test]
+fn preparation_killed_at_any_moment_can_be_redone() {
+    let (_t, root) = repo();
+    let me = std::env::current_exe().unwrap();
+    let cfg = WorktreeSection::default();
+    for round in 0..40u64 {
+        let id = format!("t_0000000000{round:02}");
+        // Several interrupted tries, each killed a little later, then one in process.
+        for kill_after_ms in [(round * 3) % 20, (round * 7) % 60, (round * 11) % 150] {
+            let mut child = Command::new(&me)
+                .args(["--exact", "prepare_in_a_child_process", "--nocapture"])
+                .env("CAESAR_TEST_PREPARE_ROOT", &root)
+                .env("CAESAR_TEST_PREPARE_ID", &id)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(kill_after_ms));
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let p = workshop::prepare(&input(&root, &id, IsolationPref::Worktree, Mode::Write, &cfg))
+            .unwrap_or_else(|e| panic!("round {round}: preparing again failed: {e}"));
+        assert_eq!(read(&p.workdir, "a.txt"), "one\ntwo\nthree\n");
+        workshop::remove(&p, true).unwrap();
+    }
+    let listed = git(&root, &["worktree", "list", "--porcelain"]);
+    assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
+}

@@ -114,6 +114,11 @@ impl Engine {
     async fn schedule_now(self: &Arc<Self>) {
         let chosen = {
             let _turn = self.queue.turn.lock().await;
+            // Taken before the store is read: a start that ends (recorded
+            // `running`, then no longer starting) after this snapshot was
+            // recorded before the read, so no task is ever seen neither
+            // starting nor running while it is both.
+            let starting_now: HashSet<String> = self.queue.starting.lock().unwrap_or_else(|p| p.into_inner()).clone();
             let running = match self.store.tasks(&[TaskStatus::Running], u32::MAX) {
                 Ok(r) => r,
                 Err(e) => {
@@ -134,7 +139,7 @@ impl Engine {
             let candidates: Vec<Candidate> = pending
                 .iter()
                 .filter(|t| !t.cancel_requested)
-                .map(|t| Candidate::of(t, self.queue.is_starting(&t.id)))
+                .map(|t| Candidate::of(t, starting_now.contains(&t.id)))
                 .collect();
             let chosen = decide(&trees, &candidates);
             let mut starting = self.queue.starting.lock().unwrap_or_else(|p| p.into_inner());

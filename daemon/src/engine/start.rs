@@ -30,10 +30,16 @@ impl Engine {
                 return Err(Error::Precondition(why));
             }
         };
-        // Cancelled while it waited for its turn: it never runs.
-        if self.store.task(&record.id)?.is_none_or(|r| r.cancel_requested || r.status.is_terminal()) {
-            self.end_cancelled_unstarted(&record);
-            return Ok(());
+        match self.store.task(&record.id)? {
+            // Started or ended meanwhile: nothing to do.
+            Some(current) if current.status != TaskStatus::Pending || current.run.is_some() => return Ok(()),
+            None => return Ok(()),
+            // Cancelled while it waited for its turn: it never runs.
+            Some(current) if current.cancel_requested => {
+                self.end_cancelled_unstarted(&record);
+                return Ok(());
+            }
+            Some(_) => {}
         }
         let launch = &record.launch;
         let mut env = vec![

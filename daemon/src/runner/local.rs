@@ -102,40 +102,39 @@ impl Runner for LocalRunner {
     fn adopt(&self, task_id: &str, dir: &TaskDir) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>> {
         let (task_id, dir) = (task_id.to_owned(), dir.clone());
         Box::pin(async move {
-            // It ran and ended while no daemon watched: agent.json names it.
-            if dir.exit().exists()
-                && let Some(agent) = supervisor::read_agent(dir.root())
-                && agent.supervisor_pid != 0
-            {
-                let handle = RunHandle::Local { pid: agent.supervisor_pid, start: None, boot: supervisor::boot_id() };
-                return Some(Adopted { handle, started_ms: agent.started_ms });
+            // agent.json is written by the supervisor right after it started
+            // the agent: once it exists, the agent ran (or runs), and must
+            // never be started again. Adopted whether its supervisor lives
+            // or not; the monitor then collects its exit record, or ends the
+            // task as vanished.
+            let adopt = |agent: supervisor::AgentStarted| {
+                let pid = agent.supervisor_pid;
+                let start = supervisor::process_start_time(pid).filter(|_| pid != 0);
+                Adopted {
+                    handle: RunHandle::Local { pid, start, boot: supervisor::boot_id() },
+                    started_ms: agent.started_ms,
+                }
+            };
+            if let Some(agent) = supervisor::read_agent(dir.root()) {
+                return Some(adopt(agent));
             }
-            // No supervisor.log: no supervisor was ever spawned for this task.
+            // No supervisor.log: no supervisor was ever spawned for this
+            // task. None alive: it died before starting the agent.
             if !dir.supervisor_log().exists() || supervisor::processes_of_task(&task_id).is_empty() {
                 return None;
             }
-            // A supervisor that runs names the task in its environment, and
-            // soon writes agent.json.
-            for _ in 0..100 {
-                if let Some(agent) = supervisor::read_agent(dir.root()) {
-                    let pid = agent.supervisor_pid;
-                    if pid != 0 && supervisor::is_same_process_alive(pid, None, None) {
-                        return Some(Adopted {
-                            handle: RunHandle::Local {
-                                pid,
-                                start: supervisor::process_start_time(pid),
-                                boot: supervisor::boot_id(),
-                            },
-                            started_ms: agent.started_ms,
-                        });
-                    }
-                    break;
-                }
+            // A supervisor runs (it names the task in its environment): it
+            // writes agent.json soon.
+            for _ in 0..250 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
+                if let Some(agent) = supervisor::read_agent(dir.root()) {
+                    return Some(adopt(agent));
+                }
             }
-            // It never got the agent started, or is gone: start afresh.
+            // It never got the agent started: start afresh.
             supervisor::kill_by_task_env(&task_id);
-            None
+            // The agent may have been started in the last instant.
+            supervisor::read_agent(dir.root()).map(adopt)
         })
     }
 

@@ -388,18 +388,47 @@ fn make_worktree(
     // recorded (a daemon killed in the middle): a worktree named by its id,
     // and the branch named by its id, label and objective, are what that
     // interrupted try made. They are removed and made afresh.
-    remove_leftovers(&repo, input.task_id, &branch, &wt_path)?;
+    // libgit2 has been seen (under the soak, rarely) to call the branch
+    // checked out by a worktree record that is gone a moment later: the
+    // removal is tried again before it fails the task.
+    let mut tries = 0;
+    while let Err(e) = remove_leftovers(&repo, input.task_id, &branch, &wt_path) {
+        tries += 1;
+        if tries >= 3 {
+            return Err(e);
+        }
+        tracing::warn!(
+            task_id = input.task_id,
+            "removing what an interrupted preparation left failed ({e}); trying again"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100 * tries));
+    }
     ensure_excluded(&repo)?;
     std::fs::create_dir_all(&wt_dir).map_err(WorkshopError::io("create", &wt_dir))?;
     let oid = Oid::from_str(head).map_err(WorkshopError::git("read HEAD"))?;
     let commit = repo.find_commit(oid).map_err(WorkshopError::git("read HEAD's commit"))?;
-    let branch_ref = repo.branch(&branch, &commit, false).map_err(WorkshopError::git(format!("create {branch}")))?;
-    let mut opts = WorktreeAddOptions::new();
-    opts.reference(Some(branch_ref.get()));
-    if let Err(e) = repo.worktree(input.task_id, &wt_path, Some(&opts)) {
-        let _ = repo.find_branch(&branch, BranchType::Local).and_then(|mut b| b.delete());
-        let _ = std::fs::remove_dir_all(&wt_path);
-        return Err(WorkshopError::git(format!("add worktree {}", wt_path.display()))(e));
+    // Adding a worktree while other tasks add theirs to the same repository
+    // has been seen to fail once with "already checked out" for a branch
+    // just made; every failed try is cleaned up whole (its record too) and
+    // tried again, a few times, before it is the task's failure.
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let branch_ref =
+            repo.branch(&branch, &commit, false).map_err(WorkshopError::git(format!("create {branch}")))?;
+        let mut opts = WorktreeAddOptions::new();
+        opts.reference(Some(branch_ref.get()));
+        match repo.worktree(input.task_id, &wt_path, Some(&opts)) {
+            Ok(_) => break,
+            Err(e) => {
+                let cleaned = remove_leftovers(&repo, input.task_id, &branch, &wt_path);
+                if tries >= 3 || cleaned.is_err() {
+                    return Err(WorkshopError::git(format!("add worktree {}", wt_path.display()))(e));
+                }
+                tracing::warn!(task_id = input.task_id, "adding the worktree failed ({e}); trying again");
+                std::thread::sleep(std::time::Duration::from_millis(50 * tries));
+            }
+        }
     }
     // Rebuild the fresh worktree's index from the base tree: the same entries
     // and stat data, plus the tree cache libgit2's checkout leaves out, which
@@ -428,11 +457,41 @@ fn remove_leftovers(repo: &Repository, task_id: &str, branch: &str, wt_path: &Pa
         opts.valid(true).locked(true).working_tree(true);
         wt.prune(Some(&mut opts)).map_err(WorkshopError::git(format!("remove the leftover worktree {task_id}")))?;
     }
+    // A worktree whose creation was cut short may not open as one, yet its
+    // administrative directory keeps the branch "checked out": every record
+    // that names this task's worktree or checks out this task's branch goes.
+    let records = repo.commondir().join("worktrees");
+    let head_line = format!("ref: refs/heads/{branch}");
+    for entry in std::fs::read_dir(&records).into_iter().flatten().flatten() {
+        let admin = entry.path();
+        let head = std::fs::read_to_string(admin.join("HEAD")).unwrap_or_default();
+        let gitdir = std::fs::read_to_string(admin.join("gitdir")).unwrap_or_default();
+        let ours = entry.file_name() == task_id
+            || head.trim() == head_line
+            || Path::new(gitdir.trim()).parent() == Some(wt_path);
+        if ours {
+            std::fs::remove_dir_all(&admin)
+                .map_err(WorkshopError::io("remove the leftover worktree record", &admin))?;
+        }
+    }
     if wt_path.exists() {
         std::fs::remove_dir_all(wt_path).map_err(WorkshopError::io("remove the leftover worktree", wt_path))?;
     }
+    // A process killed while it wrote the branch leaves the ref's lock.
+    let lock = repo.commondir().join("refs/heads").join(format!("{branch}.lock"));
+    if lock.exists() {
+        std::fs::remove_file(&lock).map_err(WorkshopError::io("remove the leftover lock", &lock))?;
+    }
     if let Ok(mut b) = repo.find_branch(branch, BranchType::Local) {
-        b.delete().map_err(WorkshopError::git(format!("delete the leftover branch {branch}")))?;
+        b.delete().map_err(|e| {
+            let mut seen = String::new();
+            for entry in std::fs::read_dir(&records).into_iter().flatten().flatten() {
+                let head = std::fs::read_to_string(entry.path().join("HEAD")).unwrap_or_default();
+                let gitdir = std::fs::read_to_string(entry.path().join("gitdir")).unwrap_or_default();
+                seen.push_str(&format!(" [{:?} HEAD={} gitdir={}]", entry.file_name(), head.trim(), gitdir.trim()));
+            }
+            WorkshopError::git(format!("delete the leftover branch {branch} (worktree records:{seen})"))(e)
+        })?;
     }
     Ok(())
 }

@@ -700,6 +700,9 @@ async fn soak(opts: &Options) -> Result<(), String> {
     for p in &s.problems {
         eprintln!("LOSS: {p}");
     }
+    for project in projects {
+        eprintln!("caesar-soak: project kept in {}", project.keep().display());
+    }
     let kept = home.keep();
     Err(format!("{} problem(s); the daemon's files are kept in {}", s.problems.len(), kept.display()))
 }
