@@ -23,6 +23,7 @@ pub mod provider;
 pub mod report;
 pub mod resolve;
 pub mod rpc;
+pub mod safe_fs;
 pub mod server;
 pub mod store;
 pub mod supervisor;

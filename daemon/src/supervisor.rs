@@ -605,13 +605,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Reads `exit.json` from a task directory, if the supervisor wrote it.
 pub fn read_exit(task_dir: &Path) -> Option<ExitRecord> {
-    let bytes = std::fs::read(task_dir.join(EXIT_FILE)).ok()?;
+    let bytes = crate::safe_fs::read_capped(&task_dir.join(EXIT_FILE), crate::safe_fs::RECORD_CAP).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
 /// Reads `agent.json` from a task directory, if the agent started.
 pub fn read_agent(task_dir: &Path) -> Option<AgentStarted> {
-    let bytes = std::fs::read(task_dir.join(AGENT_FILE)).ok()?;
+    let bytes = crate::safe_fs::read_capped(&task_dir.join(AGENT_FILE), crate::safe_fs::RECORD_CAP).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
