@@ -442,7 +442,19 @@ pub fn write_agent_stdin(task_dir: &Path, line: &str) -> std::io::Result<()> {
     let path = task_dir.join(STDIN_FIFO);
     // Non-blocking open fails with ENXIO when nobody reads the FIFO, where a
     // blocking one would wait forever; the write itself may block briefly.
-    let fifo = OpenOptions::new().write(true).custom_flags(nix::libc::O_NONBLOCK).open(&path)?;
+    // The FIFO's name is in the agent's reach: a link or a regular file put
+    // in its place must not receive the line (nor be truncated or created).
+    let fifo =
+        OpenOptions::new().write(true).custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW).open(&path)?;
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if !fifo.metadata()?.file_type().is_fifo() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{} is not the supervisor's FIFO; nothing was written to it", path.display()),
+            ));
+        }
+    }
     let flags = nix::fcntl::fcntl(&fifo, nix::fcntl::FcntlArg::F_GETFL).map_err(std::io::Error::from)?;
     let flags = nix::fcntl::OFlag::from_bits_truncate(flags) & !nix::fcntl::OFlag::O_NONBLOCK;
     nix::fcntl::fcntl(&fifo, nix::fcntl::FcntlArg::F_SETFL(flags)).map_err(std::io::Error::from)?;
@@ -638,7 +650,15 @@ fn proc_table() -> Vec<ProcEntry> {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
-        let mut f = File::create(&tmp)?;
+        // The directory may be an agent's (a task directory): a link left at
+        // the temporary name is removed, never written through, and the
+        // file is created new (O_EXCL refuses a link put back meanwhile).
+        match std::fs::remove_file(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
     }
@@ -803,6 +823,28 @@ mod tests {
         assert_eq!(argv[0], SUPERVISE_ARG);
         assert_eq!(SuperviseArgs::parse(&argv[1..]).unwrap(), a);
         assert!(SuperviseArgs::parse(&["--task-dir".into()]).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn task_dir_links_are_replaced_or_refused_never_written_through() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        // The agent leaves links at the temporary name of exit.json and at
+        // the FIFO's name.
+        std::os::unix::fs::symlink(&victim, d.path().join("exit.tmp")).unwrap();
+        std::os::unix::fs::symlink(&victim, d.path().join(STDIN_FIFO)).unwrap();
+        write_atomic(&d.path().join(EXIT_FILE), b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(d.path().join(EXIT_FILE)).unwrap(), "{}");
+        assert!(write_agent_stdin(d.path(), "{\"type\":\"control_response\"}").is_err());
+        // A regular file in the FIFO's place is refused too.
+        std::fs::remove_file(d.path().join(STDIN_FIFO)).unwrap();
+        std::fs::write(d.path().join(STDIN_FIFO), "").unwrap();
+        let e = write_agent_stdin(d.path(), "line").unwrap_err();
+        assert!(e.to_string().contains("not the supervisor's FIFO"), "{e}");
+        assert_eq!(std::fs::read_to_string(d.path().join(STDIN_FIFO)).unwrap(), "");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     }
 
     #[test]
