@@ -37,6 +37,18 @@ pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
     read_open(file, path, cap)
 }
 
+/// Opens the regular file at `path` for reading, without following a link
+/// at its last component and without blocking on a FIFO: for files read in
+/// pieces (a growing `raw.log`) rather than whole.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let file = open_leaf(None, path, path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(not_regular(path, &meta));
+    }
+    Ok(file)
+}
+
 /// [`read_capped`] as UTF-8 text.
 pub fn read_to_string_capped(path: &Path, cap: u64) -> io::Result<String> {
     into_string(read_capped(path, cap)?, path)
@@ -196,10 +208,7 @@ fn read_open(file: File, path: &Path, cap: u64) -> io::Result<Vec<u8>> {
     // fstat of what was opened: a path check could be raced.
     let meta = file.metadata()?;
     if !meta.file_type().is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{} is not a regular file ({}), so caesar does not read it", path.display(), kind(&meta)),
-        ));
+        return Err(not_regular(path, &meta));
     }
     let too_large = || {
         io::Error::new(
@@ -217,6 +226,13 @@ fn read_open(file: File, path: &Path, cap: u64) -> io::Result<Vec<u8>> {
         return Err(too_large());
     }
     Ok(buf)
+}
+
+fn not_regular(path: &Path, meta: &std::fs::Metadata) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{} is not a regular file ({}), so caesar does not read it", path.display(), kind(meta)),
+    )
 }
 
 fn kind(meta: &std::fs::Metadata) -> &'static str {
