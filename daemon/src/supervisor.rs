@@ -825,6 +825,32 @@ mod tests {
         assert!(SuperviseArgs::parse(&["--task-dir".into()]).is_err());
     }
 
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_tasks_own_agent_group_is_killed_when_checked() {
+        use std::os::unix::process::CommandExt;
+        let d = tempfile::tempdir().unwrap();
+        let mut agent =
+            Command::new("sleep").arg("30").env("CAESAR_TASK_ID", "t_000000000002").process_group(0).spawn().unwrap();
+        let pid = agent.id();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !checked_task_pid(pid, "t_000000000002", None) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let record = AgentStarted {
+            pid,
+            started_ms: 0,
+            supervisor_pid: 0,
+            agent_start: process_start_time(pid),
+            supervisor_start: None,
+        };
+        write_atomic(&d.path().join(AGENT_FILE), &serde_json::to_vec(&record).unwrap()).unwrap();
+        assert!(!kill_group_checked(d.path(), "t_0000000000ff"), "another task's id");
+        assert!(kill_group_checked(d.path(), "t_000000000002"));
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(agent.wait().unwrap().signal(), Some(9));
+    }
+
     #[cfg(unix)]
     #[test]
     fn task_dir_links_are_replaced_or_refused_never_written_through() {
