@@ -130,6 +130,80 @@ pub fn parent_escape(root: &Path, rel: &Path) -> Option<PathBuf> {
     None
 }
 
+/// Opens `path` to append to it, creating it (mode 0600) if need be, but
+/// never through a link and only if it is a regular file: for files in a
+/// task directory the daemon writes while the agent runs (`events.jsonl`),
+/// where a link to `~/.bashrc` must not receive the task's events.
+#[cfg(unix)]
+pub fn open_append_regular(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| explain_io(e, path))?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(not_regular(path, &meta));
+    }
+    Ok(file)
+}
+
+/// Cuts the regular file at `path` back to `len` bytes, never through a
+/// link (a link's target is not truncated) and never blocking on a FIFO.
+#[cfg(unix)]
+pub fn truncate_regular(path: &Path, len: u64) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| explain_io(e, path))?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(not_regular(path, &meta));
+    }
+    file.set_len(len)
+}
+
+#[cfg(not(unix))]
+pub fn open_append_regular(path: &Path) -> io::Result<File> {
+    std::fs::OpenOptions::new().append(true).create(true).open(path)
+}
+
+#[cfg(not(unix))]
+pub fn truncate_regular(path: &Path, len: u64) -> io::Result<()> {
+    std::fs::OpenOptions::new().write(true).open(path)?.set_len(len)
+}
+
+/// Replaces `path` with a file holding `bytes` (a temporary file beside it,
+/// then a rename), without an fsync: for convenience copies in a directory
+/// an agent can write. A link left at the temporary name is removed, never
+/// written through, and the temporary file is created new (`O_EXCL`).
+pub fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+    f.write_all(bytes)?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(unix)]
+fn explain_io(e: io::Error, path: &Path) -> io::Error {
+    match e.raw_os_error().map(nix::errno::Errno::from_raw) {
+        Some(errno) => explain(errno, path),
+        None => e,
+    }
+}
+
 /// The components of a configured relative path: only plain names (`.` is
 /// skipped); an absolute path or a `..` is refused.
 fn normal_components(rel: &Path) -> io::Result<Vec<PathBuf>> {
@@ -260,6 +334,7 @@ fn into_string(bytes: Vec<u8>, path: &Path) -> io::Result<String> {
 
 #[cfg(all(test, unix))]
 mod tests {
+    use std::os::unix::fs::OpenOptionsExt;
     use std::time::{Duration, Instant};
 
     use super::*;
@@ -328,6 +403,37 @@ mod tests {
             let e = read_beneath(&root, Path::new(bad), 100).unwrap_err();
             assert!(e.to_string().contains("symbolic link"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn writes_in_a_task_directory_never_go_through_a_link() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("bashrc");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let events = d.path().join("events.jsonl");
+        std::os::unix::fs::symlink(&victim, &events).unwrap();
+        assert!(open_append_regular(&events).unwrap_err().to_string().contains("symbolic link"));
+        assert!(truncate_regular(&events, 0).is_err());
+        std::os::unix::fs::symlink(&victim, d.path().join("report.tmp")).unwrap();
+        write_replacing(&d.path().join("report.json"), b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert_eq!(std::fs::read(d.path().join("report.json")).unwrap(), b"{}");
+        // A FIFO in events.jsonl's place neither blocks nor is written.
+        std::fs::remove_file(&events).unwrap();
+        nix::unistd::mkfifo(&events, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // (ENXIO with no reader; refused as a FIFO when the agent reads it.)
+        assert!(open_append_regular(&events).is_err());
+        let _reader = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(&events).unwrap();
+        assert!(open_append_regular(&events).unwrap_err().to_string().contains("FIFO"));
+        // The honest case: created, appended, cut back.
+        let honest = d.path().join("honest.jsonl");
+        {
+            use std::io::Write;
+            open_append_regular(&honest).unwrap().write_all(b"one\n").unwrap();
+            open_append_regular(&honest).unwrap().write_all(b"two\n").unwrap();
+        }
+        truncate_regular(&honest, 4).unwrap();
+        assert_eq!(std::fs::read(&honest).unwrap(), b"one\n");
     }
 
     #[test]
