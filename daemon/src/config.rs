@@ -384,9 +384,13 @@ impl Config {
             // to /dev/zero or a FIFO must not hang or exhaust the daemon.
             // The global layer is the user's own and may be a link (dotfile
             // managers make them), so only it is followed.
-            let read = match origin {
-                Origin::Global => crate::safe_fs::read_following_to_string(&path, crate::safe_fs::CONFIG_CAP),
-                _ => crate::safe_fs::read_to_string_capped(&path, crate::safe_fs::CONFIG_CAP),
+            // `.caesar` itself is the repository's too, so it is not followed
+            // either: the layer is opened beneath the project directory.
+            let read = match (origin, path.strip_prefix(project)) {
+                (Origin::Global, _) | (_, Err(_)) => {
+                    crate::safe_fs::read_following_to_string(&path, crate::safe_fs::CONFIG_CAP)
+                }
+                (_, Ok(rel)) => crate::safe_fs::read_beneath_to_string(project, rel, crate::safe_fs::CONFIG_CAP),
             };
             let text = match read {
                 Ok(t) => t,
@@ -783,6 +787,17 @@ mod hostile_layer_tests {
         std::fs::write(dir.join("config.toml"), vec![b'#'; crate::safe_fs::CONFIG_CAP as usize + 1]).unwrap();
         let e = Config::load(global.path(), project.path()).unwrap_err().to_string();
         assert!(e.contains("cap of"), "{e}");
+    }
+
+    #[test]
+    fn a_committed_dot_caesar_linked_elsewhere_is_refused() {
+        let global = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::write(elsewhere.path().join("config.toml"), "[policy]\nmax_parallel = 2\n").unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), project.path().join(".caesar")).unwrap();
+        let e = Config::load(global.path(), project.path()).unwrap_err().to_string();
+        assert!(e.contains(".caesar/config.toml") && e.contains("symbolic link"), "{e}");
     }
 
     #[test]

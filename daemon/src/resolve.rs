@@ -341,17 +341,27 @@ pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) ->
 /// No file is no prompt; anything else that cannot be read is refused.
 fn read_system_prompt(project: &Path, role: &str, file: &str) -> Result<String> {
     let root = project.join(".caesar");
-    match crate::safe_fs::read_beneath_to_string(&root, Path::new(file), crate::safe_fs::PROMPT_CAP) {
+    // Beneath the project, so that a committed `.caesar -> /etc` is not
+    // followed either; `..` in `file` is refused before anything is opened.
+    let rel = Path::new(".caesar").join(file);
+    if Path::new(file).is_absolute() {
+        return Err(refuse_prompt(role, file, &root, "it is absolute"));
+    }
+    match crate::safe_fs::read_beneath_to_string(project, &rel, crate::safe_fs::PROMPT_CAP) {
         Ok(text) => Ok(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(Error::Invalid(format!(
-            "role `{role}`: system_prompt_file `{file}` is refused: {e}; it must name a regular file of at most {} \
-             bytes inside {} (a relative path, no `..`, no symbolic link): move the prompt there and name it \
-             relative to .caesar/",
-            crate::safe_fs::PROMPT_CAP,
-            root.display()
-        ))),
+        Err(e) => Err(refuse_prompt(role, file, &root, &e.to_string())),
     }
+}
+
+fn refuse_prompt(role: &str, file: &str, root: &Path, why: &str) -> Error {
+    Error::Invalid(format!(
+        "role `{role}`: system_prompt_file `{file}` is refused: {why}; it must name a regular file of at most {} \
+         bytes inside {} (a relative path, no `..`, no symbolic link): move the prompt there and name it relative \
+         to .caesar/",
+        crate::safe_fs::PROMPT_CAP,
+        root.display()
+    ))
 }
 
 #[cfg(test)]
@@ -447,6 +457,17 @@ mod prompt_file_tests {
             ..Default::default()
         };
         resolve(&config, project, &input).map(|r| r.system_prompt)
+    }
+
+    #[test]
+    fn a_dot_caesar_linked_elsewhere_gives_no_prompt() {
+        let p = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(elsewhere.path().join("roles")).unwrap();
+        std::fs::write(elsewhere.path().join("roles/r.md"), "SECRET").unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), p.path().join(".caesar")).unwrap();
+        let e = read_system_prompt(p.path(), "r", "roles/r.md").unwrap_err().to_string();
+        assert!(e.contains("symbolic link") && !e.contains("SECRET"), "{e}");
     }
 
     #[test]
