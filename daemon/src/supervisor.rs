@@ -43,6 +43,10 @@ pub const SUPERVISE_ARG: &str = "__supervise";
 /// `killall` match). Linux keeps 15 bytes of it: `caesar-supervis`.
 pub const PROCESS_NAME: &std::ffi::CStr = c"caesar-supervise";
 
+/// The longest grace between SIGTERM and SIGKILL, whatever
+/// `CAESAR_KILL_GRACE_MS` asks: ten minutes.
+pub const MAX_GRACE_MS: u64 = 10 * 60 * 1000;
+
 /// Written by the supervisor once the agent is started.
 pub const AGENT_FILE: &str = "agent.json";
 /// Written by the supervisor once the agent and its tree are gone.
@@ -285,7 +289,9 @@ pub fn run(args: SuperviseArgs) -> i32 {
         }
     });
 
-    let grace = Duration::from_millis(args.grace_ms);
+    // A grace past ten minutes would leave an agent that ignores SIGTERM
+    // running for as long as it likes; past that it is cut to ten minutes.
+    let grace = Duration::from_millis(args.grace_ms.min(MAX_GRACE_MS));
     let mut record = ExitRecord::default();
     let remaining = || Duration::from_millis((args.deadline_ms - crate::clock::now_ms()).max(0) as u64);
     let status = match rx.recv_timeout(remaining()) {
