@@ -380,7 +380,19 @@ impl Config {
     pub fn load(global_dir: &Path, project: &Path) -> Result<Config> {
         let mut config = Config::default();
         for (path, origin) in layer_paths(global_dir, project) {
-            let text = match std::fs::read_to_string(&path) {
+            // A project's layers come from its repository: a committed link
+            // to /dev/zero or a FIFO must not hang or exhaust the daemon.
+            // The global layer is the user's own and may be a link (dotfile
+            // managers make them), so only it is followed.
+            // `.caesar` itself is the repository's too, so it is not followed
+            // either: the layer is opened beneath the project directory.
+            let read = match (origin, path.strip_prefix(project)) {
+                (Origin::Global, _) | (_, Err(_)) => {
+                    crate::safe_fs::read_following_to_string(&path, crate::safe_fs::CONFIG_CAP)
+                }
+                (_, Ok(rel)) => crate::safe_fs::read_beneath_to_string(project, rel, crate::safe_fs::CONFIG_CAP),
+            };
+            let text = match read {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(Error::io_at("cannot read", &path, e)),
@@ -745,5 +757,56 @@ mod tests {
         assert!(d.load().is_err());
         d.project("[policy]\nmax_parallel = 0\n");
         assert!(d.load().unwrap_err().to_string().contains("at least 1"));
+    }
+}
+
+#[cfg(all(test, unix))]
+mod hostile_layer_tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn a_committed_config_linked_to_dev_zero_or_a_fifo_is_refused_at_once() {
+        let global = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let dir = project.path().join(".caesar");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.join("config.toml")).unwrap();
+        let e = Config::load(global.path(), project.path()).unwrap_err().to_string();
+        assert!(e.contains("config.toml") && e.contains("symbolic link"), "{e}");
+
+        nix::unistd::mkfifo(&dir.join("config.local.toml"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        std::fs::remove_file(dir.join("config.toml")).unwrap();
+        let t = Instant::now();
+        let e = Config::load(global.path(), project.path()).unwrap_err().to_string();
+        assert!(t.elapsed() < Duration::from_secs(2), "the FIFO blocked the load");
+        assert!(e.contains("config.local.toml") && e.contains("FIFO"), "{e}");
+
+        std::fs::remove_file(dir.join("config.local.toml")).unwrap();
+        std::fs::write(dir.join("config.toml"), vec![b'#'; crate::safe_fs::CONFIG_CAP as usize + 1]).unwrap();
+        let e = Config::load(global.path(), project.path()).unwrap_err().to_string();
+        assert!(e.contains("cap of"), "{e}");
+    }
+
+    #[test]
+    fn a_committed_dot_caesar_linked_elsewhere_is_refused() {
+        let global = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::write(elsewhere.path().join("config.toml"), "[policy]\nmax_parallel = 2\n").unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), project.path().join(".caesar")).unwrap();
+        let e = Config::load(global.path(), project.path()).unwrap_err().to_string();
+        assert!(e.contains(".caesar/config.toml") && e.contains("symbolic link"), "{e}");
+    }
+
+    #[test]
+    fn a_linked_global_layer_is_still_read() {
+        let global = tempfile::tempdir().unwrap();
+        let dotfiles = tempfile::tempdir().unwrap();
+        std::fs::write(dotfiles.path().join("caesar.toml"), "[policy]\nmax_parallel = 2\n").unwrap();
+        std::os::unix::fs::symlink(dotfiles.path().join("caesar.toml"), global.path().join("config.toml")).unwrap();
+        let c = Config::load_global(global.path()).unwrap();
+        assert_eq!(c.policy.max_parallel, 2);
     }
 }

@@ -1,22 +1,19 @@
 //! Identifiers and secrets.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// 64 unpredictable bits. `RandomState` is seeded from the OS's randomness
-/// once per process; mixing in the time and a counter makes every call differ.
+/// 64 bits from the operating system's random source (`getrandom(2)` on
+/// Linux). Ids and channel secrets must not be guessable, so there is no
+/// weaker fallback: if the OS refuses randomness, which it does not once
+/// booted, the process stops rather than hand out a predictable secret.
 fn random_u64() -> u64 {
-    let mut h = RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    h.write_i64(crate::clock::now_ms());
-    h.write_u32(std::process::id());
-    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        h.write_u32(t.subsec_nanos());
+    match getrandom::u64() {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::error!(
+                "the operating system's random source failed ({e}); caesar stops rather than make guessable ids"
+            );
+            std::process::abort()
+        }
     }
-    h.finish()
 }
 
 /// A new task id, `t_` and 12 hex digits.
@@ -61,5 +58,15 @@ mod tests {
         assert_eq!(secret().len(), 32);
         assert!(secrets_match("abc", "abc"));
         assert!(!secrets_match("abc", "abd") && !secrets_match("abc", "ab"));
+    }
+
+    #[test]
+    fn secrets_do_not_repeat_and_use_every_bit() {
+        let secrets: std::collections::BTreeSet<String> = (0..1000).map(|_| secret()).collect();
+        assert_eq!(secrets.len(), 1000);
+        // Each of the 128 bits is set in some secrets and clear in others.
+        let values: Vec<u128> = secrets.iter().map(|s| u128::from_str_radix(s, 16).unwrap()).collect();
+        let (any, all) = values.iter().fold((0u128, u128::MAX), |(a, b), v| (a | v, b & v));
+        assert_eq!((any, all), (u128::MAX, 0));
     }
 }

@@ -108,7 +108,14 @@ pub fn init_project(project: &Path, force: bool, has_host: &dyn Fn(&str) -> bool
         put(&caesar.join(file), &role_prompt(&role.name, &role.purpose), force, &mut out)?;
     }
     let gitignore = project.join(".gitignore");
-    let mut text = std::fs::read_to_string(&gitignore).unwrap_or_default();
+    // The repository's own file: a link to /dev/zero or a FIFO is refused
+    // rather than read, and one that cannot be read is left alone rather
+    // than replaced by caesar's two lines.
+    let mut text = match crate::safe_fs::read_following_to_string(&gitignore, crate::safe_fs::CONFIG_CAP) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(Error::io_at("cannot read", &gitignore, e)),
+    };
     let missing: Vec<&str> = [".caesar/config.local.toml", ".caesar/wt/"]
         .into_iter()
         .filter(|l| !text.lines().any(|x| x.trim() == *l))

@@ -26,6 +26,7 @@ pub mod request;
 pub mod resolve;
 pub mod rpc;
 pub mod runner;
+pub mod safe_fs;
 pub mod server;
 pub mod store;
 pub mod supervisor;

@@ -291,11 +291,140 @@ impl Report {
             Some(serde_json::Value::String(p)) => return Err(DocError::UnknownProtocol(p.clone())),
             Some(other) => return Err(DocError::UnknownProtocol(other.to_string())),
         }
-        let report: Report = serde_json::from_value(value).map_err(|e| DocError::Invalid(e.to_string()))?;
+        let mut report: Report = serde_json::from_value(value).map_err(|e| DocError::Invalid(e.to_string()))?;
         if report.summary.trim().is_empty() {
             return Err(DocError::Invalid("`summary` must not be empty".to_owned()));
         }
+        report.cap();
         Ok(report)
+    }
+
+    /// Holds the report to [`MAX_REPORT_ITEMS`] entries per list and
+    /// [`MAX_REPORT_STRING`] bytes per string, so that what an agent hands in
+    /// cannot grow the store, every listing and every waiter's answer without
+    /// bound. What was cut is said in one finding titled [`TRUNCATED_TITLE`].
+    /// A capped report is left as it is by a second `cap`.
+    fn cap(&mut self) {
+        let mut cut = Capped::default();
+        let Report {
+            protocol: _,
+            task_id,
+            status: _,
+            summary,
+            details,
+            changes,
+            commands_run,
+            findings,
+            questions,
+            next_steps,
+            artifacts,
+            usage: _,
+            changes_verified_by,
+        } = self;
+        for s in [task_id, summary, details] {
+            cut.string(s);
+        }
+        if let Some(v) = changes_verified_by {
+            cut.string(v);
+        }
+        cut.list("changes", changes, MAX_REPORT_ITEMS);
+        for c in changes.iter_mut() {
+            cut.string(&mut c.path);
+            cut.string(&mut c.summary);
+        }
+        cut.list("commands_run", commands_run, MAX_REPORT_ITEMS);
+        for c in commands_run.iter_mut() {
+            cut.string(&mut c.command);
+            cut.string(&mut c.note);
+        }
+        cut.list("questions", questions, MAX_REPORT_ITEMS);
+        for q in questions.iter_mut() {
+            cut.string(&mut q.id);
+            cut.string(&mut q.question);
+            cut.list("question options", &mut q.options, MAX_REPORT_ITEMS);
+            q.options.iter_mut().for_each(|o| cut.string(o));
+        }
+        cut.list("next_steps", next_steps, MAX_REPORT_ITEMS);
+        next_steps.iter_mut().for_each(|n| cut.string(n));
+        cut.list("artifacts", artifacts, MAX_REPORT_ITEMS);
+        for a in artifacts.iter_mut() {
+            cut.string(&mut a.path);
+            cut.string(&mut a.description);
+        }
+        for f in findings.iter_mut().take(MAX_REPORT_ITEMS) {
+            cut.string(&mut f.title);
+            cut.string(&mut f.detail);
+            if let Some(file) = &mut f.file {
+                cut.string(file);
+            }
+        }
+        // Findings last, keeping one place for the note when anything was cut.
+        let keep = if cut.any() || findings.len() > MAX_REPORT_ITEMS { MAX_REPORT_ITEMS - 1 } else { MAX_REPORT_ITEMS };
+        cut.list("findings", findings, keep);
+        if cut.any() {
+            findings.push(Finding {
+                severity: Severity::Low,
+                title: TRUNCATED_TITLE.to_owned(),
+                file: None,
+                line: None,
+                detail: cut.note(),
+            });
+        }
+    }
+}
+
+/// The most entries a report keeps in each list (`changes`, `findings`, …).
+pub const MAX_REPORT_ITEMS: usize = 1000;
+/// The most bytes a report keeps in each string.
+pub const MAX_REPORT_STRING: usize = 64 * 1024;
+/// The title of the finding that says what of a report was cut.
+pub const TRUNCATED_TITLE: &str = "report truncated by caesar";
+/// What replaces the end of a string that was cut.
+const CUT_MARK: &str = " [truncated by caesar]";
+
+/// What [`Report::cap`] cut.
+#[derive(Default)]
+struct Capped {
+    /// Per list, how many entries it had and how many it kept.
+    lists: Vec<(&'static str, usize, usize)>,
+    strings: usize,
+}
+
+impl Capped {
+    fn list<T>(&mut self, name: &'static str, v: &mut Vec<T>, keep: usize) {
+        if v.len() > keep {
+            self.lists.push((name, v.len(), keep));
+            v.truncate(keep);
+        }
+    }
+
+    fn string(&mut self, s: &mut String) {
+        if s.len() <= MAX_REPORT_STRING {
+            return;
+        }
+        let mut end = MAX_REPORT_STRING - CUT_MARK.len();
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str(CUT_MARK);
+        self.strings += 1;
+    }
+
+    fn any(&self) -> bool {
+        !self.lists.is_empty() || self.strings > 0
+    }
+
+    fn note(&self) -> String {
+        let mut parts: Vec<String> = self
+            .lists
+            .iter()
+            .map(|(name, had, kept)| format!("`{name}` had {had} entries, kept the first {kept}"))
+            .collect();
+        if self.strings > 0 {
+            parts.push(format!("{} string(s) longer than {MAX_REPORT_STRING} bytes were cut", self.strings));
+        }
+        format!("The report was larger than caesar keeps: {}.", parts.join("; "))
     }
 }
 

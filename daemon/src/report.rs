@@ -16,6 +16,7 @@
 use std::path::Path;
 
 use crate::oacp::{DocError, Finding, REPORT_PROTOCOL, Report, ReportStatus, Severity};
+use crate::safe_fs::{self, REPORT_CAP};
 
 /// Where a report came from, best first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +78,9 @@ pub const CHANNEL_REPORT: &str = "report.channel.json";
 pub fn recover(inputs: &Inputs<'_>) -> (Report, Source) {
     let mut refusals = Vec::new();
     // Tier 1: validated when it was submitted, so it parses.
-    let mut found = std::fs::read_to_string(inputs.report_path.with_file_name(CHANNEL_REPORT))
+    // The task directory is the agent's to write: both report files are read
+    // without following links, never from a FIFO, and only up to the cap.
+    let mut found = safe_fs::read_to_string_capped(&inputs.report_path.with_file_name(CHANNEL_REPORT), REPORT_CAP)
         .ok()
         .and_then(|text| Report::parse(&text).ok())
         .map(|r| (r, Source::Channel));
@@ -90,7 +93,7 @@ pub fn recover(inputs: &Inputs<'_>) -> (Report, Source) {
         }
     }
     if found.is_none() {
-        match std::fs::read_to_string(inputs.report_path) {
+        match safe_fs::read_to_string_capped(inputs.report_path, REPORT_CAP) {
             Ok(text) => match Report::parse(&text) {
                 Ok(r) => found = Some((r, Source::File)),
                 Err(e) => refusals.push(refusal(&format!("{} was refused", inputs.report_path.display()), &e)),
@@ -327,5 +330,67 @@ mod native_tests {
         let (r, s) = recover(&i);
         assert_eq!(s, Source::File);
         assert!(r.findings.iter().any(|f| f.title.contains("native")));
+    }
+}
+
+#[cfg(all(test, unix))]
+mod hostile_file_tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    fn recover_in(dir: &Path) -> (Report, Source, Duration) {
+        let p = dir.join("report.json");
+        let texts = [
+            "```json caesar:report\n{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\"summary\":\"fenced\"}\n```",
+        ];
+        let i = Inputs {
+            task_id: "t",
+            report_path: &p,
+            texts: &texts,
+            ending: Ending::Exited(0),
+            duration_ms: 1,
+            native: None,
+        };
+        let t = Instant::now();
+        let (r, s) = recover(&i);
+        (r, s, t.elapsed())
+    }
+
+    fn said(r: &Report, words: &str) -> bool {
+        r.findings.iter().any(|f| f.severity == Severity::High && f.detail.contains(words))
+    }
+
+    #[test]
+    fn a_report_made_a_fifo_neither_wedges_nor_is_lost() {
+        let d = tempfile::tempdir().unwrap();
+        let mode = nix::sys::stat::Mode::from_bits_truncate(0o600);
+        nix::unistd::mkfifo(&d.path().join("report.json"), mode).unwrap();
+        nix::unistd::mkfifo(&d.path().join(CHANNEL_REPORT), mode).unwrap();
+        let (r, s, took) = recover_in(d.path());
+        assert!(took < Duration::from_secs(2), "recovery blocked for {took:?}");
+        // The fenced report in the output is still found, and the refusal said.
+        assert_eq!((s, r.summary.as_str()), (Source::Fenced, "fenced"));
+        assert!(said(&r, "FIFO"), "{:?}", r.findings);
+    }
+
+    #[test]
+    fn a_gigabyte_report_is_refused_by_its_cap_without_reading_it() {
+        let d = tempfile::tempdir().unwrap();
+        // Sparse: a gigabyte long, nothing on disk.
+        std::fs::File::create(d.path().join("report.json")).unwrap().set_len(1 << 30).unwrap();
+        let (r, s, _) = recover_in(d.path());
+        assert_eq!(s, Source::Fenced);
+        assert!(said(&r, &format!("cap of {REPORT_CAP} bytes")), "{:?}", r.findings);
+    }
+
+    #[test]
+    fn a_report_linked_to_dev_zero_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/zero", d.path().join("report.json")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", d.path().join(CHANNEL_REPORT)).unwrap();
+        let (r, s, _) = recover_in(d.path());
+        assert_eq!(s, Source::Fenced);
+        assert!(said(&r, "symbolic link"), "{:?}", r.findings);
     }
 }

@@ -317,11 +317,10 @@ pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) ->
         }));
     }
     let network = decide_network(&agent, network_pref, control, mode, &mut warnings, &mut findings)?;
-    let system_prompt = role
-        .as_ref()
-        .and_then(|r| r.system_prompt_file.as_deref())
-        .and_then(|f| std::fs::read_to_string(project.join(".caesar").join(f)).ok())
-        .unwrap_or_default();
+    let system_prompt = match role.as_ref().and_then(|r| r.system_prompt_file.as_deref().map(|f| (r, f))) {
+        Some((r, file)) => read_system_prompt(project, &r.name, file)?,
+        None => String::new(),
+    };
     Ok(Resolution {
         agent,
         target,
@@ -335,6 +334,34 @@ pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) ->
         warnings,
         findings,
     })
+}
+
+/// A role's `system_prompt_file`, read from beneath `<project>/.caesar/`: a
+/// committed config must not put `/etc/shadow` or a link to it into a prompt.
+/// No file is no prompt; anything else that cannot be read is refused.
+fn read_system_prompt(project: &Path, role: &str, file: &str) -> Result<String> {
+    let root = project.join(".caesar");
+    // Beneath the project, so that a committed `.caesar -> /etc` is not
+    // followed either; `..` in `file` is refused before anything is opened.
+    let rel = Path::new(".caesar").join(file);
+    if Path::new(file).is_absolute() {
+        return Err(refuse_prompt(role, file, &root, "it is absolute"));
+    }
+    match crate::safe_fs::read_beneath_to_string(project, &rel, crate::safe_fs::PROMPT_CAP) {
+        Ok(text) => Ok(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(refuse_prompt(role, file, &root, &e.to_string())),
+    }
+}
+
+fn refuse_prompt(role: &str, file: &str, root: &Path, why: &str) -> Error {
+    Error::Invalid(format!(
+        "role `{role}`: system_prompt_file `{file}` is refused: {why}; it must name a regular file of at most {} \
+         bytes inside {} (a relative path, no `..`, no symbolic link): move the prompt there and name it relative \
+         to .caesar/",
+        crate::safe_fs::PROMPT_CAP,
+        root.display()
+    ))
 }
 
 #[cfg(test)]
@@ -398,5 +425,85 @@ mod tests {
         let none = pick_for_role(&config, &role);
         assert_eq!(none.agent, None);
         assert!(none.reason.contains("no agent of role `r`"));
+    }
+}
+
+#[cfg(all(test, unix))]
+mod prompt_file_tests {
+    use super::*;
+
+    /// A project whose committed config gives role `r` (run by `sh`) the
+    /// `system_prompt_file` named.
+    fn project_with_prompt_file(file: &str) -> (tempfile::TempDir, tempfile::TempDir) {
+        let global = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(project.path().join(".caesar/roles")).unwrap();
+        std::fs::write(
+            project.path().join(".caesar/config.toml"),
+            format!(
+                "[[agent]]\nid = \"a\"\nbin = \"sh\"\nargs = [\"{{{{prompt}}}}\"]\n[[role]]\nname = \"r\"\nagents = [\"a\"]\nmode = \"read-only\"\nsystem_prompt_file = \"{file}\"\n"
+            ),
+        )
+        .unwrap();
+        (global, project)
+    }
+
+    fn resolve_role(global: &Path, project: &Path) -> Result<String> {
+        let config = Config::load(global, project)?;
+        let input = DelegateInput {
+            objective: "x".into(),
+            role: Some("r".into()),
+            workspace: project.display().to_string(),
+            ..Default::default()
+        };
+        resolve(&config, project, &input).map(|r| r.system_prompt)
+    }
+
+    #[test]
+    fn a_dot_caesar_linked_elsewhere_gives_no_prompt() {
+        let p = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(elsewhere.path().join("roles")).unwrap();
+        std::fs::write(elsewhere.path().join("roles/r.md"), "SECRET").unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), p.path().join(".caesar")).unwrap();
+        let e = read_system_prompt(p.path(), "r", "roles/r.md").unwrap_err().to_string();
+        assert!(e.contains("symbolic link") && !e.contains("SECRET"), "{e}");
+    }
+
+    #[test]
+    fn a_prompt_inside_dot_caesar_is_read() {
+        let (g, p) = project_with_prompt_file("roles/r.md");
+        std::fs::write(p.path().join(".caesar/roles/r.md"), "be careful").unwrap();
+        assert_eq!(resolve_role(g.path(), p.path()).unwrap(), "be careful");
+        let (g, p) = project_with_prompt_file("roles/missing.md");
+        assert_eq!(resolve_role(g.path(), p.path()).unwrap(), "");
+    }
+
+    #[test]
+    fn a_prompt_file_outside_dot_caesar_is_refused_by_field_and_file() {
+        // What the audit did: read /etc/shadow (here a file beside the
+        // project, which the test can create) into the prompt.
+        for file in ["../../../../../../etc/shadow", "/etc/passwd", "../outside.md"] {
+            let (g, p) = project_with_prompt_file(file);
+            std::fs::write(p.path().join("outside.md"), "SECRET").unwrap();
+            let e = resolve_role(g.path(), p.path()).unwrap_err().to_string();
+            assert!(e.contains("system_prompt_file") && e.contains(file) && e.contains("relative to .caesar/"), "{e}");
+            assert!(!e.contains("SECRET"));
+        }
+        // A link out, as the file or as a directory on the way.
+        let (g, p) = project_with_prompt_file("roles/r.md");
+        std::fs::write(p.path().join("outside.md"), "SECRET").unwrap();
+        std::os::unix::fs::symlink(p.path().join("outside.md"), p.path().join(".caesar/roles/r.md")).unwrap();
+        let e = resolve_role(g.path(), p.path()).unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        let (g, p) = project_with_prompt_file("up/outside.md");
+        std::os::unix::fs::symlink(p.path(), p.path().join(".caesar/up")).unwrap();
+        std::fs::write(p.path().join("outside.md"), "SECRET").unwrap();
+        assert!(resolve_role(g.path(), p.path()).unwrap_err().to_string().contains("symbolic link"));
+        // And no gigabyte: past the cap it is refused.
+        let (g, p) = project_with_prompt_file("roles/big.md");
+        std::fs::write(p.path().join(".caesar/roles/big.md"), vec![b'x'; crate::safe_fs::PROMPT_CAP as usize + 1])
+            .unwrap();
+        assert!(resolve_role(g.path(), p.path()).unwrap_err().to_string().contains("cap"));
     }
 }

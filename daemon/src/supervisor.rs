@@ -39,6 +39,14 @@ use serde::{Deserialize, Serialize};
 /// The argument that selects supervisor mode in the `caesard` binary.
 pub const SUPERVISE_ARG: &str = "__supervise";
 
+/// The supervisor's process name (`/proc/<pid>/comm`, what `pkill -x` and
+/// `killall` match). Linux keeps 15 bytes of it: `caesar-supervis`.
+pub const PROCESS_NAME: &std::ffi::CStr = c"caesar-supervise";
+
+/// The longest grace between SIGTERM and SIGKILL, whatever
+/// `CAESAR_KILL_GRACE_MS` asks: ten minutes.
+pub const MAX_GRACE_MS: u64 = 10 * 60 * 1000;
+
 /// Written by the supervisor once the agent is started.
 pub const AGENT_FILE: &str = "agent.json";
 /// Written by the supervisor once the agent and its tree are gone.
@@ -58,6 +66,13 @@ pub struct AgentStarted {
     /// The supervisor itself, for a daemon that died before recording it.
     #[serde(default)]
     pub supervisor_pid: u32,
+    /// The start times ([`process_start_time`]) of the agent and the
+    /// supervisor, against pid reuse. The file is in the agent's reach, so
+    /// neither these nor the pids are trusted alone: see [`checked_task_pid`].
+    #[serde(default)]
+    pub agent_start: Option<u64>,
+    #[serde(default)]
+    pub supervisor_start: Option<u64>,
 }
 
 /// `exit.json`: how the agent ended.
@@ -166,11 +181,16 @@ pub fn run(args: SuperviseArgs) -> i32 {
     use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    let _ = nix::sys::prctl::set_child_subreaper(true);
+    {
+        let _ = nix::sys::prctl::set_child_subreaper(true);
+        // A name of its own, so that `pkill -x caesard` or `killall caesard`
+        // (which match this name) stop the daemon and never a task.
+        let _ = nix::sys::prctl::set_name(PROCESS_NAME);
+    }
 
     // Block the stop signals before any thread exists, so that only the
-    // sigwait thread ever sees them. The agent starts with an empty mask:
-    // std resets the signal mask in the child before exec.
+    // sigwait thread ever sees them. The agent starts with an empty mask
+    // (set in its pre_exec below: std would hand it this one).
     let mut stop = SigSet::empty();
     for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT] {
         stop.add(s);
@@ -196,6 +216,17 @@ pub fn run(args: SuperviseArgs) -> i32 {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(&args.program);
         cmd.args(&args.args).process_group(0);
+        // std gives the child this process's signal mask, in which the stop
+        // signals are blocked for the sigwait thread: left so, the agent
+        // never sees the SIGTERM of a cancel or a timeout and always dies by
+        // SIGKILL after the grace, with no chance to clean up.
+        // SAFETY: pthread_sigmask is async-signal-safe, and the closure
+        // touches nothing else between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).map_err(std::io::Error::from)
+            });
+        }
         let stdin = match &args.stdin_close_after {
             Some(prefix) => {
                 let (reader, writer) = std::io::pipe()?;
@@ -239,6 +270,8 @@ pub fn run(args: SuperviseArgs) -> i32 {
             pid: agent_pid,
             started_ms: crate::clock::now_ms(),
             supervisor_pid: std::process::id(),
+            agent_start: process_start_time(agent_pid),
+            supervisor_start: process_start_time(std::process::id()),
         })
         .unwrap_or_default(),
     );
@@ -256,7 +289,9 @@ pub fn run(args: SuperviseArgs) -> i32 {
         }
     });
 
-    let grace = Duration::from_millis(args.grace_ms);
+    // A grace past ten minutes would leave an agent that ignores SIGTERM
+    // running for as long as it likes; past that it is cut to ten minutes.
+    let grace = Duration::from_millis(args.grace_ms.min(MAX_GRACE_MS));
     let mut record = ExitRecord::default();
     let remaining = || Duration::from_millis((args.deadline_ms - crate::clock::now_ms()).max(0) as u64);
     let status = match rx.recv_timeout(remaining()) {
@@ -413,7 +448,19 @@ pub fn write_agent_stdin(task_dir: &Path, line: &str) -> std::io::Result<()> {
     let path = task_dir.join(STDIN_FIFO);
     // Non-blocking open fails with ENXIO when nobody reads the FIFO, where a
     // blocking one would wait forever; the write itself may block briefly.
-    let fifo = OpenOptions::new().write(true).custom_flags(nix::libc::O_NONBLOCK).open(&path)?;
+    // The FIFO's name is in the agent's reach: a link or a regular file put
+    // in its place must not receive the line (nor be truncated or created).
+    let fifo =
+        OpenOptions::new().write(true).custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW).open(&path)?;
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if !fifo.metadata()?.file_type().is_fifo() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{} is not the supervisor's FIFO; nothing was written to it", path.display()),
+            ));
+        }
+    }
     let flags = nix::fcntl::fcntl(&fifo, nix::fcntl::FcntlArg::F_GETFL).map_err(std::io::Error::from)?;
     let flags = nix::fcntl::OFlag::from_bits_truncate(flags) & !nix::fcntl::OFlag::O_NONBLOCK;
     nix::fcntl::fcntl(&fifo, nix::fcntl::FcntlArg::F_SETFL(flags)).map_err(std::io::Error::from)?;
@@ -433,13 +480,32 @@ fn write_exit(task_dir: &Path, record: &ExitRecord) {
     let _ = write_atomic(&task_dir.join(EXIT_FILE), &serde_json::to_vec(record).unwrap_or_default());
 }
 
+/// Now plus `d`, saturated: a grace of `u64::MAX` ms (`CAESAR_KILL_GRACE_MS`)
+/// is "as long as it takes", not an overflow panic.
+fn after(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d).unwrap_or_else(|| {
+        // The furthest instant this platform represents, found by halving.
+        let mut step = d;
+        let mut far = now;
+        while !step.is_zero() {
+            if let Some(t) = far.checked_add(step) {
+                far = t;
+            } else {
+                step /= 2;
+            }
+        }
+        far
+    })
+}
+
 /// SIGTERM to the group and every descendant, the grace period, then
 /// SIGKILL. Returns the agent's exit status once it is reaped.
 #[cfg(unix)]
 fn stop_tree(agent_pid: u32, grace: Duration, rx: &mpsc::Receiver<Msg>) -> std::io::Result<ExitStatus> {
     use nix::sys::signal::Signal;
     signal_tree(agent_pid, Signal::SIGTERM);
-    let deadline = Instant::now() + grace;
+    let deadline = after(grace);
     loop {
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(Msg::Exited(status)) => return status,
@@ -471,7 +537,7 @@ fn kill_leftovers(agent_pid: u32, grace: Duration) -> u32 {
     let found = live_tree(agent_pid).len() as u32;
     if found > 0 {
         signal_tree(agent_pid, Signal::SIGTERM);
-        let deadline = Instant::now() + grace;
+        let deadline = after(grace);
         while Instant::now() < deadline && !live_tree(agent_pid).is_empty() {
             reap_orphans();
             std::thread::sleep(Duration::from_millis(10));
@@ -590,7 +656,15 @@ fn proc_table() -> Vec<ProcEntry> {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
-        let mut f = File::create(&tmp)?;
+        // The directory may be an agent's (a task directory): a link left at
+        // the temporary name is removed, never written through, and the
+        // file is created new (O_EXCL refuses a link put back meanwhile).
+        match std::fs::remove_file(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
     }
@@ -605,13 +679,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Reads `exit.json` from a task directory, if the supervisor wrote it.
 pub fn read_exit(task_dir: &Path) -> Option<ExitRecord> {
-    let bytes = std::fs::read(task_dir.join(EXIT_FILE)).ok()?;
+    let bytes = crate::safe_fs::read_capped(&task_dir.join(EXIT_FILE), crate::safe_fs::RECORD_CAP).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
 /// Reads `agent.json` from a task directory, if the agent started.
 pub fn read_agent(task_dir: &Path) -> Option<AgentStarted> {
-    let bytes = std::fs::read(task_dir.join(AGENT_FILE)).ok()?;
+    let bytes = crate::safe_fs::read_capped(&task_dir.join(AGENT_FILE), crate::safe_fs::RECORD_CAP).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
@@ -683,6 +757,52 @@ pub fn processes_of_task(task_id: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Whether `pid`, read from a file an agent can write (`agent.json`), is
+/// really a live process of task `task_id`: it carries
+/// `CAESAR_TASK_ID=<task_id>` in its environment (which only the task's own
+/// supervisor, agent and their descendants do, and which `/proc` shows only
+/// for this user's processes) and, when `start` is given, it started then.
+/// Call it before signalling any pid taken from the task directory, so a
+/// forged `agent.json` cannot turn the daemon on another process.
+pub fn checked_task_pid(pid: u32, task_id: &str, start: Option<u64>) -> bool {
+    if pid == 0 || pid == std::process::id() {
+        return false;
+    }
+    let marker = format!("CAESAR_TASK_ID={task_id}");
+    let carries = std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|environ| environ.split(|&b| b == 0).any(|var| var == marker.as_bytes()));
+    carries && is_same_process_alive(pid, start, None)
+}
+
+/// `agent.json`, with each pid kept only if [`checked_task_pid`] vouches
+/// for it (a pid that fails is replaced by 0). `None` if there is no file.
+pub fn read_agent_checked(task_dir: &Path, task_id: &str) -> Option<AgentStarted> {
+    let mut agent = read_agent(task_dir)?;
+    if !checked_task_pid(agent.pid, task_id, agent.agent_start) {
+        agent.pid = 0;
+    }
+    if !checked_task_pid(agent.supervisor_pid, task_id, agent.supervisor_start) {
+        agent.supervisor_pid = 0;
+    }
+    Some(agent)
+}
+
+/// [`kill_group`] for the agent recorded in `agent.json`, only if that pid
+/// is a process of the task and leads its own group (the agent starts in a
+/// new group whose id is its pid). Returns whether it signalled.
+#[cfg(unix)]
+pub fn kill_group_checked(task_dir: &Path, task_id: &str) -> bool {
+    let Some(agent) = read_agent(task_dir) else {
+        return false;
+    };
+    let leads_group = proc_table().iter().any(|p| p.pid == agent.pid && p.pgid == agent.pid);
+    if !leads_group || !checked_task_pid(agent.pid, task_id, agent.agent_start) {
+        return false;
+    }
+    kill_group(agent.pid);
+    true
+}
+
 /// Kills what may remain of a task whose supervisor vanished: the agent's
 /// process group.
 #[cfg(unix)]
@@ -709,6 +829,104 @@ mod tests {
         assert_eq!(argv[0], SUPERVISE_ARG);
         assert_eq!(SuperviseArgs::parse(&argv[1..]).unwrap(), a);
         assert!(SuperviseArgs::parse(&["--task-dir".into()]).is_err());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_tasks_own_agent_group_is_killed_when_checked() {
+        use std::os::unix::process::CommandExt;
+        let d = tempfile::tempdir().unwrap();
+        let mut agent =
+            Command::new("sleep").arg("30").env("CAESAR_TASK_ID", "t_000000000002").process_group(0).spawn().unwrap();
+        let pid = agent.id();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !checked_task_pid(pid, "t_000000000002", None) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let record = AgentStarted {
+            pid,
+            started_ms: 0,
+            supervisor_pid: 0,
+            agent_start: process_start_time(pid),
+            supervisor_start: None,
+        };
+        write_atomic(&d.path().join(AGENT_FILE), &serde_json::to_vec(&record).unwrap()).unwrap();
+        assert!(!kill_group_checked(d.path(), "t_0000000000ff"), "another task's id");
+        assert!(kill_group_checked(d.path(), "t_000000000002"));
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(agent.wait().unwrap().signal(), Some(9));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn task_dir_links_are_replaced_or_refused_never_written_through() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        // The agent leaves links at the temporary name of exit.json and at
+        // the FIFO's name.
+        std::os::unix::fs::symlink(&victim, d.path().join("exit.tmp")).unwrap();
+        std::os::unix::fs::symlink(&victim, d.path().join(STDIN_FIFO)).unwrap();
+        write_atomic(&d.path().join(EXIT_FILE), b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(d.path().join(EXIT_FILE)).unwrap(), "{}");
+        assert!(write_agent_stdin(d.path(), "{\"type\":\"control_response\"}").is_err());
+        // A regular file in the FIFO's place is refused too.
+        std::fs::remove_file(d.path().join(STDIN_FIFO)).unwrap();
+        std::fs::write(d.path().join(STDIN_FIFO), "").unwrap();
+        let e = write_agent_stdin(d.path(), "line").unwrap_err();
+        assert!(e.to_string().contains("not the supervisor's FIFO"), "{e}");
+        assert_eq!(std::fs::read_to_string(d.path().join(STDIN_FIFO)).unwrap(), "");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    }
+
+    #[test]
+    fn a_saturated_grace_does_not_overflow() {
+        let far = after(Duration::from_millis(u64::MAX));
+        assert!(far > Instant::now() + Duration::from_secs(3600));
+        assert!(after(Duration::from_millis(5)) <= Instant::now() + Duration::from_millis(5));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_forged_agent_file_names_no_process_to_kill() {
+        let d = tempfile::tempdir().unwrap();
+        let spawn = |id: &str| {
+            let mut cmd = Command::new("sleep");
+            cmd.arg("30").env("CAESAR_TASK_ID", id);
+            cmd.spawn().unwrap()
+        };
+        let mut ours = spawn("t_000000000001");
+        let mut other = spawn("t_0000000000ff");
+        let (pid, other_pid) = (ours.id(), other.id());
+        // Wait until exec has replaced the environment.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !checked_task_pid(pid, "t_000000000001", None) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let start = process_start_time(pid);
+        assert!(checked_task_pid(pid, "t_000000000001", start));
+        assert!(!checked_task_pid(pid, "t_000000000001", start.map(|s| s + 1000)), "pid reused");
+        assert!(!checked_task_pid(other_pid, "t_000000000001", None), "another task's process");
+        assert!(!checked_task_pid(std::process::id(), "t_000000000001", None), "the daemon itself");
+        assert!(!checked_task_pid(1, "t_000000000001", None), "init");
+
+        // The agent rewrites agent.json to point at someone else.
+        let forged = AgentStarted {
+            pid: other_pid,
+            started_ms: 0,
+            supervisor_pid: 1,
+            agent_start: None,
+            supervisor_start: None,
+        };
+        write_atomic(&d.path().join(AGENT_FILE), &serde_json::to_vec(&forged).unwrap()).unwrap();
+        let read = read_agent_checked(d.path(), "t_000000000001").unwrap();
+        assert_eq!((read.pid, read.supervisor_pid), (0, 0));
+        assert!(!kill_group_checked(d.path(), "t_000000000001"));
+        assert!(is_same_process_alive(other_pid, None, None), "nothing was killed");
+        for c in [&mut ours, &mut other] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! offset that the store remembers, so that a restarted daemon resumes
 //! exactly where the last one stopped.
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
@@ -37,7 +36,9 @@ impl LogTail {
     /// with no newline is returned too: the writer is gone.
     pub fn read_lines(&mut self, at_end: bool) -> std::io::Result<Vec<String>> {
         let mut lines = Vec::new();
-        let mut file = match File::open(&self.path) {
+        let mut file = // The task directory is the agent's: a FIFO or a link put in
+        // raw.log's place must neither block the monitor nor be followed.
+        match crate::safe_fs::open_regular(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(lines),
             Err(e) => return Err(e),
@@ -89,7 +90,7 @@ impl LogTail {
 /// The last `max` bytes of a file, starting on a line boundary when one is
 /// near, and the file's whole size.
 pub fn read_tail(path: &Path, max: u64) -> std::io::Result<(String, u64)> {
-    let mut file = match File::open(path) {
+    let mut file = match crate::safe_fs::open_regular(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((String::new(), 0)),
         Err(e) => return Err(e),
@@ -110,8 +111,10 @@ pub fn read_tail(path: &Path, max: u64) -> std::io::Result<(String, u64)> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::fs::File;
     use std::io::Write;
+
+    use super::*;
 
     #[test]
     fn lines_come_out_whole_and_resume_from_the_offset() {
@@ -152,5 +155,27 @@ mod tests {
         assert_eq!(read_tail(&p, 3).unwrap(), ("c\n".to_owned(), 6));
         assert_eq!(read_tail(&p, 100).unwrap().0, "a\nb\nc\n");
         assert_eq!(read_tail(&d.path().join("none"), 10).unwrap(), (String::new(), 0));
+    }
+}
+
+#[cfg(all(test, unix))]
+mod hostile_tests {
+    use super::*;
+
+    #[test]
+    fn a_raw_log_made_a_fifo_or_a_link_neither_blocks_nor_is_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let secret = d.path().join("secret");
+        std::fs::write(&secret, "private key\n").unwrap();
+        let raw = d.path().join("raw.log");
+        nix::unistd::mkfifo(&raw, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let t = std::time::Instant::now();
+        assert!(LogTail::new(&raw, 0).read_lines(true).is_err());
+        assert!(read_tail(&raw, 100).is_err());
+        assert!(t.elapsed() < std::time::Duration::from_secs(2), "blocked on the FIFO");
+        std::fs::remove_file(&raw).unwrap();
+        std::os::unix::fs::symlink(&secret, &raw).unwrap();
+        assert!(LogTail::new(&raw, 0).read_lines(true).is_err());
+        assert!(read_tail(&raw, 100).is_err());
     }
 }

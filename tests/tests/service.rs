@@ -16,7 +16,7 @@ use common::*;
 
 #[tokio::test]
 async fn the_daemon_serves_an_inherited_socket_and_notifies_readiness() {
-    let env = Env::new(&[("ok", &["report", "success", "activated"])]);
+    let env = Env::new(&[("ok", &["environ", "report", "success", "activated"])]);
     std::fs::create_dir_all(&env.paths.runtime_dir).unwrap();
     // The service manager's part: bind the socket, and a notify socket.
     let listener = UnixListener::bind(&env.paths.socket).unwrap();
@@ -53,9 +53,15 @@ async fn the_daemon_serves_an_inherited_socket_and_notifies_readiness() {
     let id = c.delegate(env.delegate_request("ok", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, Duration::from_secs(30)).await;
     assert_eq!(json(&t.report_json)["summary"], "activated");
-    // The agent did not inherit the activation variables.
+    // The agent did not inherit the activation variables. It printed its
+    // whole environment (caesar's own variables are there, so the log is
+    // not merely empty), and none of the service manager's is in it.
     let raw = std::fs::read_to_string(std::path::Path::new(&t.task_dir).join("raw.log")).unwrap_or_default();
-    assert!(!raw.contains("LISTEN_FDS"));
+    let names: Vec<&str> = raw.lines().filter_map(|l| l.split_once('=').map(|(k, _)| k)).collect();
+    assert!(names.contains(&"CAESAR_TASK_ID"), "the agent printed no environment: {raw}");
+    for inherited in ["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET"] {
+        assert!(!names.contains(&inherited), "the agent inherited {inherited}: {raw}");
+    }
 
     c.shutdown(pb::ShutdownRequest { cancel_tasks: false, only_if_idle: false }).await.unwrap();
     assert!(daemon.wait().unwrap().success());

@@ -41,7 +41,8 @@ impl Engine {
     pub fn channel_get_task(&self, task_id: &str, secret: &str) -> Result<String> {
         let record = self.channel_record(task_id, secret)?;
         let path = Path::new(&record.task_dir).join("task.json");
-        std::fs::read_to_string(&path).map_err(|e| Error::io_at("cannot read", &path, e))
+        crate::safe_fs::read_to_string_capped(&path, crate::safe_fs::REPORT_CAP)
+            .map_err(|e| Error::io_at("cannot read", &path, e))
     }
 
     /// `report_progress`: a `progress` event in the task's log. Returns its seq.

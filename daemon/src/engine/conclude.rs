@@ -170,23 +170,12 @@ impl Engine {
         // OACP readers of the task directory find the report where the
         // agent would have put it. A convenience copy (the store holds the
         // report), written after the waiters are woken. The directory is
-        // the agent's to write: the temporary file is a fresh name created
-        // exclusively (never through a planted symlink), and the rename
-        // replaces whatever link sits at report.json rather than follow it.
-        let dir = Self::task_dir(record);
-        let report_path = dir.report();
-        if std::fs::symlink_metadata(&report_path).is_err() {
-            let tmp = dir.root().join(format!(".report.{}.tmp", crate::ids::secret()));
-            let written = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)
-                .and_then(|mut f| std::io::Write::write_all(&mut f, body.as_bytes()))
-                .and_then(|()| std::fs::rename(&tmp, &report_path));
-            if let Err(e) = written {
-                let _ = std::fs::remove_file(&tmp);
-                warn!(task_id = %record.id, "cannot leave a copy of the report at {}: {e}", report_path.display());
-            }
+        // the agent's to write: never through a link it planted.
+        let report_path = Self::task_dir(record).report();
+        if std::fs::symlink_metadata(&report_path).is_err()
+            && let Err(e) = crate::safe_fs::write_replacing(&report_path, body.as_bytes())
+        {
+            warn!(task_id = %record.id, "cannot leave a copy of the report at {}: {e}", report_path.display());
         }
         Ok(())
     }

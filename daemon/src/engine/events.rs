@@ -78,11 +78,11 @@ impl Engine {
             // An earlier append failed: bring the file back to the store first.
             self.repair_events_file(id, task_dir, first);
         }
-        let before = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+        let before = std::fs::symlink_metadata(&file).map(|m| m.len()).unwrap_or(0);
         let appended = append_file(&file, text.as_bytes());
         let stored = store(&records);
         if !matches!(stored, Ok(true)) {
-            if let Err(e) = std::fs::OpenOptions::new().write(true).open(&file).and_then(|f| f.set_len(before)) {
+            if let Err(e) = crate::safe_fs::truncate_regular(&file, before) {
                 warn!(task_id = %id, "cannot cut {} back after the store refused a batch: {e}", file.display());
                 live.events_file_behind.store(true, std::sync::atomic::Ordering::SeqCst);
             }
@@ -111,7 +111,14 @@ impl Engine {
     /// added. Failures are logged with their cause.
     pub(super) fn repair_events_file(&self, id: &str, task_dir: &Path, stored: u64) {
         let file = TaskDir::new(task_dir).events();
-        let text = std::fs::read(&file).unwrap_or_default();
+        // The agent can write here: opened as a regular file only, never
+        // through a link or a FIFO.
+        let text = crate::safe_fs::open_regular(&file)
+            .and_then(|mut f| {
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut f, &mut bytes).map(|_| bytes)
+            })
+            .unwrap_or_default();
         let mut kept = 0u64;
         let mut end = 0usize;
         for (i, b) in text.iter().enumerate() {
@@ -125,7 +132,7 @@ impl Engine {
         }
         if end < text.len() {
             warn!(task_id = %id, "events.jsonl had lines past the stored events: cut back");
-            if let Err(e) = std::fs::OpenOptions::new().write(true).open(&file).and_then(|f| f.set_len(end as u64)) {
+            if let Err(e) = crate::safe_fs::truncate_regular(&file, end as u64) {
                 warn!(task_id = %id, "cannot cut {} back: {e}", file.display());
             }
         }
@@ -152,5 +159,5 @@ impl Engine {
 
 fn append_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    std::fs::OpenOptions::new().create(true).append(true).open(path)?.write_all(bytes)
+    crate::safe_fs::open_append_regular(path)?.write_all(bytes)
 }

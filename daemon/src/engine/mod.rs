@@ -76,7 +76,11 @@ impl Settings {
     /// The defaults, with the grace period overridable by
     /// `CAESAR_KILL_GRACE_MS` (tests shorten it).
     pub fn from_env() -> std::io::Result<Settings> {
-        let grace_ms = std::env::var("CAESAR_KILL_GRACE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
+        let grace_ms = std::env::var("CAESAR_KILL_GRACE_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(3000)
+            .min(crate::supervisor::MAX_GRACE_MS);
         let raw_log_cap =
             std::env::var("CAESAR_RAW_LOG_MAX_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_RAW_LOG_CAP);
         Ok(Settings {

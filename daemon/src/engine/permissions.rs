@@ -123,7 +123,7 @@ impl Engine {
     pub(super) fn deliver_permission(&self, record: &TaskRecord, qid: &str, answer: &str) {
         let dir = Self::task_dir(record);
         let path = dir.permission_request(qid);
-        let ask = match std::fs::read(&path)
+        let ask = match crate::safe_fs::read_capped(&path, crate::safe_fs::REPORT_CAP)
             .map_err(|e| e.to_string())
             .and_then(|b| serde_json::from_slice::<provider::PermissionAsk>(&b).map_err(|e| e.to_string()))
         {

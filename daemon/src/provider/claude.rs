@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::{
     Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, PermissionAsk, ProviderSpec, Stdin,
-    Stream, allowed_effort, error, file_changed, json_object, mcp_servers_json, message, s, str_at, summarize_input,
-    thinking, u64_at,
+    Stream, allowed_effort, error, file_changed, json_object, mcp_servers_json, message, permission_question, s,
+    str_at, summarize_input, thinking, u64_at,
 };
 use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 
@@ -189,10 +189,8 @@ impl ClaudeParser {
             return;
         };
         let input = request.get("input").cloned().unwrap_or(Value::Null);
-        let summary = match str_at(request, "description").filter(|d| !d.is_empty()) {
-            Some(d) => format!("{tool_name}: {d} ({})", summarize_input(&input)),
-            None => format!("{tool_name}({})", summarize_input(&input)),
-        };
+        // The whole input, before the agent's own description of it.
+        let summary = permission_question(tool_name, str_at(request, "description"), &input);
         p.permission =
             Some(PermissionAsk { request_id: request_id.to_owned(), tool_name: tool_name.to_owned(), input, summary });
     }

@@ -382,6 +382,69 @@ fn summarize_input(input: &Value) -> String {
     }
 }
 
+/// The most characters of a tool's input a permission question shows; past
+/// it the question says, in words, that it was shortened.
+pub const PERMISSION_INPUT_SHOWN: usize = 16 * 1024;
+
+/// The text of a permission question about one tool call: the whole input
+/// first (for a shell tool, the whole command, verbatim, newlines kept),
+/// then the agent's own description, marked as its claim. A summary that
+/// shows the description first and cuts the command is how an approver
+/// once read `echo running the unit tests …` and approved a hidden
+/// `; curl … | sh`. Control and bidirectional characters are shown escaped,
+/// so nothing in the input can hide the rest of it from a terminal.
+pub(crate) fn permission_question(tool_name: &str, description: Option<&str>, input: &Value) -> String {
+    let command = input.as_object().and_then(|o| match o.get("command").or_else(|| o.get("cmd")) {
+        Some(Value::String(c)) => Some(c.clone()),
+        Some(Value::Array(a)) => Some(
+            a.iter()
+                .map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string()))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        _ => None,
+    });
+    let (what, shown) = match command {
+        Some(c) => ("this whole command", c),
+        None => ("this whole input", serde_json::to_string_pretty(input).unwrap_or_else(|_| input.to_string())),
+    };
+    let shown = reveal(&shown);
+    let total = shown.chars().count();
+    let mut text = format!("{tool_name} with {what}:\n{}", truncate_plain(&shown, PERMISSION_INPUT_SHOWN));
+    if total > PERMISSION_INPUT_SHOWN {
+        text.push_str(&format!(
+            "\n[shortened by caesar: it is {total} characters long and only the first {PERMISSION_INPUT_SHOWN} are \
+             shown; the whole request is kept in the task's permissions/ directory. Do not allow what you have not \
+             read.]"
+        ));
+    }
+    if let Some(d) = description.map(str::trim).filter(|d| !d.is_empty()) {
+        text.push_str(&format!(
+            "\n(The agent describes this as: \"{}\"; that is its claim, the input above is what runs.)",
+            reveal(d)
+        ));
+    }
+    text
+}
+
+/// `text` with control characters (but newline and tab) and bidirectional
+/// overrides written as `\u{…}` escapes.
+fn reveal(text: &str) -> String {
+    let hidden = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    };
+    text.chars().map(|c| if hidden(c) { format!("\\u{{{:x}}}", c as u32) } else { c.to_string() }).collect()
+}
+
+/// The first `max` characters of `text`, with no mark (the caller says it).
+fn truncate_plain(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    }
+}
+
 fn one_line(v: &str) -> String {
     v.split_whitespace().collect::<Vec<_>>().join(" ")
 }

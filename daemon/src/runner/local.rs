@@ -115,7 +115,7 @@ impl Runner for LocalRunner {
                     started_ms: agent.started_ms,
                 }
             };
-            if let Some(agent) = supervisor::read_agent(dir.root()) {
+            if let Some(agent) = supervisor::read_agent_checked(dir.root(), &task_id) {
                 return Some(adopt(agent));
             }
             // No supervisor.log: no supervisor was ever spawned for this
@@ -127,14 +127,14 @@ impl Runner for LocalRunner {
             // writes agent.json soon.
             for _ in 0..250 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                if let Some(agent) = supervisor::read_agent(dir.root()) {
+                if let Some(agent) = supervisor::read_agent_checked(dir.root(), &task_id) {
                     return Some(adopt(agent));
                 }
             }
             // It never got the agent started: start afresh.
             supervisor::kill_by_task_env(&task_id);
             // The agent may have been started in the last instant.
-            supervisor::read_agent(dir.root()).map(adopt)
+            supervisor::read_agent_checked(dir.root(), &task_id).map(adopt)
         })
     }
 
@@ -159,17 +159,12 @@ impl Runner for LocalRunner {
     }
 
     fn kill_remains(&self, task_id: &str, dir: &TaskDir) {
-        // The agent's group if it was recorded, and every process carrying
-        // the task's id in its environment. agent.json sits where the agent
-        // can write: its pid is trusted only when that process carries the
-        // task's id, never to signal an unrelated group.
-        let ours = supervisor::processes_of_task(task_id);
+        // The agent's group if agent.json names one of this task's own
+        // processes (the agent can write agent.json: its pid is never taken
+        // on its word), and every process carrying the task's id in its
+        // environment.
         #[cfg(unix)]
-        if let Some(agent) = supervisor::read_agent(dir.root())
-            && ours.contains(&agent.pid)
-        {
-            supervisor::kill_group(agent.pid);
-        }
+        supervisor::kill_group_checked(dir.root(), task_id);
         supervisor::kill_by_task_env(task_id);
     }
 }

@@ -28,6 +28,7 @@ use super::diff::{tree_diff, trees};
 use super::snapshot::{excluded, snapshot};
 use super::{Prepared, WorkshopError};
 use crate::oacp::Isolation;
+use crate::safe_fs;
 
 /// A path that keeps the apply from happening, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,6 +165,19 @@ pub fn apply(p: &Prepared) -> Result<ApplyResult, WorkshopError> {
     }
     for (path, target) in &plan {
         let full = root.join(path);
+        // A directory on the way that is a link (an ignored `cache ->
+        // /elsewhere`) would take the write out of the repository.
+        if let Some(at) = safe_fs::parent_escape(&root, Path::new(path)) {
+            let shown = at.strip_prefix(&root).unwrap_or(&at).display().to_string();
+            conflicts.push(Conflict {
+                path: path.clone(),
+                reason: format!(
+                    "`{shown}` on its way is a symbolic link or not a directory, so writing it could leave the \
+                     repository: replace `{shown}` with a real directory (or remove it), then apply again"
+                ),
+            });
+            continue;
+        }
         if let Some((_, mode)) = target {
             if *mode == 0o160000 {
                 conflicts.push(Conflict {
@@ -215,6 +229,13 @@ fn refused(conflicts: Vec<Conflict>) -> ApplyResult {
 /// Makes `root/path` hold `target` (a blob and its mode), or removes it.
 fn put(repo: &Repository, root: &Path, path: &str, target: Entry) -> std::io::Result<()> {
     let full = root.join(path);
+    // Checked again just before the write, in case the tree changed since.
+    if let Some(at) = safe_fs::parent_escape(root, Path::new(path)) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is a symbolic link or not a directory: caesar writes only inside the repository", at.display()),
+        ));
+    }
     if let Ok(meta) = std::fs::symlink_metadata(&full) {
         if meta.is_dir() {
             if target.is_none() {

@@ -26,6 +26,7 @@
 //! mcp-report JSON     call submit_report and print the reply
 //! stamp FILE          append the wall-clock time (ns since the epoch) to FILE
 //! env NAME            print NAME=value of an environment variable
+//! environ             print the whole environment, one NAME=value a line
 //! hang                sleep forever
 //! exit CODE           exit with CODE
 //! ```
@@ -199,6 +200,15 @@ fn main() {
             "env" => {
                 let name = next(&mut i);
                 let _ = writeln!(out, "{name}={}", std::env::var(&name).unwrap_or_default());
+            }
+            "environ" => {
+                let mut vars: Vec<(String, String)> = std::env::vars_os()
+                    .map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
+                    .collect();
+                vars.sort();
+                for (k, v) in vars {
+                    let _ = writeln!(out, "{k}={v}");
+                }
             }
             "hang" => {
                 drop(out);

@@ -1,0 +1,72 @@
+//! The `caesard __supervise` process on its own, as the daemon starts it.
+
+#![allow(clippy::unwrap_used)]
+#![cfg(target_os = "linux")]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use caesard::supervisor::{self, SuperviseArgs};
+
+fn now_ms() -> i64 {
+    caesard::clock::now_ms()
+}
+
+fn supervise(task_dir: &Path, deadline_ms: i64, grace_ms: u64, program: &str, args: &[&str]) -> std::process::Child {
+    let a = SuperviseArgs {
+        task_dir: task_dir.to_path_buf(),
+        deadline_ms,
+        grace_ms,
+        log_cap: 0,
+        stdin_close_after: None,
+        program: program.to_owned(),
+        args: args.iter().map(|s| s.to_string()).collect(),
+    };
+    Command::new(env!("CARGO_BIN_EXE_caesard"))
+        .args(a.to_argv())
+        .env("CAESAR_TASK_ID", "t_00000000abcd")
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn the_largest_grace_does_not_panic_the_supervisor() {
+    // CAESAR_KILL_GRACE_MS=18446744073709551615 reaches the supervisor as is.
+    let d = tempfile::tempdir().unwrap();
+    let mut s = supervise(d.path(), now_ms() + 300, u64::MAX, "sleep", &["30"]);
+    let started = Instant::now();
+    let status = s.wait().unwrap();
+    assert!(status.success(), "the supervisor failed: {status:?}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let exit = supervisor::read_exit(d.path()).unwrap();
+    assert!(exit.timed_out && exit.signal == Some(15), "{exit:?}");
+}
+
+#[test]
+fn the_supervisor_has_a_process_name_of_its_own() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = supervise(d.path(), now_ms() + 30_000, 100, "sleep", &["30"]);
+    let comm = format!("/proc/{}/comm", s.id());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut name = String::new();
+    while Instant::now() < deadline {
+        name = std::fs::read_to_string(&comm).unwrap_or_default().trim().to_owned();
+        if name != "caesard" && !name.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // `pkill -x caesard` and `killall caesard` match this name.
+    assert_eq!(name, "caesar-supervis", "the kernel keeps 15 bytes of `caesar-supervise`");
+    // And agent.json now carries start times, so its pids can be checked.
+    while supervisor::read_agent(d.path()).is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let agent = supervisor::read_agent_checked(d.path(), "t_00000000abcd").unwrap();
+    assert!(agent.pid != 0 && agent.supervisor_pid == s.id(), "{agent:?}");
+    assert!(agent.agent_start.is_some() && agent.supervisor_start.is_some());
+    supervisor::request_stop(s.id());
+    assert!(s.wait().unwrap().success());
+    assert!(supervisor::read_exit(d.path()).unwrap().terminated);
+}
