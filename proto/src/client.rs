@@ -56,12 +56,22 @@ pub async fn connect(paths: &Paths) -> Result<(Client, PingResponse), ConnectErr
         && record.socket != paths.socket
     {
         match connect_at(&record.socket).await {
-            Ok(found) => return Ok(found),
+            // A stale record may name a socket that another state
+            // directory's daemon serves now: that one is not ours.
+            Ok(found) if same_dir(Path::new(&found.1.state_dir), &paths.state_dir) => return Ok(found),
+            Ok(_) => {}
             Err(e @ ConnectError::ForeignDaemon(_)) => return Err(e),
             Err(_) => {}
         }
     }
     Err(first)
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }
 
 /// Connects to the daemon at exactly `socket` and pings it.
@@ -110,6 +120,12 @@ pub async fn connect_or_start(paths: &Paths) -> Result<Client, ConnectError> {
         }
         Err(e @ ConnectError::ForeignDaemon(_)) => return Err(e),
         Err(_) => {}
+    }
+    // The daemon gets the socket as CAESAR_SOCKET (below), which it takes
+    // as the user's own choice of directory and does not check: a directory
+    // caesar picked itself is checked here first (not a symlink, ours, 0700).
+    if !paths.socket_overridden {
+        paths.ensure_dirs()?;
     }
     start_daemon(paths)?;
     wait_until_ready(paths, Duration::from_secs(10)).await

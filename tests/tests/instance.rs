@@ -250,3 +250,21 @@ async fn a_socket_served_by_another_user_is_refused_before_anything_is_sent() {
     assert_eq!(std::fs::metadata(&shared).unwrap().permissions().mode() & 0o777, 0o777);
     assert!(Path::new(&socket).exists(), "the other user's socket was left alone");
 }
+
+#[tokio::test]
+async fn a_runtime_directory_planted_as_a_symlink_is_refused_by_the_client_too() {
+    // The client starts the daemon with an explicit socket, so the check of
+    // a directory caesar picked itself must happen in the client.
+    let h = Home::new();
+    let elsewhere = h.home.path().join("elsewhere");
+    std::fs::DirBuilder::new().mode(0o700).create(&elsewhere).unwrap();
+    let state = h.home.path().join(".local/state/caesar");
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&state).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, state.join("run")).unwrap();
+    let o = h.caesar(Shape::Codex, &["ps"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("symlink"), "{stderr}");
+    assert_eq!(h.daemons(), Vec::<u32>::new());
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing was put where the link points");
+}
