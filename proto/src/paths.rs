@@ -184,6 +184,8 @@ pub fn create_private_dir(dir: &Path, follow: Follow) -> io::Result<()> {
         };
         check_private(dir, meta.uid(), meta.mode(), nix::unistd::geteuid().as_raw())?;
     }
+    #[cfg(not(unix))]
+    let _ = follow;
     Ok(())
 }
 
