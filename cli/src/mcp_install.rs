@@ -20,6 +20,11 @@ pub const CLIENTS: [&str; 7] = ["claude", "codex", "gemini", "cursor", "vscode",
 /// The name of the entry in every client's config.
 const NAME: &str = "caesar";
 
+/// How long a host should let one tool call run, in seconds: `caesar_await`
+/// blocks up to 600 s, and codex (60 s by default) or gemini (10 minutes)
+/// would otherwise cut a long await short. See docs/hosts.md.
+const TOOL_TIMEOUT_SEC: i64 = 660;
+
 /// What `install` did or would do.
 pub struct Plan {
     /// A human description of the change.
@@ -94,18 +99,28 @@ pub fn install(client: &str, uninstall: bool, dry_run: bool) -> anyhow::Result<P
                 .join("config.toml");
             if let Some(cli) = on_path("codex") {
                 let present = read_toml_entry(&path)?;
-                let matches = if uninstall { present.is_none() } else { present.as_deref() == Some(shim.as_str()) };
-                let args: Vec<String> = if uninstall {
-                    vec!["mcp".into(), "remove".into(), NAME.into()]
-                } else {
-                    vec!["mcp".into(), "add".into(), NAME.into(), "--".into(), shim.clone()]
-                };
-                return run_client(&cli, args, !matches, dry_run);
+                if uninstall {
+                    let args = vec!["mcp".into(), "remove".into(), NAME.into()];
+                    return run_client(&cli, args, present.is_some(), dry_run);
+                }
+                let command_ok = present.as_ref().is_some_and(|(c, _)| c == &shim);
+                let timeout_ok = present.as_ref().is_some_and(|(_, t)| *t == Some(TOOL_TIMEOUT_SEC));
+                let args = vec!["mcp".into(), "add".into(), NAME.into(), "--".into(), shim.clone()];
+                let mut plan = run_client(&cli, args, !command_ok, dry_run)?;
+                // `codex mcp add` has no timeout option (and rewrites the
+                // entry): the timeout is merged into what it wrote.
+                if !command_ok || !timeout_ok {
+                    let note = set_codex_timeout(&path, dry_run)?;
+                    plan.summary = if plan.changed { format!("{}; {note}", plan.summary) } else { note };
+                    plan.path = Some(path);
+                    plan.changed = true;
+                }
+                return Ok(plan);
             }
             merge_codex_toml(&path, (!uninstall).then_some(shim.as_str()), dry_run)
         }
         "gemini" => {
-            let entry = json!({"command": shim, "args": [], "trust": false});
+            let entry = json!({"command": shim, "args": [], "trust": false, "timeout": TOOL_TIMEOUT_SEC * 1000});
             merge_json(&home.join(".gemini/settings.json"), &["mcpServers"], (!uninstall).then_some(entry), dry_run)
         }
         "cursor" => {
@@ -225,16 +240,36 @@ fn merge_json(path: &Path, table: &[&str], entry: Option<Value>, dry_run: bool) 
     Ok(Plan { summary, path: Some(path.to_path_buf()), command: None, changed })
 }
 
-fn read_toml_entry(path: &Path) -> anyhow::Result<Option<String>> {
+/// The command and `tool_timeout_sec` of `[mcp_servers.caesar]`, if there is one.
+fn read_toml_entry(path: &Path) -> anyhow::Result<Option<(String, Option<i64>)>> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let doc: toml_edit::DocumentMut =
         text.parse().with_context(|| format!("{} is not valid TOML: fix it first", path.display()))?;
-    Ok(doc
-        .get("mcp_servers")
-        .and_then(|s| s.get(NAME))
-        .and_then(|e| e.get("command"))
-        .and_then(|c| c.as_str())
-        .map(str::to_owned))
+    let Some(entry) = doc.get("mcp_servers").and_then(|s| s.get(NAME)) else { return Ok(None) };
+    let command = entry.get("command").and_then(|c| c.as_str()).unwrap_or_default().to_owned();
+    Ok(Some((command, entry.get("tool_timeout_sec").and_then(|t| t.as_integer()))))
+}
+
+/// Sets `tool_timeout_sec` in the `[mcp_servers.caesar]` that `codex mcp add`
+/// wrote, keeping the rest of the file. Says what it did.
+fn set_codex_timeout(path: &Path, dry_run: bool) -> anyhow::Result<String> {
+    let what = format!("{}: set [mcp_servers.{NAME}] tool_timeout_sec = {TOOL_TIMEOUT_SEC}", path.display());
+    if dry_run {
+        return Ok(what);
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut doc: toml_edit::DocumentMut =
+        text.parse().with_context(|| format!("{} is not valid TOML: fix it first", path.display()))?;
+    let Some(entry) = doc.get_mut("mcp_servers").and_then(|s| s.get_mut(NAME)).and_then(|e| e.as_table_like_mut())
+    else {
+        bail!(
+            "`codex mcp add` left no [mcp_servers.{NAME}] in {}: add `tool_timeout_sec = {TOOL_TIMEOUT_SEC}` to caesar's entry yourself",
+            path.display()
+        )
+    };
+    entry.insert("tool_timeout_sec", toml_edit::value(TOOL_TIMEOUT_SEC));
+    std::fs::write(path, doc.to_string()).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(what)
 }
 
 /// Sets (or removes) `[mcp_servers.caesar]` in Codex's config.toml,
@@ -243,15 +278,12 @@ fn merge_codex_toml(path: &Path, command: Option<&str>, dry_run: bool) -> anyhow
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut doc: toml_edit::DocumentMut =
         text.parse().with_context(|| format!("{} is not valid TOML: fix it first", path.display()))?;
-    let present = doc
-        .get("mcp_servers")
-        .and_then(|s| s.get(NAME))
-        .and_then(|e| e.get("command"))
-        .and_then(|c| c.as_str())
-        .map(str::to_owned);
+    let entry = doc.get("mcp_servers").and_then(|s| s.get(NAME));
+    let present = entry.and_then(|e| e.get("command")).and_then(|c| c.as_str()).map(str::to_owned);
+    let timeout = entry.and_then(|e| e.get("tool_timeout_sec")).and_then(|t| t.as_integer());
     let changed = match command {
-        Some(c) => present.as_deref() != Some(c),
-        None => doc.get("mcp_servers").and_then(|s| s.get(NAME)).is_some(),
+        Some(c) => present.as_deref() != Some(c) || timeout != Some(TOOL_TIMEOUT_SEC),
+        None => entry.is_some(),
     };
     match command {
         Some(c) => {
@@ -264,6 +296,7 @@ fn merge_codex_toml(path: &Path, command: Option<&str>, dry_run: bool) -> anyhow
             let mut entry = toml_edit::Table::new();
             entry.insert("command", toml_edit::value(c));
             entry.insert("args", toml_edit::value(toml_edit::Array::new()));
+            entry.insert("tool_timeout_sec", toml_edit::value(TOOL_TIMEOUT_SEC));
             servers.insert(NAME, toml_edit::Item::Table(entry));
         }
         None => {
@@ -274,7 +307,10 @@ fn merge_codex_toml(path: &Path, command: Option<&str>, dry_run: bool) -> anyhow
     }
     let summary = match (command, changed) {
         (_, false) => format!("{}: already as asked, nothing to do", path.display()),
-        (Some(c), true) => format!("{}: set [mcp_servers.{NAME}] command = \"{c}\"", path.display()),
+        (Some(c), true) => format!(
+            "{}: set [mcp_servers.{NAME}] command = \"{c}\", tool_timeout_sec = {TOOL_TIMEOUT_SEC}",
+            path.display()
+        ),
         (None, true) => format!("{}: remove [mcp_servers.{NAME}]", path.display()),
     };
     if changed && !dry_run {

@@ -65,9 +65,36 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(serve(paths.clone())) {
         Ok(Served::Stopped) => ExitCode::SUCCESS,
-        Ok(Served::AlreadyRunning) => {
-            eprintln!("caesard: already running for {}", paths.socket.display());
-            ExitCode::SUCCESS
+        Ok(Served::AlreadyRunning(record)) => match record {
+            Some(r) if r.socket != std::path::absolute(&paths.socket).unwrap_or_else(|_| paths.socket.clone()) => {
+                // Not a race between two auto-starts of one socket: this
+                // daemon was asked to serve the same store at another socket.
+                eprintln!(
+                    "caesard: another caesard (pid {}) already serves the state directory {} at {}; clients reach it there whatever their socket, so this one does not start. To serve at {} instead, stop it first (`caesar daemon stop`)",
+                    r.pid,
+                    paths.state_dir.display(),
+                    r.socket.display(),
+                    paths.socket.display()
+                );
+                ExitCode::FAILURE
+            }
+            Some(r) => {
+                eprintln!("caesard: already running (pid {}) for {}", r.pid, paths.socket.display());
+                ExitCode::SUCCESS
+            }
+            None => {
+                eprintln!("caesard: already running for {}", paths.state_dir.display());
+                ExitCode::SUCCESS
+            }
+        },
+        Ok(Served::SocketTaken(ping)) => {
+            eprintln!(
+                "caesard: {} is served by another caesard (pid {}, state directory {}); it is left alone. Stop it, or give this daemon its own socket with CAESAR_SOCKET",
+                paths.socket.display(),
+                ping.pid,
+                ping.state_dir
+            );
+            ExitCode::FAILURE
         }
         Err(e) => {
             tracing::error!("caesard failed: {e:#}");

@@ -3,9 +3,11 @@
 use std::fs::File;
 use std::sync::Arc;
 
-use caesar_proto::ipc;
+use caesar_proto::instance::DaemonRecord;
 use caesar_proto::paths::Paths;
+use caesar_proto::pb::PingResponse;
 use caesar_proto::pb::caesar_server::CaesarServer;
+use caesar_proto::{client, ipc};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -17,13 +19,23 @@ use crate::rpc::Service;
 pub enum Served {
     /// Served until told to stop.
     Stopped,
-    /// Another daemon holds the instance lock for this socket.
-    AlreadyRunning,
+    /// Another daemon holds the instance lock of this state directory; its
+    /// record, when it wrote one, says where it listens.
+    AlreadyRunning(Option<DaemonRecord>),
+    /// A daemon answers on our socket but does not hold our state
+    /// directory's lock: it serves another state directory (or is an older
+    /// caesard that locked its socket, not its store). Its socket is not
+    /// taken from it.
+    SocketTaken(PingResponse),
 }
 
-/// Takes the instance lock for `paths`, or `None` when another daemon has it.
-/// The lock is held as long as the returned file is open; the kernel drops
-/// it when the process dies, however it dies.
+/// Takes the instance lock for the state directory of `paths`, or `None`
+/// when another daemon has it. The lock is held as long as the returned
+/// file is open; the kernel drops it when the process dies, however it dies.
+///
+/// The lock belongs to the state directory, not to the socket: two clients
+/// may compute different sockets (one with `XDG_RUNTIME_DIR`, one without),
+/// and the daemons they start must still not share one store.
 pub fn lock_instance(paths: &Paths) -> anyhow::Result<Option<File>> {
     paths.ensure_dirs()?;
     let lock = File::options().create(true).truncate(false).write(true).open(paths.lock_file())?;
@@ -36,14 +48,14 @@ pub fn lock_instance(paths: &Paths) -> anyhow::Result<Option<File>> {
 
 /// Takes the instance lock, waiting a little while a daemon that is
 /// stopping still holds it (its socket is closed before its process exits).
-/// Gives up at once when a daemon answers on the socket.
+/// Gives up at once when the daemon that holds it answers.
 async fn wait_for_instance_lock(paths: &Paths) -> anyhow::Result<Option<File>> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         if let Some(lock) = lock_instance(paths)? {
             return Ok(Some(lock));
         }
-        if std::time::Instant::now() >= deadline || ipc::connect(&paths.socket).await.is_ok() {
+        if std::time::Instant::now() >= deadline || client::connect(paths).await.is_ok() {
             return Ok(None);
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -53,19 +65,34 @@ async fn wait_for_instance_lock(paths: &Paths) -> anyhow::Result<Option<File>> {
 /// Runs the daemon until SIGTERM, SIGINT or a Shutdown call.
 pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
     let Some(_lock) = wait_for_instance_lock(&paths).await? else {
-        return Ok(Served::AlreadyRunning);
+        return Ok(Served::AlreadyRunning(DaemonRecord::read(&paths)));
     };
-    let engine = Engine::open(paths.clone(), Settings::from_env()?)?;
-    engine.recover().await?;
     #[cfg(unix)]
     let inherited = ipc::inherited_listener()?;
     #[cfg(not(unix))]
     let inherited = None;
     let activated = inherited.is_some();
+    // Binding replaces a stale socket file; one that a live daemon serves is
+    // another state directory's, and stays its own.
+    if !activated
+        && let Ok(Ok((_, ping))) =
+            tokio::time::timeout(std::time::Duration::from_secs(2), client::connect_at(&paths.socket)).await
+    {
+        return Ok(Served::SocketTaken(ping));
+    }
+    let engine = Engine::open(paths.clone(), Settings::from_env()?)?;
+    engine.recover().await?;
     let listener = match inherited {
         Some(l) => l,
         None => ipc::bind(&paths.socket)?,
     };
+    // Clients whose environment names another socket find this one here.
+    if let Err(e) = DaemonRecord::for_this_process(&paths.socket).write(&paths) {
+        warn!(
+            "cannot write {}: clients with another environment will not find this daemon: {e}",
+            paths.record_file().display()
+        );
+    }
     info!(socket = %paths.socket.display(), pid = std::process::id(), version = caesar_proto::VERSION, activated, "caesard ready");
     notify_ready();
 
@@ -157,7 +184,11 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
         } => info!("closing connections that stayed open"),
     }
     // Running tasks are left to their supervisors; the next daemon
-    // re-attaches to them.
+    // re-attaches to them. Under socket activation the socket outlives this
+    // process (the service manager keeps it), and so does the record.
+    if !activated {
+        DaemonRecord::remove_if_mine(&paths);
+    }
     info!("caesard stopped");
     Ok(Served::Stopped)
 }

@@ -1,12 +1,18 @@
 //! Reaching the daemon: connect, start it when none answers, and check that
 //! it speaks our protocol.
+//!
+//! A client tries the socket its environment names, then the one the
+//! running daemon recorded in the state directory
+//! ([`crate::instance::DaemonRecord`]): clients with different environments
+//! (with and without `XDG_RUNTIME_DIR`) find the same daemon.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tonic::transport::Channel;
 
+use crate::instance::DaemonRecord;
 use crate::paths::Paths;
 use crate::pb::caesar_client::CaesarClient;
 use crate::pb::{PingRequest, PingResponse, ShutdownRequest};
@@ -30,20 +36,58 @@ pub enum ConnectError {
         "caesard {daemon_version} at {socket} speaks API protocol {daemon_protocol}, newer than this client's {PROTOCOL} ({active} active task(s)): upgrade caesar and caesar-mcp to match the daemon"
     )]
     ProtocolMismatch { socket: PathBuf, daemon_version: String, daemon_protocol: u32, active: u32 },
+    #[error("{0}")]
+    ForeignDaemon(ipc::ForeignPeer),
     #[error("cannot resolve caesar's directories: {0}")]
     Paths(#[from] std::io::Error),
 }
 
-/// Connects to a running daemon without starting one, and returns its `Ping`.
+/// Connects to a running daemon without starting one, and returns its `Ping`:
+/// at the socket of `paths`, else at the socket the daemon of this state
+/// directory recorded. A socket served by another user is refused
+/// ([`ConnectError::ForeignDaemon`]) without trying further.
 pub async fn connect(paths: &Paths) -> Result<(Client, PingResponse), ConnectError> {
-    let channel = ipc::connect(&paths.socket)
-        .await
-        .map_err(|e| ConnectError::NotRunning { socket: paths.socket.clone(), cause: source_chain(&e) })?;
+    let first = match connect_at(&paths.socket).await {
+        Ok(found) => return Ok(found),
+        Err(e @ ConnectError::ForeignDaemon(_)) => return Err(e),
+        Err(e) => e,
+    };
+    if let Some(record) = DaemonRecord::read(paths)
+        && record.socket != paths.socket
+    {
+        match connect_at(&record.socket).await {
+            // A stale record may name a socket that another state
+            // directory's daemon serves now: that one is not ours.
+            Ok(found) if same_dir(Path::new(&found.1.state_dir), &paths.state_dir) => return Ok(found),
+            Ok(_) => {}
+            Err(e @ ConnectError::ForeignDaemon(_)) => return Err(e),
+            Err(_) => {}
+        }
+    }
+    Err(first)
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// Connects to the daemon at exactly `socket` and pings it.
+pub async fn connect_at(socket: &Path) -> Result<(Client, PingResponse), ConnectError> {
+    let channel = ipc::connect(socket).await.map_err(|e| match ipc::foreign_peer(&e) {
+        Some(f) => ConnectError::ForeignDaemon(f),
+        None => ConnectError::NotRunning { socket: socket.to_path_buf(), cause: source_chain(&e) },
+    })?;
     let mut client = CaesarClient::new(channel).max_decoding_message_size(64 * 1024 * 1024);
     let ping = client
         .ping(PingRequest {})
         .await
-        .map_err(|e| ConnectError::NotRunning { socket: paths.socket.clone(), cause: e.message().to_owned() })?
+        .map_err(|e| match ipc::foreign_peer(&e) {
+            Some(f) => ConnectError::ForeignDaemon(f),
+            None => ConnectError::NotRunning { socket: socket.to_path_buf(), cause: e.message().to_owned() },
+        })?
         .into_inner();
     Ok((client, ping))
 }
@@ -74,7 +118,14 @@ pub async fn connect_or_start(paths: &Paths) -> Result<Client, ConnectError> {
             let _ = client.shutdown(ShutdownRequest { cancel_tasks: false, only_if_idle: false }).await;
             wait_until_gone(paths, Duration::from_secs(10)).await;
         }
+        Err(e @ ConnectError::ForeignDaemon(_)) => return Err(e),
         Err(_) => {}
+    }
+    // The daemon gets the socket as CAESAR_SOCKET (below), which it takes
+    // as the user's own choice of directory and does not check: a directory
+    // caesar picked itself is checked here first (not a symlink, ours, 0700).
+    if !paths.socket_overridden {
+        paths.ensure_dirs()?;
     }
     start_daemon(paths)?;
     wait_until_ready(paths, Duration::from_secs(10)).await
@@ -123,15 +174,17 @@ pub fn start_daemon(paths: &Paths) -> Result<(), ConnectError> {
     Ok(())
 }
 
-/// Polls the socket until a daemon of our protocol answers.
+/// Polls until a daemon of our protocol answers, at our socket or at the
+/// one recorded (a daemon started meanwhile from another environment wins
+/// the instance lock, and this client uses it).
 pub async fn wait_until_ready(paths: &Paths, limit: Duration) -> Result<Client, ConnectError> {
     let started = Instant::now();
     let mut delay = Duration::from_millis(2);
     loop {
-        if let Ok((client, ping)) = connect(paths).await
-            && ping.protocol == PROTOCOL
-        {
-            return Ok(client);
+        match connect(paths).await {
+            Ok((client, ping)) if ping.protocol == PROTOCOL => return Ok(client),
+            Err(e @ ConnectError::ForeignDaemon(_)) => return Err(e),
+            _ => {}
         }
         if started.elapsed() >= limit {
             return Err(ConnectError::NotReady {

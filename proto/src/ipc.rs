@@ -100,6 +100,10 @@ pub async fn accept(listener: &Listener) -> io::Result<Option<IpcConn>> {
 
 /// Opens a gRPC channel to the daemon's socket. It connects now, so a missing
 /// daemon is seen here rather than on the first call.
+///
+/// Every connection (the first and any reconnection) is checked before a
+/// byte is sent: the process serving the socket must run as this user. One
+/// of another uid fails with a [`ForeignPeer`] inside the error.
 pub async fn connect(path: &Path) -> Result<Channel, tonic::transport::Error> {
     let path = path.to_path_buf();
     // The URI is required by tonic and ignored by the connector.
@@ -108,8 +112,97 @@ pub async fn connect(path: &Path) -> Result<Channel, tonic::transport::Error> {
             let path = path.clone();
             async move {
                 let stream = Stream::connect(socket_name(&path)?).await?;
+                #[cfg(unix)]
+                check_peer(&path, stream.peer_creds().map(|c| c.euid()), nix::unistd::geteuid().as_raw())?;
                 Ok::<_, io::Error>(TokioIo::new(stream))
             }
         }))
         .await
+}
+
+/// The socket is served by a process of another user: it is not our
+/// daemon, and nothing may be sent to it (a delegation carries objectives,
+/// workspaces and secrets).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{} is served by a process of uid {}, not by you (uid {me}): it is not your caesard, so nothing was sent to it; remove the socket or point CAESAR_SOCKET elsewhere",
+    socket.display(),
+    peer.map_or_else(|| "unknown".to_owned(), |u| u.to_string())
+)]
+pub struct ForeignPeer {
+    pub socket: std::path::PathBuf,
+    /// The peer's effective uid, when the system told it.
+    pub peer: Option<u32>,
+    pub me: u32,
+}
+
+/// The client's half of the peer check: `peer` is what `SO_PEERCRED` (or
+/// the system's equivalent) said about the connected socket.
+#[cfg(unix)]
+fn check_peer(socket: &Path, peer: io::Result<Option<u32>>, me: u32) -> io::Result<()> {
+    match peer {
+        Ok(Some(uid)) if uid == me => Ok(()),
+        Ok(peer) => {
+            Err(io::Error::new(io::ErrorKind::PermissionDenied, ForeignPeer { socket: socket.to_path_buf(), peer, me }))
+        }
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            ForeignPeer { socket: socket.to_path_buf(), peer: None, me },
+        )),
+    }
+}
+
+/// The [`ForeignPeer`] somewhere in an error's chain of sources, if any.
+pub fn foreign_peer(e: &(dyn std::error::Error + 'static)) -> Option<ForeignPeer> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(f) = err.downcast_ref::<ForeignPeer>() {
+            return Some(f.clone());
+        }
+        if let Some(io) = err.downcast_ref::<io::Error>()
+            && let Some(f) = io.get_ref().and_then(|i| i.downcast_ref::<ForeignPeer>())
+        {
+            return Some(f.clone());
+        }
+        cur = err.source();
+    }
+    None
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_peer_of_our_uid_is_accepted() {
+        let s = Path::new("/tmp/x.sock");
+        check_peer(s, Ok(Some(1000)), 1000).unwrap();
+        for peer in [Ok(Some(0)), Ok(Some(1001)), Ok(None), Err(io::Error::other("no creds"))] {
+            let err = check_peer(s, peer, 1000).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+            let f = foreign_peer(&err).expect("a ForeignPeer inside");
+            assert_eq!(f.me, 1000);
+            assert!(err.to_string().contains("not your caesard"), "{err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_daemon_of_our_own_uid_passes_the_check() {
+        // The positive path through the real connector: a listener of ours.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = bind(&path).unwrap();
+        let accepting = tokio::spawn(async move {
+            let _conn = accept(&listener).await;
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        });
+        // tonic's connect also does the HTTP/2 handshake, which the bare
+        // listener never answers; what matters is that the connector let the
+        // stream through, so its error (if any) holds no ForeignPeer.
+        let r = tokio::time::timeout(std::time::Duration::from_millis(500), connect(&path)).await;
+        if let Ok(Err(e)) = r {
+            assert_eq!(foreign_peer(&e), None, "{e}");
+        }
+        accepting.abort();
+    }
 }

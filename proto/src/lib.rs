@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod duration;
+pub mod instance;
 pub mod ipc;
 pub mod paths;
 

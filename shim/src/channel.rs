@@ -31,6 +31,7 @@ const RECONNECT_FOR: Duration = Duration::from_secs(120);
 
 /// `report_progress` arguments.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(transform = crate::schema::portable)]
 pub struct ProgressArgs {
     /// What was done or is being done, in a sentence.
     pub message: String,
@@ -242,5 +243,34 @@ impl ServerHandler for Channel {
                 "The return channel to the orchestrator that delegated this task to you: report_progress at \
                  milestones, ask_orchestrator when a decision is not yours, submit_report when done.",
             )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The return channel's tools reach the delegated agent's CLI (codex,
+    /// gemini, opencode...), whose validators are as strict as any host's.
+    #[test]
+    fn the_channel_tools_have_strict_2020_12_schemas() {
+        let tools = Channel::tool_router().list_all();
+        assert!(!tools.is_empty());
+        for t in tools {
+            let mut schemas = vec![("input", serde_json::Value::Object(t.input_schema.as_ref().clone()))];
+            if let Some(out) = &t.output_schema {
+                schemas.push(("output", serde_json::Value::Object(out.as_ref().clone())));
+            }
+            for (what, schema) in schemas {
+                assert_eq!(crate::schema::problems(&schema), Vec::<String>::new(), "{} {what}: {schema}", t.name);
+                jsonschema::options()
+                    .with_draft(jsonschema::Draft::Draft202012)
+                    .should_validate_formats(true)
+                    .should_ignore_unknown_formats(false)
+                    .build(&schema)
+                    .unwrap_or_else(|e| panic!("{} {what}: {e}: {schema}", t.name));
+            }
+        }
     }
 }

@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod error;
 pub mod output;
 pub mod params;
+pub mod schema;
 pub mod server;
 pub mod shape;
 pub mod tools;

@@ -69,10 +69,21 @@ pub fn select(profile: &str, tools: Option<&str>) -> Result<Vec<&'static str>, S
 fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     // The schemas are generated from types that are objects; an error here
     // is a bug caught by the tests, and the empty schema keeps serving.
-    schema_for_input::<T>().unwrap_or_else(|e| {
+    portable(schema_for_input::<T>().unwrap_or_else(|e| {
         tracing::error!("input schema: {e}");
         rmcp::handler::server::common::schema_for_empty_input()
-    })
+    }))
+}
+
+/// A generated schema without the formats strict hosts complain about
+/// (see [`crate::schema`]).
+fn portable(schema: Arc<JsonObject>) -> Arc<JsonObject> {
+    let mut value = serde_json::Value::Object(schema.as_ref().clone());
+    crate::schema::make_portable(&mut value);
+    match value {
+        serde_json::Value::Object(obj) => Arc::new(obj),
+        _ => schema,
+    }
 }
 
 fn tool<I: JsonSchema + 'static, O: JsonSchema + 'static>(
@@ -83,7 +94,7 @@ fn tool<I: JsonSchema + 'static, O: JsonSchema + 'static>(
 ) -> Tool {
     Tool::new(name, description, input::<I>())
         .with_title(title)
-        .with_raw_output_schema(schema_for_output::<O>())
+        .with_raw_output_schema(portable(schema_for_output::<O>()))
         .with_annotations(annotations)
 }
 
@@ -194,6 +205,108 @@ mod tests {
         assert!(e.contains("caesar_nope") && e.contains("caesar_delegate"));
         assert!(select("readonly", Some("caesar_cancel")).is_err());
         assert!(select("admin", None).is_err());
+    }
+
+    /// Every input and output schema is strict JSON Schema 2020-12: valid
+    /// against the meta-schema, compilable by a validator that refuses
+    /// unknown formats, and free of keywords 2020-12 does not define.
+    #[test]
+    fn every_schema_is_strict_2020_12() {
+        for name in ALL {
+            let t = definition(name).unwrap();
+            let schemas = [
+                ("input", serde_json::Value::Object(t.input_schema.as_ref().clone())),
+                ("output", serde_json::Value::Object(t.output_schema.unwrap().as_ref().clone())),
+            ];
+            for (what, schema) in schemas {
+                let text = schema.to_string();
+                assert_eq!(crate::schema::problems(&schema), Vec::<String>::new(), "{name} {what}: {text}");
+                assert!(!text.contains("\"definitions\""), "{name} {what}: $defs, not definitions");
+                assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema", "{name} {what}");
+                jsonschema::meta::validate(&schema).unwrap_or_else(|e| panic!("{name} {what}: {e}: {text}"));
+                jsonschema::options()
+                    .with_draft(jsonschema::Draft::Draft202012)
+                    .should_validate_formats(true)
+                    .should_ignore_unknown_formats(false)
+                    .build(&schema)
+                    .unwrap_or_else(|e| panic!("{name} {what}: {e}: {text}"));
+            }
+        }
+    }
+
+    /// The rewrite changes no property name and no `required` list: the
+    /// schemas are a public contract.
+    #[test]
+    fn portable_schemas_keep_the_contract() {
+        fn shape(v: &serde_json::Value, at: &str, out: &mut Vec<String>) {
+            if let Some(obj) = v.as_object() {
+                if let Some(props) = obj.get("properties").and_then(|p| p.as_object()) {
+                    out.push(format!("{at} properties {:?}", props.keys().collect::<Vec<_>>()));
+                }
+                if let Some(req) = obj.get("required") {
+                    out.push(format!("{at} required {req}"));
+                }
+                for (k, sub) in obj {
+                    shape(sub, &format!("{at}/{k}"), out);
+                }
+            } else if let Some(list) = v.as_array() {
+                for (i, sub) in list.iter().enumerate() {
+                    shape(sub, &format!("{at}/{i}"), out);
+                }
+            }
+        }
+        for name in ALL {
+            let t = definition(name).unwrap();
+            let pairs = [
+                (t.input_schema.as_ref().clone(), input_raw(name)),
+                (t.output_schema.unwrap().as_ref().clone(), output_raw(name)),
+            ];
+            for (served, raw) in pairs {
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                shape(&serde_json::Value::Object(served), "", &mut a);
+                shape(&serde_json::Value::Object(raw.as_ref().clone()), "", &mut b);
+                assert_eq!(a, b, "{name}");
+            }
+        }
+    }
+
+    /// The check is not vacuous: what schemars writes has the formats Gemini
+    /// CLI and opencode complain about, and the validator refuses them.
+    #[test]
+    fn unrewritten_schemas_fail_the_strict_check() {
+        let raw = serde_json::Value::Object(output_raw(AWAIT).as_ref().clone());
+        let found = crate::schema::problems(&raw);
+        assert!(found.iter().any(|p| p.contains("uint64")), "{found:?}");
+        assert!(
+            jsonschema::options()
+                .with_draft(jsonschema::Draft::Draft202012)
+                .should_validate_formats(true)
+                .should_ignore_unknown_formats(false)
+                .build(&raw)
+                .is_err()
+        );
+    }
+
+    fn input_raw(name: &str) -> Arc<JsonObject> {
+        macro_rules! raw {
+            ($($n:ident => $t:ty),*) => {
+                match name { $($n => schema_for_input::<$t>().unwrap(),)* _ => unreachable!() }
+            };
+        }
+        raw!(DELEGATE => DelegateParams, AWAIT => AwaitParams, STATUS => TaskParams, LOGS => LogsParams,
+            CANCEL => TaskParams, DIFF => DiffParams, APPLY => TaskParams, LIST_AGENTS => NoParams,
+            LIST_ROLES => NoParams, ANSWER => AnswerParams, DESCRIBE_AGENT => DescribeAgentParams)
+    }
+
+    fn output_raw(name: &str) -> Arc<JsonObject> {
+        macro_rules! raw {
+            ($($n:ident => $t:ty),*) => {
+                match name { $($n => schema_for_output::<$t>(),)* _ => unreachable!() }
+            };
+        }
+        raw!(DELEGATE => DelegateOutput, AWAIT => AwaitOutput, STATUS => StatusOutput, LOGS => LogsOutput,
+            CANCEL => CancelOutput, DIFF => DiffOutput, APPLY => ApplyOutput, LIST_AGENTS => ListAgentsOutput,
+            LIST_ROLES => ListRolesOutput, ANSWER => AnswerOutput, DESCRIBE_AGENT => DescribeAgentOutput)
     }
 
     #[test]

@@ -72,9 +72,14 @@ fn every_client_gets_its_entry_merged_once_and_removed_cleanly() {
             assert!(text.starts_with("# my codex\nmodel = \"o3\""), "{text}");
             assert!(text.contains("[mcp_servers.other]") && text.contains("[mcp_servers.caesar]"), "{text}");
             assert!(text.contains("caesar-mcp"), "{text}");
+            // caesar_await blocks up to 600 s; codex's default is 60 s.
+            assert!(text.contains("tool_timeout_sec = 660"), "{text}");
         } else {
             let v = json(&text);
             assert!(v.pointer(pointer).and_then(|c| c.as_str()).unwrap().ends_with("caesar-mcp"), "{client}: {v}");
+            if client == "gemini" {
+                assert_eq!(v.pointer("/mcpServers/caesar/timeout"), Some(&serde_json::json!(660_000)), "{v}");
+            }
         }
         let again = result(&install(h, empty_path.path(), &[client]));
         assert_eq!(again["changed"], false, "{client}: installing twice changes nothing");
@@ -115,4 +120,49 @@ fn a_client_with_its_own_mcp_add_command_is_asked_to_do_it() {
     assert_eq!(v["command"][1], "mcp");
     let args = std::fs::read_to_string(&log).unwrap();
     assert!(args.starts_with("mcp add --scope user caesar -- ") && args.trim_end().ends_with("caesar-mcp"), "{args}");
+}
+
+#[test]
+fn codex_gets_its_own_mcp_add_then_a_tool_timeout_longer_than_an_await() {
+    let home = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let log = bin.path().join("codex.args");
+    let config = home.path().join(".codex/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "# mine\nmodel = \"o3\"\n").unwrap();
+    // What `codex mcp add caesar -- <cmd>` does to the file, and nothing more.
+    let fake = bin.path().join("codex");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\nfor a; do last=$a; done\nprintf '\\n[mcp_servers.caesar]\\ncommand = \"%s\"\\n' \"$last\" >> '{}'\n",
+            log.display(),
+            config.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.path().display());
+    let run = |args: &[&str]| {
+        Command::new(caesar_bin())
+            .args(["--json", "mcp", "install", "codex"])
+            .args(args)
+            .env("HOME", home.path())
+            .env("PATH", &path)
+            .env_remove("CODEX_HOME")
+            .output()
+            .unwrap()
+    };
+    let dry = result(&run(&["--dry-run"]));
+    assert_eq!(dry["changed"], true);
+    assert!(!log.exists(), "--dry-run runs nothing");
+    let v = result(&run(&[]));
+    assert_eq!(v["command"][1], "mcp");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.starts_with("# mine\nmodel = \"o3\""), "{text}");
+    assert!(text.contains("[mcp_servers.caesar]") && text.contains("tool_timeout_sec = 660"), "{text}");
+    let again = result(&run(&[]));
+    assert_eq!(again["changed"], false, "{again}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 1, "codex mcp add ran once");
 }

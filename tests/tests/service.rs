@@ -6,6 +6,7 @@
 mod common;
 
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -17,7 +18,9 @@ use common::*;
 #[tokio::test]
 async fn the_daemon_serves_an_inherited_socket_and_notifies_readiness() {
     let env = Env::new(&[("ok", &["environ", "report", "success", "activated"])]);
-    std::fs::create_dir_all(&env.paths.runtime_dir).unwrap();
+    // As systemd's DirectoryMode=0700 does: caesar refuses a runtime
+    // directory others can enter.
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&env.paths.runtime_dir).unwrap();
     // The service manager's part: bind the socket, and a notify socket.
     let listener = UnixListener::bind(&env.paths.socket).unwrap();
     let notify_path = env.home.path().join("notify.sock");

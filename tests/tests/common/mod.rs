@@ -12,8 +12,13 @@ use caesar_proto::client::{self, Client};
 use caesar_proto::paths::Paths;
 use caesar_proto::pb;
 
-/// The directory holding the workspace's binaries.
+/// The directory holding the workspace's binaries: `CAESAR_TEST_BIN_DIR`
+/// when set (a copy taken right after building, safe from another checkout
+/// rebuilding into a shared target directory), else the target directory.
 pub fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CAESAR_TEST_BIN_DIR").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir);
+    }
     PathBuf::from(env!("CARGO_BIN_EXE_fake-agent")).parent().expect("bin dir").to_path_buf()
 }
 
