@@ -47,7 +47,14 @@ pub enum ConnectError {
 /// directory recorded. A socket served by another user is refused
 /// ([`ConnectError::ForeignDaemon`]) without trying further.
 pub async fn connect(paths: &Paths) -> Result<(Client, PingResponse), ConnectError> {
-    let first = match connect_at(&paths.socket).await {
+    let (channel, ping) = connect_channel(paths).await?;
+    Ok((client_of(channel), ping))
+}
+
+/// As [`connect`], but the bare channel, for clients that wrap it in a
+/// transport of their own.
+pub async fn connect_channel(paths: &Paths) -> Result<(Channel, PingResponse), ConnectError> {
+    let first = match connect_channel_at(&paths.socket).await {
         Ok(found) => return Ok(found),
         Err(e @ ConnectError::ForeignDaemon(_)) => return Err(e),
         Err(e) => e,
@@ -55,7 +62,7 @@ pub async fn connect(paths: &Paths) -> Result<(Client, PingResponse), ConnectErr
     if let Some(record) = DaemonRecord::read(paths)
         && record.socket != paths.socket
     {
-        match connect_at(&record.socket).await {
+        match connect_channel_at(&record.socket).await {
             // A stale record may name a socket that another state
             // directory's daemon serves now: that one is not ours.
             Ok(found) if same_dir(Path::new(&found.1.state_dir), &paths.state_dir) => return Ok(found),
@@ -74,14 +81,22 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
+fn client_of(channel: Channel) -> Client {
+    CaesarClient::new(channel).max_decoding_message_size(64 * 1024 * 1024)
+}
+
 /// Connects to the daemon at exactly `socket` and pings it.
 pub async fn connect_at(socket: &Path) -> Result<(Client, PingResponse), ConnectError> {
+    let (channel, ping) = connect_channel_at(socket).await?;
+    Ok((client_of(channel), ping))
+}
+
+async fn connect_channel_at(socket: &Path) -> Result<(Channel, PingResponse), ConnectError> {
     let channel = ipc::connect(socket).await.map_err(|e| match ipc::foreign_peer(&e) {
         Some(f) => ConnectError::ForeignDaemon(f),
         None => ConnectError::NotRunning { socket: socket.to_path_buf(), cause: source_chain(&e) },
     })?;
-    let mut client = CaesarClient::new(channel).max_decoding_message_size(64 * 1024 * 1024);
-    let ping = client
+    let ping = client_of(channel.clone())
         .ping(PingRequest {})
         .await
         .map_err(|e| match ipc::foreign_peer(&e) {
@@ -89,7 +104,7 @@ pub async fn connect_at(socket: &Path) -> Result<(Client, PingResponse), Connect
             None => ConnectError::NotRunning { socket: socket.to_path_buf(), cause: e.message().to_owned() },
         })?
         .into_inner();
-    Ok((client, ping))
+    Ok((channel, ping))
 }
 
 /// Connects to the daemon, starting it first when none answers. Two clients

@@ -104,11 +104,9 @@ impl Daemon {
             return Ok(c.clone());
         }
         // A daemon of our protocol answers (started if need be); the tools
-        // then speak to it over a channel of their own.
+        // then speak to it over a channel of their own, found the same way.
         client::connect_or_start(paths).await?;
-        let channel = caesar_proto::ipc::connect(&paths.socket)
-            .await
-            .map_err(|e| client::ConnectError::NotRunning { socket: paths.socket.clone(), cause: e.to_string() })?;
+        let (channel, _) = client::connect_channel(paths).await?;
         let c = client_over(channel);
         Ok(self.client.lock().await.get_or_insert(c).clone())
     }
