@@ -395,7 +395,9 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-fn main() -> ExitCode {
+/// The `caesar` binary's whole `main`: parse the arguments, run the command,
+/// map the outcome to the exit code.
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let json = cli.json;
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
