@@ -177,42 +177,36 @@ fn short_reason(why: &str) -> &str {
 
 /// How to install the native providers that are npm packages.
 const INSTALL_HINTS: &[(&str, &str)] = &[
-    ("claude", "npm install -g @anthropic-ai/claude-code"),
     ("codex", "npm install -g @openai/codex"),
     ("gemini", "npm install -g @google/gemini-cli"),
+    ("claude", "npm install -g @anthropic-ai/claude-code"),
     ("opencode", "npm install -g opencode-ai"),
     ("copilot", "npm install -g @github/copilot"),
     ("qwen", "npm install -g @qwen-code/qwen-code"),
 ];
 
-/// Why no agent could be picked, and how to get one.
+/// Why no agent could be picked, and how to get one: a first line that
+/// says what is wrong, then the supported agents and the ways out.
 fn no_agent_message(config: &Config, pick: &Pick) -> String {
-    let installed_but_refused: Vec<&str> =
-        pick.skipped.iter().filter(|(_, why)| !why.contains("not installed")).map(|(a, _)| a.as_str()).collect();
+    let refused: Vec<&str> =
+        pick.skipped.iter().filter(|(_, why)| !why.contains("not installed")).map(|(_, why)| why.as_str()).collect();
     let mut msg = if pick.skipped.is_empty() {
         pick.reason.clone()
-    } else if installed_but_refused.is_empty() {
+    } else if refused.is_empty() {
         "no agent CLI is installed: none of the supported agents was found on PATH or in [bin]".to_owned()
     } else {
-        format!(
-            "no agent is installed and allowed: {}",
-            pick.skipped
-                .iter()
-                .filter(|(_, why)| !why.contains("not installed"))
-                .map(|(_, why)| why.as_str())
-                .collect::<Vec<_>>()
-                .join("; ")
-        )
+        format!("no agent is both installed and allowed: {}", refused.join(" "))
     };
     let supported: Vec<&str> = provider::all().iter().map(|s| s.id).collect();
-    msg.push_str(&format!(". Supported agents: {}", supported.join(", ")));
+    msg.push_str(&format!("\n  supported agents: {}", supported.join(", ")));
     if config.agents.is_empty() {
-        msg.push_str(". Install one, e.g. ");
-        let hints: Vec<String> = INSTALL_HINTS.iter().map(|(id, cmd)| format!("`{cmd}` ({id})")).collect();
-        msg.push_str(&hints.join(", "));
+        msg.push_str("\n  install one, for example:");
+        for (id, cmd) in INSTALL_HINTS {
+            msg.push_str(&format!("\n    {cmd:<44} # {id}"));
+        }
     }
     msg.push_str(
-        "; or point caesar at one already installed with [bin] <agent> = \"/path/to/it\" in .caesar/config.toml, or declare any other program as [[agent]]; then `caesar agents` lists what caesar can use",
+        "\n  or point caesar at one you have with [bin] <agent> = \"/path/to/it\" in .caesar/config.toml, or declare any other program as [[agent]]\n  `caesar agents list` shows what caesar finds; --agent <id> names one",
     );
     msg
 }
@@ -539,7 +533,7 @@ mod tests {
             panic!("expected a precondition error");
         };
         assert!(msg.starts_with("no agent CLI is installed"), "{msg}");
-        assert!(msg.contains("Supported agents: claude, codex, gemini"), "{msg}");
+        assert!(msg.contains("supported agents: claude, codex, gemini"), "{msg}");
         assert!(msg.contains("npm install -g @openai/codex"), "{msg}");
         assert!(msg.contains("[bin]"), "{msg}");
     }
