@@ -776,7 +776,10 @@ fn run_header(d: &pb::DelegateResponse, worktree: Option<&str>) -> String {
     }
     out.push('\n');
     match worktree {
-        Some(w) => out.push_str(&format!("  works in the worktree {w}\n  (review with caesar diff {id}, land with caesar apply {id})\n", id = d.task_id)),
+        Some(w) => out.push_str(&format!(
+            "  works in the worktree {w}\n  (review with caesar diff {id}, land with caesar apply {id})\n",
+            id = d.task_id
+        )),
         None => out.push_str(&format!("  works in {}\n", d.workspace)),
     }
     out
@@ -790,7 +793,8 @@ fn worktree_of(d: &pb::DelegateResponse) -> Option<String> {
     }
     let doc = std::fs::read_to_string(std::path::Path::new(&d.task_dir).join("task.json")).ok()?;
     let v: Value = serde_json::from_str(&doc).ok()?;
-    v["workspace"].as_str().filter(|w| *w != d.workspace).map(str::to_owned)
+    let worktree = v["workspace"].as_str()?.trim_end_matches('/');
+    (worktree != d.workspace.trim_end_matches('/')).then(|| worktree.to_owned())
 }
 
 /// The exit code for a finished task: 0 only when it succeeded and its
@@ -1257,7 +1261,10 @@ mod tests {
         d.model = "o3".into();
         d.isolation = "worktree".into();
         let h = run_header(&d, Some("/src/app/.caesar/wt/t_0123456789ab"));
-        assert!(h.starts_with("task t_0123456789ab: agent codex, model o3\n  mode read-only, isolation worktree"), "{h}");
+        assert!(
+            h.starts_with("task t_0123456789ab: agent codex, model o3\n  mode read-only, isolation worktree"),
+            "{h}"
+        );
         assert!(h.contains("works in the worktree /src/app/.caesar/wt/t_0123456789ab"), "{h}");
     }
 }

@@ -261,7 +261,10 @@ fn screen(tasks: &[pb::TaskView], color: bool, width: usize, now: i64) -> String
         out.push_str(&fit(&s, width));
         out.push('\n');
     };
-    line(format!("{:<16} {:<10} {:<12} {:>8} {:<18} {:>6}  NOTE", "TASK", "STATUS", "AGENT", "ELAPSED", "TOOL", "EVENTS"));
+    line(format!(
+        "{:<16} {:<10} {:<12} {:>8} {:<18} {:>6}  NOTE",
+        "TASK", "STATUS", "AGENT", "ELAPSED", "TOOL", "EVENTS"
+    ));
     if sorted.is_empty() {
         line("no running or recent task".to_owned());
     }
@@ -366,19 +369,29 @@ mod tests {
             status: "running".into(),
             agent: "codex".into(),
             objective: long.into(),
-            output_tail: "Looking at tests/io.rs\nFound it: a race \x1b]52;c;cGF3bmVk\x07on the \x1b[2Jtemp dir\n\n".into(),
+            output_tail: "Looking at tests/io.rs\nFound it: a race \x1b]52;c;cGF3bmVk\x07on the \x1b[2Jtemp dir\n\n"
+                .into(),
             ..Default::default()
         };
         let working = pb::TaskView {
             task_id: "t_working".into(),
             status: "running".into(),
             objective: "Review\nsrc/parser.rs".into(),
-            activity: Some(pb::Activity { kind: "tool_use".into(), tool_name: "Bash".into(), state: "started".into(), age_ms: 0 }),
+            activity: Some(pb::Activity {
+                kind: "tool_use".into(),
+                tool_name: "Bash".into(),
+                state: "started".into(),
+                age_ms: 0,
+            }),
             ..Default::default()
         };
         let s = screen(&[talking, working], true, 40, 0);
         for l in s.lines() {
-            let visible: String = l.split('\x1b').enumerate().map(|(i, p)| if i == 0 { p } else { p.split_once('m').map_or("", |(_, r)| r) }).collect();
+            let visible: String = l
+                .split('\x1b')
+                .enumerate()
+                .map(|(i, p)| if i == 0 { p } else { p.split_once('m').map_or("", |(_, r)| r) })
+                .collect();
             assert!(visible.chars().count() <= 40, "{l:?} is wider than 40");
         }
         let lines: Vec<&str> = s.lines().collect();

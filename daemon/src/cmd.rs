@@ -5,9 +5,9 @@
 
 use std::process::ExitCode;
 
-use caesar_proto::paths::Paths;
 use crate::server::{Served, serve};
 use crate::supervisor::{self, SUPERVISE_ARG, SuperviseArgs};
+use caesar_proto::paths::Paths;
 
 const USAGE: &str = "caesard: the caesar daemon. Usually started for you by `caesar` or `caesar-mcp`.
 
