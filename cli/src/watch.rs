@@ -253,7 +253,7 @@ fn last_words(t: &pb::TaskView) -> Option<String> {
 /// question, cut to `width`.
 fn screen(tasks: &[pb::TaskView], color: bool, width: usize, now: i64) -> String {
     let paint = |code: &str, s: &str| if color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_owned() };
-    let clean = |s: &str| render::sanitize(&render::one_line(s, 1000)).into_owned();
+    let clean = |s: &str| render::one_line(&render::sanitize(s), 1000);
     let mut sorted: Vec<&pb::TaskView> = tasks.iter().collect();
     sorted.sort_by_key(|t| (t.pending_questions.is_empty(), !matches!(t.status.as_str(), "running" | "pending")));
     let mut out = String::new();
