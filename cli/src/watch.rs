@@ -369,8 +369,9 @@ mod tests {
             status: "running".into(),
             agent: "codex".into(),
             objective: long.into(),
-            output_tail: "Looking at tests/io.rs\nFound it: a race \x1b]52;c;cGF3bmVk\x07on the \x1b[2Jtemp dir\n\n"
-                .into(),
+            output_tail:
+                "Looking at tests/io.rs\nFound it: a race \x1b]52;c;cGF3bmVk\x07on the \x1b[2Jtemp dir \x1b[0m\n\n"
+                    .into(),
             ..Default::default()
         };
         let working = pb::TaskView {
