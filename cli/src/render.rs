@@ -77,16 +77,30 @@ pub fn ping_json(p: &pb::PingResponse) -> Value {
     })
 }
 
-/// One event line, readably.
-pub fn print_event(line: &str) {
+/// How much of the `started` event's command line to show: the whole of it
+/// (it carries the whole brief) or only the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Full,
+    Brief,
+}
+
+/// One event line, readably (sanitized: agent output never reaches the
+/// terminal's escape-sequence parser).
+pub fn print_event(line: &str, command: Command) {
+    println!("{}", sanitize(&event_line(line, command)));
+}
+
+/// One event as the line [`print_event`] prints, before sanitizing.
+pub fn event_line(line: &str, command: Command) -> String {
     let Ok(e) = serde_json::from_str::<Value>(line) else {
-        println!("{line}");
-        return;
+        return line.to_owned();
     };
     let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
     let time = s("at").get(11..19).unwrap_or("");
     let detail = match s("type") {
-        "started" => format!("started: {}", s("command")),
+        "started" if command == Command::Full => format!("started: {}", s("command")),
+        "started" => format!("started: {} (its command line: --verbose, or caesar logs)", s("agent")),
         "message" => s("text").to_owned(),
         "thinking" => format!("(thinking) {}", s("text")),
         "tool_use" => format!("tool {} {}{}", s("tool"), s("status"), prefixed(": ", s("input_summary"))),
@@ -107,7 +121,70 @@ pub fn print_event(line: &str) {
         "unrecognized" => format!("? {}", s("line")),
         other => format!("{other}: {line}"),
     };
-    println!("{time}  {detail}");
+    format!("{time}  {detail}")
+}
+
+/// Agent output made safe to print on a terminal: escape sequences (CSI,
+/// OSC such as the OSC 52 clipboard write, DCS and the other string
+/// controls, in their ESC and their 8-bit C1 forms) are removed whole, and
+/// every other C0 or C1 control character and DEL is dropped, except `\n`
+/// and `\t`. `caesar logs --raw` is the way to see the bytes as they were.
+pub fn sanitize(s: &str) -> std::borrow::Cow<'_, str> {
+    let clean = |c: char| c == '\n' || c == '\t' || !(c.is_control());
+    if s.chars().all(clean) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    #[derive(PartialEq)]
+    enum State {
+        Text,
+        /// After ESC.
+        Escape,
+        /// In a CSI sequence, up to its final byte.
+        Csi,
+        /// In a string control (OSC, DCS, SOS, PM, APC), up to BEL or ST.
+        Str,
+        /// ESC seen inside a string control (ST is ESC \\).
+        StrEscape,
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut state = State::Text;
+    for c in s.chars() {
+        state = match state {
+            State::Text => match c {
+                '\x1b' => State::Escape,
+                '\u{9b}' => State::Csi,
+                '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => State::Str,
+                c if clean(c) => {
+                    out.push(c);
+                    State::Text
+                }
+                _ => State::Text,
+            },
+            State::Escape => match c {
+                '[' => State::Csi,
+                ']' | 'P' | 'X' | '^' | '_' => State::Str,
+                // Intermediate bytes (ESC ( B and the like) come before the final one.
+                ' '..='/' => State::Escape,
+                _ => State::Text,
+            },
+            State::Csi => match c {
+                '@'..='~' => State::Text,
+                '\x1b' => State::Escape,
+                _ => State::Csi,
+            },
+            State::Str => match c {
+                '\x07' | '\u{9c}' => State::Text,
+                '\x1b' => State::StrEscape,
+                _ => State::Str,
+            },
+            State::StrEscape => match c {
+                '\\' => State::Text,
+                '\x1b' => State::StrEscape,
+                _ => State::Str,
+            },
+        };
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 fn prefixed(prefix: &str, s: &str) -> String {
@@ -128,10 +205,10 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
         println!("  error: {}", t.error);
     }
     for q in &t.pending_questions {
-        println!("  QUESTION {}: {}", q.question_id, q.question);
+        println!("  QUESTION {}: {}", q.question_id, sanitize(&q.question));
     }
     if !t.output_tail.is_empty() {
-        println!("  last output: {}", one_line(&t.output_tail, 200));
+        println!("  last output: {}", sanitize(&one_line(&t.output_tail, 200)));
     }
     if with_report && !t.report_json.is_empty() {
         print_report(t);
@@ -147,9 +224,9 @@ pub fn print_report(t: &pb::TaskView) {
     let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
     println!();
     println!("{}: {}, report {} (from {})", t.task_id, t.status, s("status"), t.report_source);
-    println!("{}", s("summary"));
+    println!("{}", sanitize(s("summary")));
     if !s("details").is_empty() {
-        println!("\n{}", s("details"));
+        println!("\n{}", sanitize(s("details")));
     }
     let list = |k: &str| r.get(k).and_then(Value::as_array).cloned().unwrap_or_default();
     let changes = list("changes");
@@ -166,8 +243,8 @@ pub fn print_report(t: &pb::TaskView) {
             println!(
                 "  [{}] {}{}",
                 f["severity"].as_str().unwrap_or(""),
-                f["title"].as_str().unwrap_or(""),
-                prefixed(": ", f["detail"].as_str().unwrap_or(""))
+                sanitize(f["title"].as_str().unwrap_or("")),
+                sanitize(&prefixed(": ", f["detail"].as_str().unwrap_or("")))
             );
         }
     }
@@ -175,7 +252,7 @@ pub fn print_report(t: &pb::TaskView) {
     if !next.is_empty() {
         println!("\nnext steps:");
         for n in next {
-            println!("  - {}", n.as_str().unwrap_or(""));
+            println!("  - {}", sanitize(n.as_str().unwrap_or("")));
         }
     }
 }
@@ -202,12 +279,12 @@ pub fn print_table(tasks: &[pb::TaskView]) {
     }
 }
 
-fn one_line(s: &str, max: usize) -> String {
+pub fn one_line(s: &str, max: usize) -> String {
     let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() <= max { flat } else { format!("{}…", flat.chars().take(max - 1).collect::<String>()) }
 }
 
-fn human_ms(ms: u64) -> String {
+pub fn human_ms(ms: u64) -> String {
     let s = ms / 1000;
     if s < 60 {
         format!("{}.{}s", s, (ms % 1000) / 100)
@@ -243,5 +320,35 @@ pub fn print_agents(agents: &[pb::AgentInfo]) {
             one_line(if a.version.is_empty() { "-" } else { &a.version }, 28),
             if a.path.is_empty() { format!("({} not found)", a.bin) } else { a.path.clone() }
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sanitize_removes_escape_sequences_and_controls_but_keeps_newlines_and_tabs() {
+        assert!(matches!(sanitize("plain\ttext\nand more"), std::borrow::Cow::Borrowed(_)));
+        // OSC 52 (a clipboard write), ended by BEL and by ST.
+        assert_eq!(sanitize("a\x1b]52;c;ZWNobyBwd25lZA==\x07b"), "ab");
+        assert_eq!(sanitize("a\x1b]0;title\x1b\\b"), "ab");
+        // Screen clear and cursor moves (CSI), colour, a charset switch.
+        assert_eq!(sanitize("\x1b[2J\x1b[Hx\x1b[1;31my\x1b[0m\x1b(Bz"), "xyz");
+        // DCS, and the 8-bit C1 forms of CSI and OSC.
+        assert_eq!(sanitize("a\x1bPq#0;2;0;0;0\x1b\\b"), "ab");
+        assert_eq!(sanitize("a\u{9b}2Jb\u{9d}52;c;x\u{9c}c"), "abc");
+        // Other C0, DEL and C1 characters go; \n and \t stay; other text is untouched.
+        assert_eq!(sanitize("a\rb\x08c\x7fd\u{85}e\u{7}\n\té→"), "abcde\n\té→");
+        // An unterminated sequence swallows the rest rather than leak it.
+        assert_eq!(sanitize("ok\x1b]52;c;AAAA"), "ok");
+    }
+
+    #[test]
+    fn the_started_event_shows_its_command_line_only_in_full() {
+        let started = r#"{"type":"started","at":"2026-12-01T09:00:00.000Z","agent":"codex","command":"codex exec 'the whole brief'"}"#;
+        assert_eq!(event_line(started, Command::Full), "09:00:00  started: codex exec 'the whole brief'");
+        let brief = event_line(started, Command::Brief);
+        assert!(brief.starts_with("09:00:00  started: codex (") && !brief.contains("whole brief"), "{brief}");
     }
 }

@@ -90,7 +90,7 @@ pub fn install(caesard: &Path, log: &Path, dry_run: bool, uninstall: bool) -> an
         return Ok(done);
     }
     if !caesard.is_file() {
-        bail!("{} does not exist: install caesard first (cargo install --path daemon)", caesard.display());
+        bail!("{} does not exist: install caesard first (cargo install --locked --path bin)", caesard.display());
     }
     for f in &files {
         if dry_run {

@@ -1,11 +1,13 @@
 //! `caesar watch`: running and recent tasks, live.
 //!
 //! On a terminal the screen is redrawn every second: tasks waiting on a
-//! question first, then the rest, with the agent, elapsed time, current
-//! tool, event count, and how long the agent has been silent. Through a pipe
-//! it prints one line per event, and with `--json` one NDJSON object per
-//! event (`--once`: one object per task). Colour only on a terminal, and
-//! never with NO_COLOR.
+//! question first, then the rest, each with the agent, elapsed time, current
+//! tool, event count and how long the agent has been silent, then under it
+//! its objective, its last reply line (or what it is doing) and its pending
+//! question, every line cut to the terminal's width and stripped of the
+//! agent's control characters. Through a pipe it prints one line per event,
+//! and with `--json` one NDJSON object per event (`--once`: one object per
+//! task). Colour only on a terminal, and never with NO_COLOR.
 
 use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
@@ -84,7 +86,7 @@ pub async fn run(mut c: Client, opts: Options) -> anyhow::Result<u8> {
                 println!("{}", render::task_json(t));
             }
         } else {
-            print!("{}", screen(&tasks, false));
+            print!("{}", screen(&tasks, false, terminal_width(), now_ms()));
         }
         return Ok(0);
     }
@@ -92,7 +94,7 @@ pub async fn run(mut c: Client, opts: Options) -> anyhow::Result<u8> {
         let color = std::env::var_os("NO_COLOR").is_none();
         loop {
             let tasks = snapshot(&mut c, &opts.ids).await?;
-            print!("\x1b[2J\x1b[H{}", screen(&tasks, color));
+            print!("\x1b[2J\x1b[H{}", screen(&tasks, color, terminal_width(), now_ms()));
             let _ = std::io::stdout().flush();
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
@@ -131,7 +133,7 @@ pub async fn run(mut c: Client, opts: Options) -> anyhow::Result<u8> {
                 } else {
                     let task = serde_json::from_str::<Value>(&line).ok().and_then(|v| v["task_id"].as_str().map(str::to_owned)).unwrap_or_default();
                     print!("{task}  ");
-                    render::print_event(&line);
+                    render::print_event(&line, render::Command::Brief);
                 }
                 let _ = std::io::stdout().flush();
             }
@@ -140,18 +142,131 @@ pub async fn run(mut c: Client, opts: Options) -> anyhow::Result<u8> {
     }
 }
 
-/// The screen: questions first, then running, pending and recent tasks.
-fn screen(tasks: &[pb::TaskView], color: bool) -> String {
+/// The width to cut lines to: the terminal's, else `COLUMNS`, else 100.
+fn terminal_width() -> usize {
+    tty_columns()
+        .or_else(|| std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).filter(|c| *c > 0))
+        .unwrap_or(100)
+}
+
+#[cfg(unix)]
+fn tty_columns() -> Option<usize> {
+    let mut ws = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into the struct passed, which
+    // outlives the call; on a descriptor that is no terminal it fails and
+    // writes nothing.
+    #[allow(unsafe_code)]
+    let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
+}
+
+#[cfg(not(unix))]
+fn tty_columns() -> Option<usize> {
+    None
+}
+
+/// `s` cut to `width` visible characters (the screen's own colour
+/// sequences, `ESC [ … m`, take no room), with `…` where it was cut.
+fn fit(s: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut visible = 0;
+    let mut chars = s.chars().peekable();
+    let mut cut = false;
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            out.push(c);
+            for c in chars.by_ref() {
+                out.push(c);
+                if c == 'm' {
+                    break;
+                }
+            }
+            continue;
+        }
+        if visible + 1 == width && !rest_is_only_colour(chars.clone()) {
+            out.push('…');
+            cut = true;
+            break;
+        }
+        out.push(c);
+        visible += 1;
+    }
+    if cut && color_open(&out) {
+        out.push_str("\x1b[0m");
+    }
+    out
+}
+
+/// Whether what is left is only colour sequences (nothing visible).
+fn rest_is_only_colour(mut rest: std::iter::Peekable<std::str::Chars<'_>>) -> bool {
+    while let Some(c) = rest.next() {
+        if c != '\x1b' {
+            return false;
+        }
+        for c in rest.by_ref() {
+            if c == 'm' {
+                break;
+            }
+        }
+    }
+    true
+}
+
+/// Whether a colour was started and not reset.
+fn color_open(s: &str) -> bool {
+    match (s.rfind("\x1b["), s.rfind("\x1b[0m")) {
+        (Some(start), Some(reset)) => start > reset,
+        (Some(_), None) => true,
+        _ => false,
+    }
+}
+
+/// What a task last said, or else what it is doing: the last line of its
+/// reply, its last message, its ending, or its current activity.
+fn last_words(t: &pb::TaskView) -> Option<String> {
+    let last_line = |s: &str| s.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_owned());
+    if let Some(line) = last_line(&t.output_tail) {
+        return Some(format!("said: {line}"));
+    }
+    let e = serde_json::from_str::<Value>(&t.last_event_json).unwrap_or(Value::Null);
+    let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
+    match s("type") {
+        "message" => {
+            if let Some(line) = last_line(s("text")) {
+                return Some(format!("said: {line}"));
+            }
+        }
+        "finished" if !s("summary").is_empty() => return last_line(s("summary")).map(|l| format!("ended: {l}")),
+        "error" => return Some(format!("error: {}", s("message"))),
+        _ => {}
+    }
+    let a = t.activity.as_ref()?;
+    Some(match a.kind.as_str() {
+        "tool_use" => format!("doing: tool {} {}", a.tool_name, a.state),
+        "thinking" => "doing: thinking".to_owned(),
+        other => format!("doing: {other}"),
+    })
+}
+
+/// The screen: questions first, then running, pending and recent tasks,
+/// each a row and, under it, its objective, its last words and its
+/// question, cut to `width`.
+fn screen(tasks: &[pb::TaskView], color: bool, width: usize, now: i64) -> String {
     let paint = |code: &str, s: &str| if color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_owned() };
+    let clean = |s: &str| render::one_line(&render::sanitize(s), 1000);
     let mut sorted: Vec<&pb::TaskView> = tasks.iter().collect();
     sorted.sort_by_key(|t| (t.pending_questions.is_empty(), !matches!(t.status.as_str(), "running" | "pending")));
-    let now = now_ms();
-    let mut out = format!(
-        "{:<16} {:<10} {:<12} {:>8} {:<18} {:>6}  NOTE\n",
+    let mut out = String::new();
+    let mut line = |s: String| {
+        out.push_str(&fit(&s, width));
+        out.push('\n');
+    };
+    line(format!(
+        "{:<16} {:<10} {:<12} {:>8} {:<18} {:>6}  NOTE",
         "TASK", "STATUS", "AGENT", "ELAPSED", "TOOL", "EVENTS"
-    );
+    ));
     if sorted.is_empty() {
-        out.push_str("no running or recent task\n");
+        line("no running or recent task".to_owned());
     }
     for t in sorted {
         let status = match t.status.as_str() {
@@ -170,7 +285,7 @@ fn screen(tasks: &[pb::TaskView], color: bool) -> String {
             serde_json::from_str::<Value>(&t.last_event_json).ok().and_then(|e| e["at"].as_str().and_then(parse_ms));
         let mut note = String::new();
         if let Some(q) = t.pending_questions.first() {
-            note = paint("33", &format!("QUESTION {}: {}", q.question_id, q.question));
+            note = paint("33", &format!("QUESTION {}: {}", q.question_id, clean(&q.question)));
         } else if t.status == "running"
             && let Some(at) = last_at
             && now - at > SILENT_MS
@@ -183,16 +298,23 @@ fn screen(tasks: &[pb::TaskView], color: bool) -> String {
         } else if !t.report_status.is_empty() {
             note = format!("report {}", t.report_status);
         }
-        out.push_str(&format!(
-            "{:<16} {} {:<12} {:>8} {:<18} {:>6}  {}\n",
+        line(format!(
+            "{:<16} {} {:<12} {:>8} {:<18} {:>6}  {}",
             t.task_id,
             status,
             t.agent,
             format!("{}s", t.elapsed_ms / 1000),
-            tool.chars().take(18).collect::<String>(),
+            clean(&tool).chars().take(18).collect::<String>(),
             t.event_count,
             note
         ));
+        line(format!("  {}", clean(&t.objective)));
+        if let Some(words) = last_words(t) {
+            line(format!("  {}", clean(&words)));
+        }
+        if let Some(q) = t.pending_questions.first() {
+            line(format!("  answer: caesar answer {} {} \"...\"", t.task_id, q.question_id));
+        }
     }
     out
 }
@@ -214,12 +336,14 @@ mod tests {
         let quiet = pb::TaskView {
             task_id: "t_quiet".into(),
             status: "running".into(),
+            objective: "stay quiet".into(),
             last_event_json: format!("{{\"at\":\"{old}\"}}"),
             ..Default::default()
         };
         let asking = pb::TaskView {
             task_id: "t_asking".into(),
             status: "running".into(),
+            objective: "ask something".into(),
             pending_questions: vec![pb::PendingQuestion {
                 question_id: "q_1".into(),
                 question: "why?".into(),
@@ -227,10 +351,63 @@ mod tests {
             }],
             ..Default::default()
         };
-        let s = screen(&[quiet, asking], false);
+        let s = screen(&[quiet, asking], false, 200, 100_000);
         let lines: Vec<&str> = s.lines().collect();
         assert!(lines[1].starts_with("t_asking") && lines[1].contains("QUESTION q_1: why?"), "{s}");
-        assert!(lines[2].contains("no event for"), "{s}");
+        assert_eq!(lines[2], "  ask something", "{s}");
+        assert_eq!(lines[3], "  answer: caesar answer t_asking q_1 \"...\"", "{s}");
+        assert!(lines[4].starts_with("t_quiet") && lines[4].contains("no event for 100 s"), "{s}");
+        assert_eq!(lines[5], "  stay quiet", "{s}");
         assert!(!s.contains('\x1b'), "no colour when asked not to");
+    }
+
+    #[test]
+    fn each_task_says_what_it_is_and_what_it_last_said_within_the_width() {
+        let long = "Fix the flaky test in tests/io.rs, then the other one, and the one after it too";
+        let talking = pb::TaskView {
+            task_id: "t_talking".into(),
+            status: "running".into(),
+            agent: "codex".into(),
+            objective: long.into(),
+            output_tail:
+                "Looking at tests/io.rs\nFound it: a race \x1b]52;c;cGF3bmVk\x07on the \x1b[2Jtemp dir \x1b[0m\n\n"
+                    .into(),
+            ..Default::default()
+        };
+        let working = pb::TaskView {
+            task_id: "t_working".into(),
+            status: "running".into(),
+            objective: "Review\nsrc/parser.rs".into(),
+            activity: Some(pb::Activity {
+                kind: "tool_use".into(),
+                tool_name: "Bash".into(),
+                state: "started".into(),
+                age_ms: 0,
+            }),
+            ..Default::default()
+        };
+        let s = screen(&[talking, working], true, 40, 0);
+        for l in s.lines() {
+            let visible: String = l
+                .split('\x1b')
+                .enumerate()
+                .map(|(i, p)| if i == 0 { p } else { p.split_once('m').map_or("", |(_, r)| r) })
+                .collect();
+            assert!(visible.chars().count() <= 40, "{l:?} is wider than 40");
+        }
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines[2], "  Fix the flaky test in tests/io.rs, th…", "{s}");
+        assert_eq!(lines[3], "  said: Found it: a race on the temp dir", "the agent's escapes are gone: {s:?}");
+        assert_eq!(lines[5], "  Review src/parser.rs", "{s}");
+        assert_eq!(lines[6], "  doing: tool Bash started", "{s}");
+        assert!(!s.contains("52;") && !s.contains("[2J"), "{s:?}");
+    }
+
+    #[test]
+    fn fit_counts_only_visible_characters_and_closes_a_cut_colour() {
+        assert_eq!(fit("abcdef", 6), "abcdef");
+        assert_eq!(fit("abcdefg", 6), "abcde…");
+        assert_eq!(fit("\x1b[32mabc\x1b[0m", 3), "\x1b[32mabc\x1b[0m");
+        assert_eq!(fit("\x1b[33mabcdef\x1b[0m", 4), "\x1b[33mabc…\x1b[0m");
     }
 }

@@ -10,6 +10,7 @@
 pub mod agents;
 pub mod catalog;
 pub mod clock;
+pub mod cmd;
 pub mod config;
 pub mod config_edit;
 pub mod driver;

@@ -116,6 +116,101 @@ pub fn pick_for_role(config: &Config, role: &Role) -> Pick {
     Pick { agent: None, reason, skipped }
 }
 
+/// The name of the role a delegation naming neither an agent nor a role
+/// goes through: a `[[role]]` of this name when the config declares one.
+pub const DEFAULT_ROLE: &str = "default";
+
+/// The warning key under which a delegation that named no agent says which
+/// agent was picked and why (an information, not a problem).
+pub const AGENT_CHOICE: &str = "agent_choice";
+
+/// The role of a delegation that names neither an agent nor a role: the
+/// config's `default` role if it declares one, else every agent caesar
+/// knows, the `[[agent]]` entries first (someone declared them on purpose),
+/// then the native providers in their listing order. Its mode, isolation,
+/// network and timeout are the policy's defaults, as for a bare agent.
+pub fn default_role(config: &Config) -> Role {
+    if let Some(role) = config.role(DEFAULT_ROLE) {
+        return role.clone();
+    }
+    let mut agents: Vec<String> = config.agents.iter().map(|(a, _)| a.id.clone()).collect();
+    agents.extend(provider::all().iter().map(|s| s.id.to_owned()).filter(|id| config.agent(id).is_none()));
+    Role {
+        name: DEFAULT_ROLE.to_owned(),
+        purpose: "Whatever the objective asks, by the first agent installed and allowed.".to_owned(),
+        agents,
+        mode: config.policy.default_mode,
+        isolation: config.policy.default_isolation,
+        network: config.policy.default_network,
+        timeout_ms: config.policy.default_timeout_ms,
+        model: None,
+        system_prompt_file: None,
+    }
+}
+
+/// The note a picked default says: the agent, and why the earlier ones were
+/// passed over.
+fn choice_note(pick: &Pick) -> String {
+    let agent = pick.agent.as_deref().unwrap_or("");
+    let mut note = format!("picked `{agent}`, the first agent installed and allowed (name one with --agent)");
+    if !pick.skipped.is_empty() {
+        let passed: Vec<String> = pick.skipped.iter().map(|(a, why)| format!("{a}: {}", short_reason(why))).collect();
+        note.push_str(&format!("; passed over {}", passed.join(", ")));
+    }
+    note
+}
+
+/// A skip reason in a few words, for the one-line note.
+fn short_reason(why: &str) -> &str {
+    if why.contains("not installed") {
+        "not installed"
+    } else if why.contains("allow_recursion") {
+        "refused, allow_recursion is off"
+    } else if why.contains("`denied`") {
+        "denied by policy"
+    } else if why.contains("only allows") {
+        "not in the policy's allowed list"
+    } else {
+        why
+    }
+}
+
+/// How to install the native providers that are npm packages.
+const INSTALL_HINTS: &[(&str, &str)] = &[
+    ("codex", "npm install -g @openai/codex"),
+    ("gemini", "npm install -g @google/gemini-cli"),
+    ("claude", "npm install -g @anthropic-ai/claude-code"),
+    ("opencode", "npm install -g opencode-ai"),
+    ("copilot", "npm install -g @github/copilot"),
+    ("qwen", "npm install -g @qwen-code/qwen-code"),
+];
+
+/// Why no agent could be picked, and how to get one: a first line that
+/// says what is wrong, then the supported agents and the ways out.
+fn no_agent_message(config: &Config, pick: &Pick) -> String {
+    let refused: Vec<&str> =
+        pick.skipped.iter().filter(|(_, why)| !why.contains("not installed")).map(|(_, why)| why.as_str()).collect();
+    let mut msg = if pick.skipped.is_empty() {
+        pick.reason.clone()
+    } else if refused.is_empty() {
+        "no agent CLI is installed: none of the supported agents was found on PATH or in [bin]".to_owned()
+    } else {
+        format!("no agent is both installed and allowed: {}", refused.join(" "))
+    };
+    let supported: Vec<&str> = provider::all().iter().map(|s| s.id).collect();
+    msg.push_str(&format!("\n  supported agents: {}", supported.join(", ")));
+    if config.agents.is_empty() {
+        msg.push_str("\n  install one, for example:");
+        for (id, cmd) in INSTALL_HINTS {
+            msg.push_str(&format!("\n    {cmd:<44} # {id}"));
+        }
+    }
+    msg.push_str(
+        "\n  or point caesar at one you have with [bin] <agent> = \"/path/to/it\" in .caesar/config.toml, or declare any other program as [[agent]]\n  `caesar agents list` shows what caesar finds; --agent <id> names one",
+    );
+    msg
+}
+
 /// Every role as `caesar_list_roles` shows it.
 pub fn roles_view(config: &Config) -> Vec<Value> {
     config
@@ -235,16 +330,26 @@ pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) ->
             ))
         })?),
     };
-    let agent = match (input.agent.as_deref().filter(|a| !a.is_empty()), &role) {
-        (Some(a), _) => a.to_owned(),
-        (None, Some(role)) => {
-            let pick = pick_for_role(config, role);
-            pick.agent.ok_or_else(|| Error::Precondition(pick.reason))?
-        }
-        (None, None) => {
-            return Err(Error::Invalid(
-                "name an `agent` or a `role` to delegate to (see caesar_list_agents)".to_owned(),
-            ));
+    // Naming neither an agent nor a role goes through the default role: the
+    // config's `default` role (whose mode and the like then apply), else
+    // every known agent in order.
+    let named_agent = input.agent.as_deref().filter(|a| !a.is_empty());
+    let implicit = named_agent.is_none() && role.is_none();
+    let role = if implicit { config.role(DEFAULT_ROLE).cloned() } else { role };
+    let agent = match named_agent {
+        Some(a) => a.to_owned(),
+        None => {
+            let chain = role.clone().unwrap_or_else(|| default_role(config));
+            let pick = pick_for_role(config, &chain);
+            match &pick.agent {
+                Some(agent) if implicit => {
+                    warnings.insert(AGENT_CHOICE.to_owned(), choice_note(&pick));
+                    agent.clone()
+                }
+                Some(agent) => agent.clone(),
+                None if implicit => return Err(Error::Precondition(no_agent_message(config, &pick))),
+                None => return Err(Error::Precondition(pick.reason)),
+            }
         }
     };
     // Policy first: a refused agent is refused whether or not it is installed.
@@ -391,6 +496,94 @@ mod tests {
         assert_eq!((d.unwrap().available, f), (false, 1), "auto where it is cut gives an info finding");
         let (d, w, f) = net(P::Auto, C::Open, Mode::Write);
         assert_eq!((d.unwrap(), w, f), (NetworkDecision { request: Option::None, available: true }, 0, 0));
+    }
+
+    fn delegate(agent: Option<&str>) -> DelegateInput {
+        DelegateInput {
+            objective: "o".into(),
+            agent: agent.map(str::to_owned),
+            role: None,
+            mode: None,
+            isolation: None,
+            network: None,
+            context: String::new(),
+            constraints: vec![],
+            acceptance_criteria: vec![],
+            model: None,
+            timeout_ms: None,
+            channel: false,
+            workspace: String::new(),
+            session_id: None,
+            effort: None,
+            depth: 0,
+        }
+    }
+
+    fn declared(config: &mut Config, id: &str, bin: &str) {
+        config
+            .agents
+            .push((AgentDef { id: id.into(), bin: bin.into(), ..Default::default() }, crate::config::Origin::Project));
+    }
+
+    #[test]
+    fn no_agent_named_picks_the_first_installed_and_allowed_and_says_why() {
+        let mut config = Config::default();
+        // Native providers are looked up by their default names; none of
+        // them is `ghost-…`, so point them all at nothing through [bin].
+        for spec in provider::all() {
+            config.bin.insert(spec.id.to_owned(), ("/nonexistent/ghost".to_owned(), crate::config::Origin::Project));
+        }
+        declared(&mut config, "missing", "/nonexistent/missing-agent");
+        declared(&mut config, "denied", "sh");
+        declared(&mut config, "present", "sh");
+        config.policy.denied = vec!["denied".into()];
+        let chain = default_role(&config);
+        assert_eq!(&chain.agents[..3], ["missing", "denied", "present"], "[[agent]] entries first");
+        assert_eq!(chain.agents.len(), 3 + provider::all().len());
+        let r = resolve(&config, Path::new("/tmp"), &delegate(None)).unwrap();
+        assert_eq!(r.agent, "present");
+        let note = &r.warnings[AGENT_CHOICE];
+        assert!(note.contains("picked `present`"), "{note}");
+        assert!(note.contains("missing: not installed") && note.contains("denied: denied by policy"), "{note}");
+        // Naming the agent says nothing about a choice.
+        let r = resolve(&config, Path::new("/tmp"), &delegate(Some("present"))).unwrap();
+        assert!(!r.warnings.contains_key(AGENT_CHOICE));
+    }
+
+    #[test]
+    fn with_no_agent_installed_the_refusal_lists_the_supported_ones_and_how_to_install() {
+        let mut config = Config::default();
+        for spec in provider::all() {
+            config.bin.insert(spec.id.to_owned(), ("/nonexistent/ghost".to_owned(), crate::config::Origin::Project));
+        }
+        let Err(Error::Precondition(msg)) = resolve(&config, Path::new("/tmp"), &delegate(None)) else {
+            panic!("expected a precondition error");
+        };
+        assert!(msg.starts_with("no agent CLI is installed"), "{msg}");
+        assert!(msg.contains("supported agents: claude, codex, gemini"), "{msg}");
+        assert!(msg.contains("npm install -g @openai/codex"), "{msg}");
+        assert!(msg.contains("[bin]"), "{msg}");
+    }
+
+    #[test]
+    fn a_configured_default_role_is_the_chain_and_its_mode_applies() {
+        let mut config = Config::default();
+        declared(&mut config, "present", "sh");
+        let role = Role {
+            name: DEFAULT_ROLE.into(),
+            purpose: String::new(),
+            agents: vec!["present".into()],
+            mode: Mode::Write,
+            isolation: IsolationPref::Auto,
+            network: NetworkPref::Auto,
+            timeout_ms: 1234,
+            model: None,
+            system_prompt_file: None,
+        };
+        config.roles.push((role, crate::config::Origin::Project));
+        let r = resolve(&config, Path::new("/tmp"), &delegate(None)).unwrap();
+        assert_eq!((r.agent.as_str(), r.mode, r.timeout_ms), ("present", Mode::Write, 1234));
+        assert!(r.warnings[AGENT_CHOICE].contains("picked `present`"));
     }
 
     #[test]

@@ -2,10 +2,11 @@
 //! rmcp transport ([`server::Shim`]), the response shaping they share
 //! ([`shape`]), and the in-agent return channel ([`channel::Channel`]).
 //!
-//! `caesar-mcp` serves it over stdio; `caesard` serves the same
+//! `caesar-mcp` serves it over stdio ([`cmd::main`]); `caesard` serves the same
 //! implementation over streamable HTTP when `[http] listen` is set.
 
 pub mod channel;
+pub mod cmd;
 pub mod daemon;
 pub mod error;
 pub mod output;

@@ -111,7 +111,7 @@ pub struct DelegateParams {
     /// Name of a configured role (see caesar_list_roles) used to pick an agent along its fallback chain and to fill in defaults for mode, isolation and timeout. Ignored for the agent choice when `agent` is also given, but its defaults still apply.
     #[serde(default)]
     pub role: Option<String>,
-    /// Explicit provider id (see caesar_list_agents), e.g. "codex", "opencode", "copilot", "claude". Takes precedence over the agent `role` would pick. One of `role` or `agent` is required.
+    /// Explicit provider id (see caesar_list_agents), e.g. "codex", "opencode", "copilot", "claude". Takes precedence over the agent `role` would pick. With neither, the first installed and allowed agent of the default role (the config's `default` role, else every known agent: [[agent]] entries, then claude, codex, gemini, ...) is picked and named in `warnings.agent_choice`.
     #[serde(default)]
     pub agent: Option<String>,
     /// "read-only" forbids the agent from changing files; "write" allows edits. Defaults to the role's mode, then the project policy's default.

@@ -297,3 +297,60 @@ async fn an_upgrade_with_a_question_in_flight_loses_neither_the_question_nor_the
     let logs = env.caesar(&["--json", "logs", &id, "--limit", "100"]);
     assert!(stdout(&logs).contains("ask_orchestrator: Answer: yes"), "the answer reached the agent: {}", stdout(&logs));
 }
+
+#[tokio::test]
+async fn run_without_an_agent_picks_the_configured_one_says_so_first_and_strips_escapes() {
+    // Only [[agent]] entries come before the native providers, so whatever
+    // is on this machine's PATH, the fake agent is the first choice.
+    let env = Env::new(&[(
+        "fake",
+        &["say", "copying \x1b]52;c;ZWNobyBvd25lZA==\x07now\x1b[2J done", "report", "success", "summed up"],
+    )]);
+    let o = env.caesar(&["run", "--mode", "read-only", "Summarize what this repository does"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("task t_") && lines[0].ends_with(": agent fake, model the agent's default"), "{out}");
+    assert!(lines[1].starts_with("  picked `fake`, the first agent installed and allowed"), "{out}");
+    assert!(lines[2].starts_with("  mode read-only, isolation inplace, network on"), "{out}");
+    assert_eq!(lines[3], format!("  works in {}", env.workspace()), "{out}");
+    assert!(out.contains("started: fake ("), "the command line is for --verbose: {out}");
+    assert!(!out.contains(&fake_agent().display().to_string()), "{out}");
+    assert!(out.contains("copying now done"), "the agent's text, its escapes gone: {out:?}");
+    assert!(!out.contains('\x1b'), "no escape reaches the terminal: {out:?}");
+    assert!(!stderr(&o).contains("agent_choice"), "the choice is no warning: {}", stderr(&o));
+
+    let o = env.caesar(&["run", "--verbose", "Summarize again"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains(&format!("started: {}", fake_agent().display())), "{}", stdout(&o));
+    // The raw log keeps the bytes as the agent wrote them.
+    let id = stdout(&o).split_whitespace().nth(1).unwrap().trim_end_matches(':').to_owned();
+    let raw = env.caesar(&["logs", "--raw", &id]);
+    assert!(stdout(&raw).contains("\x1b]52;c;"), "--raw stays raw");
+}
+
+#[tokio::test]
+async fn run_without_an_agent_and_none_installed_fails_at_once_naming_the_supported_ones() {
+    let mut env = Env::new(&[]);
+    // No [[agent]], no [bin], and a PATH where no agent CLI can be found.
+    let empty = tempfile::tempdir().unwrap();
+    let path = empty.path().display().to_string();
+    env.start_daemon_with(&[("PATH", &path)]).await;
+    let started = std::time::Instant::now();
+    let o = Command::new(caesar_bin())
+        .args(["run", "Summarize what this repository does"])
+        .current_dir(env.project.path())
+        .envs(env.envs())
+        .env("PATH", &path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    let err = stderr(&o);
+    assert!(err.starts_with("caesar: no agent CLI is installed"), "{err}");
+    assert!(err.contains("supported agents: claude, codex, gemini, opencode"), "{err}");
+    assert!(err.contains("npm install -g @openai/codex"), "{err}");
+    assert!(stdout(&o).is_empty(), "no task was started: {}", stdout(&o));
+}

@@ -42,7 +42,7 @@ const ALL_TOOLS: [&str; 11] = [
 
 fn shim_bin() -> PathBuf {
     let p = bin_dir().join("caesar-mcp");
-    assert!(p.is_file(), "{} is missing: build it with `cargo build -p caesar-mcp`", p.display());
+    assert!(p.is_file(), "{} is missing: build it with `cargo build -p caesar`", p.display());
     p
 }
 

@@ -3,7 +3,7 @@
 //! min, median and max of each figure.
 //!
 //! ```sh
-//! cargo build --release -p caesar-tests -p caesard -p caesar-cli
+//! cargo build --release -p caesar -p caesar-tests
 //! target/release/caesar-bench [--runs N]
 //! ```
 //!

@@ -1,4 +1,6 @@
-//! `caesar-mcp`: the stateless stdio MCP server that IDEs launch.
+//! The `caesar-mcp` binary's `main`: the stateless stdio MCP server that IDEs
+//! launch. The binary itself lives in the `caesar` package (`bin/`), so that
+//! one build installs all three binaries.
 //!
 //! It exposes caesar's ten tools (`caesar_delegate`, `caesar_await`,
 //! `caesar_status`, `caesar_logs`, `caesar_cancel`, `caesar_diff`,
@@ -10,7 +12,7 @@
 //! stdout carries the MCP protocol only; logs go to stderr
 //! (`CAESAR_MCP_LOG=debug` for more).
 
-use caesar_mcp::{channel, server, shape, tools};
+use crate::{channel, server, shape, tools};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,8 +49,9 @@ struct Args {
     progress_ms: u64,
 }
 
+/// Everything `caesar-mcp` does: the stdio server, or `--channel`.
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> ExitCode {
+pub async fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAESAR_MCP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();

@@ -1,11 +1,13 @@
-//! caesard: the per-user caesar daemon. The engine is in the library; this
-//! is only the wiring: arguments, logging, runtime.
+//! The `caesard` binary's `main`: the per-user caesar daemon. The engine is
+//! in the rest of the library; this is only the wiring: arguments, logging,
+//! runtime. The binary itself lives in the `caesar` package (`bin/`), so that
+//! one build installs all three binaries.
 
 use std::process::ExitCode;
 
+use crate::server::{Served, serve};
+use crate::supervisor::{self, SUPERVISE_ARG, SuperviseArgs};
 use caesar_proto::paths::Paths;
-use caesard::server::{Served, serve};
-use caesard::supervisor::{self, SUPERVISE_ARG, SuperviseArgs};
 
 const USAGE: &str = "caesard: the caesar daemon. Usually started for you by `caesar` or `caesar-mcp`.
 
@@ -16,7 +18,8 @@ Environment:
   CAESAR_SOCKET   the socket path alone
   CAESAR_LOG      log filter (default: info), written to <state>/caesard.log";
 
-fn main() -> ExitCode {
+/// Everything `caesard` does: `__supervise`, `--version`, `--help`, or serve.
+pub fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some(SUPERVISE_ARG) => {
@@ -32,7 +35,7 @@ fn main() -> ExitCode {
             };
         }
         Some("--version" | "-V") => {
-            println!("caesard {} (API protocol {})", caesar_proto::VERSION, caesard::protocol_number());
+            println!("caesard {} (API protocol {})", caesar_proto::VERSION, crate::protocol_number());
             return ExitCode::SUCCESS;
         }
         Some("--help" | "-h") => {

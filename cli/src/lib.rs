@@ -334,7 +334,8 @@ enum DaemonAction {
 struct RunArgs {
     /// What the agent should do.
     objective: String,
-    /// The agent to delegate to.
+    /// The agent to delegate to (default: the first installed and allowed
+    /// one of the default role, named in the first lines).
     #[arg(long)]
     agent: Option<String>,
     /// The role to delegate through.
@@ -370,6 +371,9 @@ struct RunArgs {
     /// Return once the task is started instead of following it.
     #[arg(long)]
     detach: bool,
+    /// Also print the agent's whole command line (with the brief) when it starts.
+    #[arg(long, short)]
+    verbose: bool,
 }
 
 /// A failure with the exit code it maps to.
@@ -395,7 +399,9 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-fn main() -> ExitCode {
+/// The `caesar` binary's whole `main`: parse the arguments, run the command,
+/// map the outcome to the exit code.
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let json = cli.json;
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -699,7 +705,8 @@ async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
         .await
         .map_err(anyhow::Error::from)?
         .into_inner();
-    for (k, v) in &d.warnings {
+    let choice = d.warnings.get(AGENT_CHOICE);
+    for (k, v) in d.warnings.iter().filter(|(k, _)| k.as_str() != AGENT_CHOICE) {
         if !json {
             eprintln!("caesar: {k}: {v}");
         }
@@ -709,14 +716,18 @@ async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
             println!("{}", render::delegate_json(&d));
         } else {
             println!("{}", d.task_id);
+            if let Some(why) = choice {
+                eprintln!("caesar: {why}");
+            }
         }
         return Ok(0);
     }
     if !json {
-        println!("task {} on {} ({}, {})", d.task_id, d.agent, d.mode, d.isolation);
+        print!("{}", run_header(&d, worktree_of(&d).as_deref()));
     }
     let task_id = d.task_id.clone();
-    let follow = follow_events(&mut c, &task_id, 0, json);
+    let command = if a.verbose { render::Command::Full } else { render::Command::Brief };
+    let follow = follow_events(&mut c, &task_id, 0, json, command);
     tokio::select! {
         r = follow => r?,
         _ = tokio::signal::ctrl_c() => {
@@ -746,6 +757,46 @@ async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
     Ok(exit_code_of(t))
 }
 
+/// The warning under which the daemon says which agent it picked when none
+/// was named (caesard's `resolve::AGENT_CHOICE`).
+const AGENT_CHOICE: &str = "agent_choice";
+
+/// The first lines of `caesar run`: what runs, how, where, and (when caesar
+/// chose the agent) why that one.
+fn run_header(d: &pb::DelegateResponse, worktree: Option<&str>) -> String {
+    let model = if d.model.is_empty() { "the agent's default".to_owned() } else { d.model.clone() };
+    let network = if d.network { "on" } else { "off" };
+    let mut out = format!("task {}: agent {}, model {model}\n", d.task_id, d.agent);
+    if let Some(why) = d.warnings.get(AGENT_CHOICE) {
+        out.push_str(&format!("  {why}\n"));
+    }
+    out.push_str(&format!("  mode {}, isolation {}, network {network}", d.mode, d.isolation));
+    if d.timeout_ms > 0 {
+        out.push_str(&format!(", timeout {}", render::human_ms(d.timeout_ms)));
+    }
+    out.push('\n');
+    match worktree {
+        Some(w) => out.push_str(&format!(
+            "  works in the worktree {w}\n  (review with caesar diff {id}, land with caesar apply {id})\n",
+            id = d.task_id
+        )),
+        None => out.push_str(&format!("  works in {}\n", d.workspace)),
+    }
+    out
+}
+
+/// Where a worktree task's agent works: the workspace of its OACP
+/// `task.json`, which the daemon writes before it answers Delegate.
+fn worktree_of(d: &pb::DelegateResponse) -> Option<String> {
+    if d.isolation != "worktree" {
+        return None;
+    }
+    let doc = std::fs::read_to_string(std::path::Path::new(&d.task_dir).join("task.json")).ok()?;
+    let v: Value = serde_json::from_str(&doc).ok()?;
+    let worktree = v["workspace"].as_str()?.trim_end_matches('/');
+    (worktree != d.workspace.trim_end_matches('/')).then(|| worktree.to_owned())
+}
+
 /// The exit code for a finished task: 0 only when it succeeded and its
 /// report does not say otherwise.
 fn exit_code_of(t: &pb::TaskView) -> u8 {
@@ -759,7 +810,13 @@ fn exit_code_of(t: &pb::TaskView) -> u8 {
     }
 }
 
-async fn follow_events(c: &mut Client, task_id: &str, from_seq: u64, json: bool) -> Result<(), Failure> {
+async fn follow_events(
+    c: &mut Client,
+    task_id: &str,
+    from_seq: u64,
+    json: bool,
+    command: render::Command,
+) -> Result<(), Failure> {
     let mut stream = c
         .watch_events(pb::WatchEventsRequest { task_id: task_id.to_owned(), from_seq, follow: true })
         .await
@@ -770,7 +827,7 @@ async fn follow_events(c: &mut Client, task_id: &str, from_seq: u64, json: bool)
             // In --json mode events are not printed: the output is one JSON document.
             continue;
         }
-        render::print_event(&ev.event_json);
+        render::print_event(&ev.event_json, command);
     }
     Ok(())
 }
@@ -789,7 +846,7 @@ async fn logs(task_id: String, raw: bool, follow: bool, limit: u32, json: bool) 
             }
             return Ok(0);
         }
-        follow_events(&mut c, &task_id, 0, false).await?;
+        follow_events(&mut c, &task_id, 0, false, render::Command::Full).await?;
         return Ok(0);
     }
     let r =
@@ -815,7 +872,7 @@ async fn logs(task_id: String, raw: bool, follow: bool, limit: u32, json: bool) 
             println!("({} of {} events)", r.events_json.len(), r.total_events);
         }
         for e in &r.events_json {
-            render::print_event(e);
+            render::print_event(e, render::Command::Full);
         }
     }
     Ok(0)
@@ -1176,5 +1233,38 @@ async fn role(action: RoleAction, json: bool) -> Result<u8, Failure> {
         RoleAction::Remove { name, layer } => {
             edit(&mut c, &layer, json!({"op": "role_remove", "name": name}), json).await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_run_header_says_what_runs_how_where_and_why() {
+        let mut d = pb::DelegateResponse {
+            task_id: "t_0123456789ab".into(),
+            agent: "codex".into(),
+            mode: "read-only".into(),
+            isolation: "inplace".into(),
+            network: true,
+            workspace: "/src/app".into(),
+            timeout_ms: 600_000,
+            ..Default::default()
+        };
+        d.warnings.insert(AGENT_CHOICE.into(), "picked `codex`, the first agent installed and allowed".into());
+        assert_eq!(
+            run_header(&d, None),
+            "task t_0123456789ab: agent codex, model the agent's default\n  picked `codex`, the first agent installed and allowed\n  mode read-only, isolation inplace, network on, timeout 10m00s\n  works in /src/app\n"
+        );
+        d.warnings.clear();
+        d.model = "o3".into();
+        d.isolation = "worktree".into();
+        let h = run_header(&d, Some("/src/app/.caesar/wt/t_0123456789ab"));
+        assert!(
+            h.starts_with("task t_0123456789ab: agent codex, model o3\n  mode read-only, isolation worktree"),
+            "{h}"
+        );
+        assert!(h.contains("works in the worktree /src/app/.caesar/wt/t_0123456789ab"), "{h}");
     }
 }
