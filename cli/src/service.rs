@@ -90,7 +90,10 @@ pub fn install(caesard: &Path, log: &Path, dry_run: bool, uninstall: bool) -> an
         return Ok(done);
     }
     if !caesard.is_file() {
-        bail!("{} does not exist: install caesard first (cargo install --locked --path bin)", caesard.display());
+        bail!(
+            "{} does not exist: install caesard first (cargo install --locked --path packaging/caesar)",
+            caesard.display()
+        );
     }
     for f in &files {
         if dry_run {

@@ -1,6 +1,6 @@
 //! The `caesard` binary's `main`: the per-user caesar daemon. The engine is
 //! in the rest of the library; this is only the wiring: arguments, logging,
-//! runtime. The binary itself lives in the `caesar` package (`bin/`), so that
+//! runtime. The binary itself lives in the `caesar` package (`packaging/caesar/`), so that
 //! one build installs all three binaries.
 
 use std::process::ExitCode;

@@ -1,5 +1,5 @@
 //! The `caesar-mcp` binary's `main`: the stateless stdio MCP server that IDEs
-//! launch. The binary itself lives in the `caesar` package (`bin/`), so that
+//! launch. The binary itself lives in the `caesar` package (`packaging/caesar/`), so that
 //! one build installs all three binaries.
 //!
 //! It exposes caesar's ten tools (`caesar_delegate`, `caesar_await`,
