@@ -23,11 +23,7 @@ fn supervise(task_dir: &Path, deadline_ms: i64, grace_ms: u64, program: &str, ar
         program: program.to_owned(),
         args: args.iter().map(|s| s.to_string()).collect(),
     };
-    Command::new(env!("CARGO_BIN_EXE_caesard"))
-        .args(a.to_argv())
-        .env("CAESAR_TASK_ID", "t_00000000abcd")
-        .spawn()
-        .unwrap()
+    Command::new(caesard_bin()).args(a.to_argv()).env("CAESAR_TASK_ID", "t_00000000abcd").spawn().unwrap()
 }
 
 #[test]
@@ -69,4 +65,14 @@ fn the_supervisor_has_a_process_name_of_its_own() {
     supervisor::request_stop(s.id());
     assert!(s.wait().unwrap().success());
     assert!(supervisor::read_exit(d.path()).unwrap().terminated);
+}
+
+/// The caesard binary, which the `caesar` package builds beside this test's
+/// directory (`target/<profile>/`): `cargo build --workspace` first.
+fn caesard_bin() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let profile_dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
+    let bin = profile_dir.join("caesard");
+    assert!(bin.exists(), "{} is missing: run `cargo build --workspace` before the tests", bin.display());
+    bin
 }
