@@ -16,6 +16,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use caesar_proto::client::{self, Client};
+use caesar_proto::kinds::{IsolationPref, Mode, NetworkPref};
 use caesar_proto::paths::Paths;
 use caesar_proto::pb;
 use clap::{Args, Parser, Subcommand};
@@ -239,13 +240,13 @@ enum RoleAction {
         agents: Vec<String>,
         /// read-only or write.
         #[arg(long)]
-        mode: String,
+        mode: Mode,
         #[arg(long, default_value = "")]
         purpose: String,
         #[arg(long)]
-        isolation: Option<String>,
+        isolation: Option<IsolationPref>,
         #[arg(long)]
-        network: Option<String>,
+        network: Option<NetworkPref>,
         #[arg(long)]
         timeout: Option<String>,
         #[arg(long)]
@@ -343,13 +344,13 @@ struct RunArgs {
     role: Option<String>,
     /// read-only or write.
     #[arg(long)]
-    mode: Option<String>,
+    mode: Option<Mode>,
     /// inplace, worktree or auto.
     #[arg(long)]
-    isolation: Option<String>,
+    isolation: Option<IsolationPref>,
     /// auto, on or off.
     #[arg(long)]
-    network: Option<String>,
+    network: Option<NetworkPref>,
     /// How long the agent may run (e.g. 90s, 10m, 1h).
     #[arg(long)]
     timeout: Option<String>,
@@ -688,9 +689,9 @@ async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
             objective: a.objective,
             agent: a.agent.unwrap_or_default(),
             role: a.role.unwrap_or_default(),
-            mode: a.mode.unwrap_or_default(),
-            isolation: a.isolation.unwrap_or_default(),
-            network: a.network.unwrap_or_default(),
+            mode: a.mode.map(|m| m.as_str().to_owned()).unwrap_or_default(),
+            isolation: a.isolation.map(|i| i.as_str().to_owned()).unwrap_or_default(),
+            network: a.network.map(|n| n.as_str().to_owned()).unwrap_or_default(),
             context,
             constraints: a.constraints,
             acceptance_criteria: a.acceptance_criteria,

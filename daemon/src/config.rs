@@ -50,65 +50,7 @@ pub struct AgentDef {
     pub env: BTreeMap<String, String>,
 }
 
-/// `isolation` as configured: a choice, or `auto`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum IsolationPref {
-    Inplace,
-    Worktree,
-    Auto,
-}
-
-impl IsolationPref {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IsolationPref::Inplace => "inplace",
-            IsolationPref::Worktree => "worktree",
-            IsolationPref::Auto => "auto",
-        }
-    }
-
-    /// Parses the wire spelling.
-    pub fn parse(s: &str) -> Option<IsolationPref> {
-        match s {
-            "inplace" => Some(IsolationPref::Inplace),
-            "worktree" => Some(IsolationPref::Worktree),
-            "auto" => Some(IsolationPref::Auto),
-            _ => None,
-        }
-    }
-}
-
-/// The network request: `auto`, `on` or `off`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NetworkPref {
-    Auto,
-    On,
-    Off,
-}
-
-impl NetworkPref {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NetworkPref::Auto => "auto",
-            NetworkPref::On => "on",
-            NetworkPref::Off => "off",
-        }
-    }
-
-    /// Parses the wire spelling.
-    pub fn parse(s: &str) -> Option<NetworkPref> {
-        match s {
-            "auto" => Some(NetworkPref::Auto),
-            "on" => Some(NetworkPref::On),
-            "off" => Some(NetworkPref::Off),
-            _ => None,
-        }
-    }
-}
+pub use caesar_proto::kinds::{IsolationPref, NetworkPref};
 
 /// A duration in TOML: `"10m"`, `"90s"`, `"1h"`, or an integer of milliseconds.
 #[derive(Debug, Clone, Deserialize)]

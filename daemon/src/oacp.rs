@@ -20,51 +20,7 @@ pub const REPORT_PROTOCOL: &str = "caesar.report/v1";
 /// `protocol` of each line of `events.jsonl`.
 pub const EVENT_PROTOCOL: &str = "caesar.event/v1";
 
-/// Whether the agent may modify the workspace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub enum Mode {
-    #[serde(rename = "read-only")]
-    ReadOnly,
-    #[serde(rename = "write")]
-    Write,
-}
-
-impl Mode {
-    /// The wire spelling, `read-only` or `write`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::ReadOnly => "read-only",
-            Mode::Write => "write",
-        }
-    }
-
-    /// Parses the wire spelling; `None` for anything else.
-    pub fn parse(s: &str) -> Option<Mode> {
-        match s {
-            "read-only" | "readonly" | "read_only" => Some(Mode::ReadOnly),
-            "write" => Some(Mode::Write),
-            _ => None,
-        }
-    }
-}
-
-/// Where the agent works: the workspace itself, or a disposable git worktree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Isolation {
-    Inplace,
-    Worktree,
-}
-
-impl Isolation {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Isolation::Inplace => "inplace",
-            Isolation::Worktree => "worktree",
-        }
-    }
-}
+pub use caesar_proto::kinds::{Isolation, Mode};
 
 /// `task.json`: the mission, the only input an OACP agent needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

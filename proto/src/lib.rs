@@ -12,6 +12,7 @@ pub mod client;
 pub mod duration;
 pub mod instance;
 pub mod ipc;
+pub mod kinds;
 pub mod paths;
 
 /// Generated protobuf messages and the tonic client and server for `caesar.v1`.

@@ -21,75 +21,8 @@ fn lenient_int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error>
     }))
 }
 
-/// Read-only or write.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-pub enum Mode {
-    /// The agent must not change files (review, investigation).
-    #[serde(rename = "read-only")]
-    ReadOnly,
-    /// The agent may edit files.
-    #[serde(rename = "write")]
-    Write,
-}
-
-impl Mode {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::ReadOnly => "read-only",
-            Mode::Write => "write",
-        }
-    }
-}
-
-/// Where the agent works.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(rename_all = "lowercase")]
-pub enum Isolation {
-    /// Directly in the workspace.
-    Inplace,
-    /// On a disposable git worktree.
-    Worktree,
-    /// Picked from the mode and git availability.
-    Auto,
-}
-
-impl Isolation {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Isolation::Inplace => "inplace",
-            Isolation::Worktree => "worktree",
-            Isolation::Auto => "auto",
-        }
-    }
-}
-
-/// Network access for the agent.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(rename_all = "lowercase")]
-pub enum Network {
-    /// Open where the agent allows it, with a warning where it cannot.
-    Auto,
-    /// Required: the delegation fails when the agent cannot provide it.
-    On,
-    /// Closed where caesar knows how.
-    Off,
-}
-
-impl Network {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Network::Auto => "auto",
-            Network::On => "on",
-            Network::Off => "off",
-        }
-    }
-}
+/// The mode, isolation and network choices, shared with the CLI and the daemon.
+pub use caesar_proto::kinds::{IsolationPref as Isolation, Mode, NetworkPref as Network};
 
 /// A task budget: a duration string or a number of milliseconds.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
