@@ -87,6 +87,9 @@ impl Host {
             Host::Codex => Reply::ResponsesItem(json!({
                 "type": "function_call", "id": format!("fc_{tool}"), "call_id": format!("call_{tool}"),
                 "namespace": "mcp__caesar", "name": tool, "arguments": input.to_string(), "status": "completed"})),
+            // [V] qwen 0.24 defers MCP tools behind its `tool_search`: they are not in the
+            // request's tools list, but its registry takes them by their full name.
+            Host::Qwen => Reply::tool(&format!("mcp__caesar__{tool}"), input),
             // The others: whatever name in the request's tools list ends with the tool's.
             _ => Reply::tool_ending(tool, input),
         }
@@ -365,9 +368,15 @@ fn install(host: Host, env: &Env, host_env: &[(String, String)], home: &Path) ->
             let path = PathBuf::from(&host_env.iter().find(|(k, _)| k == "CODEX_HOME").unwrap().1).join("config.toml");
             let mut text = std::fs::read_to_string(&path).unwrap();
             assert!(text.contains("[mcp_servers.caesar]"), "caesar mcp install codex registered nothing:\n{text}");
+            // [V] and `codex exec` refuses every call of a server not pre-approved: "MCP tool
+            // call requires approval, but approval policy is never".
+            text = text.replace(
+                "[mcp_servers.caesar]\n",
+                "[mcp_servers.caesar]\ndefault_tools_approval_mode = \"approve\"\n",
+            );
             text.push_str(&format!("\n[mcp_servers.caesar.env]\nCAESAR_HOME = {caesar_home:?}\n"));
             std::fs::write(&path, text).unwrap();
-            done.push_str("; added [mcp_servers.caesar.env] CAESAR_HOME");
+            done.push_str("; added default_tools_approval_mode = \"approve\" and [mcp_servers.caesar.env] CAESAR_HOME");
         }
         Host::Qwen => {
             // `caesar mcp install` has no qwen client: the gemini-style entry by hand.
@@ -478,13 +487,20 @@ fn warnings_about_caesar(run: &Run) -> Vec<String> {
     run.stderr
         .lines()
         .chain(run.stdout.lines())
-        .filter(|l| {
-            let l = l.to_ascii_lowercase();
-            (l.contains("caesar") || l.contains("mcp"))
-                && ["warn", "error", "unknown format", "failed", "invalid"].iter().any(|w| l.contains(w))
-                // The tool results the host echoes in its own JSON stream are not warnings.
-                && !l.contains("\"type\":\"user\"")
-                && !l.contains("tool_result")
+        .filter(|line| {
+            let l = line.to_ascii_lowercase();
+            if !l.contains("caesar") && !l.contains("mcp") {
+                return false;
+            }
+            if serde_json::from_str::<Value>(line).is_ok() {
+                // An event of the host's JSON stream, which echoes tool results and caesar's
+                // instructions: only a server status or a warning event counts.
+                ["\"status\":\"failed\"", "\"status\":\"error\"", "unknown format", "\"level\":\"warn"]
+                    .iter()
+                    .any(|w| l.contains(w))
+            } else {
+                ["warn", "error", "unknown format", "failed", "invalid"].iter().any(|w| l.contains(w))
+            }
         })
         .map(|l| clip(l, 300))
         .collect()
@@ -527,6 +543,10 @@ async fn scenario(host: Host, long_await_ms: Option<u64>) -> Run {
 /// system prompt or a tool's description).
 fn skill_seen(run: &Run) -> bool {
     let first = run.server.model_requests().first().map(|r| r.body_text()).unwrap_or_default();
+    if let Some(i) = first.find(SKILL_DESCRIPTION) {
+        let from = first[..i].char_indices().rev().nth(300).map(|(j, _)| j).unwrap_or(0);
+        eprintln!("real-host {} skill context: {}", run.host.id(), clip(&first[from..], 500));
+    }
     first.contains(SKILL_DESCRIPTION)
 }
 
@@ -534,4 +554,34 @@ fn skill_seen(run: &Run) -> bool {
 async fn claude_as_host_delegates_answers_and_applies_through_caesar() {
     let run = scenario(Host::Claude, None).await;
     assert!(skill_seen(&run), "claude lists .claude/skills/caesar:\n{}", run.debug());
+}
+
+#[tokio::test]
+async fn codex_as_host_delegates_answers_and_applies_through_caesar() {
+    let run = scenario(Host::Codex, None).await;
+    eprintln!("real-host codex skill seen: {}", skill_seen(&run));
+}
+
+#[tokio::test]
+async fn gemini_as_host_delegates_answers_and_applies_through_caesar() {
+    let run = scenario(Host::Gemini, None).await;
+    eprintln!("real-host gemini skill seen: {}", skill_seen(&run));
+}
+
+#[tokio::test]
+async fn opencode_as_host_delegates_answers_and_applies_through_caesar() {
+    let run = scenario(Host::Opencode, None).await;
+    eprintln!("real-host opencode skill seen: {}", skill_seen(&run));
+}
+
+#[tokio::test]
+async fn copilot_as_host_delegates_answers_and_applies_through_caesar() {
+    let run = scenario(Host::Copilot, None).await;
+    eprintln!("real-host copilot skill seen: {}", skill_seen(&run));
+}
+
+#[tokio::test]
+async fn qwen_as_host_delegates_answers_and_applies_through_caesar() {
+    let run = scenario(Host::Qwen, None).await;
+    eprintln!("real-host qwen skill seen: {}", skill_seen(&run));
 }
