@@ -69,7 +69,9 @@ impl Host {
     fn args(self, prompt: &str) -> Vec<String> {
         let v: &[&str] = match self {
             // [V] MCP tools need a permission in -p: the server's whole set is pre-allowed.
-            Host::Claude => &["-p", prompt, "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__caesar"],
+            Host::Claude => {
+                &["-p", prompt, "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__caesar"]
+            }
             Host::Codex => &["exec", "--json", "--skip-git-repo-check", prompt],
             // An untrusted MCP server's tools need a confirmation, which -p cannot give: yolo.
             Host::Gemini => &["-p", prompt, "-o", "stream-json", "--approval-mode", "yolo", "--skip-trust"],
@@ -111,8 +113,10 @@ struct Step {
     expect: &'static [&'static str],
 }
 
-fn steps(long_await_ms: Option<u64>) -> Vec<Step> {
-    let mut steps = vec![
+/// The full round: list, delegate, await (woken by the question), status, answer, await to the
+/// end, diff, apply.
+fn round_trip() -> Vec<Step> {
+    vec![
         Step { tool: "caesar_list_agents", input: json!({}), expect: &["helper"] },
         Step {
             tool: "caesar_delegate",
@@ -139,20 +143,23 @@ fn steps(long_await_ms: Option<u64>) -> Vec<Step> {
         },
         Step { tool: "caesar_diff", input: json!({"task_id": "{task_id}"}), expect: &["colour.txt"] },
         Step { tool: "caesar_apply", input: json!({"task_id": "{task_id}"}), expect: &["applied"] },
-    ];
-    if let Some(ms) = long_await_ms {
-        steps.push(Step {
+    ]
+}
+
+/// One await that outlasts `ms`: the sleeper agent sleeps that long.
+fn long_await(ms: u64) -> Vec<Step> {
+    vec![
+        Step {
             tool: "caesar_delegate",
             input: json!({"objective": "Take your time.", "agent": "sleeper", "mode": "read-only", "timeout": ms + 60_000}),
             expect: &["{task_id}"],
-        });
-        steps.push(Step {
+        },
+        Step {
             tool: "caesar_await",
             input: json!({"task_ids": ["{task_id}"], "timeout_ms": ms + 30_000, "wake_on_attention": false}),
             expect: &["slept well"],
-        });
-    }
-    steps
+        },
+    ]
 }
 
 /// What one host's run gave.
@@ -169,14 +176,29 @@ struct Run {
 
 impl Run {
     /// Sets up the homes, registers caesar-mcp, runs the host on `script` and returns.
-    async fn go(host: Host, script: Vec<Reply>, sleeper_ms: u64) -> Run {
+    async fn go(host: Host, script: Vec<Reply>, sleeper_ms: u64, extra_config: &str) -> Run {
         let server = ModelServer::start(script);
         let sleep = sleeper_ms.to_string();
         let mut env = Env::new(&[
-            ("helper", &["mcp-ask", "Which colour should the button be?", "write", "colour.txt", "blue\n", "report", "success", "painted it blue"]),
+            (
+                "helper",
+                &[
+                    "mcp-ask",
+                    "Which colour should the button be?",
+                    "write",
+                    "colour.txt",
+                    "blue\n",
+                    "report",
+                    "success",
+                    "painted it blue",
+                ],
+            ),
             ("sleeper", &["sleep", &sleep, "report", "success", "slept well"]),
         ]);
         let project = env.project.path().to_path_buf();
+        let config = project.join(".caesar/config.toml");
+        let declared = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("{declared}\n{extra_config}")).unwrap();
         std::fs::write(project.join("README.md"), "hello\n").unwrap();
         std::fs::write(project.join(".gitignore"), ".caesar/\n").unwrap();
 
@@ -186,7 +208,14 @@ impl Run {
         let codex_home = homes.path().join("codex");
         let claude_config = homes.path().join("claude");
         let xdg_config = home.join(".config");
-        for d in [&home, &codex_home, &claude_config, &xdg_config.join("opencode"), &home.join(".gemini"), &home.join(".qwen")] {
+        for d in [
+            &home,
+            &codex_home,
+            &claude_config,
+            &xdg_config.join("opencode"),
+            &home.join(".gemini"),
+            &home.join(".qwen"),
+        ] {
             std::fs::create_dir_all(d).unwrap();
         }
         write_host_configs(&server, &home, &codex_home, &xdg_config);
@@ -218,9 +247,11 @@ impl Run {
         let child = cmd.spawn().unwrap();
         let out = tokio::time::timeout(HOST_LIMIT, child.wait_with_output()).await;
         let (stdout, stderr, status) = match out {
-            Ok(Ok(o)) => {
-                (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned(), Some(o.status))
-            }
+            Ok(Ok(o)) => (
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+                Some(o.status),
+            ),
             Ok(Err(e)) => (String::new(), format!("wait: {e}"), None),
             Err(_) => (String::new(), format!("{} did not end within {HOST_LIMIT:?}", host.id()), None),
         };
@@ -266,7 +297,8 @@ fn write_host_configs(server: &ModelServer, home: &Path, codex_home: &Path, xdg_
     .unwrap();
     std::fs::write(
         home.join(".qwen/settings.json"),
-        json!({"security": {"auth": {"selectedType": "anthropic"}}, "model": {"name": "claude-sonnet-4-5"}}).to_string(),
+        json!({"security": {"auth": {"selectedType": "anthropic"}}, "model": {"name": "claude-sonnet-4-5"}})
+            .to_string(),
     )
     .unwrap();
     std::fs::write(
@@ -370,10 +402,8 @@ fn install(host: Host, env: &Env, host_env: &[(String, String)], home: &Path) ->
             assert!(text.contains("[mcp_servers.caesar]"), "caesar mcp install codex registered nothing:\n{text}");
             // [V] and `codex exec` refuses every call of a server not pre-approved: "MCP tool
             // call requires approval, but approval policy is never".
-            text = text.replace(
-                "[mcp_servers.caesar]\n",
-                "[mcp_servers.caesar]\ndefault_tools_approval_mode = \"approve\"\n",
-            );
+            text = text
+                .replace("[mcp_servers.caesar]\n", "[mcp_servers.caesar]\ndefault_tools_approval_mode = \"approve\"\n");
             text.push_str(&format!("\n[mcp_servers.caesar.env]\nCAESAR_HOME = {caesar_home:?}\n"));
             std::fs::write(&path, text).unwrap();
             done.push_str("; added default_tools_approval_mode = \"approve\" and [mcp_servers.caesar.env] CAESAR_HOME");
@@ -382,9 +412,12 @@ fn install(host: Host, env: &Env, host_env: &[(String, String)], home: &Path) ->
             // `caesar mcp install` has no qwen client: the gemini-style entry by hand.
             let path = home.join(".qwen/settings.json");
             let mut settings: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            settings["mcpServers"] = json!({"caesar": {"command": bin_dir().join("caesar-mcp").display().to_string(), "args": []}});
+            settings["mcpServers"] =
+                json!({"caesar": {"command": bin_dir().join("caesar-mcp").display().to_string(), "args": []}});
             std::fs::write(&path, settings.to_string()).unwrap();
-            done.push_str("caesar mcp install has no qwen client: wrote ~/.qwen/settings.json mcpServers.caesar by hand");
+            done.push_str(
+                "caesar mcp install has no qwen client: wrote ~/.qwen/settings.json mcpServers.caesar by hand",
+            );
         }
         _ => {}
     }
@@ -507,20 +540,20 @@ fn warnings_about_caesar(run: &Run) -> Vec<String> {
 }
 
 /// The whole scenario for one host: returns the run and prints its figures.
-async fn scenario(host: Host, long_await_ms: Option<u64>) -> Run {
+async fn scenario(host: Host, steps: Vec<Step>, sleeper_ms: u64, extra_config: &str) -> Run {
     let started = Instant::now();
-    let steps = steps(long_await_ms);
     let mut script: Vec<Reply> = steps.iter().map(|s| host.call(s.tool, s.input.clone())).collect();
     script.push(Reply::text("The helper painted the button blue and its work is applied."));
-    let run = Run::go(host, script, long_await_ms.unwrap_or(1_000)).await;
+    let run = Run::go(host, script, sleeper_ms, extra_config).await;
     let timings = check_steps(&run, &steps, 0);
 
-    // The task ran in this suite's daemon (caesar-mcp found it through CAESAR_HOME), and apply
-    // landed its write.
-    let first = run.server.model_requests()[2].body_text();
-    let id = last_id(&first, "t_", 12).unwrap();
+    // The tasks ran in this suite's daemon (caesar-mcp found it through CAESAR_HOME).
+    let last = run.server.model_requests().pop().unwrap().body_text();
+    let id = last_id(&last, "t_", 12).unwrap();
     assert!(run.env.paths.state_dir.join("tasks").join(&id).exists(), "{id} is not a task of the suite's daemon");
-    assert_eq!(std::fs::read_to_string(run.env.project.path().join("colour.txt")).unwrap(), "blue\n");
+    if steps.iter().any(|s| s.tool == "caesar_apply") {
+        assert_eq!(std::fs::read_to_string(run.env.project.path().join("colour.txt")).unwrap(), "blue\n");
+    }
 
     let warnings = warnings_about_caesar(&run);
     // TODO(issue 20, the `unknown format "uint64"` fix on another branch): a host that
@@ -536,6 +569,9 @@ async fn scenario(host: Host, long_await_ms: Option<u64>) -> Run {
         figures.join(" ")
     );
     assert!(other.is_empty(), "{} warned about caesar: {other:#?}\n{}", host.id(), run.debug());
+    if std::env::var_os("CAESAR_REAL_HOSTS_DEBUG").is_some() {
+        eprintln!("{}", run.debug());
+    }
     run
 }
 
@@ -545,43 +581,92 @@ fn skill_seen(run: &Run) -> bool {
     let first = run.server.model_requests().first().map(|r| r.body_text()).unwrap_or_default();
     if let Some(i) = first.find(SKILL_DESCRIPTION) {
         let from = first[..i].char_indices().rev().nth(300).map(|(j, _)| j).unwrap_or(0);
-        eprintln!("real-host {} skill context: {}", run.host.id(), clip(&first[from..], 500));
+        eprintln!("real-host {} skill context: {}", run.host.id(), clip(&first[from..], 800));
     }
     first.contains(SKILL_DESCRIPTION)
 }
 
+/// The round trip for one host, and whether the host showed the model the skill.
+async fn round_trip_through(host: Host) -> bool {
+    let run = scenario(host, round_trip(), 1_000, "").await;
+    let seen = skill_seen(&run);
+    eprintln!("real-host {} skill seen: {seen}", host.id());
+    seen
+}
+
+// Every host here reads the skill `caesar init` deposits: claude from .claude/skills, the others
+// from .agents/skills (the system prompt or the skill tool's description lists it).
+
 #[tokio::test]
 async fn claude_as_host_delegates_answers_and_applies_through_caesar() {
-    let run = scenario(Host::Claude, None).await;
-    assert!(skill_seen(&run), "claude lists .claude/skills/caesar:\n{}", run.debug());
+    assert!(round_trip_through(Host::Claude).await, "claude lists .claude/skills/caesar");
 }
 
 #[tokio::test]
 async fn codex_as_host_delegates_answers_and_applies_through_caesar() {
-    let run = scenario(Host::Codex, None).await;
-    eprintln!("real-host codex skill seen: {}", skill_seen(&run));
+    assert!(round_trip_through(Host::Codex).await, "codex lists .agents/skills/caesar");
 }
 
 #[tokio::test]
 async fn gemini_as_host_delegates_answers_and_applies_through_caesar() {
-    let run = scenario(Host::Gemini, None).await;
-    eprintln!("real-host gemini skill seen: {}", skill_seen(&run));
+    assert!(round_trip_through(Host::Gemini).await, "gemini lists .agents/skills/caesar");
 }
 
 #[tokio::test]
 async fn opencode_as_host_delegates_answers_and_applies_through_caesar() {
-    let run = scenario(Host::Opencode, None).await;
-    eprintln!("real-host opencode skill seen: {}", skill_seen(&run));
+    assert!(round_trip_through(Host::Opencode).await, "opencode lists .agents/skills/caesar");
 }
 
 #[tokio::test]
 async fn copilot_as_host_delegates_answers_and_applies_through_caesar() {
-    let run = scenario(Host::Copilot, None).await;
-    eprintln!("real-host copilot skill seen: {}", skill_seen(&run));
+    assert!(round_trip_through(Host::Copilot).await, "copilot lists .agents/skills/caesar");
 }
 
 #[tokio::test]
 async fn qwen_as_host_delegates_answers_and_applies_through_caesar() {
-    let run = scenario(Host::Qwen, None).await;
-    eprintln!("real-host qwen skill seen: {}", skill_seen(&run));
+    assert!(round_trip_through(Host::Qwen).await, "qwen lists .agents/skills/caesar");
+}
+
+/// An await longer than a minute, the default tool-call timeout of codex (`tool_timeout_sec`,
+/// 60 s) and of the MCP SDK that opencode and copilot use (opencode resets it on progress,
+/// which caesar_await sends). claude's default is 1e8 ms and gemini's and qwen's 10 min:
+/// out of reach here, so they are not run past it.
+const LONG_AWAIT_MS: u64 = 70_000;
+
+#[tokio::test]
+async fn codex_as_host_awaits_past_its_tool_timeout() {
+    scenario(Host::Codex, long_await(LONG_AWAIT_MS), LONG_AWAIT_MS, "").await;
+}
+
+#[tokio::test]
+async fn opencode_as_host_awaits_past_a_minute() {
+    scenario(Host::Opencode, long_await(LONG_AWAIT_MS), LONG_AWAIT_MS, "").await;
+}
+
+#[tokio::test]
+async fn copilot_as_host_awaits_past_a_minute() {
+    scenario(Host::Copilot, long_await(LONG_AWAIT_MS), LONG_AWAIT_MS, "").await;
+}
+
+/// A question asked while the await that should report it is already waiting, on a task that
+/// was still being prepared when the await began (a 3 s worktree setup): the await must wake.
+///
+/// It does not, today: `Engine::await_tasks` (daemon/src/engine/observe.rs) subscribes to a
+/// task's attention only when the task is live, and a task becomes live when it starts
+/// (engine/start.rs `make_live`), after its preparation; for a task still pending, the wait
+/// polls the store for a terminal status only, so the question is reported when the await
+/// times out (30 s here) instead of when it is asked. Run with `--run-ignored only`.
+#[tokio::test]
+#[ignore = "caesar bug: await_tasks misses attention on a task that was not live yet (observe.rs)"]
+async fn claude_as_host_await_wakes_on_a_question_asked_after_preparation() {
+    let started = Instant::now();
+    let run = scenario(Host::Claude, round_trip(), 1_000, "[worktree]\nsetup = [\"sleep 3\"]\n").await;
+    let requests = run.server.model_requests();
+    // Request 2 carries delegate's answer and makes the await call; request 3 its answer.
+    let waited = requests[3].at.duration_since(requests[2].at);
+    assert!(
+        waited < Duration::from_secs(15),
+        "the await slept through the question: {waited:?} ({:?} in all)",
+        started.elapsed()
+    );
 }
