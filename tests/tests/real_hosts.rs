@@ -176,7 +176,22 @@ struct Run {
 
 impl Run {
     /// Sets up the homes, registers caesar-mcp, runs the host on `script` and returns.
-    async fn go(host: Host, script: Vec<Reply>, sleeper_ms: u64, extra_config: &str) -> Run {
+    /// `extra_config` goes into the project's `.caesar/config.toml`, `codex_server` into codex's
+    /// `[mcp_servers.caesar]`.
+    async fn go(host: Host, script: Vec<Reply>, sleeper_ms: u64, extra_config: &str, codex_server: &str) -> Run {
+        Run::go_with(host, script, sleeper_ms, extra_config, codex_server, None).await
+    }
+
+    /// The same, and with `drop_skills` (".claude" or ".agents") the skill `caesar init` put there
+    /// removed, to see which location a host reads.
+    async fn go_with(
+        host: Host,
+        script: Vec<Reply>,
+        sleeper_ms: u64,
+        extra_config: &str,
+        codex_server: &str,
+        drop_skills: Option<&str>,
+    ) -> Run {
         let server = ModelServer::start(script);
         let sleep = sleeper_ms.to_string();
         let mut env = Env::new(&[
@@ -227,11 +242,17 @@ impl Run {
 
         let init = env.caesar(&["init"]);
         assert!(init.status.success(), "caesar init: {}", String::from_utf8_lossy(&init.stderr));
+        for dir in [".claude/skills/caesar", ".agents/skills/caesar"] {
+            assert!(project.join(dir).join("SKILL.md").exists(), "caesar init wrote no {dir} (hosts on PATH)");
+        }
+        if let Some(dir) = drop_skills {
+            std::fs::remove_dir_all(project.join(dir).join("skills/caesar")).unwrap();
+        }
         git(&project, &["init", "-q"]);
         git(&project, &["add", "-A"]);
         git(&project, &["commit", "-q", "-m", "base"]);
 
-        let install = install(host, &env, &host_env, &home);
+        let install = install(host, &env, &host_env, &home, codex_server);
 
         let mut cmd = tokio::process::Command::new(host.bin());
         cmd.args(host.args("Use caesar to delegate the button to the helper agent, then land its work."))
@@ -372,7 +393,7 @@ fn host_env(
 
 /// `caesar mcp install <host>` in the host's scratch home, the host on PATH; then what the host
 /// needs beyond it. Returns what was done, for the report.
-fn install(host: Host, env: &Env, host_env: &[(String, String)], home: &Path) -> String {
+fn install(host: Host, env: &Env, host_env: &[(String, String)], home: &Path, codex_server: &str) -> String {
     let caesar_home = env.home.path().display().to_string();
     let mut done = String::new();
     if host != Host::Qwen {
@@ -402,8 +423,10 @@ fn install(host: Host, env: &Env, host_env: &[(String, String)], home: &Path) ->
             assert!(text.contains("[mcp_servers.caesar]"), "caesar mcp install codex registered nothing:\n{text}");
             // [V] and `codex exec` refuses every call of a server not pre-approved: "MCP tool
             // call requires approval, but approval policy is never".
-            text = text
-                .replace("[mcp_servers.caesar]\n", "[mcp_servers.caesar]\ndefault_tools_approval_mode = \"approve\"\n");
+            text = text.replace(
+                "[mcp_servers.caesar]\n",
+                &format!("[mcp_servers.caesar]\ndefault_tools_approval_mode = \"approve\"\n{codex_server}"),
+            );
             text.push_str(&format!("\n[mcp_servers.caesar.env]\nCAESAR_HOME = {caesar_home:?}\n"));
             std::fs::write(&path, text).unwrap();
             done.push_str("; added default_tools_approval_mode = \"approve\" and [mcp_servers.caesar.env] CAESAR_HOME");
@@ -445,7 +468,11 @@ fn last_tool_result(r: &Request) -> Option<(String, bool)> {
             .rev()
             .find(|i| i.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("call_output")))?;
         let out = item.get("output").map(text_of).unwrap_or_default();
-        let error = item.pointer("/output/success") == Some(&Value::Bool(false));
+        // [V] codex reports a failed MCP call in the output's text, not as a flag: "tool call
+        // error: tool call failed for `caesar/caesar_await`", "MCP tool call requires approval".
+        let error = item.pointer("/output/success") == Some(&Value::Bool(false))
+            || out.contains("tool call error")
+            || out.contains("MCP tool call requires approval");
         return Some((out, error));
     }
     // Gemini: the last functionResponse part.
@@ -522,6 +549,10 @@ fn warnings_about_caesar(run: &Run) -> Vec<String> {
         .chain(run.stdout.lines())
         .filter(|line| {
             let l = line.to_ascii_lowercase();
+            // gemini prints schema complaints without naming the server.
+            if l.contains("unknown format") {
+                return true;
+            }
             if !l.contains("caesar") && !l.contains("mcp") {
                 return false;
             }
@@ -544,7 +575,7 @@ async fn scenario(host: Host, steps: Vec<Step>, sleeper_ms: u64, extra_config: &
     let started = Instant::now();
     let mut script: Vec<Reply> = steps.iter().map(|s| host.call(s.tool, s.input.clone())).collect();
     script.push(Reply::text("The helper painted the button blue and its work is applied."));
-    let run = Run::go(host, script, sleeper_ms, extra_config).await;
+    let run = Run::go(host, script, sleeper_ms, extra_config, "").await;
     let timings = check_steps(&run, &steps, 0);
 
     // The tasks ran in this suite's daemon (caesar-mcp found it through CAESAR_HOME).
@@ -560,6 +591,9 @@ async fn scenario(host: Host, steps: Vec<Step>, sleeper_ms: u64, extra_config: &
     // validates caesar's tool schemas strictly warns about the integer formats; record it
     // until that lands, fail on anything else.
     let (known, other): (Vec<_>, Vec<_>) = warnings.iter().partition(|w| w.contains("unknown format"));
+    let mut known: Vec<&str> = known.iter().map(|w| w.as_str()).collect();
+    known.sort_unstable();
+    known.dedup();
     let figures: Vec<String> = timings.iter().map(|t| format!("{}={}ms", t.tool, t.ms)).collect();
     eprintln!(
         "real-host {}: {} tool calls, wall {} ms, known warnings {known:?}; {}",
@@ -669,4 +703,71 @@ async fn claude_as_host_await_wakes_on_a_question_asked_after_preparation() {
         "the await slept through the question: {waited:?} ({:?} in all)",
         started.elapsed()
     );
+}
+
+/// codex's own limit on one tool call (`tool_timeout_sec`, here 5 s) against a 12 s await: what
+/// the model gets back. caesar_await sends progress notifications; this shows whether codex
+/// lets them extend the call.
+#[tokio::test]
+async fn codex_tool_timeout_shorter_than_an_await() {
+    let host = Host::Codex;
+    let steps = long_await(12_000);
+    let mut script: Vec<Reply> = steps.iter().map(|s| host.call(s.tool, s.input.clone())).collect();
+    script.push(Reply::text("Done."));
+    let run = Run::go(host, script, 12_000, "", "tool_timeout_sec = 5\n").await;
+    let requests = run.server.model_requests();
+    assert!(requests.len() >= 3, "{}", run.debug());
+    let (text, error) = last_tool_result(&requests[2]).unwrap_or_else(|| panic!("no await result:\n{}", run.debug()));
+    let waited = requests[2].at.duration_since(requests[1].at);
+    eprintln!("real-host codex tool_timeout_sec=5, 12 s await: after {waited:?}, error={error}: {}", clip(&text, 300));
+    assert!(waited < Duration::from_secs(10), "codex cut the call at its timeout: {waited:?}: {text}");
+    assert!(error && text.contains("timed out awaiting tools/call"), "the model is told it timed out: {text}");
+}
+
+/// Whether the host shows the model caesar's skill when only `keep` (".claude" or ".agents")
+/// holds it: one model turn, no tool call.
+async fn reads_skill_from(host: Host, keep: &str) -> bool {
+    let drop = if keep == ".claude" { ".agents" } else { ".claude" };
+    let run = Run::go_with(host, vec![Reply::text("Nothing to do.")], 1_000, "", "", Some(drop)).await;
+    assert!(!run.server.model_requests().is_empty(), "{}", run.debug());
+    let seen = skill_seen(&run);
+    eprintln!("real-host {} reads {keep}/skills: {seen}", host.id());
+    seen
+}
+
+/// Which of the two locations `caesar init` writes each host reads (the pinned versions).
+async fn skill_locations(host: Host, claude: bool, agents: bool) {
+    let from_claude = reads_skill_from(host, ".claude").await;
+    let from_agents = reads_skill_from(host, ".agents").await;
+    assert_eq!((from_claude, from_agents), (claude, agents), "{}: (.claude/skills, .agents/skills) read", host.id());
+}
+
+#[tokio::test]
+async fn claude_reads_the_skill_from_claude_skills_only() {
+    skill_locations(Host::Claude, true, false).await;
+}
+
+#[tokio::test]
+async fn codex_reads_the_skill_from_agents_skills_only() {
+    skill_locations(Host::Codex, false, true).await;
+}
+
+#[tokio::test]
+async fn gemini_reads_the_skill_from_agents_skills_only() {
+    skill_locations(Host::Gemini, false, true).await;
+}
+
+#[tokio::test]
+async fn opencode_reads_the_skill_from_both() {
+    skill_locations(Host::Opencode, true, true).await;
+}
+
+#[tokio::test]
+async fn copilot_reads_the_skill_from_both() {
+    skill_locations(Host::Copilot, true, true).await;
+}
+
+#[tokio::test]
+async fn qwen_reads_the_skill_from_agents_skills_only() {
+    skill_locations(Host::Qwen, false, true).await;
 }
