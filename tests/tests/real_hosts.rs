@@ -661,10 +661,13 @@ async fn qwen_as_host_delegates_answers_and_applies_through_caesar() {
     assert!(round_trip_through(Host::Qwen).await, "qwen lists .agents/skills/caesar");
 }
 
-/// An await longer than a minute, the default tool-call timeout of codex (`tool_timeout_sec`,
-/// 60 s) and of the MCP SDK that opencode and copilot use (opencode resets it on progress,
-/// which caesar_await sends). claude's default is 1e8 ms and gemini's and qwen's 10 min:
-/// out of reach here, so they are not run past it.
+/// An await longer than a minute: the default tool-call timeout of the MCP TypeScript SDK
+/// (60 s) that opencode and copilot build on (opencode resets it on progress, which caesar_await
+/// sends), and the `tool_timeout_sec` default older codex releases documented. [V] codex 0.171
+/// lets a 130 s await through by default (tried once by hand), but cuts a call at an explicit
+/// `tool_timeout_sec` whatever the progress (codex_tool_timeout_shorter_than_an_await).
+/// claude's default is 1e8 ms (`MCP_TOOL_TIMEOUT`) and gemini's and qwen's 10 min: out of reach
+/// here, so they are not run past it.
 const LONG_AWAIT_MS: u64 = 70_000;
 
 #[tokio::test]
