@@ -36,9 +36,12 @@ pub enum Reply {
     Text(String),
     /// One tool call (Anthropic `tool_use`, Responses `function_call`). Every `{cwd}` in the
     /// input's strings becomes the working directory the CLI announced in the request, for tools
-    /// that want absolute paths.
+    /// that want absolute paths; every `{task_id}` and `{question_id}` the last caesar task id
+    /// (`t_` and 12 hex digits) and question id (`q_` and 8 hex digits) the request carries,
+    /// for a script that answers the ids earlier tool results gave it.
     Tool { name: String, input: Value },
-    /// A Responses output item sent as is (codex's custom tools, such as `apply_patch`).
+    /// A Responses output item sent as is (codex's custom tools, such as `apply_patch`), but for
+    /// `{task_id}` and `{question_id}`, replaced as in [`Reply::Tool`].
     ResponsesItem(Value),
     /// An HTTP error with the wire's error body.
     Error { status: u16, message: String },
@@ -53,10 +56,20 @@ impl Reply {
         Reply::Tool { name: name.to_owned(), input }
     }
 
+    /// A call to the tool of the request's tools list whose name ends with `suffix` (the name a
+    /// host gives an MCP server's tool: `mcp__caesar__caesar_delegate`, `caesar_caesar_delegate`,
+    /// ...), found when the request comes; `suffix` itself when no tool matches.
+    pub fn tool_ending(suffix: &str, input: Value) -> Reply {
+        Reply::Tool { name: format!("{ENDING}{suffix}"), input }
+    }
+
     pub fn error(status: u16, message: &str) -> Reply {
         Reply::Error { status, message: message.to_owned() }
     }
 }
+
+/// Marks a [`Reply::Tool`] name as a suffix to resolve against the request's tools.
+const ENDING: &str = "\u{0}ending:";
 
 /// One request as the server received it.
 #[derive(Debug, Clone)]
@@ -68,12 +81,41 @@ pub struct Request {
     pub body: Value,
     /// Whether it was answered from the script (a model request) rather than ignored.
     pub scripted: bool,
+    /// When its body had been read: the time between a tool call's answer and the next model
+    /// request is the time the CLI took to run that tool.
+    pub at: Instant,
 }
 
 impl Request {
     /// The whole body as text, for "the CLI sent this back" assertions.
     pub fn body_text(&self) -> String {
         self.body.to_string()
+    }
+
+    /// Every tool name the request offers the model (Anthropic and Responses `tools[].name`, a
+    /// Responses namespace's members, Gemini's `functionDeclarations[].name`).
+    pub fn tool_names(&self) -> Vec<String> {
+        fn walk(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+                Value::Object(o) => {
+                    if let Some(Value::String(n)) = o.get("name") {
+                        out.push(n.clone());
+                    }
+                    for k in ["tools", "functionDeclarations"] {
+                        if let Some(x) = o.get(k) {
+                            walk(x, out);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        if let Some(t) = self.body.get("tools") {
+            walk(t, &mut out);
+        }
+        out
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
@@ -277,7 +319,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<Req
         buf
     };
     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    Ok(Some(Request { method, path, headers, body, scripted: false }))
+    Ok(Some(Request { method, path, headers, body, scripted: false, at: Instant::now() }))
 }
 
 fn read_chunked(reader: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
@@ -394,7 +436,7 @@ fn write_anthropic(w: &mut TcpStream, r: &Request, reply: &Reply, id: u64) -> st
                 (
                     "content_block_start",
                     json!({"index": 0, "content_block":
-                        {"type": "tool_use", "id": format!("toolu_fake{id}"), "name": name, "input": {}}}),
+                        {"type": "tool_use", "id": format!("toolu_fake{id}"), "name": resolve_name(name, r), "input": {}}}),
                 ),
                 (
                     "content_block_delta",
@@ -443,8 +485,8 @@ fn write_responses(w: &mut TcpStream, r: &Request, reply: &Reply, id: u64) -> st
             "content": [{"type": "output_text", "text": t, "annotations": []}]}),
         Reply::Tool { name, input } => json!({
             "type": "function_call", "id": format!("fc_fake{id}"), "call_id": format!("call_fake{id}"),
-            "name": name, "arguments": with_cwd(input, r), "status": "completed"}),
-        Reply::ResponsesItem(item) => item.clone(),
+            "name": resolve_name(name, r), "arguments": with_cwd(input, r), "status": "completed"}),
+        Reply::ResponsesItem(item) => with_ids(item, r),
     };
     let response_id = format!("resp_fake{id}");
     let events = [
@@ -463,13 +505,67 @@ fn write_responses(w: &mut TcpStream, r: &Request, reply: &Reply, id: u64) -> st
     write_sse(w, &events)
 }
 
-/// The tool input as JSON text, with `{cwd}` replaced by the request's working directory.
+/// A tool name as the script gave it, or for [`Reply::tool_ending`] the request's tool whose name
+/// ends with the suffix.
+fn resolve_name(name: &str, r: &Request) -> String {
+    let Some(suffix) = name.strip_prefix(ENDING) else { return name.to_owned() };
+    r.tool_names().into_iter().find(|n| n.ends_with(suffix)).unwrap_or_else(|| suffix.to_owned())
+}
+
+/// The tool input as JSON text, with `{cwd}` replaced by the request's working directory and
+/// `{task_id}`, `{question_id}` by the last ids the request carries.
 fn with_cwd(input: &Value, r: &Request) -> String {
-    let text = input.to_string();
+    let text = ids_replaced(input.to_string(), r);
     match cwd_of(r) {
         Some(cwd) => text.replace("{cwd}", &cwd),
         None => text,
     }
+}
+
+/// A JSON value with `{task_id}` and `{question_id}` replaced; the value itself when it has none.
+fn with_ids(item: &Value, r: &Request) -> Value {
+    let text = item.to_string();
+    if !text.contains("{task_id}") && !text.contains("{question_id}") {
+        return item.clone();
+    }
+    serde_json::from_str(&ids_replaced(text, r)).unwrap_or_else(|_| item.clone())
+}
+
+fn ids_replaced(text: String, r: &Request) -> String {
+    if !text.contains("{task_id}") && !text.contains("{question_id}") {
+        return text;
+    }
+    let body = r.body_text();
+    let mut text = text;
+    if let Some(id) = last_id(&body, "t_", 12) {
+        text = text.replace("{task_id}", &id);
+    }
+    if let Some(id) = last_id(&body, "q_", 8) {
+        text = text.replace("{question_id}", &id);
+    }
+    text
+}
+
+/// The last `<prefix><digits hex digits>` in `text` that stands alone (no word character on
+/// either side): a caesar task or question id.
+pub fn last_id(text: &str, prefix: &str, digits: usize) -> Option<String> {
+    let bytes = text.as_bytes();
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut found = None;
+    let mut from = 0;
+    while let Some(i) = text[from..].find(prefix).map(|i| i + from) {
+        from = i + prefix.len();
+        let end = from + digits;
+        // An id right after an escaped newline or tab of JSON text stands alone too.
+        let escaped = i >= 2 && bytes[i - 2] == b'\\' && matches!(bytes[i - 1], b'n' | b't' | b'r');
+        let before_ok = i == 0 || !word(bytes[i - 1]) || escaped;
+        let hex_ok = end <= bytes.len() && bytes[from..end].iter().all(|b| b.is_ascii_hexdigit());
+        let after_ok = end == bytes.len() || (end < bytes.len() && !word(bytes[end]));
+        if before_ok && hex_ok && after_ok {
+            found = Some(text[i..end].to_owned());
+        }
+    }
+    found
 }
 
 /// The working directory a CLI announces in its prompt: claude's "Primary working directory: X"
@@ -513,9 +609,9 @@ fn write_gemini(w: &mut TcpStream, r: &Request, reply: &Reply) -> std::io::Resul
         Reply::Text(t) => vec![json!({"text": t})],
         Reply::Tool { name, input } => {
             let args: Value = serde_json::from_str(&with_cwd(input, r)).unwrap_or_default();
-            vec![json!({"functionCall": {"name": name, "args": args}})]
+            vec![json!({"functionCall": {"name": resolve_name(name, r), "args": args}})]
         }
-        Reply::ResponsesItem(item) => vec![item.clone()],
+        Reply::ResponsesItem(item) => vec![with_ids(item, r)],
     };
     let body = format!("data: {}\r\n\r\n", gemini_chunk(parts));
     write!(
