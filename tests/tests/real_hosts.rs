@@ -687,14 +687,9 @@ async fn copilot_as_host_awaits_past_a_minute() {
 
 /// A question asked while the await that should report it is already waiting, on a task that
 /// was still being prepared when the await began (a 3 s worktree setup): the await must wake.
-///
-/// It does not, today: `Engine::await_tasks` (daemon/src/engine/observe.rs) subscribes to a
-/// task's attention only when the task is live, and a task becomes live when it starts
-/// (engine/start.rs `make_live`), after its preparation; for a task still pending, the wait
-/// polls the store for a terminal status only, so the question is reported when the await
-/// times out (30 s here) instead of when it is asked. Run with `--run-ignored only`.
+/// (It once did not: a task became live only when it started, so an await begun while it
+/// prepared was woken by nothing but its end. Tasks are live from delegation now.)
 #[tokio::test]
-#[ignore = "caesar bug: await_tasks misses attention on a task that was not live yet (observe.rs)"]
 async fn claude_as_host_await_wakes_on_a_question_asked_after_preparation() {
     let started = Instant::now();
     let run = scenario(Host::Claude, round_trip(), 1_000, "[worktree]\nsetup = [\"sleep 3\"]\n").await;

@@ -296,6 +296,7 @@ impl Engine {
         };
         self.store.insert_task(&record)?;
         unrecorded.0 = None;
+        self.make_live(&record.id, TaskStatus::Pending, 0);
         // Recorded: the answer goes back now. The worktree and its setup are
         // made on a task of their own; a task that needs neither is queued.
         if record.launch.prepares_worktree() {

@@ -288,11 +288,18 @@ impl Engine {
     }
 
     /// Registers a task as live (its status watched, its events numbered
-    /// from `next_seq`).
+    /// from `next_seq`), or moves the live one to `status`. A task is live
+    /// from its delegation on, so that a caller awaiting it while it is
+    /// queued or preparing is woken by what happens once it runs.
     fn make_live(&self, id: &str, status: TaskStatus, next_seq: u64) -> Arc<Live> {
-        let live = Live::new(status, next_seq);
-        self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned(), live.clone());
-        live
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = live.get(id) {
+            existing.status.send_replace(status);
+            return existing.clone();
+        }
+        let made = Live::new(status, next_seq);
+        live.insert(id.to_owned(), made.clone());
+        made
     }
 
     /// The task's directory.

@@ -80,6 +80,7 @@ impl Engine {
     /// A pending task that never started: prepared again if its worktree
     /// was never recorded, else left to the queue.
     fn requeue(self: &Arc<Self>, record: &crate::store::TaskRecord) {
+        self.make_live(&record.id, TaskStatus::Pending, record.event_count);
         if record.cancel_requested {
             // Cancelled while no daemon could finish it.
             self.end_cancelled_unstarted(record);
