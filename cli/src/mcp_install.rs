@@ -64,8 +64,13 @@ pub fn install(client: &str, uninstall: bool, dry_run: bool) -> anyhow::Result<P
     let home = home()?;
     match client {
         "claude" => {
-            // Claude Code keeps user-scope servers in ~/.claude.json.
-            let path = home.join(".claude.json");
+            // Claude Code keeps user-scope servers in ~/.claude.json, or in
+            // $CLAUDE_CONFIG_DIR/.claude.json when that is set.
+            let path = std::env::var_os("CLAUDE_CONFIG_DIR")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| home.clone())
+                .join(".claude.json");
             let entry = json!({"type": "stdio", "command": shim, "args": [], "env": {}});
             if let Some(cli) = on_path("claude") {
                 let present = read_json(&path)?.and_then(|v| v.pointer(&format!("/mcpServers/{NAME}")).cloned());
@@ -104,13 +109,12 @@ pub fn install(client: &str, uninstall: bool, dry_run: bool) -> anyhow::Result<P
                     return run_client(&cli, args, present.is_some(), dry_run);
                 }
                 let command_ok = present.as_ref().is_some_and(|(c, _)| c == &shim);
-                let timeout_ok = present.as_ref().is_some_and(|(_, t)| *t == Some(TOOL_TIMEOUT_SEC));
                 let args = vec!["mcp".into(), "add".into(), NAME.into(), "--".into(), shim.clone()];
                 let mut plan = run_client(&cli, args, !command_ok, dry_run)?;
-                // `codex mcp add` has no timeout option (and rewrites the
-                // entry): the timeout is merged into what it wrote.
-                if !command_ok || !timeout_ok {
-                    let note = set_codex_timeout(&path, dry_run)?;
+                // `codex mcp add` has no option for the timeout, the tools'
+                // approval or the environment (and rewrites the entry): they
+                // are merged into what it wrote.
+                if let Some(note) = complete_codex_entry(&path, dry_run)? {
                     plan.summary = if plan.changed { format!("{}; {note}", plan.summary) } else { note };
                     plan.path = Some(path);
                     plan.changed = true;
@@ -250,26 +254,71 @@ fn read_toml_entry(path: &Path) -> anyhow::Result<Option<(String, Option<i64>)>>
     Ok(Some((command, entry.get("tool_timeout_sec").and_then(|t| t.as_integer()))))
 }
 
-/// Sets `tool_timeout_sec` in the `[mcp_servers.caesar]` that `codex mcp add`
-/// wrote, keeping the rest of the file. Says what it did.
-fn set_codex_timeout(path: &Path, dry_run: bool) -> anyhow::Result<String> {
-    let what = format!("{}: set [mcp_servers.{NAME}] tool_timeout_sec = {TOOL_TIMEOUT_SEC}", path.display());
-    if dry_run {
-        return Ok(what);
+/// What caesar's entry in Codex's config needs beyond its command:
+/// - `tool_timeout_sec`, longer than `caesar_await`'s longest wait;
+/// - `default_tools_approval_mode = "approve"`: `codex exec` never asks, so
+///   an unapproved tool is refused outright ("approval policy is never");
+/// - `env`: codex starts MCP servers with a minimal environment, so the
+///   variables that say where caesar's state lives are passed when set.
+fn codex_entry_extras(entry: &mut dyn toml_edit::TableLike) -> bool {
+    let mut changed = false;
+    if entry.get("tool_timeout_sec").and_then(|t| t.as_integer()) != Some(TOOL_TIMEOUT_SEC) {
+        entry.insert("tool_timeout_sec", toml_edit::value(TOOL_TIMEOUT_SEC));
+        changed = true;
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if entry.get("default_tools_approval_mode").and_then(|a| a.as_str()) != Some("approve") {
+        entry.insert("default_tools_approval_mode", toml_edit::value("approve"));
+        changed = true;
+    }
+    for key in ["CAESAR_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME"] {
+        let Some(value) = std::env::var(key).ok().filter(|v| !v.is_empty()) else { continue };
+        let current = entry.get("env").and_then(|e| e.get(key)).and_then(|v| v.as_str()).map(str::to_owned);
+        if current.as_deref() == Some(value.as_str()) {
+            continue;
+        }
+        if entry.get("env").and_then(|e| e.as_table_like()).is_none() {
+            entry.insert("env", toml_edit::value(toml_edit::InlineTable::new()));
+        }
+        if let Some(env) = entry.get_mut("env").and_then(|e| e.as_table_like_mut()) {
+            env.insert(key, toml_edit::value(value));
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Completes the `[mcp_servers.caesar]` that `codex mcp add` wrote (see
+/// [`codex_entry_extras`]), keeping the rest of the file. Says what it did,
+/// or `None` when the entry was already complete.
+fn complete_codex_entry(path: &Path, dry_run: bool) -> anyhow::Result<Option<String>> {
+    let what = format!(
+        "{}: set [mcp_servers.{NAME}] tool_timeout_sec = {TOOL_TIMEOUT_SEC}, default_tools_approval_mode = \"approve\" and its env",
+        path.display()
+    );
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(_) if dry_run => return Ok(Some(what)),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
     let mut doc: toml_edit::DocumentMut =
         text.parse().with_context(|| format!("{} is not valid TOML: fix it first", path.display()))?;
     let Some(entry) = doc.get_mut("mcp_servers").and_then(|s| s.get_mut(NAME)).and_then(|e| e.as_table_like_mut())
     else {
+        if dry_run {
+            return Ok(Some(what));
+        }
         bail!(
-            "`codex mcp add` left no [mcp_servers.{NAME}] in {}: add `tool_timeout_sec = {TOOL_TIMEOUT_SEC}` to caesar's entry yourself",
+            "`codex mcp add` left no [mcp_servers.{NAME}] in {}: add `tool_timeout_sec = {TOOL_TIMEOUT_SEC}` and `default_tools_approval_mode = \"approve\"` to caesar's entry yourself",
             path.display()
         )
     };
-    entry.insert("tool_timeout_sec", toml_edit::value(TOOL_TIMEOUT_SEC));
-    std::fs::write(path, doc.to_string()).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(what)
+    if !codex_entry_extras(entry) {
+        return Ok(None);
+    }
+    if !dry_run {
+        std::fs::write(path, doc.to_string()).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(Some(what))
 }
 
 /// Sets (or removes) `[mcp_servers.caesar]` in Codex's config.toml,
@@ -281,8 +330,9 @@ fn merge_codex_toml(path: &Path, command: Option<&str>, dry_run: bool) -> anyhow
     let entry = doc.get("mcp_servers").and_then(|s| s.get(NAME));
     let present = entry.and_then(|e| e.get("command")).and_then(|c| c.as_str()).map(str::to_owned);
     let timeout = entry.and_then(|e| e.get("tool_timeout_sec")).and_then(|t| t.as_integer());
+    let approval = entry.and_then(|e| e.get("default_tools_approval_mode")).and_then(|a| a.as_str());
     let changed = match command {
-        Some(c) => present.as_deref() != Some(c) || timeout != Some(TOOL_TIMEOUT_SEC),
+        Some(c) => present.as_deref() != Some(c) || timeout != Some(TOOL_TIMEOUT_SEC) || approval != Some("approve"),
         None => entry.is_some(),
     };
     match command {
@@ -296,7 +346,7 @@ fn merge_codex_toml(path: &Path, command: Option<&str>, dry_run: bool) -> anyhow
             let mut entry = toml_edit::Table::new();
             entry.insert("command", toml_edit::value(c));
             entry.insert("args", toml_edit::value(toml_edit::Array::new()));
-            entry.insert("tool_timeout_sec", toml_edit::value(TOOL_TIMEOUT_SEC));
+            codex_entry_extras(&mut entry);
             servers.insert(NAME, toml_edit::Item::Table(entry));
         }
         None => {
@@ -308,7 +358,7 @@ fn merge_codex_toml(path: &Path, command: Option<&str>, dry_run: bool) -> anyhow
     let summary = match (command, changed) {
         (_, false) => format!("{}: already as asked, nothing to do", path.display()),
         (Some(c), true) => format!(
-            "{}: set [mcp_servers.{NAME}] command = \"{c}\", tool_timeout_sec = {TOOL_TIMEOUT_SEC}",
+            "{}: set [mcp_servers.{NAME}] command = \"{c}\", tool_timeout_sec = {TOOL_TIMEOUT_SEC}, default_tools_approval_mode = \"approve\"",
             path.display()
         ),
         (None, true) => format!("{}: remove [mcp_servers.{NAME}]", path.display()),

@@ -139,7 +139,10 @@ pub fn init_project(project: &Path, force: bool, has_host: &dyn Fn(&str) -> bool
     if has_host("claude") || project.join(".claude").exists() {
         put(&project.join(".claude/skills/caesar/SKILL.md"), SKILL, true, &mut out)?;
     }
-    if ["codex", "copilot", "antigravity"].iter().any(|h| has_host(h)) || project.join(".agents").exists() {
+    // .agents/skills is read by codex, copilot, antigravity, gemini, opencode and qwen.
+    if ["codex", "copilot", "antigravity", "gemini", "opencode", "qwen"].iter().any(|h| has_host(h))
+        || project.join(".agents").exists()
+    {
         put(&project.join(".agents/skills/caesar/SKILL.md"), SKILL, true, &mut out)?;
     }
     Ok(out)

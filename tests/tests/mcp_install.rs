@@ -162,6 +162,8 @@ fn codex_gets_its_own_mcp_add_then_a_tool_timeout_longer_than_an_await() {
     let text = std::fs::read_to_string(&config).unwrap();
     assert!(text.starts_with("# mine\nmodel = \"o3\""), "{text}");
     assert!(text.contains("[mcp_servers.caesar]") && text.contains("tool_timeout_sec = 660"), "{text}");
+    // `codex exec` refuses a server's tools unless they are approved beforehand.
+    assert!(text.contains("default_tools_approval_mode = \"approve\""), "{text}");
     let again = result(&run(&[]));
     assert_eq!(again["changed"], false, "{again}");
     assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 1, "codex mcp add ran once");
