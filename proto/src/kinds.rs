@@ -119,10 +119,7 @@ mod tests {
             assert_eq!(i.as_str().parse::<IsolationPref>(), Ok(i));
         }
         assert_eq!("off".parse::<NetworkPref>(), Ok(NetworkPref::Off));
-        assert_eq!(
-            "sideways".parse::<Mode>().unwrap_err(),
-            "unknown mode `sideways`: use read-only, readonly, read_only, write"
-        );
+        assert_eq!("sideways".parse::<Mode>().unwrap_err(), "unknown mode `sideways`: use read-only, write");
         assert_eq!(Isolation::Worktree.to_string(), "worktree");
     }
 }
