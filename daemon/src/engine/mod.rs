@@ -17,6 +17,8 @@
 //! - [`recovery`]: after a restart, finish or redo each step idempotently.
 //! - [`observe`], [`cancel`], [`channel`], [`permissions`], [`changes`],
 //!   [`projects`]: what callers ask of tasks and projects.
+//! - [`bounds`]: pure caps on what one request may ask (await ids, field
+//!   sizes, list lengths, the queue's length).
 //!
 //! Waiting is event-driven: each live task has a `watch` channel of its
 //! status, and [`Engine::await_tasks`] sleeps on those, never polling.
