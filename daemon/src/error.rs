@@ -19,6 +19,9 @@ pub enum Error {
     /// Two writers raced and this one lost (ABORTED).
     #[error("{0}")]
     Conflict(String),
+    /// A bound on what the daemon holds was reached, e.g. the queue is full (RESOURCE_EXHAUSTED).
+    #[error("{0}")]
+    Exhausted(String),
     /// Not built yet (UNIMPLEMENTED).
     #[error("{0}")]
     Unimplemented(String),
@@ -80,6 +83,7 @@ impl Error {
             Error::Precondition(m) => Error::Precondition(add(m)),
             Error::Refused(m) => Error::Refused(add(m)),
             Error::Conflict(m) => Error::Conflict(add(m)),
+            Error::Exhausted(m) => Error::Exhausted(add(m)),
             Error::Unimplemented(m) => Error::Unimplemented(add(m)),
             Error::Internal(m) => Error::Internal(add(m)),
             other => other,
@@ -100,6 +104,7 @@ impl From<Error> for tonic::Status {
             Error::Precondition(_) => tonic::Status::failed_precondition(msg),
             Error::Refused(_) => tonic::Status::permission_denied(msg),
             Error::Conflict(_) => tonic::Status::aborted(msg),
+            Error::Exhausted(_) => tonic::Status::resource_exhausted(msg),
             Error::Unimplemented(_) => tonic::Status::unimplemented(msg),
             Error::Store(_) | Error::Io(_) | Error::Internal(_) => tonic::Status::internal(msg),
         }

@@ -27,6 +27,8 @@ use crate::tools;
 pub const AWAIT_DEFAULT_MS: u64 = 30_000;
 /// The longest wait of caesar_await, in milliseconds.
 pub const AWAIT_MAX_MS: u64 = 600_000;
+/// The most task ids one caesar_await may name (the daemon's cap too).
+pub const AWAIT_MAX_IDS: usize = 1_000;
 /// The most raw output fetched from the daemon for caesar_logs (its limit).
 const RAW_FETCH_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -230,6 +232,7 @@ impl Shim {
         if ids.is_empty() {
             return Err(ToolError::validation("`task_ids` is empty: pass the task_id values caesar_delegate returned"));
         }
+        check_await_ids(ids.len())?;
         let req = pb::AwaitRequest {
             task_ids: ids.clone(),
             timeout_ms: clamp(p.timeout_ms, AWAIT_DEFAULT_MS, 1, AWAIT_MAX_MS),
@@ -795,10 +798,29 @@ mod scope_tests {
     }
 }
 
+/// Refuses a caesar_await on more than [`AWAIT_MAX_IDS`] ids before the daemon is asked.
+fn check_await_ids(n: usize) -> Result<(), ToolError> {
+    if n > AWAIT_MAX_IDS {
+        return Err(ToolError::validation(format!(
+            "`task_ids` names {n} tasks, more than the {AWAIT_MAX_IDS} one caesar_await may wait on: \
+             await them in batches of at most {AWAIT_MAX_IDS}"
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn await_ids_are_capped_with_a_validation_error() {
+        assert!(check_await_ids(AWAIT_MAX_IDS).is_ok());
+        let e = check_await_ids(AWAIT_MAX_IDS + 1).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Validation);
+        assert!(e.message.contains("1001") && e.message.contains("batches"), "{}", e.message);
+    }
 
     #[test]
     fn file_uris() {

@@ -23,6 +23,7 @@ impl Engine {
     /// Validates a delegation, records the task durably, starts its agent
     /// and returns without waiting for it.
     pub async fn delegate(self: &Arc<Self>, input: DelegateInput) -> Result<Delegated> {
+        bounds::check_delegate(&input)?;
         let objective = input.objective.trim();
         if objective.is_empty() {
             return Err(Error::Invalid("`objective` is empty: say what the agent should do".to_owned()));
@@ -107,6 +108,9 @@ impl Engine {
             (Some(_), _) => true,
             (None, _) => false,
         };
+        // The queue is bounded: every pending task holds a row, a task
+        // directory and a place in each queue turn.
+        bounds::check_pending(self.store.count_status(TaskStatus::Pending)?, self.settings.max_pending)?;
         let secret = crate::ids::secret();
 
         let id = crate::ids::task_id();

@@ -17,6 +17,8 @@
 //! - [`recovery`]: after a restart, finish or redo each step idempotently.
 //! - [`observe`], [`cancel`], [`channel`], [`permissions`], [`changes`],
 //!   [`projects`]: what callers ask of tasks and projects.
+//! - [`bounds`]: pure caps on what one request may ask (await ids, field
+//!   sizes, list lengths, the queue's length).
 //!
 //! Waiting is event-driven: each live task has a `watch` channel of its
 //! status, and [`Engine::await_tasks`] sleeps on those, never polling.
@@ -35,6 +37,7 @@ use crate::runner::local::LocalRunner;
 use crate::store::{QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
 use crate::task_dir::TaskDir;
 
+pub mod bounds;
 mod cancel;
 mod changes;
 mod channel;
@@ -70,6 +73,10 @@ pub struct Settings {
     /// How long a bridged permission prompt waits for the orchestrator before it is denied
     /// (`CAESAR_PERMISSION_TIMEOUT_MS`, default 5 min; never past the task's deadline).
     pub permission_timeout: Duration,
+    /// The most tasks that may wait in the queue (`pending`) at once; a
+    /// delegation past it is refused (`CAESAR_MAX_PENDING`, default
+    /// [`bounds::MAX_PENDING`]).
+    pub max_pending: u32,
 }
 
 impl Settings {
@@ -96,6 +103,11 @@ impl Settings {
             permission_timeout: Duration::from_millis(
                 std::env::var("CAESAR_PERMISSION_TIMEOUT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(300_000),
             ),
+            max_pending: std::env::var("CAESAR_MAX_PENDING")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|n| *n > 0)
+                .unwrap_or(bounds::MAX_PENDING),
         })
     }
 }

@@ -72,6 +72,7 @@ impl Engine {
         if ids.is_empty() {
             return Err(Error::Invalid("`task_ids` is empty: pass the ids that delegate returned".to_owned()));
         }
+        bounds::check_await_ids(ids.len())?;
         let mut unknown = Vec::new();
         for id in ids {
             if let Err(Error::NotFound(_)) = self.record(id) {

@@ -772,15 +772,16 @@ async fn check(s: &mut Soak, c: &mut Client, paths: &Paths, home: &Path, daemon:
         problems.push(format!("the store holds {} tasks, {} were delegated", tasks.len(), s.kinds.len()));
     }
     // Await hands out the reports (a listing does not).
+    // In batches: one await names at most 1,000 ids (the daemon's cap).
     let ids: Vec<String> = s.ids.iter().flatten().cloned().collect();
-    let awaited = match c.r#await(pb::AwaitRequest { task_ids: ids, timeout_ms: 1000, wake_on_attention: false }).await
-    {
-        Ok(r) => r.into_inner().tasks,
-        Err(e) => {
-            problems.push(format!("awaiting the tasks failed: {e}"));
-            Vec::new()
+    let mut awaited = Vec::new();
+    for batch in ids.chunks(1000) {
+        let req = pb::AwaitRequest { task_ids: batch.to_vec(), timeout_ms: 1000, wake_on_attention: false };
+        match c.r#await(req).await {
+            Ok(r) => awaited.extend(r.into_inner().tasks),
+            Err(e) => problems.push(format!("awaiting the tasks failed: {e}")),
         }
-    };
+    }
     let by_id: HashMap<&str, &pb::TaskView> = awaited.iter().map(|t| (t.task_id.as_str(), t)).collect();
     let mut events_of: HashMap<String, Vec<serde_json::Value>> = HashMap::new();
     for (k, id) in s.ids.iter().enumerate() {
