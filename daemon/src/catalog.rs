@@ -90,12 +90,17 @@ fn probe_version(path: &Path, args: &[&str]) -> Option<String> {
 /// Every agent of the configuration: `[[agent]]` entries first, then the
 /// native providers they do not replace.
 pub fn list(config: &Config, versions: &VersionCache) -> Vec<AgentEntry> {
-    let mut out: Vec<AgentEntry> = config.agents.iter().map(|(def, _)| generic_entry(def, versions)).collect();
-    for spec in provider::all() {
-        if config.agent(spec.id).is_none() {
-            out.push(builtin_entry(spec, config, versions));
-        }
-    }
+    // An entry may probe its CLI's `--version`, which can take seconds (up to
+    // VERSION_TIMEOUT): the entries are made side by side, in their order.
+    let mut out: Vec<AgentEntry> = std::thread::scope(|scope| {
+        let generic = config.agents.iter().map(|(def, _)| scope.spawn(move || generic_entry(def, versions)));
+        let builtin = provider::all()
+            .iter()
+            .filter(|spec| config.agent(spec.id).is_none())
+            .map(|spec| scope.spawn(move || builtin_entry(spec, config, versions)));
+        let made: Vec<_> = generic.chain(builtin).collect();
+        made.into_iter().filter_map(|entry| entry.join().ok()).collect()
+    });
     for entry in &mut out {
         if let Err(refusal) = crate::policy::standing(&config.policy, &entry.id) {
             entry.allowed = false;
