@@ -1088,7 +1088,7 @@ async fn doctor(json: bool) -> Result<u8, Failure> {
             "{}",
             json!({"ok": problems.is_empty(), "daemon": render::ping_json(&ping), "store_ok": health.store_ok,
                    "http": if health.http_url.is_empty() { Value::Null } else { json!({"url": health.http_url, "listening": health.http_listening}) },
-                   "agents": list, "problems": problems})
+                   "environment": health.environment, "agents": list, "problems": problems})
         );
     } else {
         println!(
@@ -1096,6 +1096,7 @@ async fn doctor(json: bool) -> Result<u8, Failure> {
             ping.version, ping.pid, ping.protocol, ping.socket
         );
         println!("state:  {}", ping.state_dir);
+        println!("env:    {}", health.environment);
         println!("store:  {}", if health.store_ok { "ok" } else { "DAMAGED" });
         if !health.http_url.is_empty() {
             println!(

@@ -333,6 +333,7 @@ impl Caesar for Service {
             problems,
             http_url,
             http_listening,
+            environment: crate::server::environment_origin().to_owned(),
         }))
     }
 

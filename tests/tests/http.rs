@@ -105,6 +105,9 @@ async fn mcp_over_http_with_auth_host_check_scoping_and_rate_limit() {
     let o = env.caesar(&["--json", "doctor"]);
     let d = json(String::from_utf8_lossy(&o.stdout).trim());
     assert_eq!(d["http"]["url"], t.url.as_str());
+    // Where the daemon's environment came from: who started it, and caesar's variables.
+    let origin = d["environment"].as_str().unwrap_or_default();
+    assert!(origin.starts_with("started by ") && origin.contains("CAESAR_HOME set"), "{origin}");
     assert_eq!(d["http"]["listening"], true);
 
     // Rotating the token: the old one stops working at once.
