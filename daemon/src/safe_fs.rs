@@ -41,7 +41,12 @@ pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
 /// at its last component and without blocking on a FIFO: for files read in
 /// pieces (a growing `raw.log`) rather than whole.
 pub fn open_regular(path: &Path) -> io::Result<File> {
-    let file = open_leaf(None, path, path)?;
+    only_regular(open_leaf(None, path, path)?, path)
+}
+
+/// `file`, opened at `path`, if it is a regular file: never a FIFO, a
+/// device or a directory the agent put there.
+fn only_regular(file: File, path: &Path) -> io::Result<File> {
     let meta = file.metadata()?;
     if !meta.file_type().is_file() {
         return Err(not_regular(path, &meta));
@@ -144,11 +149,7 @@ pub fn open_append_regular(path: &Path) -> io::Result<File> {
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| explain_io(e, path))?;
-    let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(not_regular(path, &meta));
-    }
-    Ok(file)
+    only_regular(file, path)
 }
 
 /// Cuts the regular file at `path` back to `len` bytes, never through a
@@ -161,11 +162,7 @@ pub fn truncate_regular(path: &Path, len: u64) -> io::Result<()> {
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| explain_io(e, path))?;
-    let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(not_regular(path, &meta));
-    }
-    file.set_len(len)
+    only_regular(file, path)?.set_len(len)
 }
 
 #[cfg(not(unix))]
