@@ -37,6 +37,7 @@ use crate::runner::local::LocalRunner;
 use crate::store::{QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
 use crate::task_dir::TaskDir;
 
+mod authority;
 pub mod bounds;
 mod cancel;
 mod changes;
@@ -45,6 +46,7 @@ mod conclude;
 mod delegate;
 mod events;
 mod monitor;
+mod nested;
 mod observe;
 mod permissions;
 mod prepare;
@@ -53,6 +55,7 @@ mod queue;
 mod recovery;
 mod start;
 
+pub use authority::{Caller, reaches as authority_reaches};
 use conclude::Exit;
 use monitor::Run;
 use permissions::is_permission_question;
