@@ -444,8 +444,8 @@ impl Caesar for Service {
             .map_err(|e| Status::internal(e.to_string()))??;
         let options_json = entry.options.to_string();
         let protections_json = serde_json::json!({
-            "read-only": crate::sandbox::describe(true),
-            "write": crate::sandbox::describe(false),
+            "read-only": crate::sandbox::describe_for(true, &entry.id),
+            "write": crate::sandbox::describe_for(false, &entry.id),
         })
         .to_string();
         Ok(Response::new(pb::DescribeAgentResponse { agent: Some(agent_info(entry)), options_json, protections_json }))

@@ -60,6 +60,9 @@ pub fn describe(read_only: bool) -> String {
                  another task's processes are not walled off)"
             .to_owned(),
         Some(abi) => {
+            if abi < 6 && !read_only {
+                return format!("landlock ABI {abi}: nothing applied to write tasks (signal scoping needs ABI 6)");
+            }
             let scopes = if abi >= 6 {
                 "signals and abstract sockets scoped to the task"
             } else {
@@ -92,6 +95,25 @@ fn state_dirs(provider: &str) -> &'static [&'static str] {
     }
 }
 
+/// CLIs that confine a read-only run themselves with the kernel (codex:
+/// bubblewrap and Landlock). Their sandbox needs to remount, which a
+/// Landlock domain that handles file access forbids, so caesar leaves their
+/// writes to them and keeps only the domain's scopes.
+pub fn has_own_sandbox(provider: &str) -> bool {
+    provider == "codex"
+}
+
+/// [`describe`] for one task's agent.
+pub fn describe_for(read_only: bool, provider: &str) -> String {
+    if read_only && has_own_sandbox(provider) && kernel_abi().is_some() {
+        return describe(false).replace(
+            "writes not confined (write mode)",
+            &format!("writes confined by {provider}'s own sandbox (read-only)"),
+        );
+    }
+    describe(read_only)
+}
+
 /// Variables naming a CLI's state directory, honoured where set.
 const STATE_ENV: &[&str] = &["CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "XDG_CACHE_HOME", "TMPDIR"];
 
@@ -105,11 +127,19 @@ pub fn for_task(
     provider: &str,
     env: &[(String, String)],
 ) -> SandboxSpec {
-    if !read_only {
+    if !read_only || has_own_sandbox(provider) {
         return SandboxSpec::default();
     }
-    let mut writable =
-        vec![task_dir.to_path_buf(), PathBuf::from("/tmp"), PathBuf::from("/var/tmp"), PathBuf::from("/dev")];
+    // `/proc`: a CLI's own sandbox maps its user namespace
+    // (`/proc/self/uid_map`); another process's files there need ptrace
+    // rights, which the domain refuses.
+    let mut writable = vec![
+        task_dir.to_path_buf(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/var/tmp"),
+        PathBuf::from("/dev"),
+        PathBuf::from("/proc"),
+    ];
     if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
         for d in [".cache", ".npm"].iter().chain(state_dirs(provider)) {
             writable.push(home.join(d));
@@ -175,19 +205,33 @@ pub fn prepare(spec: &SandboxSpec) -> Result<Option<Prepared>, String> {
     if abi >= 6 {
         ruleset = ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket).map_err(e)?;
     } else if !spec.confine_writes {
-        // Before ABI 6 a ruleset must handle something: handle one right
-        // and allow it everywhere, for the domain's ptrace isolation.
-        ruleset = ruleset.handle_access(AccessFs::MakeBlock).map_err(e)?;
+        // Before ABI 6 only file access makes a domain, and a domain that
+        // handles it forbids remounting (which a CLI's own sandbox does):
+        // nothing to apply.
+        return Ok(None);
     }
     let mut created = ruleset.create().map_err(e)?;
     if spec.confine_writes {
+        make_home_dirs(&spec.writable);
         let writable = carve(&spec.writable, &spec.protect);
         created = created.add_rules(path_beneath_rules(&writable, AccessFs::from_write(ABI::V3))).map_err(e)?;
-    } else if abi < 6 {
-        created = created.add_rules(path_beneath_rules(["/"], AccessFs::MakeBlock)).map_err(e)?;
     }
     let fd: Option<std::os::fd::OwnedFd> = created.into();
     Ok(Some(Prepared { fd }))
+}
+
+/// A rule needs its directory to exist: the state directories under
+/// `$HOME` that a CLI would make on its first run are made now (a file such
+/// as `.claude.json` is left to the CLI).
+#[cfg(target_os = "linux")]
+fn make_home_dirs(writable: &[PathBuf]) {
+    let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) else { return };
+    for w in writable {
+        let is_file = w.extension().is_some_and(|x| x == "json" || x == "backup");
+        if w.starts_with(&home) && w != &home && !is_file && !w.exists() {
+            let _ = std::fs::create_dir_all(w);
+        }
+    }
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -68,7 +68,7 @@ impl Engine {
             sandbox.protect.push(workspace);
         }
         env.push((crate::sandbox::ENV.to_owned(), serde_json::to_string(&sandbox).unwrap_or_default()));
-        let protections = crate::sandbox::describe(read_only);
+        let protections = crate::sandbox::describe_for(read_only, &launch.parser);
         let stdin = match &launch.stdin {
             crate::provider::Stdin::Null => None,
             crate::provider::Stdin::Control { initial, close_after } => Some((initial.as_str(), close_after.as_str())),
