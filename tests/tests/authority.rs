@@ -257,3 +257,52 @@ try kill-$T kill -0 $S"#,
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(said.contains("sandbox: read-only tasks: "), "{said}");
 }
+
+#[tokio::test]
+async fn a_flood_of_control_bytes_cannot_swell_the_events_past_the_raw_log_cap() {
+    // 3,000 lines of 1,000 \x01 bytes: 3 MB of output, 18 MB as JSON
+    // escapes; the raw-log cap is 4 MiB, so the events stop at it too.
+    let flood =
+        r#"L=$(head -c 1000 /dev/zero | tr '\0' '\001'); i=0; while [ $i -lt 3000 ]; do echo "$L"; i=$((i+1)); done"#;
+    let mut env = Env::new(&[("flood", &["sh", flood, "report", "success", "flooded"])]);
+    let cap: u64 = 4 * 1024 * 1024;
+    let mut c = env.start_daemon_with(&[("CAESAR_RAW_LOG_MAX_BYTES", &cap.to_string())]).await;
+    let id = c.delegate(env.delegate_request("flood", "flood")).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(json(&t.report_json)["summary"], "flooded", "the report is not lost");
+    let events = std::path::Path::new(&t.task_dir).join("events.jsonl");
+    let size = std::fs::metadata(&events).unwrap().len();
+    assert!(size <= cap + 64 * 1024, "events.jsonl is {size} bytes, over the cap of {cap}");
+    assert!(size > cap / 2, "the flood did reach the events: {size}");
+    let text = std::fs::read_to_string(&events).unwrap();
+    assert!(text.contains("events.jsonl reached the cap"), "it says so");
+    assert!(text.lines().last().unwrap().contains("\"finished\""), "the task's end is still recorded");
+}
+
+#[tokio::test]
+async fn agent_env_values_stay_out_of_show_config_and_a_relative_bin_is_the_config_files() {
+    let env = Env::new(&[]);
+    let dir = env.project.path().join(".caesar/agents");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(fake_agent(), dir.join("fake")).unwrap();
+    std::fs::write(
+        env.project.path().join(".caesar/config.toml"),
+        "[[agent]]\nid = \"rel\"\nbin = \"./agents/fake\"\nargs = [\"env\", \"API_KEY\", \"report\", \"success\", \"ok\"]\nenv = { API_KEY = \"sekrit-value\" }\n",
+    )
+    .unwrap();
+    let mut env = env;
+    let mut c = env.start_daemon().await;
+    let shown =
+        c.show_config(pb::ShowConfigRequest { workspace: env.workspace() }).await.unwrap().into_inner().config_json;
+    assert!(shown.contains("API_KEY") && !shown.contains("sekrit-value"), "{shown}");
+    // The daemon's working directory is not the project's: `./agents/fake`
+    // is found beside the config file that names it.
+    let id = c.delegate(env.delegate_request("rel", "x")).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{t:?}");
+    let logs =
+        c.logs(pb::LogsRequest { task_id: id, raw: false, limit: 100, max_bytes: 0 }).await.unwrap().into_inner();
+    let started = logs.events_json.iter().find(|e| e.contains("\"started\"")).unwrap();
+    assert!(!started.contains("sekrit-value"), "{started}");
+}

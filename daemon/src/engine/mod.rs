@@ -228,6 +228,8 @@ struct Live {
     pub(super) answers: watch::Sender<u64>,
     /// An append to `events.jsonl` failed: it is repaired before the next.
     pub(super) events_file_behind: std::sync::atomic::AtomicBool,
+    /// `events.jsonl` reached its cap and said so (issue 19; `events`).
+    pub(super) events_capped: std::sync::atomic::AtomicBool,
 }
 
 impl Live {
@@ -241,6 +243,7 @@ impl Live {
             output: Mutex::new(None),
             activity: Mutex::new(None),
             events_file_behind: Default::default(),
+            events_capped: Default::default(),
         })
     }
 }
