@@ -265,7 +265,7 @@ enum RoleAction {
 
 #[derive(Subcommand)]
 enum McpAction {
-    /// Register caesar-mcp with a client: claude, codex, gemini, cursor, vscode, opencode or copilot.
+    /// Register caesar-mcp with a client: claude, codex, gemini, qwen, cursor, vscode, opencode or copilot.
     Install {
         client: String,
         /// Print exactly what would change, change nothing.
