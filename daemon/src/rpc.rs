@@ -150,6 +150,7 @@ impl Caesar for Service {
         };
         let d = self.engine.delegate(input).await?;
         let t = d.record;
+        let agent_reason = d.warnings.get(crate::resolve::AGENT_CHOICE).cloned().unwrap_or_default();
         Ok(Response::new(pb::DelegateResponse {
             task_id: t.id,
             agent: t.agent,
@@ -163,6 +164,8 @@ impl Caesar for Service {
             warnings: d.warnings.into_iter().collect(),
             task_dir: t.task_dir,
             timeout_ms: t.timeout_ms,
+            agent_reason,
+            worktree: d.worktree.unwrap_or_default(),
         }))
     }
 

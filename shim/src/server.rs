@@ -220,6 +220,7 @@ impl Shim {
             network: d.network,
             model: (!d.model.is_empty()).then_some(d.model),
             workspace: d.workspace,
+            worktree: (!d.worktree.is_empty()).then_some(d.worktree),
             timeout_ms: (d.timeout_ms > 0).then_some(d.timeout_ms),
             status: d.status,
             warnings,
