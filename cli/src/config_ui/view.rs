@@ -113,7 +113,7 @@ fn table_of(state: &State) -> TableParts {
                 Constraint::Length(10),
                 Constraint::Length(8),
                 Constraint::Min(14),
-                Constraint::Length(18),
+                Constraint::Length(24),
                 Constraint::Length(8),
             ],
         ),
