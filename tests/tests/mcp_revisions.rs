@@ -1,0 +1,168 @@
+//! `caesar-mcp` under MCP 2026-07-28, the stateless revision: no
+//! `initialize`, every request carrying its own `_meta` (protocol version,
+//! client capabilities), no session, no roots. Spoken as raw JSON-RPC lines
+//! over stdio so the wire is what the test says: `server/discover` lists
+//! the revision, the workspace comes from the shim's working directory,
+//! `caesar_await` sends progress for a progress token, and tool errors are
+//! `isError` results with `code: message` text, against a real daemon.
+//! (The older revisions, with `initialize` and roots, are tests/mcp.rs.)
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+const REVISION: &str = "2026-07-28";
+const LIMIT: Duration = Duration::from_secs(40);
+
+/// A caesar-mcp process spoken to line by line.
+struct Raw {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+    /// Notifications seen while waiting for responses.
+    notifications: Vec<Value>,
+}
+
+impl Raw {
+    fn spawn(env: &Env, extra: &[(&str, &str)]) -> Raw {
+        let shim = bin_dir().join("caesar-mcp");
+        assert!(shim.is_file(), "{} is missing: build the workspace", shim.display());
+        let log = std::fs::File::create(env.file("shim-raw.log")).unwrap();
+        // No --root, and no roots to ask for: the working directory is the workspace.
+        let mut child = tokio::process::Command::new(PathBuf::from(shim))
+            .current_dir(env.project.path())
+            .envs(env.envs())
+            .envs(extra.iter().copied())
+            .env("CAESAR_MCP_LOG", "debug,h2=info")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Raw { child, stdin, lines, next_id: 1, notifications: Vec::new() }
+    }
+
+    /// Sends `method` with `params` plus the revision's per-request `_meta`,
+    /// and returns its response (notifications before it are kept).
+    async fn request(&mut self, method: &str, mut params: Value, meta: Value) -> Value {
+        let mut m = json!({
+            "io.modelcontextprotocol/protocolVersion": REVISION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "caesar-tests", "version": "0"},
+        });
+        if let (Some(m), Some(extra)) = (m.as_object_mut(), meta.as_object()) {
+            m.extend(extra.clone());
+        }
+        params["_meta"] = m;
+        self.send(method, params).await
+    }
+
+    async fn send(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.stdin.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        self.stdin.flush().await.unwrap();
+        loop {
+            let line = tokio::time::timeout(LIMIT, self.lines.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("no answer to {method} in {LIMIT:?}"))
+                .unwrap()
+                .unwrap_or_else(|| panic!("caesar-mcp closed stdout before answering {method}"));
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            if v["id"] == json!(id) {
+                return v;
+            }
+            assert!(v.get("id").is_none() || v.get("method").is_some(), "an answer to another request: {v}");
+            self.notifications.push(v);
+        }
+    }
+
+    async fn call(&mut self, tool: &str, args: Value, meta: Value) -> Value {
+        let r = self.request("tools/call", json!({"name": tool, "arguments": args}), meta).await;
+        assert!(r.get("error").is_none(), "{tool}: protocol error {r}");
+        r["result"].clone()
+    }
+}
+
+fn ok(r: &Value) -> Value {
+    assert_ne!(r["isError"], json!(true), "tool failed: {r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert_eq!(json(text), r["structuredContent"], "the text block carries the same JSON");
+    r["structuredContent"].clone()
+}
+
+fn err(r: &Value, code: &str) -> String {
+    assert_eq!(r["isError"], json!(true), "expected {code}: {r}");
+    let text = r["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(text.starts_with(&format!("{code}: ")), "expected `{code}: ...`: {text}");
+    text
+}
+
+#[tokio::test]
+async fn the_stateless_revision_discovers_delegates_from_the_cwd_awaits_with_progress_and_reports_errors() {
+    let mut env = Env::new(&[("slow", &["say", "working", "sleep", "1200", "report", "success", "slow done"])]);
+    env.start_daemon().await;
+    let mut shim = Raw::spawn(&env, &[("CAESAR_MCP_PROGRESS_MS", "200")]);
+
+    // A request without the revision's metadata is refused, naming what is missing.
+    let bare = shim.send("tools/list", json!({"_meta": {"io.modelcontextprotocol/protocolVersion": REVISION}})).await;
+    let message = bare["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(bare["error"].is_object() && message.contains("clientCapabilities"), "{bare}");
+
+    let d = shim.request("server/discover", json!({}), json!({})).await;
+    let versions = d["result"]["supportedVersions"].as_array().unwrap_or_else(|| panic!("{d}"));
+    assert!(versions.contains(&json!(REVISION)), "{d}");
+    assert!(d["result"]["capabilities"]["tools"].is_object(), "{d}");
+
+    let tools = shim.request("tools/list", json!({}), json!({})).await;
+    let names: Vec<&str> =
+        tools["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"caesar_delegate") && names.contains(&"caesar_await"), "{names:?}");
+
+    // No roots in this revision, no --root: the shim's working directory.
+    let delegated = ok(&shim.call("caesar_delegate", json!({"objective": "do it", "agent": "slow"}), json!({})).await);
+    assert_eq!(delegated["workspace"], env.workspace(), "{delegated}");
+    let id = delegated["task_id"].as_str().unwrap().to_owned();
+
+    let awaited = shim
+        .call(
+            "caesar_await",
+            json!({"task_ids": [id], "timeout_ms": 30000, "wake_on_attention": false}),
+            json!({"progressToken": "await-2026"}),
+        )
+        .await;
+    assert_eq!(ok(&awaited)["tasks"][&id]["report"]["summary"], "slow done", "{awaited}");
+    let progress: Vec<&Value> = shim.notifications.iter().filter(|n| n["method"] == "notifications/progress").collect();
+    assert!(progress.len() >= 2, "progress every 200 ms over 1.2 s: {:?}", shim.notifications);
+    assert!(progress.iter().all(|p| p["params"]["progressToken"] == "await-2026"), "{progress:?}");
+    assert!(
+        progress.windows(2).all(|w| w[1]["params"]["progress"].as_f64() > w[0]["params"]["progress"].as_f64()),
+        "{progress:?}"
+    );
+
+    // Errors are tool results, not protocol errors.
+    err(&shim.call("caesar_status", json!({"task_id": "t_000000000000"}), json!({})).await, "not_found");
+    err(&shim.call("caesar_delegate", json!({"objective": ""}), json!({})).await, "validation_error");
+    err(&shim.call("caesar_delegate", json!({"objective": "x", "agent": "nobody"}), json!({})).await, "not_found");
+
+    // Stateless: a second process answers the same task with no handshake at all.
+    let mut other = Raw::spawn(&env, &[]);
+    let status = ok(&other.call("caesar_status", json!({"task_id": id}), json!({})).await);
+    assert_eq!(status["status"], "succeeded", "{status}");
+    drop(other.stdin);
+    let _ = tokio::time::timeout(LIMIT, other.child.wait()).await;
+}
