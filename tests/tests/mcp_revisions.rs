@@ -166,3 +166,85 @@ async fn the_stateless_revision_discovers_delegates_from_the_cwd_awaits_with_pro
     drop(other.stdin);
     let _ = tokio::time::timeout(LIMIT, other.child.wait()).await;
 }
+
+/// One raw HTTP/1.1 POST of a 2026-07-28 JSON-RPC request (with the
+/// revision's headers); returns the whole response.
+fn post_2026(port: u16, token: &str, id: u64, method: &str, mut params: Value) -> String {
+    use std::io::{Read, Write};
+    if !params["_meta"].is_object() {
+        params["_meta"] = json!({});
+    }
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(REVISION);
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    params["_meta"]["io.modelcontextprotocol/clientInfo"] = json!({"name": "raw", "version": "0"});
+    let name = params["name"].as_str().map(|n| format!("Mcp-Name: {n}\r\n")).unwrap_or_default();
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nMCP-Protocol-Version: {REVISION}\r\nMcp-Method: {method}\r\n{name}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// The JSON-RPC messages in an HTTP response body (plain JSON or SSE `data:` lines).
+fn messages(response: &str) -> Vec<Value> {
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l.trim())))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("jsonrpc").is_some())
+        .collect()
+}
+
+fn answer(response: &str, id: u64) -> Value {
+    messages(response)
+        .into_iter()
+        .find(|m| m["id"] == json!(id))
+        .unwrap_or_else(|| panic!("no answer {id}: {response}"))
+}
+
+#[tokio::test]
+async fn the_http_endpoint_speaks_the_stateless_revision_with_the_workspace_as_an_argument() {
+    let mut env = Env::new(&[("slow", &["say", "working", "sleep", "1200", "report", "success", "over http"])]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::create_dir_all(env.home.path().join("config")).unwrap();
+    std::fs::write(env.home.path().join("config/config.toml"), format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"))
+        .unwrap();
+    let mut c = env.start_daemon_with(&[("CAESAR_MCP_PROGRESS_MS", "200")]).await;
+    let token = c.http_token(caesar_proto::pb::HttpTokenRequest { rotate: false }).await.unwrap().into_inner().token;
+    assert!(eventually(LIMIT, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()).await);
+
+    let d = answer(&post_2026(port, &token, 1, "server/discover", json!({})), 1);
+    assert!(d["result"]["supportedVersions"].as_array().unwrap().contains(&json!(REVISION)), "{d}");
+
+    // No roots over HTTP: without a `workspace` argument the delegation is refused.
+    let call = |id, args: Value| {
+        post_2026(port, &token, id, "tools/call", json!({"name": "caesar_delegate", "arguments": args}))
+    };
+    let r = answer(&call(2, json!({"objective": "where am I", "agent": "slow"})), 2);
+    err(&r["result"], "validation_error");
+    let r = answer(&call(3, json!({"objective": "go", "agent": "slow", "workspace": env.workspace()})), 3);
+    let delegated = ok(&r["result"]);
+    assert_eq!(delegated["workspace"], env.workspace());
+    let id = delegated["task_id"].as_str().unwrap().to_owned();
+
+    let r = post_2026(
+        port,
+        &token,
+        4,
+        "tools/call",
+        json!({"name": "caesar_await", "arguments": {"task_ids": [id], "timeout_ms": 30000, "wake_on_attention": false},
+               "_meta": {"progressToken": 44}}),
+    );
+    assert_eq!(ok(&answer(&r, 4)["result"])["tasks"][&id]["report"]["summary"], "over http", "{r}");
+    let progress: Vec<Value> = messages(&r).into_iter().filter(|m| m["method"] == "notifications/progress").collect();
+    assert!(!progress.is_empty(), "progress in the response stream: {r}");
+    assert!(progress.iter().all(|p| p["params"]["progressToken"] == 44), "{progress:?}");
+    assert!(!r.to_lowercase().contains("mcp-session-id"), "no session in this revision: {r}");
+}
