@@ -7,6 +7,7 @@
 //! Exit codes: 0 success, 1 the task failed or was blocked, 2 bad input,
 //! 3 no daemon could be reached, 4 the task was cancelled, 5 it timed out.
 
+pub mod config_ui;
 mod mcp_install;
 mod pipe;
 mod render;
@@ -122,6 +123,8 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// A terminal screen over the layered config: agents, roles, policy, MCP install.
+    Config,
     /// Show or edit the policy.
     Policy {
         #[command(subcommand)]
@@ -567,6 +570,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 Ok(status.code().unwrap_or(1) as u8)
             }
         }
+        Command::Config => config_screen(json).await,
         Command::Policy { action } => policy(action, json).await,
         Command::Role { action } => role(action, json).await,
         Command::Protocol { action: ProtocolAction::Schema { document, strict } } => {
@@ -720,7 +724,7 @@ async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
         .await
         .map_err(anyhow::Error::from)?
         .into_inner();
-    let choice = d.warnings.get(AGENT_CHOICE);
+    let choice = agent_reason(&d).map(str::to_owned);
     for (k, v) in d.warnings.iter().filter(|(k, _)| k.as_str() != AGENT_CHOICE) {
         if !json {
             eprintln!("caesar: {k}: {v}");
@@ -782,7 +786,7 @@ fn run_header(d: &pb::DelegateResponse, worktree: Option<&str>) -> String {
     let model = if d.model.is_empty() { "the agent's default".to_owned() } else { d.model.clone() };
     let network = if d.network { "on" } else { "off" };
     let mut out = format!("task {}: agent {}, model {model}\n", d.task_id, d.agent);
-    if let Some(why) = d.warnings.get(AGENT_CHOICE) {
+    if let Some(why) = agent_reason(d) {
         out.push_str(&format!("  {why}\n"));
     }
     out.push_str(&format!("  mode {}, isolation {}, network {network}", d.mode, d.isolation));
@@ -800,9 +804,12 @@ fn run_header(d: &pb::DelegateResponse, worktree: Option<&str>) -> String {
     out
 }
 
-/// Where a worktree task's agent works: the workspace of its OACP
-/// `task.json`, which the daemon writes before it answers Delegate.
+/// Where a worktree task's agent works: the daemon's `worktree`, or for an
+/// older daemon, the workspace of its OACP `task.json`.
 fn worktree_of(d: &pb::DelegateResponse) -> Option<String> {
+    if !d.worktree.is_empty() {
+        return Some(d.worktree.clone());
+    }
     if d.isolation != "worktree" {
         return None;
     }
@@ -810,6 +817,12 @@ fn worktree_of(d: &pb::DelegateResponse) -> Option<String> {
     let v: Value = serde_json::from_str(&doc).ok()?;
     let worktree = v["workspace"].as_str()?.trim_end_matches('/');
     (worktree != d.workspace.trim_end_matches('/')).then(|| worktree.to_owned())
+}
+
+/// Why caesar picked the agent: `agent_reason`, or the warning an older
+/// daemon carries it in.
+fn agent_reason(d: &pb::DelegateResponse) -> Option<&str> {
+    Some(d.agent_reason.as_str()).filter(|r| !r.is_empty()).or(d.warnings.get(AGENT_CHOICE).map(String::as_str))
 }
 
 /// The exit code for a finished task: 0 only when it succeeded and its
@@ -1177,6 +1190,19 @@ async fn show_config(c: &mut Client) -> Result<Value, Failure> {
     Ok(serde_json::from_str(&r.config_json).unwrap_or(Value::Null))
 }
 
+/// `caesar config`: the interactive screen (`config_ui`); it has no JSON form.
+async fn config_screen(json: bool) -> Result<u8, Failure> {
+    if json {
+        return Err(Failure {
+            code: 2,
+            message: "caesar config is an interactive screen and prints no JSON: use `caesar policy show --json`, `caesar role list --json` or `caesar agents list --json` to read the config".to_owned(),
+        });
+    }
+    let c = connect().await?;
+    config_ui::run(c, cwd_string()).await?;
+    Ok(0)
+}
+
 async fn policy(action: PolicyAction, json: bool) -> Result<u8, Failure> {
     let mut c = connect().await?;
     match action {
@@ -1276,6 +1302,9 @@ mod tests {
             "task t_0123456789ab: agent codex, model the agent's default\n  picked `codex`, the first agent installed and allowed\n  mode read-only, isolation inplace, network on, timeout 10m00s\n  works in /src/app\n"
         );
         d.warnings.clear();
+        d.agent_reason = "picked `codex`, the first agent installed and allowed".into();
+        assert!(run_header(&d, None).contains("\n  picked `codex`"), "the field says it as the warning did");
+        d.agent_reason.clear();
         d.model = "o3".into();
         d.isolation = "worktree".into();
         let h = run_header(&d, Some("/src/app/.caesar/wt/t_0123456789ab"));

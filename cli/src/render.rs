@@ -66,6 +66,7 @@ pub fn delegate_json(d: &pb::DelegateResponse) -> Value {
         "task_id": d.task_id, "agent": d.agent, "mode": d.mode, "isolation": d.isolation,
         "network": d.network, "model": d.model, "workspace": d.workspace, "status": d.status,
         "timeout_ms": d.timeout_ms, "warnings": d.warnings,
+        "agent_reason": d.agent_reason, "worktree": d.worktree,
     })
 }
 

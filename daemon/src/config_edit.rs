@@ -31,6 +31,9 @@ pub enum Edit {
     RoleAdd { role: RoleSpec },
     /// Removes a `[[role]]` of this layer.
     RoleRemove { name: String },
+    /// Sets one scalar of `[policy]` (`max_parallel`, `default_mode`, ...);
+    /// `value` is the TOML value as text (`3`, `true`, `write`, `10m`).
+    PolicySet { key: String, value: String },
 }
 
 /// A role as `role add` writes it.
@@ -49,6 +52,9 @@ pub struct RoleSpec {
     pub timeout: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
+    /// The role's prompt file, relative to `<project>/.caesar/`.
+    #[serde(default)]
+    pub system_prompt_file: Option<String>,
 }
 
 /// What an edit did.
@@ -96,6 +102,7 @@ pub fn apply(global_dir: &Path, project: &Path, layer: Origin, edit: &Edit) -> R
         }
         Edit::RoleAdd { role } => add_role(&mut doc, role)?,
         Edit::RoleRemove { name } => remove_role(&mut doc, name, &effective)?,
+        Edit::PolicySet { key, value } => set_policy(&mut doc, key, value)?,
     };
     let after = doc.to_string();
     let changed = after != before;
@@ -235,9 +242,13 @@ fn add_role(doc: &mut DocumentMut, role: &RoleSpec) -> Result<String> {
     }
     t.insert("agents", value(agents));
     t.insert("mode", value(role.mode.as_str()));
-    for (key, v) in
-        [("isolation", &role.isolation), ("network", &role.network), ("timeout", &role.timeout), ("model", &role.model)]
-    {
+    for (key, v) in [
+        ("isolation", &role.isolation),
+        ("network", &role.network),
+        ("timeout", &role.timeout),
+        ("model", &role.model),
+        ("system_prompt_file", &role.system_prompt_file),
+    ] {
         if let Some(v) = v {
             t.insert(key, value(v.as_str()));
         }
@@ -259,6 +270,62 @@ fn add_role(doc: &mut DocumentMut, role: &RoleSpec) -> Result<String> {
             Ok(format!("added role `{}`", role.name))
         }
     }
+}
+
+/// The scalars of `[policy]` and the kind of value each takes.
+const POLICY_SCALARS: [(&str, &str); 8] = [
+    ("max_parallel", "a whole number"),
+    ("max_depth", "a whole number"),
+    ("default_mode", "read-only or write"),
+    ("default_isolation", "inplace, worktree or auto"),
+    ("default_network", "auto, on or off"),
+    ("default_timeout", "a duration such as 10m"),
+    ("allow_recursion", "true or false"),
+    ("allow_inplace_write", "true or false"),
+];
+
+fn set_policy(doc: &mut DocumentMut, key: &str, text: &str) -> Result<String> {
+    let Some((_, kind)) = POLICY_SCALARS.iter().find(|(k, _)| *k == key) else {
+        let keys: Vec<&str> = POLICY_SCALARS.iter().map(|(k, _)| *k).collect();
+        return Err(Error::Invalid(format!(
+            "unknown policy key `{key}`: use one of {} (allowed and denied are lists: use policy_list)",
+            keys.join(", ")
+        )));
+    };
+    let text = text.trim();
+    let bad = || Error::Invalid(format!("policy.{key} takes {kind}, got `{text}`"));
+    let item = match key {
+        "max_parallel" | "max_depth" => value(text.parse::<u32>().map_err(|_| bad())? as i64),
+        "allow_recursion" | "allow_inplace_write" => value(text.parse::<bool>().map_err(|_| bad())?),
+        "default_mode" => value(Mode::parse(text).ok_or_else(bad)?.as_str()),
+        "default_isolation" => {
+            IsolationPref::parse(text).ok_or_else(bad)?;
+            value(text)
+        }
+        "default_network" => {
+            NetworkPref::parse(text).ok_or_else(bad)?;
+            value(text)
+        }
+        _ => {
+            caesar_proto::duration::parse_ms(text).map_err(|_| bad())?;
+            value(text)
+        }
+    };
+    let policy = table(doc, "policy")?;
+    match policy.get_mut(key) {
+        // Keep a trailing comment on the line.
+        Some(Item::Value(old)) => {
+            let decor = old.decor().clone();
+            if let Item::Value(mut new) = item {
+                *new.decor_mut() = decor;
+                *old = new;
+            }
+        }
+        _ => {
+            policy.insert(key, item);
+        }
+    }
+    Ok(format!("policy.{key} = {text}"))
 }
 
 fn remove_role(doc: &mut DocumentMut, name: &str, effective: &Config) -> Result<String> {
@@ -334,12 +401,14 @@ mod tests {
             network: Some("off".into()),
             timeout: Some("5m".into()),
             model: None,
+            system_prompt_file: Some("prompts/doc.md".into()),
         };
         apply(g.path(), p.path(), Origin::Project, &Edit::RoleAdd { role: role.clone() }).unwrap();
         let c = Config::load(g.path(), p.path()).unwrap();
         assert_eq!(c.models["codex"], ("o4".to_owned(), Origin::Local));
         let doc = c.role("doc").unwrap();
         assert_eq!((doc.timeout_ms, doc.network), (300_000, NetworkPref::Off));
+        assert_eq!(doc.system_prompt_file.as_deref(), Some("prompts/doc.md"));
 
         let bad = RoleSpec { mode: "yolo".into(), ..role };
         assert!(apply(g.path(), p.path(), Origin::Project, &Edit::RoleAdd { role: bad }).is_err());
@@ -364,9 +433,35 @@ mod tests {
             network: None,
             timeout: Some("10 parsecs".into()),
             model: None,
+            system_prompt_file: None,
         };
         let e = apply(g.path(), p.path(), Origin::Project, &Edit::RoleAdd { role }).unwrap_err();
         assert!(e.to_string().contains("would make the config invalid"), "{e}");
         assert!(!p.path().join(".caesar/config.toml").exists(), "nothing written");
+    }
+
+    #[test]
+    fn policy_scalars_are_set_with_their_comment_and_checked_by_kind() {
+        let g = tempfile::tempdir().unwrap();
+        let p = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(p.path().join(".caesar")).unwrap();
+        let file = p.path().join(".caesar/config.toml");
+        std::fs::write(&file, "# mine\n[policy]\nmax_parallel = 2 # two at a time\n").unwrap();
+        let set = |key: &str, value: &str| Edit::PolicySet { key: key.into(), value: value.into() };
+        apply(g.path(), p.path(), Origin::Project, &set("max_parallel", "3")).unwrap();
+        apply(g.path(), p.path(), Origin::Project, &set("default_mode", "read-only")).unwrap();
+        apply(g.path(), p.path(), Origin::Project, &set("allow_recursion", "true")).unwrap();
+        apply(g.path(), p.path(), Origin::Project, &set("default_timeout", "90s")).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains("max_parallel = 3 # two at a time"), "{text}");
+        let c = Config::load(g.path(), p.path()).unwrap();
+        assert_eq!((c.policy.max_parallel, c.policy.default_mode), (3, Mode::ReadOnly));
+        assert!(c.policy.allow_recursion);
+        assert_eq!(c.policy.default_timeout_ms, 90_000);
+        let e = apply(g.path(), p.path(), Origin::Project, &set("max_parallel", "many")).unwrap_err();
+        assert!(e.to_string().contains("policy.max_parallel takes a whole number"), "{e}");
+        let e = apply(g.path(), p.path(), Origin::Project, &set("colour", "red")).unwrap_err();
+        assert!(e.to_string().contains("unknown policy key `colour`"), "{e}");
+        assert_eq!(Config::load(g.path(), p.path()).unwrap().policy.max_parallel, 3, "a refused edit writes nothing");
     }
 }

@@ -194,6 +194,7 @@ impl Caesar for Service {
             Caller::Untrusted(_) => return Err(caller.require_user("delegate").unwrap_err().into()),
         };
         let t = d.record;
+        let agent_reason = d.warnings.get(crate::resolve::AGENT_CHOICE).cloned().unwrap_or_default();
         Ok(Response::new(pb::DelegateResponse {
             task_id: t.id,
             agent: t.agent,
@@ -207,6 +208,8 @@ impl Caesar for Service {
             warnings: d.warnings.into_iter().collect(),
             task_dir: t.task_dir,
             timeout_ms: t.timeout_ms,
+            agent_reason,
+            worktree: d.worktree.unwrap_or_default(),
         }))
     }
 

@@ -14,4 +14,5 @@ pub mod params;
 pub mod schema;
 pub mod server;
 pub mod shape;
+pub mod tasks;
 pub mod tools;

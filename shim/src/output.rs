@@ -207,8 +207,11 @@ pub struct DelegateOutput {
     /// The model requested, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// Where the sub-agent works.
+    /// The workspace delegated from.
     pub workspace: String,
+    /// A worktree task: the worktree the sub-agent works in (review with caesar_diff).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
     /// The task's time budget, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,

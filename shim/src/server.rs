@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use caesar_proto::pb;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams, GetTaskResult,
+    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -220,6 +221,7 @@ impl Shim {
             network: d.network,
             model: (!d.model.is_empty()).then_some(d.model),
             workspace: d.workspace,
+            worktree: (!d.worktree.is_empty()).then_some(d.worktree),
             timeout_ms: (d.timeout_ms > 0).then_some(d.timeout_ms),
             status: d.status,
             warnings,
@@ -627,7 +629,7 @@ impl Shim {
 
 impl ServerHandler for Shim {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
             .with_server_info(Implementation::new("caesar", caesar_proto::VERSION))
             .with_instructions(
                 "caesar delegates objectives to coding-agent CLIs supervised by the caesard daemon. \
@@ -671,7 +673,29 @@ impl ServerHandler for Shim {
                 e.into_result()
             }
         };
+        if name == tools::DELEGATE && crate::tasks::wanted(&context) {
+            return Ok(crate::tasks::handle(result));
+        }
         Ok(result.into())
+    }
+
+    async fn get_task(&self, r: GetTaskParams, ctx: RequestContext<RoleServer>) -> Result<GetTaskResult, McpError> {
+        let v = crate::tasks::view(self.daemon(), &r.task_id).await?;
+        let result = if crate::tasks::ended(&v) {
+            let args = serde_json::json!({"task_ids": [v.task_id], "timeout_ms": 1000});
+            Some(self.dispatch(tools::AWAIT, args, &ctx).await.unwrap_or_else(|e| e.into_result()))
+        } else {
+            None
+        };
+        crate::tasks::detail(v, result)
+    }
+
+    async fn update_task(&self, r: UpdateTaskParams, _: RequestContext<RoleServer>) -> Result<(), McpError> {
+        crate::tasks::update(self.daemon(), &r.task_id, r.input_responses).await
+    }
+
+    async fn cancel_task(&self, r: CancelTaskParams, _: RequestContext<RoleServer>) -> Result<(), McpError> {
+        crate::tasks::cancel(self.daemon(), &r.task_id).await
     }
 }
 

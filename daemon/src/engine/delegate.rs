@@ -310,6 +310,8 @@ impl Engine {
             workshop: None,
             changes_state: None,
         };
+        // Where a worktree task's agent will work, for the caller's first lines.
+        let worktree = (doc.workspace != record.workspace).then(|| doc.workspace.clone());
         self.store.insert_task(&record)?;
         unrecorded.0 = None;
         self.make_live(&record.id, TaskStatus::Pending, 0);
@@ -317,11 +319,11 @@ impl Engine {
         // made on a task of their own; a task that needs neither is queued.
         if record.launch.prepares_worktree() {
             self.spawn_preparation(record.clone());
-            return Ok(Delegated { record, warnings });
+            return Ok(Delegated { record, warnings, worktree });
         }
         self.schedule().await;
         let record = self.record(&id)?;
-        Ok(Delegated { record, warnings })
+        Ok(Delegated { record, warnings, worktree })
     }
 
     /// Gives the queue a turn. Tasks start when one is delegated or one ends;

@@ -176,6 +176,8 @@ impl Phase {
 pub struct Delegated {
     pub record: TaskRecord,
     pub warnings: BTreeMap<String, String>,
+    /// The worktree the agent will work in (a worktree task only).
+    pub worktree: Option<String>,
 }
 
 /// One worktree considered by [`Engine::gc`].

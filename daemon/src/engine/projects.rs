@@ -109,8 +109,10 @@ impl Engine {
 
     /// The effective configuration of a project, with provenance.
     pub fn show_config(&self, workspace: &str) -> Result<serde_json::Value> {
-        let (config, _) = self.config_for(workspace)?;
+        let (config, project) = self.config_for(workspace)?;
         Ok(serde_json::json!({
+            // The project root: role prompt files are relative to its `.caesar/`.
+            "project": project,
             "policy": config.policy,
             "worktree": config.worktree,
             "roles": config.roles.iter().map(|(r, o)| {
