@@ -38,6 +38,10 @@ pub struct Launch {
     /// What the agent reads on stdin.
     #[serde(default)]
     pub stdin: crate::provider::Stdin,
+    /// Run as a Kubernetes Job with these settings (`[runner]`, issue 16);
+    /// `None`: on this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube: Option<crate::runner::settings::KubeSettings>,
 }
 
 /// What the workshop needs at start: decided at delegation, carried out when
