@@ -378,20 +378,20 @@ async fn an_image_that_cannot_be_pulled_fails_the_task_at_start() {
     assert!(eventually(LONG, || sim.pods_of(&id).is_empty()).await, "the Job is deleted");
 }
 
+async fn refused(env: &Env, c: &mut caesar_proto::client::Client) -> String {
+    let mut req = env.delegate_request("quick", "x");
+    req.mode = "read_only".into();
+    c.delegate(req).await.expect_err("refused").message().to_owned()
+}
+
 #[tokio::test]
 async fn bad_cluster_settings_are_refused_at_delegate_and_nothing_is_created() {
     let sim = Sim::start(&["--forbid", "create:jobs"]);
     let mut env = Env::new(&[("quick", &["say", "hi"])]);
     project(&env, &sim, "caesar-agent:1", "");
     let mut c = env.start_daemon().await;
-    let mut refused = |c: &mut caesar_proto::client::Client| {
-        let mut req = env.delegate_request("quick", "x");
-        req.mode = "read_only".into();
-        let fut = c.delegate(req);
-        async move { fut.await.expect_err("refused").message().to_owned() }
-    };
     // RBAC forbids creating Jobs.
-    let e = refused(&mut c).await;
+    let e = refused(&env, &mut c).await;
     assert!(e.contains("forbidden") && e.contains("rbac"), "{e}");
     // A namespace that does not exist.
     runner_config(&env, &sim, "caesar-agent:1", "");
@@ -401,11 +401,11 @@ async fn bad_cluster_settings_are_refused_at_delegate_and_nothing_is_created() {
         text.replace("namespace = \"caesar\"", "namespace = \"nope\""),
     )
     .unwrap();
-    let e = refused(&mut c).await;
+    let e = refused(&env, &mut c).await;
     assert!(e.contains("namespaces \"nope\" not found") && e.contains("kubectl create namespace"), "{e}");
     // An image name that is no reference.
     runner_config(&env, &sim, "Not A/Valid:Image", "");
-    let e = refused(&mut c).await;
+    let e = refused(&env, &mut c).await;
     assert!(e.contains("image") && e.contains("not a valid image reference"), "{e}");
     // No kubeconfig.
     let text = std::fs::read_to_string(env.project.path().join(".caesar/config.local.toml")).unwrap();
@@ -413,14 +413,14 @@ async fn bad_cluster_settings_are_refused_at_delegate_and_nothing_is_created() {
     let text =
         text.replace(&sim.kubeconfig().display().to_string(), &missing).replace("Not A/Valid:Image", "caesar-agent:1");
     std::fs::write(env.project.path().join(".caesar/config.local.toml"), text).unwrap();
-    let e = refused(&mut c).await;
+    let e = refused(&env, &mut c).await;
     assert!(e.contains("no kubeconfig") && e.contains("KUBECONFIG"), "{e}");
     // An API server that does not answer.
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead_port = dead.local_addr().unwrap().port();
     drop(dead);
     std::fs::write(&missing, sim.kubeconfig_text(dead_port)).unwrap();
-    let e = refused(&mut c).await;
+    let e = refused(&env, &mut c).await;
     assert!(e.contains("cannot reach the Kubernetes API server"), "{e}");
     // Nothing was created, and no task recorded.
     assert_eq!(sim.stats()["jobs"], 0);
