@@ -301,6 +301,20 @@ async fn dropped_log_streams_resume_without_gap_or_duplicate() {
     assert_eq!(t.status, "succeeded", "{}", t.error);
     let texts = messages(&all_logs(&mut c, &id).await);
     let want: Vec<String> = (0..30).map(|i| format!("chunk {i} {}", "x".repeat(20_000))).collect();
+    if texts.len() != want.len() {
+        eprintln!(
+            "DEBUG mirror {}",
+            std::fs::read_to_string(task_dir(&env, &id).join("mirror.json")).unwrap_or_default()
+        );
+        let raw = std::fs::read_to_string(task_dir(&env, &id).join("raw.log")).unwrap_or_default();
+        eprintln!("DEBUG raw lines {} bytes {}", raw.lines().count(), raw.len());
+        for e in std::fs::read_dir(sim.dir.path().join("state/pods")).unwrap().flatten() {
+            let r = std::fs::read_to_string(e.path().join("ws/.caesar/raw.log")).unwrap_or_default();
+            eprintln!("DEBUG pod raw lines {} bytes {}", r.lines().count(), r.len());
+        }
+        let got: Vec<String> = texts.iter().map(|t| t.chars().take(10).collect()).collect();
+        eprintln!("DEBUG got {got:?} report {}", t.report_json);
+    }
     assert_eq!(texts.len(), want.len(), "one message per line, none doubled");
     assert!(texts == want, "the 20 KB lines arrive whole and in order");
 }
@@ -308,30 +322,30 @@ async fn dropped_log_streams_resume_without_gap_or_duplicate() {
 #[tokio::test]
 async fn cancel_deletes_the_job_and_waits_for_its_pod() {
     let sim = Sim::start(&[]);
-    let mut env = Env::new(&[("hang", &["say", "started", "hang"])]);
+    let mut env = Env::new(&[("hang", &["say", "agent-up", "hang"])]);
     project(&env, &sim, "caesar-agent:1", "");
     let mut c = env.start_daemon().await;
     let mut req = env.delegate_request("hang", "x");
     req.mode = "read_only".into();
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
-    assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "started")).await);
+    assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "agent-up")).await);
     c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap();
     let t = await_one(&mut c, &id, LONG).await;
     assert_eq!(t.status, "cancelled", "{}", t.error);
     assert!(sim.pods_of(&id).is_empty(), "the pod is gone when the cancel is done");
-    assert_eq!(sim.stats()["processes"], 0, "no pod process left");
+    assert!(eventually(Duration::from_secs(10), || sim.stats()["processes"] == 0).await, "no pod process left");
 }
 
 #[tokio::test]
 async fn a_job_deleted_behind_caesars_back_fails_the_task_with_the_reason() {
     let sim = Sim::start(&[]);
-    let mut env = Env::new(&[("hang", &["say", "started", "hang"])]);
+    let mut env = Env::new(&[("hang", &["say", "agent-up", "hang"])]);
     project(&env, &sim, "caesar-agent:1", "");
     let mut c = env.start_daemon().await;
     let mut req = env.delegate_request("hang", "x");
     req.mode = "read_only".into();
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
-    assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "started")).await);
+    assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "agent-up")).await);
     let job = format!("caesar-{}", id.replace('_', "-"));
     let (code, body) = sim.http(
         "DELETE",
@@ -347,14 +361,14 @@ async fn a_job_deleted_behind_caesars_back_fails_the_task_with_the_reason() {
 #[tokio::test]
 async fn evicted_pods_and_lost_nodes_fail_the_task_with_the_kubernetes_reason() {
     let sim = Sim::start(&[]);
-    let mut env = Env::new(&[("hang", &["say", "started", "hang"])]);
+    let mut env = Env::new(&[("hang", &["say", "agent-up", "hang"])]);
     project(&env, &sim, "caesar-agent:1", "");
     let mut c = env.start_daemon().await;
     for (fault, reason) in [("evict", "Evicted"), ("lose-node", "NodeLost")] {
         let mut req = env.delegate_request("hang", "x");
         req.mode = "read_only".into();
         let id = c.delegate(req).await.unwrap().into_inner().task_id;
-        assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "started")).await);
+        assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "agent-up")).await);
         let pod = sim.pods_of(&id)[0]["metadata"]["name"].as_str().unwrap().to_owned();
         assert_eq!(sim.http("POST", &format!("/sim/{fault}/caesar/{pod}"), "").0, 200);
         let t = await_one(&mut c, &id, LONG).await;
@@ -393,7 +407,8 @@ async fn bad_cluster_settings_are_refused_at_delegate_and_nothing_is_created() {
     // RBAC forbids creating Jobs.
     let e = refused(&env, &mut c).await;
     assert!(e.contains("forbidden") && e.contains("rbac"), "{e}");
-    // A namespace that does not exist.
+    // A namespace that does not exist (on a cluster that lets us create Jobs).
+    let sim = Sim::start(&[]);
     runner_config(&env, &sim, "caesar-agent:1", "");
     let text = std::fs::read_to_string(env.project.path().join(".caesar/config.local.toml")).unwrap();
     std::fs::write(

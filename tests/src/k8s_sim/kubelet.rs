@@ -126,6 +126,10 @@ async fn run_pod(sim: Arc<Sim>, ns: String, job: String, pod: String, obj: Value
         .stderr(std::process::Stdio::piped())
         .process_group(0)
         .kill_on_drop(false);
+    // Deleted or evicted before it started: it never runs.
+    if stopped_early(&sim, &ns, &job, &pod) {
+        return;
+    }
     let mut child = match cmd.spawn() {
         Ok(ch) => ch,
         Err(e) => {
@@ -142,6 +146,16 @@ async fn run_pod(sim: Arc<Sim>, ns: String, job: String, pod: String, obj: Value
     };
     let pid = child.id().unwrap_or(0) as i32;
     sim.procs.lock().unwrap_or_else(|p| p.into_inner()).insert((ns.clone(), pod.clone()), pid);
+    // A deletion or an eviction that came while it was being spawned.
+    if sim
+        .lock()
+        .pods
+        .get(&(ns.clone(), pod.clone()))
+        .is_none_or(|p| p["metadata"].get("deletionTimestamp").is_some() || p["status"]["reason"].is_string())
+    {
+        let (sim, ns, pod) = (sim.clone(), ns.clone(), pod.clone());
+        tokio::spawn(async move { terminate(&sim, &ns, &pod, 2).await });
+    }
     let (started, _) = now_ts();
     let st = json!({"running": {"startedAt": started[..19].to_owned() + "Z"}});
     sim.update("pods", &ns, &pod, |p| {
@@ -224,6 +238,23 @@ async fn run_pod(sim: Arc<Sim>, ns: String, job: String, pod: String, obj: Value
     if deleting {
         remove_pod(&sim, &ns, &pod);
     }
+}
+
+/// A pod deleted or evicted before its process started: removed (deleted)
+/// or failed (evicted), and the Job failed. True when it must not start.
+fn stopped_early(sim: &Arc<Sim>, ns: &str, job: &str, pod: &str) -> bool {
+    let cur = sim.lock().pods.get(&(ns.to_owned(), pod.to_owned())).cloned();
+    let Some(cur) = cur else { return true };
+    if cur["metadata"].get("deletionTimestamp").is_some() {
+        remove_pod(sim, ns, pod);
+        return true;
+    }
+    if cur["status"]["reason"].is_string() {
+        sim.update("pods", ns, pod, |p| p["status"]["phase"] = json!("Failed"));
+        job_finished(sim, ns, job, false, "BackoffLimitExceeded");
+        return true;
+    }
+    false
 }
 
 async fn copy_log(mut out: Box<dyn tokio::io::AsyncRead + Unpin + Send>, log: Arc<super::LogBuf>, split: usize) {
@@ -340,12 +371,16 @@ pub async fn delete_pod(sim: &Arc<Sim>, ns: &str, pod: &str, grace: Option<u64>)
     };
     let grace = grace.or_else(|| p["spec"]["terminationGracePeriodSeconds"].as_u64()).unwrap_or(30);
     let running = sim.procs.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&(ns.to_owned(), pod.to_owned()));
+    let finished = p["status"]["phase"] == "Succeeded"
+        || p["status"]["phase"] == "Failed"
+        || p["status"]["containerStatuses"][0]["state"].get("waiting").is_some();
     if running {
         // run_pod removes it once the process is gone.
         terminate(sim, ns, pod, grace).await;
-    } else {
+    } else if finished {
         remove_pod(sim, ns, pod);
     }
+    // Otherwise it is being started: run_pod sees the mark and removes it.
 }
 
 /// Deletes a Job with a propagation policy: Foreground waits for the pods

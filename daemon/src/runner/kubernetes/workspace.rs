@@ -69,11 +69,11 @@ pub fn apply_result(
 ) -> Result<(), String> {
     let top = git(workdir, None, &["rev-parse", "--show-toplevel"])?;
     let top = Path::new(&top);
-    git(top, None, &["fetch", "-q", "--no-tags", remote, &result_ref(task_id)])?;
-    let fetched = git(top, None, &["rev-parse", "FETCH_HEAD"])?;
-    if fetched != result {
-        return Err(format!("the remote's result ref is {fetched}, the pod reported {result}: not applied"));
-    }
+    // No FETCH_HEAD: tasks in place share one repository and fetch at once.
+    git(top, None, &["fetch", "-q", "--no-tags", "--no-write-fetch-head", remote, &result_ref(task_id)])?;
+    git(top, None, &["cat-file", "-e", &format!("{result}^{{commit}}")]).map_err(|_| {
+        format!("the remote's result ref does not hold the commit the pod reported ({result}): not applied")
+    })?;
     if result == base {
         return Ok(());
     }
