@@ -70,7 +70,22 @@ impl MirrorTask {
                     let name = pod.and_then(|p| p.metadata.name.clone()).unwrap_or_default();
                     ending = self.stream(&name, &mut m, &mut raw, &mut files).await;
                     if ending.is_none() {
-                        ending = self.ended_without_frame(&name).await;
+                        let ended = self.ended_without_frame(&name).await;
+                        if ended.is_some() {
+                            // The container has ended: what its log still
+                            // holds past the drop comes first (a stream of an
+                            // ended container ends by itself).
+                            ending = self.stream(&name, &mut m, &mut raw, &mut files).await.or(ended);
+                        }
+                    }
+                    if let Some(e) = &ending
+                        && e.raw_len > m.pod_offset
+                    {
+                        // The log lost the tail (the node rotated it away):
+                        // counted as dropped output, never silently.
+                        m.gap_bytes += e.raw_len - m.pod_offset;
+                        m.pod_offset = e.raw_len;
+                        let _ = m.store(&mirror_path(&self.dir));
                     }
                     if ending.is_none() {
                         tokio::time::sleep(Duration::from_millis(200)).await;
