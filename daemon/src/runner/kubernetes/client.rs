@@ -26,9 +26,31 @@ pub fn kubeconfig_path(setting: Option<&str>) -> PathBuf {
     home.join(".kube").join("config")
 }
 
+/// Clients by kubeconfig file (and its modification time) and context: a
+/// client holds the TLS configuration and the connection pool, and building
+/// one (reading the kubeconfig and the system's CA certificates) costs far
+/// more than a request, so each delegation's preflight reuses it.
+type Cache = std::sync::Mutex<std::collections::HashMap<(PathBuf, Option<std::time::SystemTime>, Option<String>), Client>>;
+static CLIENTS: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+
 /// A client for the kubeconfig and context; the error says what to fix.
 pub async fn connect(kubeconfig: Option<&str>, context: Option<&str>) -> Result<Client, String> {
     let path = kubeconfig_path(kubeconfig);
+    let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+    let key = (path.clone(), mtime, context.map(str::to_owned));
+    let cache = CLIENTS.get_or_init(Default::default);
+    if mtime.is_some()
+        && let Some(c) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
+    {
+        return Ok(c.clone());
+    }
+    let client = connect_new(&path, context).await?;
+    cache.lock().unwrap_or_else(|p| p.into_inner()).insert(key, client.clone());
+    Ok(client)
+}
+
+async fn connect_new(path: &std::path::Path, context: Option<&str>) -> Result<Client, String> {
+    let path = path.to_path_buf();
     if !path.exists() {
         return Err(format!(
             "no kubeconfig at {}: set `runner.kubernetes.kubeconfig` or KUBECONFIG to the cluster's kubeconfig file",
