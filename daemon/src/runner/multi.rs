@@ -69,6 +69,19 @@ impl Runners {
 /// Why a build without the feature cannot run a Kubernetes task.
 pub const NO_KUBERNETES: &str = "this caesard was built without the `kubernetes` feature: install the default `caesar` package, or set `[runner] kind = \"local\"`";
 
+/// What a remote task cannot do yet, refused before anything is recorded:
+/// the return channel (a socket on this machine) and an agent whose stdin
+/// the daemon answers (claude's permission prompts: needs `pods/attach`).
+pub fn refuse_remote(launch: &crate::agents::Launch) -> std::result::Result<(), String> {
+    if launch.channel {
+        return Err("the return channel (`channel: true`) does not reach a Kubernetes pod yet: delegate without it, or set `[runner] kind = \"local\"`".to_owned());
+    }
+    if launch.stdin != crate::provider::Stdin::Null {
+        return Err("this agent answers permission prompts through its stdin, which does not reach a Kubernetes pod yet: delegate it read-only, or set `[runner] kind = \"local\"`".to_owned());
+    }
+    Ok(())
+}
+
 /// Checks that a task with these settings can run on its cluster; the
 /// error is the reason and the fix. Nothing is created.
 pub async fn preflight(settings: &super::settings::KubeSettings, task_id: &str) -> std::result::Result<(), String> {

@@ -30,7 +30,8 @@ pub fn kubeconfig_path(setting: Option<&str>) -> PathBuf {
 /// client holds the TLS configuration and the connection pool, and building
 /// one (reading the kubeconfig and the system's CA certificates) costs far
 /// more than a request, so each delegation's preflight reuses it.
-type Cache = std::sync::Mutex<std::collections::HashMap<(PathBuf, Option<std::time::SystemTime>, Option<String>), Client>>;
+type Cache =
+    std::sync::Mutex<std::collections::HashMap<(PathBuf, Option<std::time::SystemTime>, Option<String>), Client>>;
 static CLIENTS: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
 
 /// A client for the kubeconfig and context; the error says what to fix.
