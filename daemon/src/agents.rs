@@ -43,6 +43,10 @@ pub struct Launch {
     /// cancel it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// Run as a Kubernetes Job with these settings (`[runner]`, issue 16);
+    /// `None`: on this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube: Option<crate::runner::settings::KubeSettings>,
 }
 
 /// What the workshop needs at start: decided at delegation, carried out when

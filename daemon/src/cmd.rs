@@ -34,6 +34,12 @@ pub fn main() -> ExitCode {
                 }
             };
         }
+        #[cfg(all(unix, feature = "kubernetes"))]
+        Some(crate::runner::kubernetes::pod::POD_ARG0)
+            if args.get(1).map(String::as_str) == Some(crate::runner::kubernetes::pod::POD_ARG1) =>
+        {
+            return ExitCode::from(crate::runner::kubernetes::pod::main(&args[2..]) as u8);
+        }
         Some("--version" | "-V") => {
             println!("caesard {} (API protocol {})", caesar_proto::VERSION, crate::protocol_number());
             return ExitCode::SUCCESS;

@@ -231,6 +231,8 @@ struct Layer {
     bin: Option<BTreeMap<String, String>>,
     /// MCP over HTTP, served by the daemon (read from the global layer).
     http: Option<RawHttp>,
+    /// `[runner]`: local or Kubernetes (issue 16).
+    runner: Option<crate::runner::settings::RawRunner>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -290,6 +292,8 @@ pub struct Config {
     pub provenance: BTreeMap<String, Origin>,
     /// The files that were read.
     pub files: Vec<PathBuf>,
+    /// `[runner]`, merged key by key.
+    pub runner: crate::runner::settings::RunnerConfig,
 }
 
 impl Default for Config {
@@ -304,6 +308,7 @@ impl Default for Config {
             http: None,
             provenance: BTreeMap::new(),
             files: Vec::new(),
+            runner: Default::default(),
         }
     }
 }
@@ -493,6 +498,9 @@ impl Config {
                 return Err(bad(&id, "in [bin] is empty: give the executable's path, or remove the key".to_owned()));
             }
             self.bin.insert(id, (anchor_bin(path, bin), origin));
+        }
+        if let Some(r) = layer.runner {
+            self.runner.merge(r).map_err(|(key, why)| bad(&key, why))?;
         }
         Ok(())
     }

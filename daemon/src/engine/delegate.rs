@@ -274,6 +274,13 @@ impl Engine {
             worktree_decided: isolation == Isolation::Worktree,
         });
         launch.max_parallel = config.policy.max_parallel;
+        // `[runner]` (issue 16): a Kubernetes task is refused here, before
+        // anything is recorded or created, when its Job could not be.
+        launch.kube = config.runner.for_task().map_err(|(key, why)| Error::Invalid(format!("`{key}` {why}")))?;
+        if let Some(k) = &launch.kube {
+            crate::runner::multi::refuse_remote(&launch).map_err(Error::Precondition)?;
+            crate::runner::multi::preflight(k, &id).await.map_err(Error::Precondition)?;
+        }
         let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
         supervisor::write_atomic(&dir.task_json(), &task_json)
             .map_err(|e| Error::io_at("cannot write", &dir.task_json(), e))?;

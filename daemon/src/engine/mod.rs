@@ -276,11 +276,11 @@ impl Engine {
         std::fs::create_dir_all(paths.state_dir.join("tasks"))
             .map_err(|e| Error::io_at("cannot create", &paths.state_dir, e))?;
         let store = Store::open(&paths.state_dir.join("caesar.db"))?;
-        let runner = Arc::new(LocalRunner {
+        let runner = Arc::new(crate::runner::multi::Runners::new(LocalRunner {
             supervisor_exe: settings.supervisor_exe.clone(),
             grace_ms: settings.grace_ms,
             raw_log_cap: settings.raw_log_cap,
-        });
+        }));
         Ok(Arc::new(Engine {
             preparing: prepare::Preparing::new(settings.prepare_parallel),
             paths,

@@ -83,6 +83,7 @@ impl Engine {
             env,
             deadline_ms,
             stdin,
+            kube: launch.kube.as_ref(),
         };
         let live = self.make_live(&record.id, TaskStatus::Running, record.event_count);
         let started = match self.runner.start(&spec) {

@@ -34,6 +34,8 @@ impl LocalRunner {
     fn handle_parts(handle: &RunHandle) -> (u32, Option<u64>, Option<&str>) {
         match handle {
             RunHandle::Local { pid, start, boot } => (*pid, *start, boot.as_deref()),
+            // Never routed here (runner::multi sends it to the Kubernetes runner).
+            RunHandle::Kubernetes { .. } => (0, None, None),
         }
     }
 }

@@ -13,7 +13,11 @@
 //! trait: its handle names the Job, it copies the pod's output into
 //! `raw.log`, and its exit record comes from the pod.
 
+#[cfg(feature = "kubernetes")]
+pub mod kubernetes;
 pub mod local;
+pub mod multi;
+pub mod settings;
 
 use std::future::Future;
 use std::path::Path;
@@ -34,6 +38,18 @@ pub enum RunHandle {
     /// A supervisor on this machine: pid, start time and boot, so that a
     /// reused pid or a reboot is never taken for it.
     Local { pid: u32, start: Option<u64>, boot: Option<String> },
+    /// A Kubernetes Job (issue 16): where it is and which one (its uid, so a
+    /// Job re-created under the same name is never taken for it).
+    Kubernetes {
+        #[serde(default)]
+        kubeconfig: Option<String>,
+        #[serde(default)]
+        context: Option<String>,
+        namespace: String,
+        job: String,
+        #[serde(default)]
+        uid: Option<String>,
+    },
 }
 
 /// Everything a runner needs to start a task.
@@ -52,6 +68,8 @@ pub struct StartSpec<'a> {
     /// For an agent whose stdin stays open: the first bytes it reads, and
     /// the output line prefix after which its stdin is closed.
     pub stdin: Option<(&'a str, &'a str)>,
+    /// Run as a Kubernetes Job with these settings; `None`: locally.
+    pub kube: Option<&'a settings::KubeSettings>,
 }
 
 /// A started run, as the runner hands it back.

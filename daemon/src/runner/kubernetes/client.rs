@@ -1,0 +1,121 @@
+//! Reaching the cluster: a client from the user's kubeconfig (rustls, no
+//! OpenSSL), the preflight a delegation passes before anything is created,
+//! and Kubernetes errors turned into a reason and a fix.
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::runner::settings::KubeSettings;
+
+/// The kubeconfig file a setting names: itself, else `$KUBECONFIG`'s first
+/// file, else `~/.kube/config`.
+pub fn kubeconfig_path(setting: Option<&str>) -> PathBuf {
+    if let Some(p) = setting.filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    if let Some(k) = std::env::var_os("KUBECONFIG").filter(|k| !k.is_empty()) {
+        if let Some(first) = std::env::split_paths(&k).next() {
+            return first;
+        }
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    home.join(".kube").join("config")
+}
+
+/// Clients by kubeconfig file (and its modification time) and context: a
+/// client holds the TLS configuration and the connection pool, and building
+/// one (reading the kubeconfig and the system's CA certificates) costs far
+/// more than a request, so each delegation's preflight reuses it.
+type Cache =
+    std::sync::Mutex<std::collections::HashMap<(PathBuf, Option<std::time::SystemTime>, Option<String>), Client>>;
+static CLIENTS: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+
+/// A client for the kubeconfig and context; the error says what to fix.
+pub async fn connect(kubeconfig: Option<&str>, context: Option<&str>) -> Result<Client, String> {
+    let path = kubeconfig_path(kubeconfig);
+    let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+    let key = (path.clone(), mtime, context.map(str::to_owned));
+    let cache = CLIENTS.get_or_init(Default::default);
+    if mtime.is_some()
+        && let Some(c) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
+    {
+        return Ok(c.clone());
+    }
+    let client = connect_new(&path, context).await?;
+    cache.lock().unwrap_or_else(|p| p.into_inner()).insert(key, client.clone());
+    Ok(client)
+}
+
+async fn connect_new(path: &std::path::Path, context: Option<&str>) -> Result<Client, String> {
+    let path = path.to_path_buf();
+    if !path.exists() {
+        return Err(format!(
+            "no kubeconfig at {}: set `runner.kubernetes.kubeconfig` or KUBECONFIG to the cluster's kubeconfig file",
+            path.display()
+        ));
+    }
+    let kc = Kubeconfig::read_from(&path)
+        .map_err(|e| format!("the kubeconfig {} cannot be read: {e}; fix the file", path.display()))?;
+    let options = KubeConfigOptions { context: context.map(str::to_owned), ..Default::default() };
+    let config = Config::from_custom_kubeconfig(kc, &options).await.map_err(|e| {
+        format!(
+            "the kubeconfig {} does not give a cluster{}: {e}; fix `runner.kubernetes.context` or the file",
+            path.display(),
+            context.map(|c| format!(" for context `{c}`")).unwrap_or_default()
+        )
+    })?;
+    let server = config.cluster_url.to_string();
+    let client = Client::try_from(config).map_err(|e| format!("cannot build a client for {server}: {e}"))?;
+    Ok(client)
+}
+
+/// A Kubernetes error as a sentence with its fix.
+pub fn explain(e: &kube::Error, verb: &str, resource: &str, namespace: &str) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => format!(
+            "Kubernetes refused ({}): {}; fix: grant the daemon's user `{verb}` on `{resource}` in namespace `{namespace}` (packaging/kubernetes/rbac.yaml)",
+            s.reason, s.message
+        ),
+        kube::Error::Api(s) if s.code == 404 && s.message.contains("namespace") => format!(
+            "Kubernetes says ({}): {}; fix: create it (`kubectl create namespace {namespace}`) or set `runner.kubernetes.namespace`",
+            s.reason, s.message
+        ),
+        kube::Error::Api(s) if s.code == 401 => {
+            format!(
+                "Kubernetes refused the credentials ({}): {}; fix: refresh the kubeconfig's user",
+                s.reason, s.message
+            )
+        }
+        kube::Error::Api(s) => format!("Kubernetes refused {verb} {resource} ({} {}): {}", s.code, s.reason, s.message),
+        other => format!(
+            "cannot reach the Kubernetes API server: {other}; fix: check that the cluster is up and the kubeconfig's `server` is right"
+        ),
+    }
+}
+
+/// Checks, before a task is recorded, that its Job can be created: a valid
+/// image, a kubeconfig, a reachable API server, the namespace, the right to
+/// create Jobs, and a Job the server accepts (a server-side dry run, so
+/// nothing is created).
+pub async fn preflight(settings: &KubeSettings, job: &serde_json::Value) -> Result<(), String> {
+    super::manifest::check_image(&settings.image).map_err(|e| {
+        format!("runner.kubernetes.image {e}; fix: name an image like `registry.example/caesar-agent:1`")
+    })?;
+    let client = connect(settings.kubeconfig.as_deref(), settings.context.as_deref()).await?;
+    let api: Api<Job> = Api::namespaced(client, &settings.namespace);
+    let job: Job = serde_json::from_value(job.clone()).map_err(|e| format!("the Job does not encode: {e}"))?;
+    let pp = PostParams { dry_run: true, ..Default::default() };
+    api.create(&pp, &job)
+        .await
+        .map(|_| ())
+        .map_err(|e| match &e {
+            // A Job of that name exists: the task id is fresh, so it is someone else's.
+            kube::Error::Api(s) if s.code == 409 => String::new(),
+            _ => explain(&e, "create", "jobs", &settings.namespace),
+        })
+        .or_else(|e| if e.is_empty() { Ok(()) } else { Err(e) })
+}

@@ -1,0 +1,291 @@
+//! `caesard __kube pod`: what runs inside the Job's container.
+//!
+//! It fetches the task's frozen base from the git remote, writes the task's
+//! files, runs `caesard __supervise` (so the deadline, the tree kill, the
+//! raw-log cap and `exit.json` are the laptop's), prints the supervisor's
+//! raw.log as frames ([`super::frames`]) while it runs, then commits what
+//! the agent changed, pushes it as `refs/caesar/tasks/<id>/result`, prints
+//! the report and the ending, and writes the ending as the container's
+//! termination message too, for when the daemon cannot read the stream.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::frames;
+use crate::supervisor::{self, ExitRecord, SuperviseArgs};
+
+/// `caesard __kube pod …`.
+pub const POD_ARG0: &str = "__kube";
+/// See [`POD_ARG0`].
+pub const POD_ARG1: &str = "pod";
+/// The task directory's files, JSON `{name: base64}`, in the pod's environment.
+pub const FILES_ENV: &str = "CAESAR_POD_FILES";
+/// Files of the task directory that come back to the daemon.
+pub const FILES_BACK: &[&str] = &["report.json", crate::report::CHANNEL_REPORT];
+
+/// How the pod's run ended: the last frame and the termination message.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ending {
+    pub exit: ExitRecord,
+    /// The result commit pushed, if any.
+    #[serde(default)]
+    pub result: Option<String>,
+    /// What went wrong around the agent (workspace in or out).
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The pod's raw.log length at the end.
+    #[serde(default)]
+    pub raw_len: u64,
+}
+
+/// The pod's command line.
+#[derive(Debug, Clone)]
+struct PodArgs {
+    task_id: String,
+    remote: String,
+    base: String,
+    sup: SuperviseArgs,
+}
+
+fn parse(argv: &[String]) -> Result<PodArgs, String> {
+    let mut task_id = None;
+    let mut remote = None;
+    let mut base = None;
+    let mut rest = Vec::new();
+    let mut i = 0;
+    while i < argv.len() {
+        let value = || argv.get(i + 1).cloned().ok_or_else(|| format!("{} needs a value", argv[i]));
+        match argv[i].as_str() {
+            "--task-id" => task_id = Some(value()?),
+            "--remote" => remote = Some(value()?),
+            "--base" => base = Some(value()?),
+            _ => {
+                rest = argv[i..].to_vec();
+                break;
+            }
+        }
+        i += 2;
+    }
+    // The rest is the supervisor's own command line, less its task dir.
+    let mut sup_argv = vec!["--task-dir".to_owned(), String::new()];
+    sup_argv.extend(rest);
+    let sup = SuperviseArgs::parse(&sup_argv)?;
+    Ok(PodArgs {
+        task_id: task_id.ok_or("--task-id is required")?,
+        remote: remote.ok_or("--remote is required")?,
+        base: base.ok_or("--base is required")?,
+        sup,
+    })
+}
+
+/// Runs the pod's side of a task; the container's exit code.
+#[cfg(unix)]
+pub fn main(argv: &[String]) -> i32 {
+    let args = match parse(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("caesard {POD_ARG0} {POD_ARG1}: {e}");
+            return 2;
+        }
+    };
+    // A real pod has the filesystem of its image; the simulator's process
+    // kubelet gives each pod a directory of its own and names it here.
+    let root = std::env::var_os("CAESAR_POD_ROOT").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+    let ws = root.join(super::manifest::WS.trim_start_matches('/'));
+    let repo = ws.join("repo");
+    let tdir = ws.join(".caesar");
+    let term = root.join(super::manifest::TERMINATION_LOG.trim_start_matches('/'));
+    let ending = run(&args, &repo, &tdir);
+    let json = serde_json::to_vec(&ending).unwrap_or_default();
+    let mut out = std::io::stdout().lock();
+    for name in FILES_BACK {
+        if let Ok(data) = std::fs::read(tdir.join(name)) {
+            let _ = out.write_all(frames::file(name, &data).as_bytes());
+        }
+    }
+    let _ = out.write_all(frames::exit(&json).as_bytes());
+    let _ = out.flush();
+    // The termination message holds at most 4 KiB: the ending is well under.
+    if let Some(parent) = term.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    let _ = std::fs::write(&term, &json);
+    if ending.error.is_some() { 1 } else { 0 }
+}
+
+#[cfg(unix)]
+fn run(args: &PodArgs, repo: &Path, tdir: &Path) -> Ending {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+    let fail = |why: String| Ending {
+        exit: ExitRecord { spawn_error: Some(why.clone()), finished_ms: crate::clock::now_ms(), ..Default::default() },
+        error: Some(why),
+        ..Default::default()
+    };
+    // A stop (the Job deleted: SIGTERM to this, the container's first
+    // process) goes to the supervisor, which stops the agent's tree and
+    // writes exit.json; the result is still pushed.
+    let mut stop = SigSet::empty();
+    stop.add(Signal::SIGTERM);
+    stop.add(Signal::SIGINT);
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&stop), None);
+    if let Err(e) = std::fs::create_dir_all(tdir).and_then(|_| std::fs::create_dir_all(repo)) {
+        return fail(format!("cannot create the pod's workspace: {e}"));
+    }
+    if let Err(e) = fetch_base(repo, &args.remote, &args.base) {
+        return fail(format!("cannot fetch the task's workspace from {}: {e}", args.remote));
+    }
+    if let Err(e) = write_files(tdir) {
+        return fail(format!("cannot write the task's files: {e}"));
+    }
+    let mut sup = args.sup.clone();
+    sup.task_dir = tdir.to_path_buf();
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("caesard"));
+    let log = std::fs::File::create(tdir.join("supervisor.log")).ok();
+    let mut cmd = Command::new(exe);
+    cmd.args(sup.to_argv())
+        .current_dir(repo)
+        .env("PWD", repo)
+        .env("CAESAR_TASK_DIR", tdir)
+        .env("CAESAR_TASK_FILE", tdir.join("task.json"))
+        .env("CAESAR_REPORT_PATH", tdir.join("report.json"))
+        .env("CAESAR_EVENTS_PATH", tdir.join("events.jsonl"))
+        .env("CAESAR_TASK_ID", &args.task_id)
+        .env("CAESAR_PROTOCOL_VERSION", crate::oacp::OACP_VERSION)
+        .env_remove(FILES_ENV)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    if let Some(f) = log {
+        cmd.stderr(f);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return fail(format!("cannot start the supervisor: {e}")),
+    };
+    let pid = child.id();
+    std::thread::spawn(move || {
+        let mut set = SigSet::empty();
+        set.add(Signal::SIGTERM);
+        set.add(Signal::SIGINT);
+        while set.wait().is_ok() {
+            supervisor::request_stop(pid);
+        }
+    });
+    let raw = tdir.join(supervisor::RAW_LOG);
+    let mut sent = 0u64;
+    let mut idle = Instant::now();
+    let mut out = std::io::stdout();
+    loop {
+        let done = matches!(child.try_wait(), Ok(Some(_)) | Err(_));
+        let n = send_new(&raw, &mut sent, &mut out);
+        if n > 0 {
+            idle = Instant::now();
+        } else if idle.elapsed() > Duration::from_secs(30) {
+            let _ = out.write_all(frames::HEARTBEAT.as_bytes());
+            let _ = out.flush();
+            idle = Instant::now();
+        }
+        if done {
+            // Whatever the tree wrote last.
+            while send_new(&raw, &mut sent, &mut out) > 0 {}
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let exit = supervisor::read_exit(tdir).unwrap_or_else(|| ExitRecord {
+        spawn_error: Some("the supervisor ended without an exit record".to_owned()),
+        finished_ms: crate::clock::now_ms(),
+        ..Default::default()
+    });
+    let (result, error) = match push_result(repo, &args.remote, &args.task_id) {
+        Ok(oid) => (Some(oid), None),
+        Err(e) => (None, Some(format!("cannot push the task's result to {}: {e}", args.remote))),
+    };
+    Ending { exit, result, error, raw_len: sent }
+}
+
+/// Sends what raw.log gained since `sent` as chunk frames; the bytes sent.
+fn send_new(raw: &Path, sent: &mut u64, out: &mut impl Write) -> u64 {
+    let Ok(mut f) = std::fs::File::open(raw) else { return 0 };
+    if f.seek(SeekFrom::Start(*sent)).is_err() {
+        return 0;
+    }
+    let mut total = 0;
+    let mut buf = vec![0u8; frames::CHUNK];
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let _ = out.write_all(frames::chunk(*sent, &buf[..n]).as_bytes());
+        *sent += n as u64;
+        total += n as u64;
+    }
+    let _ = out.flush();
+    total
+}
+
+fn git(repo: &Path, args: &[&str]) -> Result<String, String> {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    } else {
+        Err(format!("git {}: {}", args.first().unwrap_or(&""), String::from_utf8_lossy(&o.stderr).trim()))
+    }
+}
+
+fn fetch_base(repo: &Path, remote: &str, base: &str) -> Result<(), String> {
+    git(repo, &["init", "-q"])?;
+    git(repo, &["fetch", "-q", "--no-tags", remote, base])?;
+    git(repo, &["checkout", "-q", "--detach", "FETCH_HEAD"])?;
+    Ok(())
+}
+
+fn push_result(repo: &Path, remote: &str, task_id: &str) -> Result<String, String> {
+    git(repo, &["add", "-A"])?;
+    if !git(repo, &["status", "--porcelain"])?.is_empty() {
+        git(
+            repo,
+            &[
+                "-c",
+                "user.name=caesar",
+                "-c",
+                "user.email=caesar@localhost",
+                "commit",
+                "-q",
+                "--no-verify",
+                "-m",
+                "caesar: task result",
+            ],
+        )?;
+    }
+    let oid = git(repo, &["rev-parse", "HEAD"])?;
+    let refspec = format!("+{oid}:{}", super::manifest::result_ref(task_id));
+    git(repo, &["push", "-q", remote, &refspec])?;
+    Ok(oid)
+}
+
+fn write_files(tdir: &Path) -> std::io::Result<()> {
+    let Ok(json) = std::env::var(FILES_ENV) else { return Ok(()) };
+    let files: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&json).map_err(std::io::Error::other)?;
+    for (name, b64) in files {
+        // Names come from the daemon, which lists its own task directory:
+        // still, nothing outside the pod's task directory is written.
+        if name.contains('/') || name.starts_with('.') {
+            continue;
+        }
+        let data = frames::b64_decode(&b64).ok_or_else(|| std::io::Error::other("bad base64"))?;
+        std::fs::write(tdir.join(name), data)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,94 @@
+//! The workspace in and the changes out, through the team's git remote.
+//!
+//! In: the task's workdir as it is (HEAD plus every uncommitted and
+//! untracked, not ignored, change) becomes a commit object made with a
+//! temporary index, so the user's index and branches are untouched, and is
+//! pushed as `refs/caesar/tasks/<id>/base`. Out: the pod pushes
+//! `…/result`; the daemon fetches it and moves the workdir's files from the
+//! base tree to the result tree (again through a temporary index), so the
+//! worktree holds the agent's changes uncommitted, exactly as after a local
+//! run, and diff, apply and gc work unchanged. The refs are deleted when the
+//! task's changes are applied, discarded or collected.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::manifest::{base_ref, result_ref};
+
+fn git(dir: &Path, index: Option<&Path>, args: &[&str]) -> Result<String, String> {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(dir).args(args).stdin(Stdio::null());
+    if let Some(i) = index {
+        cmd.env("GIT_INDEX_FILE", i);
+    }
+    let o = cmd.output().map_err(|e| format!("cannot run git: {e}"))?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    } else {
+        Err(format!("git {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr).trim()))
+    }
+}
+
+/// Commits the workdir's state (with a temporary index under `scratch`) and
+/// pushes it as the task's base ref; the commit's id.
+pub fn push_base(workdir: &Path, remote: &str, task_id: &str, scratch: &Path) -> Result<String, String> {
+    let top = git(workdir, None, &["rev-parse", "--show-toplevel"])
+        .map_err(|e| format!("the task's workdir {} is not in a git repository: {e}", workdir.display()))?;
+    let top = Path::new(&top);
+    let index = scratch.join("kube-base.index");
+    let _ = std::fs::remove_file(&index);
+    let head = git(top, None, &["rev-parse", "-q", "--verify", "HEAD^{commit}"]).ok();
+    if let Some(h) = &head {
+        git(top, Some(&index), &["read-tree", h])?;
+    }
+    git(top, Some(&index), &["add", "-A"])?;
+    let tree = git(top, Some(&index), &["write-tree"])?;
+    let _ = std::fs::remove_file(&index);
+    let mut args = vec!["-c", "user.name=caesar", "-c", "user.email=caesar@localhost", "commit-tree", &tree, "-m"];
+    let msg = format!("caesar: base of task {task_id}");
+    args.push(&msg);
+    if let Some(h) = &head {
+        args.extend(["-p", h]);
+    }
+    let oid = git(top, None, &args)?;
+    let refspec = format!("+{oid}:{}", base_ref(task_id));
+    git(top, None, &["push", "-q", "--no-verify", remote, &refspec])
+        .map_err(|e| format!("cannot push the task's workspace to {remote}: {e}"))?;
+    Ok(oid)
+}
+
+/// Fetches the task's result and lays its changes (from `base`) into the
+/// workdir's files, leaving the index and HEAD as they are.
+pub fn apply_result(
+    workdir: &Path,
+    remote: &str,
+    task_id: &str,
+    base: &str,
+    result: &str,
+    scratch: &Path,
+) -> Result<(), String> {
+    let top = git(workdir, None, &["rev-parse", "--show-toplevel"])?;
+    let top = Path::new(&top);
+    // No FETCH_HEAD: tasks in place share one repository and fetch at once.
+    git(top, None, &["fetch", "-q", "--no-tags", "--no-write-fetch-head", remote, &result_ref(task_id)])?;
+    git(top, None, &["cat-file", "-e", &format!("{result}^{{commit}}")]).map_err(|_| {
+        format!("the remote's result ref does not hold the commit the pod reported ({result}): not applied")
+    })?;
+    if result == base {
+        return Ok(());
+    }
+    let index = scratch.join("kube-result.index");
+    let _ = std::fs::remove_file(&index);
+    git(top, Some(&index), &["read-tree", base])?;
+    // Stat data for the files, so read-tree sees them as matching the base.
+    let _ = git(top, Some(&index), &["update-index", "-q", "--refresh"]);
+    let r = git(top, Some(&index), &["read-tree", "-m", "-u", base, result]);
+    let _ = std::fs::remove_file(&index);
+    r.map(|_| ())
+}
+
+/// Deletes the task's refs on the remote (best effort: an unreachable remote keeps them).
+pub fn delete_refs(repo: &Path, remote: &str, task_id: &str) -> Result<(), String> {
+    git(repo, None, &["push", "-q", "--no-verify", remote, "--delete", &base_ref(task_id), &result_ref(task_id)])
+        .map(|_| ())
+}

@@ -1,0 +1,156 @@
+//! The engine's one runner, which hands each task to the runner it belongs
+//! to: a start by its launch plan (`[runner]`), everything after by the
+//! kind of its handle, or by the `kube.json` a Kubernetes start leaves in
+//! the task directory before it creates anything.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use super::local::LocalRunner;
+use super::{Adopted, RunHandle, RunWatch, Runner, StartSpec, Started};
+use crate::error::{Error, Result};
+use crate::supervisor::ExitRecord;
+use crate::task_dir::TaskDir;
+
+/// The local runner, and the Kubernetes one when this build has it.
+pub struct Runners {
+    pub local: LocalRunner,
+    #[cfg(feature = "kubernetes")]
+    pub kube: Option<super::kubernetes::KubeRunner>,
+}
+
+impl std::fmt::Debug for Runners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runners").field("local", &self.local).finish_non_exhaustive()
+    }
+}
+
+/// The file that marks a task given to the Kubernetes runner.
+const KUBE_MARK: &str = "kube.json";
+
+impl Runners {
+    /// The local runner and, built with `kubernetes` and inside a runtime,
+    /// the Kubernetes one.
+    pub fn new(local: LocalRunner) -> Runners {
+        #[cfg(feature = "kubernetes")]
+        let kube = super::kubernetes::KubeRunner::new(local.grace_ms, local.raw_log_cap);
+        Runners {
+            local,
+            #[cfg(feature = "kubernetes")]
+            kube,
+        }
+    }
+
+    #[cfg(feature = "kubernetes")]
+    fn remote(&self) -> Option<&dyn Runner> {
+        self.kube.as_ref().map(|k| k as &dyn Runner)
+    }
+
+    #[cfg(not(feature = "kubernetes"))]
+    fn remote(&self) -> Option<&dyn Runner> {
+        None
+    }
+
+    fn for_handle(&self, handle: &RunHandle) -> Option<&dyn Runner> {
+        match handle {
+            RunHandle::Local { .. } => Some(&self.local),
+            RunHandle::Kubernetes { .. } => self.remote(),
+        }
+    }
+
+    fn for_dir(&self, dir: &TaskDir) -> &dyn Runner {
+        match self.remote() {
+            Some(r) if dir.root().join(KUBE_MARK).exists() => r,
+            _ => &self.local,
+        }
+    }
+}
+
+/// Why a build without the feature cannot run a Kubernetes task.
+pub const NO_KUBERNETES: &str = "this caesard was built without the `kubernetes` feature: install the default `caesar` package, or set `[runner] kind = \"local\"`";
+
+/// What a remote task cannot do yet, refused before anything is recorded:
+/// the return channel (a socket on this machine) and an agent whose stdin
+/// the daemon answers (claude's permission prompts: needs `pods/attach`).
+pub fn refuse_remote(launch: &crate::agents::Launch) -> std::result::Result<(), String> {
+    if launch.channel {
+        return Err("the return channel (`channel: true`) does not reach a Kubernetes pod yet: delegate without it, or set `[runner] kind = \"local\"`".to_owned());
+    }
+    if launch.stdin != crate::provider::Stdin::Null {
+        return Err("this agent answers permission prompts through its stdin, which does not reach a Kubernetes pod yet: delegate it read-only, or set `[runner] kind = \"local\"`".to_owned());
+    }
+    Ok(())
+}
+
+/// Checks that a task with these settings can run on its cluster; the
+/// error is the reason and the fix. Nothing is created.
+pub async fn preflight(settings: &super::settings::KubeSettings, task_id: &str) -> std::result::Result<(), String> {
+    #[cfg(feature = "kubernetes")]
+    {
+        use super::kubernetes::manifest;
+        let input = manifest::JobInput {
+            task_id,
+            program: "true",
+            args: &[],
+            env: &[],
+            deadline_ms: 0,
+            now_ms: 0,
+            grace_ms: 0,
+            log_cap: 0,
+            stdin_close_after: None,
+            base_oid: "0000000000000000000000000000000000000000",
+            agent: "preflight",
+        };
+        super::kubernetes::client::preflight(settings, &manifest::job_json(&input, settings)).await
+    }
+    #[cfg(not(feature = "kubernetes"))]
+    {
+        let _ = (settings, task_id);
+        Err(NO_KUBERNETES.to_owned())
+    }
+}
+
+impl Runner for Runners {
+    fn start(&self, spec: &StartSpec<'_>) -> Result<Started> {
+        if spec.kube.is_none() {
+            return self.local.start(spec);
+        }
+        match self.remote() {
+            Some(r) => r.start(spec),
+            None => Err(Error::Precondition(NO_KUBERNETES.to_owned())),
+        }
+    }
+
+    fn attach(&self, handle: &RunHandle, dir: &TaskDir) -> Box<dyn RunWatch> {
+        match self.for_handle(handle) {
+            Some(r) => r.attach(handle, dir),
+            None => self.local.attach(handle, dir),
+        }
+    }
+
+    fn adopt(&self, task_id: &str, dir: &TaskDir) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>> {
+        self.for_dir(dir).adopt(task_id, dir)
+    }
+
+    fn is_alive(&self, handle: &RunHandle) -> bool {
+        self.for_handle(handle).is_some_and(|r| r.is_alive(handle))
+    }
+
+    fn request_stop(&self, handle: &RunHandle) {
+        if let Some(r) = self.for_handle(handle) {
+            r.request_stop(handle);
+        }
+    }
+
+    fn write_stdin(&self, dir: &TaskDir, line: &str) -> std::io::Result<()> {
+        self.for_dir(dir).write_stdin(dir, line)
+    }
+
+    fn exit_record(&self, dir: &TaskDir) -> Option<ExitRecord> {
+        self.for_dir(dir).exit_record(dir)
+    }
+
+    fn kill_remains(&self, task_id: &str, dir: &TaskDir) {
+        self.for_dir(dir).kill_remains(task_id, dir);
+    }
+}

@@ -1,0 +1,658 @@
+//! The Kubernetes runner end to end: a real daemon, its real kube client,
+//! an ordinary kubeconfig, and the `k8s-sim` API simulator whose process
+//! kubelet runs each pod's `caesard __kube pod` (and so the supervisor and
+//! the fake agent) as local processes. The workspace travels through a
+//! local bare git repository standing for the team's git server.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use caesar_proto::pb;
+use common::*;
+
+const LONG: Duration = Duration::from_secs(90);
+
+/// A running simulator, its kubeconfig and the git remote.
+struct Sim {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Sim {
+    fn start(extra: &[&str]) -> Sim {
+        let dir = tempfile::Builder::new().prefix("k8s").tempdir_in("/tmp").unwrap();
+        let port_file = dir.path().join("port");
+        let path = format!("{}:{}", bin_dir().display(), std::env::var("PATH").unwrap_or_default());
+        let child = Command::new(bin_dir().join("k8s-sim"))
+            .args(["--state-dir", &dir.path().join("state").display().to_string()])
+            .args(["--port-file", &port_file.display().to_string()])
+            .args(["--namespace", "caesar", "--path", &path])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start k8s-sim");
+        let mut port = 0;
+        for _ in 0..500 {
+            if let Ok(p) = std::fs::read_to_string(&port_file) {
+                port = p.trim().parse().unwrap();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(port > 0, "k8s-sim wrote no port");
+        git(dir.path(), &["init", "-q", "--bare", "remote.git"]);
+        let sim = Sim { child, port, dir };
+        std::fs::write(sim.kubeconfig(), sim.kubeconfig_text(port)).unwrap();
+        sim
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    fn kubeconfig_text(&self, port: u16) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n    server: http://127.0.0.1:{port}\ncontexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n    namespace: caesar\ncurrent-context: sim\nusers:\n- name: sim\n  user: {{}}\n"
+        )
+    }
+
+    fn remote(&self) -> PathBuf {
+        self.dir.path().join("remote.git")
+    }
+
+    /// One HTTP/1.1 request to the simulator; (status, body).
+    fn http(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: sim\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+        // Chunked bodies: keep the JSON lines only.
+        let body = if body.trim_start().starts_with('{') || body.trim_start().starts_with('[') {
+            body
+        } else {
+            body.lines().filter(|l| l.starts_with('{') || l.starts_with('[')).collect::<Vec<_>>().join("\n")
+        };
+        (code, body)
+    }
+
+    fn get_json(&self, path: &str) -> serde_json::Value {
+        let (code, body) = self.http("GET", path, "");
+        assert_eq!(code, 200, "{path}: {body}");
+        json(&body)
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        self.get_json("/sim/stats")
+    }
+
+    fn pods_of(&self, task_id: &str) -> Vec<serde_json::Value> {
+        let v =
+            self.get_json(&format!("/api/v1/namespaces/caesar/pods?labelSelector=caesar.dev%2Ftask-id%3D{task_id}"));
+        v["items"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        // Closing its stdin stops it, and with it every pod process.
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// Makes the project a repository with one commit, and points its tasks at
+/// the simulator.
+fn project(env: &Env, sim: &Sim, image: &str, extra: &str) {
+    let p = env.project.path();
+    std::fs::write(p.join("README.md"), "hello\n").unwrap();
+    std::fs::write(p.join(".gitignore"), ".caesar/config.local.toml\n").unwrap();
+    git(p, &["init", "-q"]);
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "base"]);
+    runner_config(env, sim, image, extra);
+}
+
+fn runner_config(env: &Env, sim: &Sim, image: &str, extra: &str) {
+    let text = format!(
+        "[runner]\nkind = \"kubernetes\"\n[runner.kubernetes]\nkubeconfig = {:?}\nnamespace = \"caesar\"\nimage = {image:?}\ngit_remote = {:?}\nttl_seconds = 600\n{extra}",
+        sim.kubeconfig().display().to_string(),
+        sim.remote().display().to_string(),
+    );
+    std::fs::write(env.project.path().join(".caesar/config.local.toml"), text).unwrap();
+}
+
+fn messages(logs: &pb::LogsResponse) -> Vec<String> {
+    logs.events_json
+        .iter()
+        .map(|e| json(e))
+        .filter(|e| e["type"] == "message")
+        .map(|e| e["text"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+async fn all_logs(c: &mut caesar_proto::client::Client, id: &str) -> pb::LogsResponse {
+    c.logs(pb::LogsRequest { task_id: id.to_owned(), limit: 10_000, ..Default::default() }).await.unwrap().into_inner()
+}
+
+fn task_dir(env: &Env, id: &str) -> PathBuf {
+    env.paths.state_dir.join("tasks").join(id)
+}
+
+fn wait_for(path: &Path, needle: &str) -> impl FnMut() -> bool {
+    let (path, needle) = (path.to_path_buf(), needle.to_owned());
+    move || std::fs::read_to_string(&path).is_ok_and(|s| s.contains(&needle))
+}
+
+#[tokio::test]
+async fn a_task_runs_as_a_job_and_its_report_and_diff_come_back() {
+    let sim = Sim::start(&["--secret", "caesar-keys:FAKE_PROVIDER_KEY=sk-not-in-any-file"]);
+    let mut env = Env::new(&[]);
+    env.set_agents(&[(
+        "writer",
+        &[
+            "say",
+            "hello from the pod",
+            "env",
+            "FAKE_PROVIDER_KEY",
+            "write",
+            "src/new.rs",
+            "fn main() {}\n",
+            "write",
+            "README.md",
+            "hello\nworld\n",
+            "report",
+            "success",
+            "done remotely",
+        ],
+    )]);
+    project(&env, &sim, "registry.example/caesar-agent:1", "credentials_secret = \"caesar-keys\"\n");
+    let mut c = env.start_daemon().await;
+    let d = c.delegate(env.delegate_request("writer", "add a main")).await.unwrap().into_inner();
+    assert_eq!(d.isolation, "worktree");
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{}", t.error);
+    let report = json(&t.report_json);
+    assert_eq!(report["summary"], "done remotely");
+    let mut paths: Vec<&str> =
+        report["changes"].as_array().unwrap().iter().map(|c| c["path"].as_str().unwrap()).collect();
+    paths.sort();
+    assert_eq!(paths, ["README.md", "src/new.rs"], "{report}");
+
+    let logs = all_logs(&mut c, &d.task_id).await;
+    let texts = messages(&logs);
+    assert!(texts.contains(&"hello from the pod".to_owned()), "{texts:?}");
+    // The provider key reached the agent from the Secret, and no task file holds it.
+    assert!(texts.contains(&"FAKE_PROVIDER_KEY=sk-not-in-any-file".to_owned()), "{texts:?}");
+    for f in ["task.json", "kube.json"] {
+        let s = std::fs::read_to_string(task_dir(&env, &d.task_id).join(f)).unwrap_or_default();
+        assert!(!s.contains("sk-not-in-any-file"), "{f} holds the credential");
+    }
+
+    // The Job the runner sent.
+    let accepted = sim.get_json("/sim/accepted");
+    let job = &accepted[0];
+    assert_eq!(job["metadata"]["name"], format!("caesar-{}", d.task_id.replace('_', "-")));
+    assert_eq!(job["metadata"]["labels"]["caesar.dev/task-id"], d.task_id);
+    assert_eq!(job["spec"]["backoffLimit"], 0);
+    assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
+    assert!(job["spec"]["activeDeadlineSeconds"].as_u64().unwrap() > 0);
+    assert_eq!(job["spec"]["template"]["spec"]["containers"][0]["command"][1], "__kube");
+    assert!(!job.to_string().contains("sk-not-in-any-file"));
+    validate_against_official_schemas(&sim, job);
+    // The workspace went through the remote.
+    let refs = git(&sim.remote(), &["for-each-ref", "--format=%(refname)"]);
+    assert!(refs.contains(&format!("refs/caesar/tasks/{}/base", d.task_id)), "{refs}");
+    assert!(refs.contains(&format!("refs/caesar/tasks/{}/result", d.task_id)), "{refs}");
+
+    let diff = c.diff(pb::DiffRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
+    assert_eq!(diff.files.len(), 2, "{:?}", diff.files);
+    assert!(diff.patch.contains("+world"));
+    let a = c.apply(pb::ApplyRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
+    assert!(a.applied && a.conflicts.is_empty(), "{a:?}");
+    assert_eq!(std::fs::read_to_string(env.project.path().join("README.md")).unwrap(), "hello\nworld\n");
+    assert!(env.project.path().join("src/new.rs").exists());
+}
+
+/// Every Job the runner sent, checked against the official Kubernetes JSON
+/// schemas (strict: unknown properties refused) with `kubernetes-validate`
+/// from PyPI, which `.ci/run` installs; it works offline. Without it (a
+/// developer machine), skipped with a note, except in CI.
+fn validate_against_official_schemas(sim: &Sim, job: &serde_json::Value) {
+    let file = sim.dir.path().join("job.json");
+    std::fs::write(&file, job.to_string()).unwrap();
+    let out = Command::new("kubernetes-validate").args(["--strict", "-k", "1.33.0"]).arg(&file).output();
+    match out {
+        Ok(o) => assert!(
+            o.status.success(),
+            "the Job does not validate: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(_) if std::env::var("CI").is_err() => {
+            eprintln!("kubernetes-validate is not installed: schema check skipped")
+        }
+        Err(e) => panic!("kubernetes-validate must be installed in CI: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn a_daemon_killed_mid_task_reattaches_with_no_output_lost_or_repeated() {
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[]);
+    let gate = env.file("gate").display().to_string();
+    env.set_agents(&[(
+        "gated",
+        &[
+            "say",
+            "before the kill",
+            "wait-file",
+            &gate,
+            "lines",
+            "200",
+            "say",
+            "after the kill",
+            "report",
+            "success",
+            "survived",
+        ],
+    )]);
+    project(&env, &sim, "caesar-agent:1", "");
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("gated", "x");
+    req.mode = "read_only".into();
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "before the kill")).await);
+    env.kill_daemons().await;
+    // The pod goes on while no daemon runs.
+    std::fs::write(&gate, "go").unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut c = env.start_daemon().await;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(json(&t.report_json)["summary"], "survived");
+    let texts = messages(&all_logs(&mut c, &id).await);
+    let mut want = vec!["before the kill".to_owned()];
+    want.extend((0..200).map(|i| format!("line {i}")));
+    want.push("after the kill".to_owned());
+    assert_eq!(texts, want, "every line once, in order");
+}
+
+#[tokio::test]
+async fn dropped_log_streams_resume_without_gap_or_duplicate() {
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[]);
+    let mut steps: Vec<String> = Vec::new();
+    for i in 0..30 {
+        steps.extend(["say".into(), format!("chunk {i} {}", "x".repeat(20_000)), "sleep".into(), "40".into()]);
+    }
+    steps.extend(["report".into(), "success".into(), "resumed".into()]);
+    let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+    env.set_agents(&[("slow", &steps)]);
+    project(&env, &sim, "caesar-agent:1", "");
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("slow", "x");
+    req.mode = "read_only".into();
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(sim.http("POST", "/sim/drop-logs", "").0, 200);
+    }
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{}", t.error);
+    let texts = messages(&all_logs(&mut c, &id).await);
+    let want: Vec<String> = (0..30).map(|i| format!("chunk {i} {}", "x".repeat(20_000))).collect();
+    if texts.len() != want.len() {
+        eprintln!(
+            "DEBUG mirror {}",
+            std::fs::read_to_string(task_dir(&env, &id).join("mirror.json")).unwrap_or_default()
+        );
+        let raw = std::fs::read_to_string(task_dir(&env, &id).join("raw.log")).unwrap_or_default();
+        eprintln!("DEBUG raw lines {} bytes {}", raw.lines().count(), raw.len());
+        for e in std::fs::read_dir(sim.dir.path().join("state/pods")).unwrap().flatten() {
+            let r = std::fs::read_to_string(e.path().join("ws/.caesar/raw.log")).unwrap_or_default();
+            eprintln!("DEBUG pod raw lines {} bytes {}", r.lines().count(), r.len());
+        }
+        let got: Vec<String> = texts.iter().map(|t| t.chars().take(10).collect()).collect();
+        eprintln!("DEBUG got {got:?} report {}", t.report_json);
+    }
+    assert_eq!(texts.len(), want.len(), "one message per line, none doubled");
+    assert!(texts == want, "the 20 KB lines arrive whole and in order");
+}
+
+#[tokio::test]
+async fn cancel_deletes_the_job_and_waits_for_its_pod() {
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[("hang", &["say", "agent-up", "hang"])]);
+    project(&env, &sim, "caesar-agent:1", "");
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("hang", "x");
+    req.mode = "read_only".into();
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "agent-up")).await);
+    c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap();
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "cancelled", "{}", t.error);
+    assert!(sim.pods_of(&id).is_empty(), "the pod is gone when the cancel is done");
+    assert!(eventually(Duration::from_secs(10), || sim.stats()["processes"] == 0).await, "no pod process left");
+}
+
+#[tokio::test]
+async fn a_job_deleted_behind_caesars_back_fails_the_task_with_the_reason() {
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[("hang", &["say", "agent-up", "hang"])]);
+    project(&env, &sim, "caesar-agent:1", "");
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("hang", "x");
+    req.mode = "read_only".into();
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "agent-up")).await);
+    let job = format!("caesar-{}", id.replace('_', "-"));
+    let (code, body) = sim.http(
+        "DELETE",
+        &format!("/apis/batch/v1/namespaces/caesar/jobs/{job}"),
+        r#"{"propagationPolicy":"Background"}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "failed");
+    assert!(t.error.contains("deleted outside caesar"), "{}", t.error);
+}
+
+#[tokio::test]
+async fn evicted_pods_and_lost_nodes_fail_the_task_with_the_kubernetes_reason() {
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[("hang", &["say", "agent-up", "hang"])]);
+    project(&env, &sim, "caesar-agent:1", "");
+    let mut c = env.start_daemon().await;
+    for (fault, reason) in [("evict", "Evicted"), ("lose-node", "NodeLost")] {
+        let mut req = env.delegate_request("hang", "x");
+        req.mode = "read_only".into();
+        let id = c.delegate(req).await.unwrap().into_inner().task_id;
+        assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "agent-up")).await);
+        let pod = sim.pods_of(&id)[0]["metadata"]["name"].as_str().unwrap().to_owned();
+        assert_eq!(sim.http("POST", &format!("/sim/{fault}/caesar/{pod}"), "").0, 200);
+        let t = await_one(&mut c, &id, LONG).await;
+        assert_eq!(t.status, "failed", "{fault}");
+        assert!(t.error.contains(reason), "{fault}: {}", t.error);
+    }
+}
+
+#[tokio::test]
+async fn an_image_that_cannot_be_pulled_fails_the_task_at_start() {
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[("quick", &["say", "never printed"])]);
+    project(&env, &sim, "unpullable/caesar-agent:1", "image_pull_timeout_seconds = 1\n");
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("quick", "x");
+    req.mode = "read_only".into();
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "failed");
+    assert!(t.error.contains("cannot be pulled") && t.error.contains("ImagePull"), "{}", t.error);
+    assert!(eventually(LONG, || sim.pods_of(&id).is_empty()).await, "the Job is deleted");
+}
+
+async fn refused(env: &Env, c: &mut caesar_proto::client::Client) -> String {
+    let mut req = env.delegate_request("quick", "x");
+    req.mode = "read_only".into();
+    c.delegate(req).await.expect_err("refused").message().to_owned()
+}
+
+#[tokio::test]
+async fn bad_cluster_settings_are_refused_at_delegate_and_nothing_is_created() {
+    let sim = Sim::start(&["--forbid", "create:jobs"]);
+    let mut env = Env::new(&[("quick", &["say", "hi"])]);
+    project(&env, &sim, "caesar-agent:1", "");
+    let mut c = env.start_daemon().await;
+    // RBAC forbids creating Jobs.
+    let e = refused(&env, &mut c).await;
+    assert!(e.contains("forbidden") && e.contains("rbac"), "{e}");
+    // A namespace that does not exist (on a cluster that lets us create Jobs).
+    let sim = Sim::start(&[]);
+    runner_config(&env, &sim, "caesar-agent:1", "");
+    let text = std::fs::read_to_string(env.project.path().join(".caesar/config.local.toml")).unwrap();
+    std::fs::write(
+        env.project.path().join(".caesar/config.local.toml"),
+        text.replace("namespace = \"caesar\"", "namespace = \"nope\""),
+    )
+    .unwrap();
+    let e = refused(&env, &mut c).await;
+    assert!(e.contains("namespaces \"nope\" not found") && e.contains("kubectl create namespace"), "{e}");
+    // An image name that is no reference.
+    runner_config(&env, &sim, "Not A/Valid:Image", "");
+    let e = refused(&env, &mut c).await;
+    assert!(e.contains("image") && e.contains("not a valid image reference"), "{e}");
+    // No kubeconfig.
+    let text = std::fs::read_to_string(env.project.path().join(".caesar/config.local.toml")).unwrap();
+    let missing = sim.dir.path().join("missing-kubeconfig").display().to_string();
+    let text =
+        text.replace(&sim.kubeconfig().display().to_string(), &missing).replace("Not A/Valid:Image", "caesar-agent:1");
+    std::fs::write(env.project.path().join(".caesar/config.local.toml"), text).unwrap();
+    let e = refused(&env, &mut c).await;
+    assert!(e.contains("no kubeconfig") && e.contains("KUBECONFIG"), "{e}");
+    // An API server that does not answer.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_port = dead.local_addr().unwrap().port();
+    drop(dead);
+    std::fs::write(&missing, sim.kubeconfig_text(dead_port)).unwrap();
+    let e = refused(&env, &mut c).await;
+    assert!(e.contains("cannot reach the Kubernetes API server"), "{e}");
+    // Nothing was created, and no task recorded.
+    assert_eq!(sim.stats()["jobs"], 0);
+    let list = c.list_tasks(pb::ListTasksRequest::default()).await.unwrap().into_inner();
+    assert!(list.tasks.is_empty(), "{:?}", list.tasks);
+}
+
+#[tokio::test]
+async fn a_hundred_tasks_at_once_all_come_back() {
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[("quick", &["say", "hi", "report", "success", "ok"])]);
+    project(&env, &sim, "caesar-agent:1", "");
+    std::fs::write(
+        env.project.path().join(".caesar/config.toml"),
+        std::fs::read_to_string(env.project.path().join(".caesar/config.toml")).unwrap()
+            + "[policy]\nmax_parallel = 100\n",
+    )
+    .unwrap();
+    let mut c = env.start_daemon().await;
+    let mut ids = Vec::new();
+    for _ in 0..100 {
+        let mut req = env.delegate_request("quick", "x");
+        req.mode = "read_only".into();
+        ids.push(c.delegate(req).await.unwrap().into_inner().task_id);
+    }
+    for id in &ids {
+        let t = await_one(&mut c, id, Duration::from_secs(300)).await;
+        assert_eq!(t.status, "succeeded", "{id}: {}", t.error);
+    }
+    let stats = sim.stats();
+    assert_eq!(stats["jobs"], 100, "{stats}");
+    assert!(stats["open_watches"].as_u64().unwrap() <= 2, "one watch of Jobs and one of Pods: {stats}");
+}
+
+/// Against a real cluster (kind or k3d) with the agent image loaded:
+/// `CAESAR_K8S_E2E=1 CAESAR_K8S_IMAGE=caesar-agent:dev CAESAR_K8S_REMOTE=<git url the cluster reaches>
+///  cargo nextest run -p caesar-tests --test kubernetes --run-ignored only`
+#[tokio::test]
+#[ignore = "needs a real cluster: kind create cluster && kind load docker-image caesar-agent:dev"]
+async fn real_cluster_round_trip() {
+    if std::env::var("CAESAR_K8S_E2E").as_deref() != Ok("1") {
+        return;
+    }
+    let image = std::env::var("CAESAR_K8S_IMAGE").unwrap();
+    let remote = std::env::var("CAESAR_K8S_REMOTE").unwrap();
+    let mut env = Env::new(&[("quick", &["say", "hi", "report", "success", "ok"])]);
+    let p = env.project.path();
+    std::fs::write(p.join("README.md"), "hello\n").unwrap();
+    git(p, &["init", "-q"]);
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "base"]);
+    std::fs::write(
+        p.join(".caesar/config.local.toml"),
+        format!("[runner]\nkind = \"kubernetes\"\n[runner.kubernetes]\nnamespace = \"caesar\"\nimage = {image:?}\ngit_remote = {remote:?}\n"),
+    )
+    .unwrap();
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("quick", "x");
+    req.mode = "read_only".into();
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, Duration::from_secs(600)).await;
+    assert_eq!(t.status, "succeeded", "{}", t.error);
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:").and_then(|v| v.split_whitespace().next()?.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// The daemon's established TCP connections to the simulator's port.
+fn connections_to(pid: u32, port: u16) -> usize {
+    let inodes: std::collections::HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .filter_map(|l| l.to_str()?.strip_prefix("socket:[")?.strip_suffix(']').map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let want = format!(":{port:04X}");
+    tcp.lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 9 && f[2].ends_with(&want) && f[3] == "01" && inodes.contains(f[9])
+        })
+        .count()
+}
+
+/// The figures in BENCHMARKS.md ("Kubernetes runner, on k8s-sim"). Not a
+/// timed test: it prints what it measures and asserts only that the tasks
+/// run. `CAESAR_K8S_BENCH_TASKS=100,500 cargo nextest run -p caesar-tests
+/// --test kubernetes --run-ignored only -E 'test(figures)' --no-capture`
+#[tokio::test]
+#[ignore = "measurement, run by hand for BENCHMARKS.md"]
+async fn figures() {
+    let counts: Vec<usize> = std::env::var("CAESAR_K8S_BENCH_TASKS")
+        .unwrap_or_else(|_| "100".into())
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[]);
+    let stamps = env.file("stamps").display().to_string();
+    let gate = env.file("gate").display().to_string();
+    env.set_agents(&[
+        ("stamp", &["stamp", &stamps, "say", "up"]),
+        ("latency", &["sleep", "300", "stamp", &stamps, "say", "ping"]),
+        ("hang", &["say", "agent-up", "wait-file", &gate]),
+    ]);
+    project(&env, &sim, "caesar-agent:1", "");
+    std::fs::write(
+        env.project.path().join(".caesar/config.toml"),
+        std::fs::read_to_string(env.project.path().join(".caesar/config.toml")).unwrap()
+            + "[policy]\nmax_parallel = 1000\n",
+    )
+    .unwrap();
+    let mut c = env.start_daemon().await;
+    let pid = env.daemon_pid().await;
+    // Delegate → agent started, ten times, one at a time.
+    let mut starts = Vec::new();
+    for _ in 0..10 {
+        let _ = std::fs::remove_file(&stamps);
+        let mut req = env.delegate_request("stamp", "x");
+        req.mode = "read_only".into();
+        let t0 = now_ns();
+        let id = c.delegate(req).await.unwrap().into_inner().task_id;
+        await_one(&mut c, &id, LONG).await;
+        let t1: u128 = std::fs::read_to_string(&stamps).unwrap().trim().parse().unwrap();
+        starts.push((t1 - t0) as f64 / 1e6);
+    }
+    starts.sort_by(f64::total_cmp);
+    println!("FIGURE delegate->agent started ms: median {:.1} max {:.1}", starts[5], starts[9]);
+    // Pod output → the daemon's event stream (what `caesar logs -f` reads).
+    let mut lat = Vec::new();
+    for _ in 0..10 {
+        let _ = std::fs::remove_file(&stamps);
+        let mut req = env.delegate_request("latency", "x");
+        req.mode = "read_only".into();
+        let id = c.delegate(req).await.unwrap().into_inner().task_id;
+        let mut stream = c
+            .watch_events(pb::WatchEventsRequest { task_id: id.clone(), from_seq: 0, follow: true })
+            .await
+            .unwrap()
+            .into_inner();
+        while let Some(Ok(ev)) = futures_util::StreamExt::next(&mut stream).await {
+            if ev.event_json.contains("\"ping\"") {
+                let seen = now_ns();
+                let t1: u128 = std::fs::read_to_string(&stamps).unwrap().trim().parse().unwrap();
+                lat.push((seen - t1) as f64 / 1e6);
+                break;
+            }
+        }
+        await_one(&mut c, &id, LONG).await;
+    }
+    lat.sort_by(f64::total_cmp);
+    println!("FIGURE pod output -> watch_events ms: median {:.1} max {:.1}", lat[5], lat[9]);
+    for n in counts {
+        let _ = std::fs::remove_file(&gate);
+        let rss0 = rss_kib(pid);
+        let t0 = std::time::Instant::now();
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            let mut req = env.delegate_request("hang", "x");
+            req.mode = "read_only".into();
+            ids.push(c.delegate(req).await.unwrap().into_inner().task_id);
+        }
+        let delegated = t0.elapsed();
+        let all_up = eventually(Duration::from_secs(600), || {
+            ids.iter().all(|id| {
+                std::fs::read_to_string(task_dir(&env, id).join("events.jsonl")).is_ok_and(|s| s.contains("agent-up"))
+            })
+        })
+        .await;
+        assert!(all_up, "all {n} agents started");
+        let up = t0.elapsed();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let stats = sim.stats();
+        println!(
+            "FIGURE {n} remote tasks running: delegated in {:.1} s, all agents up in {:.1} s, daemon RSS {} MiB (was {} MiB), daemon TCP connections to the API server {}, sim log streams {} watches {}",
+            delegated.as_secs_f64(),
+            up.as_secs_f64(),
+            rss_kib(pid) / 1024,
+            rss0 / 1024,
+            connections_to(pid, sim.port),
+            stats["open_log_streams"],
+            stats["open_watches"],
+        );
+        std::fs::write(&gate, "go").unwrap();
+        for id in &ids {
+            await_one(&mut c, id, Duration::from_secs(600)).await;
+        }
+    }
+}
