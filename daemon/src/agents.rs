@@ -38,6 +38,9 @@ pub struct Launch {
     /// What the agent reads on stdin.
     #[serde(default)]
     pub stdin: crate::provider::Stdin,
+    /// Budget, blocker policy and fallback chain (issue 17).
+    #[serde(default)]
+    pub lifecycle: crate::lifecycle::Plan,
 }
 
 /// What the workshop needs at start: decided at delegation, carried out when

@@ -199,6 +199,7 @@ impl Shim {
             session_id: p.session_id.unwrap_or_default(),
             effort: p.effort.unwrap_or_default(),
             depth,
+            ..Default::default()
         };
         let d = self
             .daemon()

@@ -38,13 +38,16 @@ use crate::store::{QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
 use crate::task_dir::TaskDir;
 
 pub mod bounds;
+mod budget;
 mod cancel;
 mod changes;
 mod channel;
 mod conclude;
 mod delegate;
 mod events;
+mod fallback;
 mod monitor;
+mod network;
 mod observe;
 mod permissions;
 mod prepare;
@@ -53,7 +56,9 @@ mod queue;
 mod recovery;
 mod start;
 
+pub use budget::Tally;
 use conclude::Exit;
+pub use fallback::{AttemptView, BudgetView, LifecycleView};
 use monitor::Run;
 use permissions::is_permission_question;
 
@@ -77,6 +82,9 @@ pub struct Settings {
     /// delegation past it is refused (`CAESAR_MAX_PENDING`, default
     /// [`bounds::MAX_PENDING`]).
     pub max_pending: u32,
+    /// How long an agent may do nothing but fail to reach its provider
+    /// before it is blocked `network` (`CAESAR_NETWORK_BLOCKER_MS`, default 60 s).
+    pub network_blocker_ms: u64,
 }
 
 impl Settings {
@@ -108,6 +116,7 @@ impl Settings {
                 .and_then(|v| v.parse().ok())
                 .filter(|n| *n > 0)
                 .unwrap_or(bounds::MAX_PENDING),
+            network_blocker_ms: network::blocker_ms_from_env(),
         })
     }
 }
@@ -144,6 +153,8 @@ pub struct TaskView {
     pub queue_position: Option<u32>,
     /// Where a pending task stands.
     pub phase: Option<Phase>,
+    /// Attempts, the current attempt and the budget (issue 17).
+    pub lifecycle: LifecycleView,
 }
 
 /// Where a pending task stands.

@@ -42,6 +42,10 @@ pub(super) struct Run {
     pub(super) permission_deadlines: Vec<(String, i64)>,
     /// The task's own deadline.
     pub(super) deadline_ms: i64,
+    /// The task's budget and its tally (issue 17).
+    pub(super) budget: super::budget::Meter,
+    /// The network blocker's watch (issue 17).
+    pub(super) network: super::network::NetWatch,
 }
 
 impl Run {
@@ -68,6 +72,8 @@ impl Run {
             live,
             permission_deadlines: Vec::new(),
             deadline_ms: started_ms + record.timeout_ms as i64,
+            budget: super::budget::Meter::new(record.launch.lifecycle.budget, started_ms),
+            network: Default::default(),
         }
     }
 }
@@ -87,8 +93,12 @@ impl Engine {
             if !run.permission_deadlines.is_empty() {
                 self.expire_permissions(&mut run);
             }
+            self.check_budget(&mut run);
+            self.check_network(&mut run);
         }
         self.monitor_done(run).await;
+        // A blocked task may be followed by the next agent of its chain.
+        self.start_fallbacks().await;
         // A slot is free: start the next queued task.
         self.schedule().await;
     }
@@ -141,6 +151,8 @@ impl Engine {
 
     pub(super) fn absorb(&self, run: &mut Run, parsed: Parsed, bodies: &mut Vec<EventBody>) {
         for body in &parsed.events {
+            run.budget.observe(body);
+            run.network.observe(body);
             let activity = match body {
                 EventBody::Message { .. } => Some(("message", String::new(), String::new())),
                 EventBody::Thinking { .. } => Some(("thinking", String::new(), String::new())),
