@@ -56,10 +56,11 @@ mod queue;
 mod recovery;
 mod start;
 
-pub use budget::Tally;
+pub use budget::{Meter, Tally};
 use conclude::Exit;
 pub use fallback::{AttemptView, BudgetView, LifecycleView};
 use monitor::Run;
+pub use network::NetWatch;
 use permissions::is_permission_question;
 
 /// Tunables of the engine.
