@@ -166,6 +166,15 @@ pub struct Plan {
     pub request: Option<DelegateInput>,
 }
 
+impl Plan {
+    /// Whether a blocker of this kind may hand the task to the next agent:
+    /// then it is no reason to wake the caller, who keeps waiting on the chain.
+    pub fn may_fall_back(&self, kind: crate::oacp::BlockerKind) -> bool {
+        use crate::oacp::BlockerKind::*;
+        self.on_blocker == OnBlocker::Fallback && !self.chain.is_empty() && matches!(kind, Auth | RateLimit | Network)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

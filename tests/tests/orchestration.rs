@@ -58,7 +58,14 @@ async fn a_quota_blocker_falls_back_to_the_next_agent_under_one_task_id() {
     let mut c = env.start_daemon().await;
     let d = c.delegate(role_request(&env, "pair")).await.unwrap().into_inner();
     assert_eq!(d.agent, "first");
-    let t = await_one(&mut c, &d.task_id, LONG).await;
+    // A blocker the chain gets past does not wake an await that wakes on attention.
+    let r = c
+        .r#await(pb::AwaitRequest { task_ids: vec![d.task_id.clone()], timeout_ms: 60_000, wake_on_attention: true })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!r.woke_early);
+    let t = r.tasks.into_iter().next().unwrap();
     assert_eq!(t.task_id, d.task_id, "the caller keeps the first id");
     assert_eq!((t.status.as_str(), t.agent.as_str()), ("succeeded", "second"), "{t:?}");
     assert_eq!(json(&t.report_json)["summary"], "done by second");

@@ -142,7 +142,6 @@ impl Engine {
         if let Some(handle) = &run.handle {
             self.runner.request_stop(handle);
         }
-        run.live.attention.send_modify(|n| *n += 1);
     }
 }
 

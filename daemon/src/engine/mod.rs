@@ -19,6 +19,9 @@
 //!   [`projects`]: what callers ask of tasks and projects.
 //! - [`bounds`]: pure caps on what one request may ask (await ids, field
 //!   sizes, list lengths, the queue's length).
+//! - [`budget`], [`network`], [`fallback`] (issue 17): a task's limits
+//!   tallied live, the network blocker, and the next agent of the role's
+//!   chain after a blocker, under the caller's one task id.
 //!
 //! Waiting is event-driven: each live task has a `watch` channel of its
 //! status, and [`Engine::await_tasks`] sleeps on those, never polling.

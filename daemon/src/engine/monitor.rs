@@ -46,6 +46,8 @@ pub(super) struct Run {
     pub(super) budget: super::budget::Meter,
     /// The network blocker's watch (issue 17).
     pub(super) network: super::network::NetWatch,
+    /// The task's life-cycle plan (issue 17): whether a blocker may fall back.
+    pub(super) plan: crate::lifecycle::Plan,
 }
 
 impl Run {
@@ -74,6 +76,7 @@ impl Run {
             deadline_ms: started_ms + record.timeout_ms as i64,
             budget: super::budget::Meter::new(record.launch.lifecycle.budget, started_ms),
             network: Default::default(),
+            plan: record.launch.lifecycle.clone(),
         }
     }
 }
@@ -212,9 +215,12 @@ impl Engine {
                 info!(task_id = %run.id, kind = blocker.0.as_str(), "blocker recognized: stopping the run");
                 self.runner.request_stop(handle);
             }
+            // A blocker the next agent of the chain may get past is not the caller's to handle.
+            if !run.plan.may_fall_back(blocker.0) {
+                run.live.attention.send_modify(|n| *n += 1);
+            }
             run.blocker = Some(blocker);
             changed = true;
-            run.live.attention.send_modify(|n| *n += 1);
         }
         if changed {
             let kind = run.blocker.as_ref().map(|(k, _)| *k);

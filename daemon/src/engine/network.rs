@@ -145,7 +145,9 @@ impl Engine {
         if let Some(handle) = &run.handle {
             self.runner.request_stop(handle);
         }
-        run.live.attention.send_modify(|n| *n += 1);
+        if !run.plan.may_fall_back(BlockerKind::Network) {
+            run.live.attention.send_modify(|n| *n += 1);
+        }
     }
 }
 

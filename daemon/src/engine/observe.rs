@@ -143,7 +143,8 @@ impl Engine {
             for id in ids {
                 let Some(r) = self.store.task(id)? else { continue };
                 let waiting = !r.status.is_terminal() && !self.store.pending_questions(id)?.is_empty();
-                if waiting || (!r.status.is_terminal() && r.blocker.is_some()) {
+                let blocked = r.blocker.is_some_and(|k| !r.launch.lifecycle.may_fall_back(k));
+                if waiting || (!r.status.is_terminal() && blocked) {
                     return Ok(true);
                 }
             }
@@ -153,7 +154,15 @@ impl Engine {
             if !wake_on_attention || attention.is_empty() {
                 return std::future::pending::<()>().await;
             }
-            let changes = attention.iter_mut().map(|rx| Box::pin(rx.changed()));
+            // A task that ended drops its channel: that is no call for
+            // attention (its end completes the wait, or its next attempt's).
+            let changes = attention.iter_mut().map(|rx| {
+                Box::pin(async move {
+                    if rx.changed().await.is_err() {
+                        std::future::pending::<()>().await
+                    }
+                })
+            });
             let _ = futures_util::future::select_all(changes).await;
         };
         let woke_early = tokio::select! {
