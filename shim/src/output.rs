@@ -175,7 +175,7 @@ impl TaskResult {
                 .collect(),
             current_task_id: non_empty(&t.current_task_id),
             budget: t.budget.as_ref().map(|b| {
-                let l = b.limits.clone().unwrap_or_default();
+                let l = b.limits.unwrap_or_default();
                 serde_json::json!({
                     "limits": {"tokens": l.tokens, "cost_usd": l.cost_usd, "wall_ms": l.wall_ms, "turns": l.turns},
                     "used": {"tokens": b.tokens, "cost_usd": b.cost_usd, "turns": b.turns, "wall_ms": b.wall_ms},
