@@ -41,6 +41,11 @@ pub struct Launch {
     /// Budget, blocker policy and fallback chain (issue 17).
     #[serde(default)]
     pub lifecycle: crate::lifecycle::Plan,
+    /// The task that delegated this one from inside its process tree
+    /// (issue 19): it alone, besides the user, may await, answer and
+    /// cancel it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// What the workshop needs at start: decided at delegation, carried out when

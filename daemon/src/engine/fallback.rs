@@ -231,7 +231,9 @@ impl Engine {
             let Some(mut input) = prev.launch.lifecycle.request.clone() else { continue };
             input.agent = Some(row.next_agent.clone());
             let succession = Succession { id: row.successor_id.clone(), root: row.root_id.clone() };
-            match self.delegate_as(input, Some(succession)).await {
+            // A nested task's next attempt is its parent's child too.
+            let parent = prev.launch.parent.as_deref().and_then(|p| self.store.task(p).ok().flatten());
+            match self.delegate_as(input, parent.as_ref(), Some(succession)).await {
                 Ok(d) => info!(task_id = %row.task_id, next = %d.record.id, agent = %row.next_agent, "fell back"),
                 Err(e) => {
                     // The chain ends at the blocked task: its waiters learn so.

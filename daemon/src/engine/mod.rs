@@ -40,6 +40,7 @@ use crate::runner::local::LocalRunner;
 use crate::store::{QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
 use crate::task_dir::TaskDir;
 
+mod authority;
 pub mod bounds;
 mod budget;
 mod cancel;
@@ -50,6 +51,7 @@ mod delegate;
 mod events;
 mod fallback;
 mod monitor;
+mod nested;
 mod network;
 mod observe;
 mod permissions;
@@ -59,6 +61,7 @@ mod queue;
 mod recovery;
 mod start;
 
+pub use authority::{Caller, reaches as authority_reaches};
 pub use budget::{Meter, Tally};
 use conclude::Exit;
 pub use fallback::{AttemptView, BudgetView, LifecycleView};
@@ -240,6 +243,8 @@ struct Live {
     pub(super) answers: watch::Sender<u64>,
     /// An append to `events.jsonl` failed: it is repaired before the next.
     pub(super) events_file_behind: std::sync::atomic::AtomicBool,
+    /// `events.jsonl` reached its cap and said so (issue 19; `events`).
+    pub(super) events_capped: std::sync::atomic::AtomicBool,
 }
 
 impl Live {
@@ -253,6 +258,7 @@ impl Live {
             output: Mutex::new(None),
             activity: Mutex::new(None),
             events_file_behind: Default::default(),
+            events_capped: Default::default(),
         })
     }
 }
