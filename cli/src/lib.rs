@@ -720,6 +720,7 @@ async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
             session_id: String::new(),
             effort: String::new(),
             depth,
+            ..Default::default()
         })
         .await
         .map_err(anyhow::Error::from)?

@@ -38,6 +38,9 @@ pub struct Launch {
     /// What the agent reads on stdin.
     #[serde(default)]
     pub stdin: crate::provider::Stdin,
+    /// Budget, blocker policy and fallback chain (issue 17).
+    #[serde(default)]
+    pub lifecycle: crate::lifecycle::Plan,
     /// The task that delegated this one from inside its process tree
     /// (issue 19): it alone, besides the user, may await, answer and
     /// cancel it.

@@ -169,6 +169,9 @@ struct RawRole {
     timeout: Option<DurationValue>,
     model: Option<String>,
     system_prompt_file: Option<String>,
+    /// Issue 17: the role's limits and blocker policy.
+    budget: Option<crate::lifecycle::RawBudget>,
+    on_blocker: Option<String>,
 }
 
 fn auto_isolation() -> IsolationPref {
@@ -233,6 +236,8 @@ struct Layer {
     http: Option<RawHttp>,
     /// `[runner]`: local or Kubernetes (issue 16).
     runner: Option<crate::runner::settings::RawRunner>,
+    /// Default limits of every task (issue 17).
+    budget: Option<crate::lifecycle::RawBudget>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -294,6 +299,10 @@ pub struct Config {
     pub files: Vec<PathBuf>,
     /// `[runner]`, merged key by key.
     pub runner: crate::runner::settings::RunnerConfig,
+    /// `[budget]`: limits of every task, merged field by field (issue 17).
+    pub budget: crate::lifecycle::Limits,
+    /// Each role's `budget` and `on_blocker`, by role name (issue 17).
+    pub role_lifecycle: BTreeMap<String, crate::lifecycle::RoleLifecycle>,
 }
 
 impl Default for Config {
@@ -309,6 +318,8 @@ impl Default for Config {
             provenance: BTreeMap::new(),
             files: Vec::new(),
             runner: Default::default(),
+            budget: Default::default(),
+            role_lifecycle: BTreeMap::new(),
         }
     }
 }
@@ -451,6 +462,17 @@ impl Config {
                 Some(t) => t.ms().map_err(|e| bad("timeout", e))?,
                 None => 10 * 60 * 1000,
             };
+            let lifecycle = crate::lifecycle::RoleLifecycle {
+                budget: match &raw.budget {
+                    Some(b) => b.limits(&format!("role `{}` budget", raw.name)).map_err(|e| bad("budget", e))?,
+                    None => Default::default(),
+                },
+                on_blocker: match raw.on_blocker.as_deref() {
+                    Some(o) => Some(crate::lifecycle::OnBlocker::parse(o).map_err(|e| bad("on_blocker", e))?),
+                    None => None,
+                },
+            };
+            self.role_lifecycle.insert(raw.name.clone(), lifecycle);
             let role = Role {
                 name: raw.name,
                 purpose: raw.purpose,
@@ -492,6 +514,10 @@ impl Config {
                 section.rate_limit_per_minute = limit;
             }
             self.http = (!section.listen.is_empty()).then_some(section);
+        }
+        if let Some(b) = &layer.budget {
+            let limits = b.limits("[budget]").map_err(|e| bad("budget", e))?;
+            self.budget = limits.over(self.budget);
         }
         for (id, bin) in layer.bin.unwrap_or_default() {
             if bin.trim().is_empty() {

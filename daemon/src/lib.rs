@@ -20,6 +20,7 @@ pub mod error;
 pub mod http;
 pub mod ids;
 pub mod init;
+pub mod lifecycle;
 pub mod oacp;
 pub mod policy;
 pub mod provider;

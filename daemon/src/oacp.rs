@@ -403,6 +403,10 @@ pub enum BlockerKind {
     RateLimit,
     /// A denial, approval required, plan-mode refusal, tool not allowlisted.
     Permission,
+    /// The agent did nothing but fail to reach its provider (DNS, refused
+    /// connection, TLS, "waiting for network") for the network blocker's
+    /// time (issue 17).
+    Network,
 }
 
 impl BlockerKind {
@@ -412,6 +416,7 @@ impl BlockerKind {
             BlockerKind::Auth => "auth",
             BlockerKind::RateLimit => "rate_limit",
             BlockerKind::Permission => "permission",
+            BlockerKind::Network => "network",
         }
     }
 
@@ -421,6 +426,7 @@ impl BlockerKind {
             "auth" => Some(BlockerKind::Auth),
             "rate_limit" => Some(BlockerKind::RateLimit),
             "permission" => Some(BlockerKind::Permission),
+            "network" => Some(BlockerKind::Network),
             _ => None,
         }
     }

@@ -4,7 +4,8 @@
 //! without depending on each other.
 
 /// What a caller asks of [`crate::engine::Engine::delegate`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct DelegateInput {
     pub objective: String,
     pub agent: Option<String>,
@@ -22,4 +23,8 @@ pub struct DelegateInput {
     pub session_id: Option<String>,
     pub effort: Option<String>,
     pub depth: u32,
+    /// Limits of this delegation (issue 17), over the role's and `[budget]`.
+    pub budget: Option<crate::lifecycle::Limits>,
+    /// `fallback` or `fail` when a blocker stops the agent; the role's otherwise.
+    pub on_blocker: Option<String>,
 }

@@ -534,6 +534,7 @@ mod tests {
             session_id: None,
             effort: None,
             depth: 0,
+            ..Default::default()
         }
     }
 

@@ -127,6 +127,26 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         }),
         queue_position: v.queue_position,
         phase: v.phase.map(|p| p.as_str().to_owned()).unwrap_or_default(),
+        attempts: v
+            .lifecycle
+            .attempts
+            .into_iter()
+            .map(|a| pb::Attempt { task_id: a.task_id, agent: a.agent, stopped_by: a.stopped_by, message: a.message })
+            .collect(),
+        budget: v.lifecycle.budget.map(|b| pb::BudgetStatus {
+            limits: Some(pb::Budget {
+                tokens: b.limits.tokens.map(|v| v as i64),
+                cost_usd: b.limits.cost_usd,
+                wall_ms: b.limits.wall_ms.map(|v| v as i64),
+                turns: b.limits.turns.map(|v| v as i64),
+            }),
+            tokens: b.used.tokens,
+            cost_usd: b.used.cost_usd,
+            turns: b.used.turns,
+            wall_ms: b.wall_ms,
+            exceeded: b.exceeded.unwrap_or_default(),
+        }),
+        current_task_id: v.lifecycle.current_task_id.unwrap_or_default(),
     }
 }
 
@@ -182,6 +202,14 @@ impl Caesar for Service {
             session_id: opt(r.session_id),
             effort: opt(r.effort),
             depth: r.depth,
+            budget: match r.budget {
+                Some(b) => Some(
+                    crate::lifecycle::Limits::from_signed("budget", b.tokens, b.cost_usd, b.wall_ms, b.turns)
+                        .map_err(Status::invalid_argument)?,
+                ),
+                None => None,
+            },
+            on_blocker: opt(r.on_blocker),
         };
         // The depth is the daemon's to say, never the request's: 0 for the
         // user, the parent's plus one inside a task.

@@ -17,8 +17,11 @@ use crate::oacp::{BlockerKind, EventRecord, Isolation, Mode};
 use crate::runner::RunHandle;
 use crate::workshop::Prepared;
 
+mod lifecycle;
+pub use lifecycle::AttemptRow;
+
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1: the first schema.
@@ -86,6 +89,8 @@ const MIGRATIONS: &[&str] = &[
     // 2 -> 3: the runner's handle of a started task (JSON of
     // [`crate::runner::RunHandle`]); older rows keep theirs in supervisor_*.
     "ALTER TABLE tasks ADD COLUMN run_handle TEXT;",
+    // 3 -> 4: budget stops and fallback attempts (issue 17), in `lifecycle`.
+    lifecycle::MIGRATION,
 ];
 
 /// The process outcome of a task, exactly seed 000's six statuses.

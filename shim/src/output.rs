@@ -101,7 +101,7 @@ pub struct TaskResult {
     /// Questions the sub-agent asked and is waiting on: answer with caesar_answer.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending_questions: Vec<PendingQuestion>,
-    /// The blocker the task hit, if any: auth, rate_limit or permission.
+    /// The blocker the task hit, if any: auth, rate_limit, permission or network.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocker: Option<String>,
     /// Why the task failed to run, when caesar itself knows.
@@ -116,6 +116,15 @@ pub struct TaskResult {
     /// How old output_tail is, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_age_ms: Option<u64>,
+    /// The agents tried before the current one, oldest first, when a blocker made caesar fall back along the role's chain: each with its own task_id (for caesar_logs), agent, stopped_by (auth, rate_limit, network) and message.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Value>,
+    /// The task id of the attempt running now for this task, when caesar fell back to another agent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_task_id: Option<String>,
+    /// The task's limits and what it used (tokens, cost_usd, turns, wall_ms), and `exceeded`: the limit that stopped it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Value>,
 }
 
 impl TaskResult {
@@ -157,6 +166,22 @@ impl TaskResult {
             session_id: non_empty(&t.session_id),
             output_tail: non_empty(&t.output_tail),
             output_age_ms: if t.output_tail.is_empty() { None } else { t.output_age_ms },
+            attempts: t
+                .attempts
+                .iter()
+                .map(|a| {
+                    serde_json::json!({"task_id": a.task_id, "agent": a.agent, "stopped_by": a.stopped_by, "message": a.message})
+                })
+                .collect(),
+            current_task_id: non_empty(&t.current_task_id),
+            budget: t.budget.as_ref().map(|b| {
+                let l = b.limits.unwrap_or_default();
+                serde_json::json!({
+                    "limits": {"tokens": l.tokens, "cost_usd": l.cost_usd, "wall_ms": l.wall_ms, "turns": l.turns},
+                    "used": {"tokens": b.tokens, "cost_usd": b.cost_usd, "turns": b.turns, "wall_ms": b.wall_ms},
+                    "exceeded": non_empty(&b.exceeded),
+                })
+            }),
         }
     }
 }

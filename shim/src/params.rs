@@ -80,9 +80,33 @@ pub struct DelegateParams {
     /// Reasoning effort to request from the provider, where it supports one (e.g. "low", "medium", "high").
     #[serde(default)]
     pub effort: Option<String>,
+    /// Limits of this task (over the role's and the config's [budget]): at one, the agent is asked to stop and hand back what it has, and the report is `partial` with a `budget` finding. Every limit must be above zero.
+    #[serde(default)]
+    pub budget: Option<BudgetParam>,
+    /// What happens when an auth, quota or network blocker stops the agent before it changed anything: "fallback" (default: the next installed, allowed agent of the role's chain takes over under the same task_id, with `attempts` listed) or "fail".
+    #[serde(default)]
+    pub on_blocker: Option<String>,
     /// The directory the sub-agent works in. Defaults to the server's root (its --root, else the client's MCP roots, else its working directory); a different directory is accepted with a workspace_warning.
     #[serde(default)]
     pub workspace: Option<String>,
+}
+
+/// A task's limits for `caesar_delegate`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct BudgetParam {
+    /// Input plus output tokens, from the agent's usage events.
+    #[serde(default)]
+    pub tokens: Option<i64>,
+    /// US dollars, where the provider reports a cost.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// Wall time from the agent's start, in milliseconds.
+    #[serde(default)]
+    pub wall_ms: Option<i64>,
+    /// The agent's replies.
+    #[serde(default)]
+    pub turns: Option<i64>,
 }
 
 /// `caesar_await` parameters.

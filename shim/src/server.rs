@@ -200,6 +200,13 @@ impl Shim {
             session_id: p.session_id.unwrap_or_default(),
             effort: p.effort.unwrap_or_default(),
             depth,
+            budget: p.budget.map(|b| pb::Budget {
+                tokens: b.tokens,
+                cost_usd: b.cost_usd,
+                wall_ms: b.wall_ms,
+                turns: b.turns,
+            }),
+            on_blocker: p.on_blocker.unwrap_or_default(),
         };
         let d = self
             .daemon()

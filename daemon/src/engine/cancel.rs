@@ -11,6 +11,10 @@ impl Engine {
     /// Stops a running task and waits for its tree to be gone. A finished
     /// task is left alone and `false` returned.
     pub async fn cancel(&self, id: &str) -> Result<(bool, TaskStatus)> {
+        self.record(id)?;
+        // A task that fell back is cancelled in its current attempt (issue 17).
+        let (head, _) = self.head_of(id);
+        let id = if self.store.task(&head)?.is_some() { head.as_str() } else { id };
         let record = self.record(id)?;
         if record.status.is_terminal() {
             return Ok((false, record.status));

@@ -27,6 +27,8 @@ impl Engine {
             return Ok(());
         }
         let exit = self.runner.exit_record(&run.dir);
+        // Issue 17: a budget that stopped the agent (stored before the stop).
+        let budget_stop = if run.budget.is_active() { self.store.budget_stop(&run.id)? } else { None };
         let (status, ending, error) = match &exit {
             None => {
                 // The supervision died without a word; its agent must not
@@ -42,6 +44,9 @@ impl Engine {
                     (TaskStatus::Cancelled, Ending::Cancelled, None)
                 } else if e.timed_out {
                     (TaskStatus::TimedOut, Ending::TimedOut { after_ms: record.timeout_ms }, None)
+                } else if let Some((limit, detail)) = &budget_stop {
+                    let why = format!("stopped at its budget ({limit}): {detail}");
+                    (TaskStatus::Failed, Ending::Failed(why.clone()), Some(why))
                 } else if let Some((kind, message)) = &run.blocker {
                     let status = if e.exit_code == Some(0) { TaskStatus::Succeeded } else { TaskStatus::Failed };
                     (status, Ending::Blocked { kind: kind.as_str().to_owned(), message: message.clone() }, None)
@@ -84,6 +89,12 @@ impl Engine {
         let mut recovered = recovered;
         recovered.0.findings.extend(record.launch.findings.iter().cloned());
         self.verify_changes(&record, &mut recovered.0);
+        if let Some((limit, detail)) = &budget_stop {
+            super::budget::apply_stop(&mut recovered.0, limit, detail);
+        }
+        if status != TaskStatus::Cancelled && status != TaskStatus::TimedOut && budget_stop.is_none() {
+            self.plan_fallback(&record, run.blocker.as_ref(), &mut recovered.0);
+        }
         let finished = EventBody::Finished {
             status: recovered.0.status,
             summary: report::tail_chars(&recovered.0.summary, 500),

@@ -33,6 +33,23 @@ impl Engine {
         input: DelegateInput,
         parent: Option<&TaskRecord>,
     ) -> Result<Delegated> {
+        self.delegate_as(input, parent, None).await
+    }
+
+    /// [`Engine::delegate_under`], under a chosen id when the task continues
+    /// a chain of attempts (a fallback, issue 17).
+    pub(super) async fn delegate_as(
+        self: &Arc<Self>,
+        input: DelegateInput,
+        parent: Option<&TaskRecord>,
+        succession: Option<super::fallback::Succession>,
+    ) -> Result<Delegated> {
+        if let Some(s) = &succession
+            && let Some(existing) = self.store.task(&s.id)?
+        {
+            // Delegated already (a fallback redone after a crash).
+            return Ok(Delegated { record: existing, warnings: Default::default() });
+        }
         bounds::check_delegate(&input)?;
         let objective = input.objective.trim();
         if objective.is_empty() {
@@ -55,6 +72,7 @@ impl Engine {
             Some(problem) => e.with_note(&format!("note: {problem}; the last good config was used")),
             None => e,
         })?;
+        let lifecycle = super::fallback::plan_for(&config, &resolution, &input, succession.as_ref())?;
         let mut warnings = resolution.warnings.clone();
         if let Some(problem) = config_problem {
             warnings.insert("config_warning".to_owned(), format!("{problem}; delegating with the last good config"));
@@ -126,7 +144,7 @@ impl Engine {
         bounds::check_pending(self.store.count_status(TaskStatus::Pending)?, self.settings.max_pending)?;
         let secret = crate::ids::secret();
 
-        let id = crate::ids::task_id();
+        let id = succession.as_ref().map(|s| s.id.clone()).unwrap_or_else(crate::ids::task_id);
         let dir = TaskDir::new(self.paths.state_dir.join("tasks").join(&id));
         let task_dir = dir.root().to_path_buf();
         std::fs::create_dir_all(&task_dir).map_err(|e| Error::io_at("cannot create", &task_dir, e))?;
@@ -281,6 +299,7 @@ impl Engine {
             crate::runner::multi::refuse_remote(&launch).map_err(Error::Precondition)?;
             crate::runner::multi::preflight(k, &id).await.map_err(Error::Precondition)?;
         }
+        launch.lifecycle = lifecycle;
         let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
         supervisor::write_atomic(&dir.task_json(), &task_json)
             .map_err(|e| Error::io_at("cannot write", &dir.task_json(), e))?;

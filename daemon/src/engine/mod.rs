@@ -19,6 +19,9 @@
 //!   [`projects`]: what callers ask of tasks and projects.
 //! - [`bounds`]: pure caps on what one request may ask (await ids, field
 //!   sizes, list lengths, the queue's length).
+//! - [`budget`], [`network`], [`fallback`] (issue 17): a task's limits
+//!   tallied live, the network blocker, and the next agent of the role's
+//!   chain after a blocker, under the caller's one task id.
 //!
 //! Waiting is event-driven: each live task has a `watch` channel of its
 //! status, and [`Engine::await_tasks`] sleeps on those, never polling.
@@ -39,14 +42,17 @@ use crate::task_dir::TaskDir;
 
 mod authority;
 pub mod bounds;
+mod budget;
 mod cancel;
 mod changes;
 mod channel;
 mod conclude;
 mod delegate;
 mod events;
+mod fallback;
 mod monitor;
 mod nested;
+mod network;
 mod observe;
 mod permissions;
 mod prepare;
@@ -56,8 +62,11 @@ mod recovery;
 mod start;
 
 pub use authority::{Caller, reaches as authority_reaches};
+pub use budget::{Meter, Tally};
 use conclude::Exit;
+pub use fallback::{AttemptView, BudgetView, LifecycleView};
 use monitor::Run;
+pub use network::NetWatch;
 use permissions::is_permission_question;
 
 /// Tunables of the engine.
@@ -80,6 +89,9 @@ pub struct Settings {
     /// delegation past it is refused (`CAESAR_MAX_PENDING`, default
     /// [`bounds::MAX_PENDING`]).
     pub max_pending: u32,
+    /// How long an agent may do nothing but fail to reach its provider
+    /// before it is blocked `network` (`CAESAR_NETWORK_BLOCKER_MS`, default 60 s).
+    pub network_blocker_ms: u64,
 }
 
 impl Settings {
@@ -111,6 +123,7 @@ impl Settings {
                 .and_then(|v| v.parse().ok())
                 .filter(|n| *n > 0)
                 .unwrap_or(bounds::MAX_PENDING),
+            network_blocker_ms: network::blocker_ms_from_env(),
         })
     }
 }
@@ -147,6 +160,8 @@ pub struct TaskView {
     pub queue_position: Option<u32>,
     /// Where a pending task stands.
     pub phase: Option<Phase>,
+    /// Attempts, the current attempt and the budget (issue 17).
+    pub lifecycle: LifecycleView,
 }
 
 /// Where a pending task stands.

@@ -42,6 +42,12 @@ pub(super) struct Run {
     pub(super) permission_deadlines: Vec<(String, i64)>,
     /// The task's own deadline.
     pub(super) deadline_ms: i64,
+    /// The task's budget and its tally (issue 17).
+    pub(super) budget: super::budget::Meter,
+    /// The network blocker's watch (issue 17).
+    pub(super) network: super::network::NetWatch,
+    /// The task's life-cycle plan (issue 17): whether a blocker may fall back.
+    pub(super) plan: crate::lifecycle::Plan,
 }
 
 impl Run {
@@ -68,6 +74,9 @@ impl Run {
             live,
             permission_deadlines: Vec::new(),
             deadline_ms: started_ms + record.timeout_ms as i64,
+            budget: super::budget::Meter::new(record.launch.lifecycle.budget, started_ms),
+            network: Default::default(),
+            plan: record.launch.lifecycle.clone(),
         }
     }
 }
@@ -87,8 +96,12 @@ impl Engine {
             if !run.permission_deadlines.is_empty() {
                 self.expire_permissions(&mut run);
             }
+            self.check_budget(&mut run);
+            self.check_network(&mut run);
         }
         self.monitor_done(run).await;
+        // A blocked task may be followed by the next agent of its chain.
+        self.start_fallbacks().await;
         // A slot is free: start the next queued task.
         self.schedule().await;
     }
@@ -141,6 +154,8 @@ impl Engine {
 
     pub(super) fn absorb(&self, run: &mut Run, parsed: Parsed, bodies: &mut Vec<EventBody>) {
         for body in &parsed.events {
+            run.budget.observe(body);
+            run.network.observe(body);
             let activity = match body {
                 EventBody::Message { .. } => Some(("message", String::new(), String::new())),
                 EventBody::Thinking { .. } => Some(("thinking", String::new(), String::new())),
@@ -200,9 +215,12 @@ impl Engine {
                 info!(task_id = %run.id, kind = blocker.0.as_str(), "blocker recognized: stopping the run");
                 self.runner.request_stop(handle);
             }
+            // A blocker the next agent of the chain may get past is not the caller's to handle.
+            if !run.plan.may_fall_back(blocker.0) {
+                run.live.attention.send_modify(|n| *n += 1);
+            }
             run.blocker = Some(blocker);
             changed = true;
-            run.live.attention.send_modify(|n| *n += 1);
         }
         if changed {
             let kind = run.blocker.as_ref().map(|(k, _)| *k);

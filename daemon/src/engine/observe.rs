@@ -28,6 +28,9 @@ impl Engine {
     /// A snapshot of one task.
     pub fn status(&self, id: &str) -> Result<TaskView> {
         let record = self.record(id)?;
+        if let Some(view) = self.chain_view(&record)? {
+            return Ok(view);
+        }
         self.view(record)
     }
 
@@ -52,7 +55,8 @@ impl Engine {
         } else {
             (None, None)
         };
-        Ok(TaskView { record, report, pending_questions, output, activity, queue_position, phase })
+        let lifecycle = LifecycleView { budget: self.budget_view(&record), ..LifecycleView::default() };
+        Ok(TaskView { record, report, pending_questions, output, activity, queue_position, phase, lifecycle })
     }
 
     /// Tasks, newest first.
@@ -82,6 +86,25 @@ impl Engine {
         if !unknown.is_empty() {
             return Err(Error::NotFound(format!("no task {}: list tasks with `caesar ps`", unknown.join(", "))));
         }
+        // A task that fell back is awaited through its chain (issue 17): the
+        // wait goes on with the next attempt while the deadline allows.
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let heads: Vec<String> = ids.iter().map(|id| self.head_of(id).0).collect();
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let woke_early = self.await_heads(&heads, left, wake_on_attention).await?;
+            let moved = ids.iter().zip(&heads).any(|(id, h)| self.head_of(id).0 != *h);
+            if moved && !woke_early && tokio::time::Instant::now() < deadline {
+                continue;
+            }
+            let views = ids.iter().map(|id| self.status(id)).collect::<Result<Vec<_>>>()?;
+            return Ok((views, woke_early));
+        }
+    }
+
+    /// Waits on these tasks (the current attempts of the awaited ones):
+    /// whether the wait ended early for attention.
+    async fn await_heads(&self, ids: &[String], timeout: Duration, wake_on_attention: bool) -> Result<bool> {
         let mut waits = Vec::new();
         let mut attention = Vec::new();
         for id in ids {
@@ -91,8 +114,9 @@ impl Engine {
                 rx.mark_unchanged();
                 attention.push(rx);
             }
+            let terminal = self.store.task(id)?.map(|r| r.status.is_terminal()).unwrap_or(live.is_none());
             let status_rx = live.map(|l| l.status.subscribe());
-            if self.record(id)?.status.is_terminal() {
+            if terminal {
                 continue;
             }
             let id = id.clone();
@@ -117,11 +141,11 @@ impl Engine {
         // before this call subscribed.
         if wake_on_attention {
             for id in ids {
-                let r = self.record(id)?;
+                let Some(r) = self.store.task(id)? else { continue };
                 let waiting = !r.status.is_terminal() && !self.store.pending_questions(id)?.is_empty();
-                if waiting || (!r.status.is_terminal() && r.blocker.is_some()) {
-                    let views = ids.iter().map(|id| self.status(id)).collect::<Result<Vec<_>>>()?;
-                    return Ok((views, true));
+                let blocked = r.blocker.is_some_and(|k| !r.launch.lifecycle.may_fall_back(k));
+                if waiting || (!r.status.is_terminal() && blocked) {
+                    return Ok(true);
                 }
             }
         }
@@ -130,15 +154,22 @@ impl Engine {
             if !wake_on_attention || attention.is_empty() {
                 return std::future::pending::<()>().await;
             }
-            let changes = attention.iter_mut().map(|rx| Box::pin(rx.changed()));
+            // A task that ended drops its channel: that is no call for
+            // attention (its end completes the wait, or its next attempt's).
+            let changes = attention.iter_mut().map(|rx| {
+                Box::pin(async move {
+                    if rx.changed().await.is_err() {
+                        std::future::pending::<()>().await
+                    }
+                })
+            });
             let _ = futures_util::future::select_all(changes).await;
         };
         let woke_early = tokio::select! {
             _ = tokio::time::timeout(timeout, all_done) => false,
             _ = any_attention => true,
         };
-        let views = ids.iter().map(|id| self.status(id)).collect::<Result<Vec<_>>>()?;
-        Ok((views, woke_early))
+        Ok(woke_early)
     }
 
     /// Stops a running task and waits for its tree to be gone. A finished

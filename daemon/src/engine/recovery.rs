@@ -63,6 +63,13 @@ impl Engine {
             let alive = !exited && self.runner.is_alive(&handle);
             let watch = self.runner.attach(&handle, &dir);
             let mut run = Run::new(&record, dir, live, Some(handle), started_ms, record.session_id.clone());
+            self.restore_meters(&mut run);
+            if run.budget.stopping
+                && let Some(h) = &run.handle
+            {
+                // The stop was recorded; its request may not have been made.
+                self.runner.request_stop(h);
+            }
             info!(task_id = %record.id, exited, alive, "re-attaching to a task");
             let engine = self.clone();
             let span = info_span!("task", task_id = %record.id);
@@ -74,6 +81,8 @@ impl Engine {
                 engine.monitor_done(run).instrument(span).await;
             }
         }
+        // Fallbacks recorded by a daemon that died before delegating them.
+        self.start_fallbacks().await;
         self.schedule().await;
         Ok(())
     }

@@ -24,6 +24,10 @@ impl LineParser for GenericParser {
                     if let EventBody::Usage { usage } = &body {
                         out.usage = Some(usage.clone());
                     }
+                    // An OACP agent names its own blockers (a quota, its login).
+                    if let EventBody::Blocker { kind, message } = &body {
+                        out.blocker = Some((*kind, message.clone()));
+                    }
                     out.events.push(body);
                 }
                 Err(_) => out.events.push(EventBody::Unrecognized { line: line.to_owned() }),

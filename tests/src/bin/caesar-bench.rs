@@ -24,6 +24,10 @@
 //! - P9: the return channel's round trip, step by step.
 //! - P10: the idle daemon's RSS, and its CPU over `--idle-seconds` (60).
 //!
+//! `--lifecycle` measures only issue 17's figures: a quota blocker to the
+//! fallback agent running (`--runs` samples), and the budget tally and
+//! network watch per event.
+//!
 //! `--quick` shrinks P8 to 100,000 events and P10 to 5 s.
 //!
 //! `--prepare` measures only preparation, on a repository whose
@@ -56,6 +60,9 @@ use caesar_proto::client;
 use caesar_proto::paths::Paths;
 use caesar_proto::pb;
 use serde_json::{Value, json};
+
+#[path = "caesar-bench/lifecycle.rs"]
+mod lifecycle;
 
 fn now_ns() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
@@ -131,6 +138,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let bin_dir: PathBuf = std::env::current_exe()?.parent().ok_or("no bin dir")?.to_path_buf();
     let fake = bin_dir.join("fake-agent");
+    if args.iter().any(|a| a == "--lifecycle") {
+        return lifecycle::figures(&bin_dir, runs).await;
+    }
     if args.iter().any(|a| a == "--prepare") {
         return prepare_figures(&bin_dir, runs).await;
     }

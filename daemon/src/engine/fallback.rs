@@ -1,0 +1,319 @@
+//! Fallback along the role's chain (issue 17, item 2).
+//!
+//! A task that ends blocked by auth, a quota or the network before it
+//! changed anything, whose role's chain has another agent the policy
+//! allows, is followed by a new task for that agent. The caller keeps the
+//! first task's id: its status, await and report follow the chain to the
+//! attempt running now, and list the attempts before it.
+//!
+//! Durable in two steps, each safe to crash after: the fallback (this task,
+//! the next agent, and the next task's id, chosen once) is stored before
+//! the blocked task ends; the next task is delegated under that id after
+//! it ended, and again by recovery if a daemon died in between. A redone
+//! conclusion finds the stored fallback and keeps its id, and a delegation
+//! under an id that exists is never made: no attempt is lost or doubled.
+
+use std::path::Path;
+
+use tracing::{info, warn};
+
+use crate::clock::now_ms;
+use crate::config::{Config, project_root};
+use crate::error::{Error, Result};
+use crate::lifecycle::{Limits, OnBlocker, Plan};
+use crate::oacp::{BlockerKind, Finding, Mode, Report, Severity};
+use crate::resolve::{self, Resolution};
+use crate::store::{AttemptRow, TaskRecord, TaskStatus};
+
+use super::*;
+
+/// The most attempts one chain may make (a guard against a loop).
+const MAX_ATTEMPTS: usize = 16;
+
+/// The id a delegation is made under and the chain it continues.
+#[derive(Debug, Clone)]
+pub(super) struct Succession {
+    pub id: String,
+    pub root: String,
+}
+
+/// One earlier attempt of a task, as callers see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptView {
+    pub task_id: String,
+    pub agent: String,
+    pub stopped_by: String,
+    pub message: String,
+}
+
+/// A budget and what was used of it, as callers see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetView {
+    pub limits: Limits,
+    pub used: super::budget::Tally,
+    pub wall_ms: u64,
+    /// The limit that stopped the task.
+    pub exceeded: Option<String>,
+}
+
+/// What a view adds for the life cycle.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LifecycleView {
+    pub attempts: Vec<AttemptView>,
+    /// The attempt this view shows, when not the task asked about.
+    pub current_task_id: Option<String>,
+    pub budget: Option<BudgetView>,
+}
+
+/// The life-cycle plan of a delegation: its budget (delegation over role
+/// over `[budget]`), its blocker policy and the chain it may fall back on.
+/// Refuses a bad `on_blocker`; budgets were checked at the RPC and config.
+pub(super) fn plan_for(
+    config: &Config,
+    resolution: &Resolution<'_>,
+    input: &DelegateInput,
+    succession: Option<&Succession>,
+) -> Result<Plan> {
+    let role = resolution.role.as_ref();
+    let role_lifecycle = role.and_then(|r| config.role_lifecycle.get(&r.name)).cloned().unwrap_or_default();
+    if let Some(b) = &input.budget {
+        // Limits built in code (not through the RPC) are checked here too.
+        Limits::from_signed(
+            "budget",
+            b.tokens.map(|v| v as i64),
+            b.cost_usd,
+            b.wall_ms.map(|v| v as i64),
+            b.turns.map(|v| v as i64),
+        )
+        .map_err(Error::Invalid)?;
+    }
+    let budget = input.budget.unwrap_or_default().over(role_lifecycle.budget).over(config.budget);
+    let on_blocker = match input.on_blocker.as_deref().filter(|s| !s.is_empty()) {
+        Some(s) => OnBlocker::parse(s).map_err(Error::Invalid)?,
+        None => role_lifecycle.on_blocker.unwrap_or_default(),
+    };
+    // A caller who named the agent without a role chose it: no chain.
+    let named_agent = input.agent.as_deref().is_some_and(|a| !a.is_empty());
+    let chain = match role {
+        Some(r) => r.agents.clone(),
+        None if !named_agent || succession.is_some() => resolve::default_role(config).agents,
+        None => Vec::new(),
+    };
+    let mut request = input.clone();
+    // The next agent is named by the fallback; a model or session belongs to this one.
+    request.model = None;
+    request.session_id = None;
+    if succession.is_none() {
+        request.agent = None;
+    }
+    Ok(Plan { budget, on_blocker, chain, root: succession.map(|s| s.root.clone()), request: Some(request) })
+}
+
+impl Engine {
+    /// At a blocked task's end: whether the next agent of its chain takes
+    /// over. Stores the fallback (idempotently) and says so in the report;
+    /// or says in the report why it does not.
+    pub(super) fn plan_fallback(
+        &self,
+        record: &TaskRecord,
+        blocker: Option<&(BlockerKind, String)>,
+        report: &mut Report,
+    ) -> Option<AttemptRow> {
+        let (kind, message) = blocker?;
+        if !matches!(kind, BlockerKind::Auth | BlockerKind::RateLimit | BlockerKind::Network) {
+            return None;
+        }
+        let plan = &record.launch.lifecycle;
+        if plan.on_blocker == OnBlocker::Fail || plan.chain.is_empty() {
+            return None;
+        }
+        let request = plan.request.as_ref()?;
+        if let Ok(Some(row)) = self.store.fallback_of(&record.id) {
+            // Concluded again after a crash: the same fallback.
+            self.announce(&row, report);
+            return Some(row);
+        }
+        let git_checked = report.changes_verified_by.as_deref() == Some("git");
+        if !report.changes.is_empty() || (record.mode == Mode::Write && !git_checked) {
+            let why = if report.changes.is_empty() {
+                "its changes could not be checked against git"
+            } else {
+                "it had already changed files"
+            };
+            report.findings.push(Finding {
+                severity: Severity::Medium,
+                title: format!("no fallback to another agent: {why}"),
+                file: None,
+                line: None,
+                detail: format!(
+                    "caesar never re-runs elsewhere a task that may have changed files. Review its changes with \
+                     `caesar diff {id}`, then apply or discard them and delegate the rest again.",
+                    id = record.id
+                ),
+            });
+            return None;
+        }
+        let root = plan.root.clone().unwrap_or_else(|| record.id.clone());
+        let earlier = self.store.attempts_of(&root).unwrap_or_default();
+        if earlier.len() + 1 >= MAX_ATTEMPTS {
+            return None;
+        }
+        let mut tried: Vec<String> =
+            earlier.iter().filter_map(|a| self.store.task(&a.task_id).ok().flatten().map(|t| t.agent)).collect();
+        tried.push(record.agent.clone());
+        let project = project_root(Path::new(&request.workspace));
+        let Ok((config, _)) = self.load_config(&project) else { return None };
+        let next = plan.chain.iter().filter(|a| !tried.contains(a)).find(|candidate| {
+            let mut input = request.clone();
+            input.agent = Some((*candidate).clone());
+            resolve::resolve(&config, &project, &input).is_ok()
+        });
+        let Some(next) = next else {
+            report.findings.push(Finding {
+                severity: Severity::Medium,
+                title: "no fallback: no other agent of the role's chain is installed and allowed".to_owned(),
+                file: None,
+                line: None,
+                detail: format!("tried: {}; chain: {}", tried.join(", "), plan.chain.join(", ")),
+            });
+            return None;
+        };
+        let row = AttemptRow {
+            task_id: record.id.clone(),
+            root_id: root,
+            successor_id: crate::ids::task_id(),
+            next_agent: next.clone(),
+            stopped_by: kind.as_str().to_owned(),
+            message: message.clone(),
+            at_ms: now_ms(),
+        };
+        match self.store.record_fallback(&row) {
+            Ok(row) => {
+                self.announce(&row, report);
+                Some(row)
+            }
+            Err(e) => {
+                warn!(task_id = %record.id, "cannot record the fallback: {e}");
+                None
+            }
+        }
+    }
+
+    /// The report says who takes over; waiters of the chain can wait on it
+    /// from now on, before it is delegated.
+    fn announce(&self, row: &AttemptRow, report: &mut Report) {
+        report.findings.push(Finding {
+            severity: Severity::Info,
+            title: format!("fell back to agent `{}` as task {}", row.next_agent, row.successor_id),
+            file: None,
+            line: None,
+            detail: format!("this agent stopped on a {} blocker before changing anything", row.stopped_by),
+        });
+        self.make_live(&row.successor_id, TaskStatus::Pending, 0);
+    }
+
+    /// Delegates every stored fallback whose next task does not exist yet
+    /// (just concluded, or a daemon died in between).
+    pub(super) async fn start_fallbacks(self: &Arc<Self>) {
+        let rows = match self.store.unstarted_fallbacks() {
+            Ok(rows) => rows,
+            Err(e) => {
+                warn!("cannot read the pending fallbacks: {e}");
+                return;
+            }
+        };
+        for row in rows {
+            let Ok(Some(prev)) = self.store.task(&row.task_id) else { continue };
+            // Its conclusion, under way, ends it first.
+            if !prev.status.is_terminal() {
+                continue;
+            }
+            let Some(mut input) = prev.launch.lifecycle.request.clone() else { continue };
+            input.agent = Some(row.next_agent.clone());
+            let succession = Succession { id: row.successor_id.clone(), root: row.root_id.clone() };
+            // A nested task's next attempt is its parent's child too.
+            let parent = prev.launch.parent.as_deref().and_then(|p| self.store.task(p).ok().flatten());
+            match self.delegate_as(input, parent.as_ref(), Some(succession)).await {
+                Ok(d) => info!(task_id = %row.task_id, next = %d.record.id, agent = %row.next_agent, "fell back"),
+                Err(e) => {
+                    // The chain ends at the blocked task: its waiters learn so.
+                    warn!(task_id = %row.task_id, agent = %row.next_agent, "the fallback could not be delegated: {e}");
+                    let _ = self.store.drop_fallback(&row.task_id);
+                    let removed = self.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&row.successor_id);
+                    if let Some(live) = removed {
+                        live.status.send_replace(TaskStatus::Failed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The attempt a task's handle stands for now: the last of its chain.
+    pub(super) fn head_of(&self, id: &str) -> (String, Vec<AttemptRow>) {
+        let mut head = id.to_owned();
+        let mut rows = Vec::new();
+        while rows.len() < MAX_ATTEMPTS {
+            match self.store.fallback_of(&head) {
+                Ok(Some(row)) => {
+                    head = row.successor_id.clone();
+                    rows.push(row);
+                }
+                _ => break,
+            }
+        }
+        (head, rows)
+    }
+
+    /// The view of a task that fell back: its last attempt's, under the
+    /// task's own id, with the attempts before it.
+    pub(super) fn chain_view(&self, record: &TaskRecord) -> Result<Option<TaskView>> {
+        let (head, rows) = self.head_of(&record.id);
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut view = match self.store.task(&head)? {
+            Some(h) => self.view(h)?,
+            None => {
+                // Between the blocked attempt's end and the next one's delegation.
+                let mut v = self.view(record.clone())?;
+                v.record.status = TaskStatus::Pending;
+                v.record.finished_ms = None;
+                v.record.agent = rows.last().map(|r| r.next_agent.clone()).unwrap_or_default();
+                v.report = None;
+                v.phase = Some(Phase::Starting);
+                v
+            }
+        };
+        view.lifecycle.attempts = rows
+            .iter()
+            .map(|r| AttemptView {
+                agent: self.store.task(&r.task_id).ok().flatten().map(|t| t.agent).unwrap_or_default(),
+                task_id: r.task_id.clone(),
+                stopped_by: r.stopped_by.clone(),
+                message: r.message.clone(),
+            })
+            .collect();
+        view.lifecycle.current_task_id = Some(head);
+        view.record.id = record.id.clone();
+        Ok(Some(view))
+    }
+
+    /// The budget part of a view.
+    pub(super) fn budget_view(&self, record: &TaskRecord) -> Option<BudgetView> {
+        let limits = record.launch.lifecycle.budget;
+        if limits.is_empty() {
+            return None;
+        }
+        let mut meter = super::budget::Meter::new(limits, record.started_ms.unwrap_or_else(now_ms));
+        if let Ok(bodies) = self.store.usage_and_messages(&record.id) {
+            bodies.iter().for_each(|b| meter.observe(b));
+        }
+        let wall_ms = match (record.started_ms, record.finished_ms) {
+            (Some(s), Some(f)) => (f - s).max(0) as u64,
+            (Some(s), None) => (now_ms() - s).max(0) as u64,
+            _ => 0,
+        };
+        let exceeded = self.store.budget_stop(&record.id).ok().flatten().map(|(l, _)| l);
+        Some(BudgetView { limits, used: meter.tally, wall_ms, exceeded })
+    }
+}

@@ -1,0 +1,95 @@
+//! `caesar-bench --lifecycle` (issue 17): the time from a quota blocker to
+//! the fallback agent running, through a real daemon, and the cost per
+//! event of the budget tally and the network watch on the monitor's path.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use caesar_proto::client;
+use caesar_proto::paths::Paths;
+use caesar_proto::pb;
+use caesard::engine::{Meter, NetWatch};
+use caesard::lifecycle::Limits;
+use caesard::oacp::{EventBody, Usage};
+
+use super::Figure;
+
+pub async fn figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let home = tempfile::Builder::new().prefix("cb").tempdir_in("/tmp")?;
+    let project = tempfile::tempdir()?;
+    let stamp = home.path().join("stamp");
+    let (f, s) = (bin_dir.join("fake-agent").display().to_string(), stamp.display().to_string());
+    let blocker = r#"{"type":"blocker","kind":"rate_limit","message":"usage limit"}"#;
+    std::fs::create_dir_all(project.path().join(".caesar"))?;
+    std::fs::write(
+        project.path().join(".caesar/config.toml"),
+        format!(
+            "[[agent]]\nid = \"first\"\nbin = {f:?}\nargs = [\"stamp\", {s:?}, \"event\", {blocker:?}, \"hang\"]\n\n\
+             [[agent]]\nid = \"second\"\nbin = {f:?}\nargs = [\"stamp\", {s:?}, \"report\", \"success\", \"done\"]\n\n\
+             [[role]]\nname = \"pair\"\nagents = [\"first\", \"second\"]\nmode = \"read-only\"\n"
+        ),
+    )?;
+    let paths = Paths::under(home.path());
+    let mut daemon = Command::new(bin_dir.join("caesard"))
+        .env("CAESAR_HOME", home.path())
+        .env("CAESAR_LOG", "warn")
+        .env("CAESAR_KILL_GRACE_MS", "300")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut c = client::wait_until_ready(&paths, Duration::from_secs(20)).await?;
+    let mut fallback = Figure::new("quota blocker printed → fallback agent running (ms)", "—");
+    for i in 0..runs {
+        let _ = std::fs::remove_file(&stamp);
+        let d = c
+            .delegate(pb::DelegateRequest {
+                objective: format!("fall back {i}"),
+                role: "pair".into(),
+                workspace: project.path().display().to_string(),
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        c.r#await(pb::AwaitRequest { task_ids: vec![d.task_id], timeout_ms: 60_000, wake_on_attention: false }).await?;
+        let stamps: Vec<u128> =
+            std::fs::read_to_string(&stamp)?.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        if stamps.len() != 2 {
+            return Err(format!("expected two stamps (first, second), got {}", stamps.len()).into());
+        }
+        fallback.samples.push((stamps[1].saturating_sub(stamps[0])) as f64 / 1e6);
+    }
+    let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
+    let _ = daemon.wait();
+
+    // The per-event cost: a mix of a working agent's events.
+    let events = [
+        EventBody::Message { text: "working".into() },
+        EventBody::Usage { usage: Usage { input_tokens: Some(120), output_tokens: Some(40), ..Usage::default() } },
+        EventBody::Thinking { text: "hm".into() },
+        EventBody::Error { message: "Reconnecting... waiting for network".into(), fatal: false },
+    ];
+    let n = 10_000_000u64;
+    let mut per_event = Figure::new("budget tally + network watch, per event (ns)", "—");
+    for _ in 0..5 {
+        let limits = Limits { tokens: Some(u64::MAX), turns: Some(u64::MAX), ..Limits::default() };
+        let mut meter = Meter::new(limits, 0);
+        let mut watch = NetWatch::default();
+        let started = Instant::now();
+        for k in 0..n {
+            let e = &events[(k % 4) as usize];
+            meter.observe(black_box(e));
+            watch.observe(black_box(e));
+        }
+        // The check made once per read of the log, counted here per event too.
+        black_box(meter.exceeded(1));
+        per_event.samples.push(started.elapsed().as_nanos() as f64 / n as f64);
+    }
+    println!("caesar-bench --lifecycle: {runs} fallbacks, {n} events x 5");
+    println!("| figure | min | median | max | target |\n|---|---|---|---|---|");
+    fallback.print();
+    per_event.print();
+    Ok(())
+}
