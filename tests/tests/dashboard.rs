@@ -337,3 +337,77 @@ async fn a_forged_cross_site_post_is_refused() {
     let t = await_one(&mut c, &id, LONG).await;
     assert_eq!(t.status, "cancelled");
 }
+
+/// claude (the real CLI, against the scripted model) asks before running a shell command;
+/// the prompt shows on the task page, and Allow there lets the command run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_permission_allowed_on_the_page_lets_claude_run_the_tool() {
+    use caesar_tests::model_server::{ModelServer, Reply};
+    let claude = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("real-clis/node_modules/.bin/claude");
+    assert!(
+        claude.exists(),
+        "{} is missing: `npm install --prefix tests/real-clis --no-save --no-audit --no-fund`",
+        claude.display()
+    );
+    let command = "python3 -c \"open('bridged.txt','w').write('allowed from the page')\"";
+    let server = ModelServer::start(vec![
+        Reply::tool("Bash", json!({"command": command, "description": "run a command"})),
+        Reply::text("Wrote bridged.txt."),
+    ]);
+    let mut env = Env::new(&[]);
+    repo(&env);
+    std::fs::write(
+        env.project.path().join(".caesar/config.toml"),
+        format!("[policy]\nallow_recursion = true\n\n[bin]\nclaude = {:?}\n", claude.display().to_string()),
+    )
+    .unwrap();
+    let homes = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let home = homes.path().join("home");
+    let claude_config = homes.path().join("claude");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&claude_config).unwrap();
+    let extra = [
+        ("HOME", home.display().to_string()),
+        ("CLAUDE_CONFIG_DIR", claude_config.display().to_string()),
+        ("ANTHROPIC_BASE_URL", server.url()),
+        ("ANTHROPIC_API_KEY", "test-key-1".to_owned()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
+        ("HTTP_PROXY", "http://127.0.0.1:9".to_owned()),
+        ("HTTPS_PROXY", "http://127.0.0.1:9".to_owned()),
+        ("NO_PROXY", "127.0.0.1,localhost".to_owned()),
+        ("CAESAR_PERMISSION_TIMEOUT_MS", "120000".to_owned()),
+    ];
+    let extra_ref: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut c = env.start_daemon_with(&extra_ref).await;
+    let mut req = env.delegate_request("claude", "Write bridged.txt with python.");
+    req.mode = "write".into();
+    req.isolation = "worktree".into();
+    req.timeout_ms = 120_000;
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let (b, port) = tokio::task::block_in_place(|| logged_in(&env));
+    tokio::task::block_in_place(|| {
+        b.goto(&format!("http://127.0.0.1:{port}/task/{id}"));
+        b.wait(
+            "the permission prompt",
+            Duration::from_secs(120),
+            "return document.querySelector('[data-question] [data-answer=allow]')",
+            json!([]),
+        );
+        assert!(b.text().contains("Bash"), "{}", b.text());
+        b.screenshot("task-permission");
+        b.click("[data-question] [data-answer=allow]");
+        b.wait(
+            "the answer sent",
+            LONG,
+            "const r = document.querySelector('[data-question] .result.good'); return r && r.textContent",
+            json!([]),
+        );
+    });
+    let t = await_one(&mut c, &id, Duration::from_secs(120)).await;
+    assert_eq!(t.status, "succeeded", "{t:?}");
+    let r = json(&t.report_json);
+    assert!(r["changes"].to_string().contains("bridged.txt"), "git saw the write the page allowed: {r}");
+    let o = env.caesar(&["apply", &id]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(env.project.path().join("bridged.txt")).unwrap(), "allowed from the page");
+}

@@ -225,7 +225,7 @@ pub(super) async fn apply(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<Stri
             });
             let mut body = body;
             if status == StatusCode::CONFLICT {
-                body["error"] = Value::String(format!("nothing was written: {}", r.message));
+                body["error"] = Value::String(r.message.clone());
             }
             json_response(status, &body)
         }
