@@ -411,3 +411,82 @@ async fn a_permission_allowed_on_the_page_lets_claude_run_the_tool() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read_to_string(env.project.path().join("bridged.txt")).unwrap(), "allowed from the page");
 }
+
+/// The dashboard's figures for BENCHMARKS.md (not a timed test: it prints, it does not
+/// assert a speed): time to first paint of the task list with 1,000 tasks in the store, and
+/// the latency from an agent's output to the task page. Run by hand:
+/// `cargo nextest run -p caesar-tests --test dashboard --run-ignored only --no-capture`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a measurement for BENCHMARKS.md, run by hand"]
+async fn dashboard_figures() {
+    let mut env = Env::new(&[]);
+    let stamps = env.file("stamps");
+    let stamps_s = stamps.display().to_string();
+    let mut talker: Vec<String> = vec!["sleep".into(), "3000".into()];
+    for i in 0..10 {
+        talker.extend([
+            "stamp".into(),
+            stamps_s.clone(),
+            "say".into(),
+            format!("marker-{i}"),
+            "sleep".into(),
+            "300".into(),
+        ]);
+    }
+    let talker_ref: Vec<&str> = talker.iter().map(String::as_str).collect();
+    env.set_agents(&[("quick", &["exit", "0"]), ("talker", &talker_ref)]);
+    let mut c = env.start_daemon().await;
+    let started = std::time::Instant::now();
+    let mut ids = Vec::new();
+    for i in 0..1000 {
+        ids.push(c.delegate(env.delegate_request("quick", &format!("task {i}"))).await.unwrap().into_inner().task_id);
+    }
+    for chunk in ids.chunks(500) {
+        c.r#await(pb::AwaitRequest { task_ids: chunk.to_vec(), timeout_ms: 600_000, wake_on_attention: false })
+            .await
+            .unwrap();
+    }
+    eprintln!("1,000 tasks delegated and finished in {:?}", started.elapsed());
+    let (b, port) = tokio::task::block_in_place(|| logged_in(&env));
+    let mut paints = Vec::new();
+    for _ in 0..5 {
+        let ms = tokio::task::block_in_place(|| {
+            b.goto(&format!("http://127.0.0.1:{port}/"));
+            b.wait(
+                "1,000 rows",
+                LONG,
+                "return document.body.dataset.painted === '1000' && window.__caesarPaintedMs",
+                json!([]),
+            )
+        });
+        paints.push(ms.as_f64().unwrap());
+    }
+    tokio::task::block_in_place(|| b.screenshot("tasks-1000"));
+    paints.sort_by(f64::total_cmp);
+    eprintln!(
+        "first paint of 1,000 tasks (navigation start to rows painted), 5 loads: {paints:?} ms; median {} ms",
+        paints[2]
+    );
+
+    let id = c.delegate(env.delegate_request("talker", "talk")).await.unwrap().into_inner().task_id;
+    tokio::task::block_in_place(|| {
+        b.goto(&format!("http://127.0.0.1:{port}/task/{id}"));
+    });
+    await_one(&mut c, &id, LONG).await;
+    let seen = tokio::task::block_in_place(|| {
+        b.wait("the markers", LONG, "const e = window.__caesarEvents || []; return e.filter((x) => x.text.includes('marker-')).length >= 10 && e", json!([]))
+    });
+    let stamped: Vec<i64> = std::fs::read_to_string(&stamps)
+        .unwrap()
+        .lines()
+        .map(|l| (l.trim().parse::<i128>().unwrap() / 1_000_000) as i64)
+        .collect();
+    let mut lat = Vec::new();
+    for (i, at) in stamped.iter().enumerate() {
+        let shown =
+            seen.as_array().unwrap().iter().find(|e| e["text"].as_str().unwrap_or("").contains(&format!("marker-{i}")));
+        lat.push(shown.unwrap()["wall"].as_i64().unwrap() - at);
+    }
+    lat.sort();
+    eprintln!("agent output -> task page, 10 lines: {lat:?} ms; median {} ms, max {} ms", lat[5], lat[9]);
+}

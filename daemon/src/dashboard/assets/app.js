@@ -411,6 +411,9 @@ function taskPage(id) {
     evList.append(el('li', { 'data-seq': seq, 'data-type': ev.type }, el('span', { class: 'seq', text: '#' + seq }), el('span', { class: 'etype', text: ev.type }), el('span', { class: 'etext', text: cut(summarizeEvent(ev), 400) })));
     while (evList.childElementCount > 500) evList.firstElementChild.remove();
     window.__caesarLastEvent = { seq, type: ev.type, at: performance.now(), text: ev.text || '' };
+    // For the latency figure (caesar-bench's counterpart in tests/dashboard.rs): when each event showed.
+    const seen = (window.__caesarEvents = window.__caesarEvents || []);
+    if (seen.length < 2000) seen.push({ seq, type: ev.type, text: ev.text || '', wall: Date.now() });
   }
   function openEvents() {
     const evs = new EventSource(`/api/task/${id}/events?from=${nextSeq}`);
