@@ -440,6 +440,9 @@ async fn dashboard_figures() {
     let mut ids = Vec::new();
     for i in 0..1000 {
         ids.push(c.delegate(env.delegate_request("quick", &format!("task {i}"))).await.unwrap().into_inner().task_id);
+        if i % 100 == 99 {
+            eprintln!("{} delegated after {:?}", i + 1, started.elapsed());
+        }
     }
     for chunk in ids.chunks(500) {
         c.r#await(pb::AwaitRequest { task_ids: chunk.to_vec(), timeout_ms: 600_000, wake_on_attention: false })
