@@ -160,7 +160,11 @@ function tasksPage() {
     const t = JSON.parse(e.data);
     clockSkew = t.now_ms - Date.now();
     tasks.set(t.id, t);
-    render();
+    // Many updates in one frame make one render.
+    if (!render.pending) {
+      render.pending = true;
+      requestAnimationFrame(() => { render.pending = false; render(); });
+    }
     window.__caesarLastUpdate = { id: t.id, status: t.status, events: t.event_count, at: performance.now() };
   });
   setInterval(() => {
