@@ -12,6 +12,7 @@ mod mcp_install;
 mod pipe;
 mod render;
 mod service;
+mod ui;
 mod watch;
 
 use std::process::ExitCode;
@@ -114,6 +115,12 @@ enum Command {
     },
     /// Check the daemon and every agent: installed, version, capabilities.
     Doctor,
+    /// Open the web dashboard: prints a one-time login link and opens a browser where one exists.
+    Ui {
+        /// Only print the link.
+        #[arg(long)]
+        no_open: bool,
+    },
     /// Write this project's starting config, role prompts and host-agent skills.
     Init {
         /// Initialize the global layer instead of the project.
@@ -515,6 +522,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Agents { action } => agents(action, json).await,
         Command::Doctor => doctor(json).await,
+        Command::Ui { no_open } => Ok(ui::run(connect().await?, cwd_string(), no_open, json).await?),
         Command::Init { global, force } => init(global, force, json).await,
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();

@@ -227,12 +227,14 @@ pub async fn serve(
     api: caesar_mcp::daemon::Client,
     config: HttpConfig,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
+    dashboard: std::sync::Arc<crate::dashboard::Hub>,
 ) -> Result<()> {
     token(&paths.state_dir, false)?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| Error::Precondition(format!("cannot listen on {} for MCP over HTTP: {e}", config.listen)))?;
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(config.listen.port());
+    dashboard.served_at(SocketAddr::new(config.listen.ip(), port));
     let settings = Settings {
         root: None,
         max_chars: caesar_mcp::shape::DEFAULT_MAX_CHARS,
@@ -263,7 +265,8 @@ pub async fn serve(
     };
     let app = axum::Router::new()
         .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn(move |req: Request, next: Next| guard(g.clone(), req, next)));
+        .layer(axum::middleware::from_fn(move |req: Request, next: Next| guard(g.clone(), req, next)))
+        .merge(dashboard.router());
     info!(listen = %config.listen, "MCP over HTTP at http://{}/mcp", config.listen);
     axum::serve(listener, app).with_graceful_shutdown(stop).await.map_err(|e| {
         warn!("MCP over HTTP stopped: {e}");

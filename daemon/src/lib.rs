@@ -14,6 +14,7 @@ pub mod clock;
 pub mod cmd;
 pub mod config;
 pub mod config_edit;
+pub mod dashboard;
 pub mod driver;
 pub mod engine;
 pub mod error;

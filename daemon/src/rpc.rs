@@ -25,12 +25,20 @@ pub const ASK_DEFAULT_MS: u64 = 5 * 60 * 1000;
 pub struct Service {
     engine: Arc<Engine>,
     stop: watch::Sender<bool>,
+    /// The web dashboard, when this daemon serves one.
+    dashboard: Option<Arc<crate::dashboard::Hub>>,
 }
 
 impl Service {
     /// A service over `engine`; `stop` is set to `true` on a Shutdown call.
     pub fn new(engine: Arc<Engine>, stop: watch::Sender<bool>) -> Service {
-        Service { engine, stop }
+        Service { engine, stop, dashboard: None }
+    }
+
+    /// The same service, answering OpenDashboard with `hub`.
+    pub fn with_dashboard(mut self, hub: Arc<crate::dashboard::Hub>) -> Service {
+        self.dashboard = Some(hub);
+        self
     }
 }
 
@@ -600,6 +608,24 @@ impl Caesar for Service {
         let c = self.channel(&caller, r.channel.unwrap_or_default())?;
         self.engine.channel_submit_report(&c.task_id, &c.secret, &r.report_json)?;
         Ok(Response::new(pb::SubmitReportResponse { accepted: true }))
+    }
+
+    // ---- The web dashboard (issue 18).
+
+    async fn open_dashboard(
+        &self,
+        req: Request<pb::OpenDashboardRequest>,
+    ) -> Result<Response<pb::OpenDashboardResponse>, Status> {
+        let Some(hub) = &self.dashboard else {
+            return Err(Status::unavailable("this daemon serves no dashboard"));
+        };
+        let o = hub.open(&req.into_inner().workspace).await?;
+        Ok(Response::new(pb::OpenDashboardResponse {
+            login_url: o.login_url,
+            base_url: o.base_url,
+            opened_on_demand: o.opened_on_demand,
+            login_valid_secs: crate::dashboard::LOGIN_VALID.as_secs() as u32,
+        }))
     }
 }
 

@@ -165,7 +165,8 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
         }
     });
     let (stop_tx, mut stop_rx) = watch::channel(false);
-    let service = Service::new(Arc::clone(&engine), stop_tx);
+    let dashboard = crate::dashboard::Hub::new(Arc::clone(&engine));
+    let service = Service::new(Arc::clone(&engine), stop_tx).with_dashboard(Arc::clone(&dashboard));
     let grpc = CaesarServer::new(service).max_decoding_message_size(64 * 1024 * 1024);
     let incoming = futures_util::stream::unfold(listener, |listener| async move {
         loop {
@@ -197,7 +198,7 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
                         };
                         // The HTTP tools call this same service in process.
                         let api = caesar_mcp::daemon::client_over(grpc.clone());
-                        tokio::spawn(crate::http::serve(paths.clone(), api, cfg, stop));
+                        tokio::spawn(crate::http::serve(paths.clone(), api, cfg, stop, Arc::clone(&dashboard)));
                     }
                     Err(e) => warn!("{e}"),
                 }

@@ -54,6 +54,7 @@ impl Engine {
         let result = workshop::apply(&p)?;
         if result.applied || result.already_applied {
             self.store.set_changes_state(id, ChangesState::Applied)?;
+            self.pulse(id);
         }
         Ok(result)
     }
@@ -68,6 +69,7 @@ impl Engine {
             return Err(Error::Precondition(format!("task {id}'s changes were already applied")));
         }
         self.store.set_changes_state(id, ChangesState::Discarded)?;
+        self.pulse(id);
         Ok(())
     }
 

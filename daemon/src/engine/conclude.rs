@@ -198,6 +198,7 @@ impl Engine {
             let status = self.store.task(&record.id).ok().flatten().map(|r| r.status).unwrap_or(record.status);
             live.status.send_replace(status);
         }
+        self.pulse(&record.id);
     }
 }
 

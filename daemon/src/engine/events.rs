@@ -155,6 +155,7 @@ impl Engine {
                 let _ = watchers.send(l);
             }
         }
+        self.pulse(id);
         Ok(*next - 1)
     }
 

@@ -57,6 +57,7 @@ mod observe;
 mod permissions;
 mod prepare;
 mod projects;
+mod pulse;
 mod queue;
 mod recovery;
 mod start;
@@ -276,6 +277,8 @@ pub struct Engine {
     queue: queue::Queue,
     preparing: prepare::Preparing,
     projects: projects::Projects,
+    /// Task ids that changed, for live views of all tasks (`pulse.rs`).
+    pulse: broadcast::Sender<String>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -305,6 +308,7 @@ impl Engine {
             live: Mutex::new(HashMap::new()),
             queue: Default::default(),
             projects: Default::default(),
+            pulse: broadcast::channel(pulse::PULSE_RING).0,
         }))
     }
 
@@ -328,12 +332,16 @@ impl Engine {
     /// queued or preparing is woken by what happens once it runs.
     fn make_live(&self, id: &str, status: TaskStatus, next_seq: u64) -> Arc<Live> {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(existing) = live.get(id) {
+        if let Some(existing) = live.get(id).cloned() {
             existing.status.send_replace(status);
-            return existing.clone();
+            drop(live);
+            self.pulse(id);
+            return existing;
         }
         let made = Live::new(status, next_seq);
         live.insert(id.to_owned(), made.clone());
+        drop(live);
+        self.pulse(id);
         made
     }
 
