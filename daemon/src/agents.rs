@@ -38,6 +38,10 @@ pub struct Launch {
     /// What the agent reads on stdin.
     #[serde(default)]
     pub stdin: crate::provider::Stdin,
+    /// Commands run in the task's workshop after the agent ended (issue 17,
+    /// `engine/verify.rs`); their outcome goes into the report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verify: Vec<String>,
 }
 
 /// What the workshop needs at start: decided at delegation, carried out when

@@ -169,6 +169,8 @@ struct RawRole {
     timeout: Option<DurationValue>,
     model: Option<String>,
     system_prompt_file: Option<String>,
+    /// Commands run in the worktree after the agent ends (issue 17).
+    verify: Option<Vec<String>>,
 }
 
 fn auto_isolation() -> IsolationPref {
@@ -231,6 +233,8 @@ struct Layer {
     bin: Option<BTreeMap<String, String>>,
     /// MCP over HTTP, served by the daemon (read from the global layer).
     http: Option<RawHttp>,
+    /// Webhooks and a command hook on task events (issue 17).
+    notify: Option<crate::notify::RawNotify>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -286,6 +290,11 @@ pub struct Config {
     pub bin: BTreeMap<String, (String, Origin)>,
     /// `[http]`, when MCP over HTTP is enabled.
     pub http: Option<HttpSection>,
+    /// Each role's `verify` commands, by role name (a role redefined in a
+    /// later layer takes its own, or none).
+    pub role_verify: BTreeMap<String, Vec<String>>,
+    /// `[notify]`: webhooks and a command hook (read from the global layer).
+    pub notify: crate::notify::NotifyConfig,
     /// Where each `policy.*` and `worktree.*` field came from; absent means default.
     pub provenance: BTreeMap<String, Origin>,
     /// The files that were read.
@@ -302,6 +311,8 @@ impl Default for Config {
             models: BTreeMap::new(),
             bin: BTreeMap::new(),
             http: None,
+            role_verify: BTreeMap::new(),
+            notify: Default::default(),
             provenance: BTreeMap::new(),
             files: Vec::new(),
         }
@@ -435,6 +446,17 @@ impl Config {
                 Some(t) => t.ms().map_err(|e| bad("timeout", e))?,
                 None => 10 * 60 * 1000,
             };
+            match raw.verify {
+                Some(v) if v.iter().any(|c| c.trim().is_empty()) => {
+                    return Err(bad("verify", format!("of role `{}` holds an empty command: remove it", raw.name)));
+                }
+                Some(v) if !v.is_empty() => {
+                    self.role_verify.insert(raw.name.clone(), v);
+                }
+                _ => {
+                    self.role_verify.remove(&raw.name);
+                }
+            }
             let role = Role {
                 name: raw.name,
                 purpose: raw.purpose,
@@ -475,6 +497,15 @@ impl Config {
                 section.rate_limit_per_minute = limit;
             }
             self.http = (!section.listen.is_empty()).then_some(section);
+        }
+        if let Some(n) = layer.notify {
+            if origin != Origin::Global {
+                return Err(bad(
+                    "notify",
+                    "is read only from the global config (a repository's config must not post your tasks anywhere or run commands): move [notify] to the global config.toml".to_owned(),
+                ));
+            }
+            self.notify.merge(n).map_err(|(key, why)| bad(key, why))?;
         }
         for (id, bin) in layer.bin.unwrap_or_default() {
             if bin.trim().is_empty() {

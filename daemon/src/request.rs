@@ -22,4 +22,6 @@ pub struct DelegateInput {
     pub session_id: Option<String>,
     pub effort: Option<String>,
     pub depth: u32,
+    /// Verification commands for this delegation; empty for the role's.
+    pub verify: Vec<String>,
 }

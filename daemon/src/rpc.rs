@@ -94,6 +94,7 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         }),
         queue_position: v.queue_position,
         phase: v.phase.map(|p| p.as_str().to_owned()).unwrap_or_default(),
+        conflicts_with: Vec::new(),
     }
 }
 
@@ -130,6 +131,7 @@ impl Caesar for Service {
 
     async fn delegate(&self, req: Request<pb::DelegateRequest>) -> Result<Response<pb::DelegateResponse>, Status> {
         let r = req.into_inner();
+        let group = crate::rpc_fanout::is_group(&r).then(|| crate::rpc_fanout::ask(&r));
         let input = DelegateInput {
             objective: r.objective,
             agent: opt(r.agent),
@@ -147,10 +149,21 @@ impl Caesar for Service {
             session_id: opt(r.session_id),
             effort: opt(r.effort),
             depth: r.depth,
+            verify: r.verify,
         };
-        let d = self.engine.delegate(input).await?;
+        let (d, group_id, task_ids) = match group {
+            Some(ask) => {
+                let g = self.engine.delegate_group(input, ask).await?;
+                let ids = g.tasks.iter().map(|t| t.record.id.clone()).collect();
+                let first = g.tasks.into_iter().next().ok_or_else(|| Status::internal("an empty group"))?;
+                (first, g.group_id, ids)
+            }
+            None => (self.engine.delegate(input).await?, String::new(), Vec::new()),
+        };
         let t = d.record;
         Ok(Response::new(pb::DelegateResponse {
+            group_id,
+            task_ids,
             task_id: t.id,
             agent: t.agent,
             role: t.role.unwrap_or_default(),
@@ -169,16 +182,20 @@ impl Caesar for Service {
     async fn r#await(&self, req: Request<pb::AwaitRequest>) -> Result<Response<pb::AwaitResponse>, Status> {
         let r = req.into_inner();
         let ms = if r.timeout_ms == 0 { AWAIT_DEFAULT_MS } else { r.timeout_ms.min(AWAIT_MAX_MS) };
-        let (views, woke_early) =
-            self.engine.await_tasks(&r.task_ids, Duration::from_millis(ms), r.wake_on_attention).await?;
-        Ok(Response::new(pb::AwaitResponse {
-            tasks: views.into_iter().map(|v| task_view(v, true)).collect(),
-            woke_early,
-        }))
+        let mut ids = r.task_ids;
+        let group_ids = crate::rpc_fanout::expand(&self.engine, &mut ids)?;
+        let (views, woke_early) = self.engine.await_tasks(&ids, Duration::from_millis(ms), r.wake_on_attention).await?;
+        let mut tasks: Vec<pb::TaskView> = views.into_iter().map(|v| task_view(v, true)).collect();
+        for t in &mut tasks {
+            t.conflicts_with = crate::rpc_fanout::conflicts_with(&self.engine, &t.task_id).await;
+        }
+        let groups = crate::rpc_fanout::summaries(&self.engine, group_ids).await?;
+        Ok(Response::new(pb::AwaitResponse { tasks, woke_early, groups }))
     }
 
     async fn status(&self, req: Request<pb::StatusRequest>) -> Result<Response<pb::TaskView>, Status> {
         let mut v = task_view(self.engine.status(&req.into_inner().task_id)?, false);
+        v.conflicts_with = crate::rpc_fanout::conflicts_with(&self.engine, &v.task_id).await;
         // Status is a snapshot: the report itself is for Await.
         v.report_json.clear();
         Ok(Response::new(v))
@@ -230,11 +247,12 @@ impl Caesar for Service {
     async fn diff(&self, req: Request<pb::DiffRequest>) -> Result<Response<pb::DiffResponse>, Status> {
         let id = req.into_inner().task_id;
         let engine = self.engine.clone();
+        let overlaps = crate::rpc_fanout::conflicts_with(&self.engine, &id).await;
         let diff = tokio::task::spawn_blocking(move || engine.diff(&id))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
         Ok(Response::new(match diff {
-            None => pb::DiffResponse { is_empty: true, files: Vec::new(), patch: String::new() },
+            None => pb::DiffResponse { is_empty: true, files: Vec::new(), patch: String::new(), overlaps },
             Some(d) => pb::DiffResponse {
                 is_empty: d.is_empty,
                 files: d
@@ -250,6 +268,7 @@ impl Caesar for Service {
                     })
                     .collect(),
                 patch: d.patch,
+                overlaps,
             },
         }))
     }
@@ -257,6 +276,7 @@ impl Caesar for Service {
     async fn apply(&self, req: Request<pb::ApplyRequest>) -> Result<Response<pb::ApplyResponse>, Status> {
         let id = req.into_inner().task_id;
         let engine = self.engine.clone();
+        let breaks = crate::rpc_fanout::would_break(&self.engine, &id).await;
         let r = tokio::task::spawn_blocking(move || engine.apply(&id))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
@@ -266,6 +286,7 @@ impl Caesar for Service {
             already_applied: r.already_applied,
             message: r.message,
             files: r.files,
+            breaks: if r.applied { breaks } else { Vec::new() },
         }))
     }
 
@@ -313,6 +334,7 @@ impl Caesar for Service {
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
         let mut problems = problems;
+        problems.extend(self.engine.notify_problems());
         let http = crate::config::Config::load_global(&self.engine.paths().config_dir).ok().and_then(|c| c.http);
         let (http_url, http_listening) = match http {
             Some(h) => {

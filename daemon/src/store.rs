@@ -18,7 +18,7 @@ use crate::runner::RunHandle;
 use crate::workshop::Prepared;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1: the first schema.
@@ -86,7 +86,12 @@ const MIGRATIONS: &[&str] = &[
     // 2 -> 3: the runner's handle of a started task (JSON of
     // [`crate::runner::RunHandle`]); older rows keep theirs in supervisor_*.
     "ALTER TABLE tasks ADD COLUMN run_handle TEXT;",
+    // 3 -> 4 (issue 17, fan-out): verification outcomes and groups (`store/fanout.rs`).
+    fanout::MIGRATION,
 ];
+
+mod fanout;
+pub use fanout::GroupRecord;
 
 /// The process outcome of a task, exactly seed 000's six statuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -84,6 +84,7 @@ impl Engine {
         let mut recovered = recovered;
         recovered.0.findings.extend(record.launch.findings.iter().cloned());
         self.verify_changes(&record, &mut recovered.0);
+        super::verify::apply_to_report(&mut recovered.0, self.stored_verification(&run.id));
         let finished = EventBody::Finished {
             status: recovered.0.status,
             summary: report::tail_chars(&recovered.0.summary, 500),
@@ -167,6 +168,7 @@ impl Engine {
             }
         }
         self.forget_live(record);
+        self.notify_finished(&record.id, &report.summary);
         // OACP readers of the task directory find the report where the
         // agent would have put it. A convenience copy (the store holds the
         // report), written after the waiters are woken. The directory is

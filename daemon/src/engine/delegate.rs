@@ -45,6 +45,12 @@ impl Engine {
             Some(problem) => e.with_note(&format!("note: {problem}; the last good config was used")),
             None => e,
         })?;
+        let verify_commands = super::verify::resolve_verify(
+            &config,
+            resolution.role.as_ref().map(|r| r.name.as_str()),
+            &input.verify,
+            &workspace,
+        )?;
         let mut warnings = resolution.warnings.clone();
         if let Some(problem) = config_problem {
             warnings.insert("config_warning".to_owned(), format!("{problem}; delegating with the last good config"));
@@ -262,6 +268,7 @@ impl Engine {
             worktree_decided: isolation == Isolation::Worktree,
         });
         launch.max_parallel = config.policy.max_parallel;
+        launch.verify = verify_commands;
         let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
         supervisor::write_atomic(&dir.task_json(), &task_json)
             .map_err(|e| Error::io_at("cannot write", &dir.task_json(), e))?;

@@ -52,6 +52,10 @@ mod projects;
 mod queue;
 mod recovery;
 mod start;
+// Issue 17, fan-out: verification in the worktree, groups.
+pub mod groups;
+mod notifications;
+mod verify;
 
 use conclude::Exit;
 use monitor::Run;
@@ -253,6 +257,10 @@ pub struct Engine {
     queue: queue::Queue,
     preparing: prepare::Preparing,
     projects: projects::Projects,
+    /// Webhooks and the command hook (issue 17, `notify.rs`).
+    notifier: Arc<crate::notify::Notifier>,
+    /// The conflict radar's footprints (issue 17, `groups.rs`).
+    radar: groups::RadarCache,
 }
 
 impl std::fmt::Debug for Engine {
@@ -282,6 +290,8 @@ impl Engine {
             live: Mutex::new(HashMap::new()),
             queue: Default::default(),
             projects: Default::default(),
+            notifier: Default::default(),
+            radar: Default::default(),
         }))
     }
 
