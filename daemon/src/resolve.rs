@@ -516,6 +516,7 @@ mod tests {
             session_id: None,
             effort: None,
             depth: 0,
+            ..Default::default()
         }
     }
 
