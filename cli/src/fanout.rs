@@ -100,6 +100,6 @@ pub fn comparison(g: &pb::GroupSummary) -> String {
             out.push_str(&format!("{:<16} cost ${cost:.4}\n", ""));
         }
     }
-    out.push_str(&format!("review each with `caesar diff <task>`, land one with `caesar apply <task>`\n"));
+    out.push_str("review each with `caesar diff <task>`, land one with `caesar apply <task>`\n");
     out
 }

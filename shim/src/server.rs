@@ -202,7 +202,6 @@ impl Shim {
             verify: p.verify.unwrap_or_default(),
             agents: p.agents.unwrap_or_default(),
             attempts: p.attempts.unwrap_or(0),
-            ..Default::default()
         };
         let d = self
             .daemon()

@@ -75,10 +75,13 @@ pub struct GroupView {
     pub done: bool,
 }
 
+/// One cached footprint: when it was computed, whether its task had ended.
+type CachedFootprint = (Instant, bool, Arc<Footprint>);
+
 /// The radar's cache of footprints.
 #[derive(Debug, Default)]
 pub(super) struct RadarCache {
-    entries: Mutex<HashMap<String, (Instant, bool, Arc<Footprint>)>>,
+    entries: Mutex<HashMap<String, CachedFootprint>>,
 }
 
 /// Whether `id` has the shape of a group id (`g_` and 12 hex digits).
