@@ -42,6 +42,11 @@ pub struct Launch {
     /// `engine/verify.rs`); their outcome goes into the report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verify: Vec<String>,
+    /// The task that delegated this one from inside its process tree
+    /// (issue 19): it alone, besides the user, may await, answer and
+    /// cancel it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// What the workshop needs at start: decided at delegation, carried out when

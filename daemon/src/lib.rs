@@ -9,6 +9,7 @@
 
 pub mod agents;
 pub mod catalog;
+pub mod channel_spec;
 pub mod clock;
 pub mod cmd;
 pub mod config;
@@ -30,6 +31,7 @@ pub mod rpc;
 pub mod rpc_fanout;
 pub mod runner;
 pub mod safe_fs;
+pub mod sandbox;
 pub mod server;
 pub mod store;
 pub mod supervisor;

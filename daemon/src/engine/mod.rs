@@ -37,6 +37,7 @@ use crate::runner::local::LocalRunner;
 use crate::store::{QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
 use crate::task_dir::TaskDir;
 
+mod authority;
 pub mod bounds;
 mod cancel;
 mod changes;
@@ -45,6 +46,7 @@ mod conclude;
 mod delegate;
 mod events;
 mod monitor;
+mod nested;
 mod observe;
 mod permissions;
 mod prepare;
@@ -57,6 +59,7 @@ pub mod groups;
 mod notifications;
 mod verify;
 
+pub use authority::{Caller, reaches as authority_reaches};
 use conclude::Exit;
 use monitor::Run;
 use permissions::is_permission_question;
@@ -229,6 +232,8 @@ struct Live {
     pub(super) answers: watch::Sender<u64>,
     /// An append to `events.jsonl` failed: it is repaired before the next.
     pub(super) events_file_behind: std::sync::atomic::AtomicBool,
+    /// `events.jsonl` reached its cap and said so (issue 19; `events`).
+    pub(super) events_capped: std::sync::atomic::AtomicBool,
 }
 
 impl Live {
@@ -242,6 +247,7 @@ impl Live {
             output: Mutex::new(None),
             activity: Mutex::new(None),
             events_file_behind: Default::default(),
+            events_capped: Default::default(),
         })
     }
 }
