@@ -8,6 +8,7 @@
 //! 3 no daemon could be reached, 4 the task was cancelled, 5 it timed out.
 
 pub mod config_ui;
+mod fanout;
 mod mcp_install;
 mod pipe;
 mod render;
@@ -386,6 +387,17 @@ struct RunArgs {
     /// Also print the agent's whole command line (with the brief) when it starts.
     #[arg(long, short)]
     verbose: bool,
+    /// A command run in the task's workshop after the agent ends, whose
+    /// outcome goes into the report (repeatable; default: the role's `verify`).
+    #[arg(long = "verify")]
+    verify: Vec<String>,
+    /// Fan out: one task per agent (comma-separated, e.g. codex,gemini,claude),
+    /// each in its own worktree; prints their comparison at the end.
+    #[arg(long, value_delimiter = ',', conflicts_with = "agent")]
+    agents: Vec<String>,
+    /// Fan out: N tasks (2-8) of the same agent or role, as one group.
+    #[arg(long)]
+    attempts: Option<u32>,
 }
 
 /// A failure with the exit code it maps to.
@@ -618,10 +630,14 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     .iter()
                     .map(|f| json!({"path": f.path, "status": f.status, "additions": f.additions, "deletions": f.deletions, "old_path": if f.old_path.is_empty() { Value::Null } else { json!(f.old_path) }, "binary": f.binary}))
                     .collect();
-                println!("{}", json!({"is_empty": d.is_empty, "files": files, "patch": d.patch}));
+                println!(
+                    "{}",
+                    json!({"is_empty": d.is_empty, "files": files, "patch": d.patch, "overlaps": fanout::overlaps_json(&d.overlaps)})
+                );
             } else if d.is_empty {
                 println!("no changes");
             } else {
+                fanout::print_overlaps("overlaps with other work (conflict radar):", &d.overlaps);
                 for f in &d.files {
                     let renamed = if f.old_path.is_empty() { String::new() } else { format!(" (from {})", f.old_path) };
                     println!("{:<10} +{:<5} -{:<5} {}{renamed}", f.status, f.additions, f.deletions, f.path);
@@ -640,7 +656,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             if json {
                 println!(
                     "{}",
-                    json!({"applied": r.applied, "already_applied": r.already_applied, "conflicts": r.conflicts, "files": r.files, "message": r.message})
+                    json!({"applied": r.applied, "already_applied": r.already_applied, "conflicts": r.conflicts, "files": r.files, "message": r.message, "breaks": fanout::overlaps_json(&r.breaks)})
                 );
             } else if r.already_applied {
                 println!("{task_id}: already applied, nothing to do");
@@ -650,6 +666,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     r.files.len(),
                     if r.message.is_empty() { String::new() } else { format!(" ({})", r.message) }
                 );
+                fanout::print_overlaps("these tasks change the same lines: their apply will now conflict:", &r.breaks);
             } else {
                 println!("{task_id}: NOT applied, nothing was written. Conflicts:");
                 for conflict in &r.conflicts {
@@ -728,11 +745,17 @@ async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
             session_id: String::new(),
             effort: String::new(),
             depth,
+            verify: a.verify,
+            agents: a.agents,
+            attempts: a.attempts.unwrap_or(0),
             ..Default::default()
         })
         .await
         .map_err(anyhow::Error::from)?
         .into_inner();
+    if !d.group_id.is_empty() {
+        return run_group(&mut c, &d, json, a.detach).await;
+    }
     let choice = agent_reason(&d).map(str::to_owned);
     for (k, v) in d.warnings.iter().filter(|(k, _)| k.as_str() != AGENT_CHOICE) {
         if !json {
@@ -783,6 +806,35 @@ async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
         render::print_report(t);
     }
     Ok(exit_code_of(t))
+}
+
+/// `caesar run --agents …`: the group's ids, then (unless detached) its
+/// comparison once every member ended.
+async fn run_group(c: &mut Client, d: &pb::DelegateResponse, json: bool, detach: bool) -> Result<u8, Failure> {
+    if !json {
+        println!("group {}: {} tasks ({})", d.group_id, d.task_ids.len(), d.task_ids.join(", "));
+    }
+    if detach {
+        if json {
+            println!("{}", json!({"group_id": d.group_id, "task_ids": d.task_ids}));
+        }
+        return Ok(0);
+    }
+    let g = tokio::select! {
+        g = fanout::await_group(c, &d.group_id) => g?,
+        _ = tokio::signal::ctrl_c() => {
+            for t in &d.task_ids {
+                let _ = c.cancel(pb::CancelRequest { task_id: t.clone() }).await;
+            }
+            return Ok(130);
+        }
+    };
+    if json {
+        println!("{}", fanout::group_json(&g));
+    } else {
+        print!("{}", fanout::comparison(&g));
+    }
+    Ok(if g.members.iter().any(|m| m.status == "succeeded") { 0 } else { 1 })
 }
 
 /// The warning under which the daemon says which agent it picked when none

@@ -41,6 +41,10 @@ pub struct Launch {
     /// Budget, blocker policy and fallback chain (issue 17).
     #[serde(default)]
     pub lifecycle: crate::lifecycle::Plan,
+    /// Commands run in the task's workshop after the agent ended (issue 17,
+    /// `engine/verify.rs`); their outcome goes into the report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verify: Vec<String>,
     /// The task that delegated this one from inside its process tree
     /// (issue 19): it alone, besides the user, may await, answer and
     /// cancel it.

@@ -172,6 +172,8 @@ struct RawRole {
     /// Issue 17: the role's limits and blocker policy.
     budget: Option<crate::lifecycle::RawBudget>,
     on_blocker: Option<String>,
+    /// Commands run in the worktree after the agent ends (issue 17).
+    verify: Option<Vec<String>>,
 }
 
 fn auto_isolation() -> IsolationPref {
@@ -238,6 +240,8 @@ struct Layer {
     runner: Option<crate::runner::settings::RawRunner>,
     /// Default limits of every task (issue 17).
     budget: Option<crate::lifecycle::RawBudget>,
+    /// Webhooks and a command hook on task events (issue 17).
+    notify: Option<crate::notify::RawNotify>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -293,6 +297,11 @@ pub struct Config {
     pub bin: BTreeMap<String, (String, Origin)>,
     /// `[http]`, when MCP over HTTP is enabled.
     pub http: Option<HttpSection>,
+    /// Each role's `verify` commands, by role name (a role redefined in a
+    /// later layer takes its own, or none).
+    pub role_verify: BTreeMap<String, Vec<String>>,
+    /// `[notify]`: webhooks and a command hook (read from the global layer).
+    pub notify: crate::notify::NotifyConfig,
     /// Where each `policy.*` and `worktree.*` field came from; absent means default.
     pub provenance: BTreeMap<String, Origin>,
     /// The files that were read.
@@ -315,6 +324,8 @@ impl Default for Config {
             models: BTreeMap::new(),
             bin: BTreeMap::new(),
             http: None,
+            role_verify: BTreeMap::new(),
+            notify: Default::default(),
             provenance: BTreeMap::new(),
             files: Vec::new(),
             runner: Default::default(),
@@ -473,6 +484,17 @@ impl Config {
                 },
             };
             self.role_lifecycle.insert(raw.name.clone(), lifecycle);
+            match raw.verify {
+                Some(v) if v.iter().any(|c| c.trim().is_empty()) => {
+                    return Err(bad("verify", format!("of role `{}` holds an empty command: remove it", raw.name)));
+                }
+                Some(v) if !v.is_empty() => {
+                    self.role_verify.insert(raw.name.clone(), v);
+                }
+                _ => {
+                    self.role_verify.remove(&raw.name);
+                }
+            }
             let role = Role {
                 name: raw.name,
                 purpose: raw.purpose,
@@ -518,6 +540,15 @@ impl Config {
         if let Some(b) = &layer.budget {
             let limits = b.limits("[budget]").map_err(|e| bad("budget", e))?;
             self.budget = limits.over(self.budget);
+        }
+        if let Some(n) = layer.notify {
+            if origin != Origin::Global {
+                return Err(bad(
+                    "notify",
+                    "is read only from the global config (a repository's config must not post your tasks anywhere or run commands): move [notify] to the global config.toml".to_owned(),
+                ));
+            }
+            self.notify.merge(n).map_err(|(key, why)| bad(key, why))?;
         }
         for (id, bin) in layer.bin.unwrap_or_default() {
             if bin.trim().is_empty() {

@@ -194,6 +194,42 @@ pub struct Report {
     /// repository, `declaration` when it is the agent's word. Set by caesar.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes_verified_by: Option<String>,
+    /// The outcome of the task's `verify` commands, run by caesar in the
+    /// task's workshop after the agent ended. Set by caesar only: not part of
+    /// the schema agents answer in, and an agent's own value is dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub verification: Option<Verification>,
+    /// How the work's outcome was checked: `command` when caesar ran the
+    /// verification commands. Set by caesar only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub verified_by: Option<String>,
+}
+
+/// One verification run: the first command that failed, else the last one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verification {
+    /// The command, as configured (run with `sh -c`).
+    pub command: String,
+    /// Its exit code; `None` when it was killed (deadline, cancel) or could not start.
+    pub exit_code: Option<i64>,
+    pub duration_ms: u64,
+    /// The last lines of its output (stdout and stderr merged).
+    pub tail: String,
+    /// `passed`, `failed`, `timed_out`, `cancelled` or `error`.
+    pub outcome: String,
+    /// Every command run, in order, with its exit code and duration.
+    #[serde(default)]
+    pub commands: Vec<VerificationStep>,
+}
+
+/// One command of a verification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerificationStep {
+    pub command: String,
+    pub exit_code: Option<i64>,
+    pub duration_ms: u64,
 }
 
 /// Why a document was refused.
@@ -228,6 +264,8 @@ impl Report {
             artifacts: Vec::new(),
             usage: None,
             changes_verified_by: None,
+            verification: None,
+            verified_by: None,
         }
     }
 
@@ -276,6 +314,9 @@ impl Report {
             artifacts,
             usage: _,
             changes_verified_by,
+            // Set by caesar, never kept from an agent (`engine/verify.rs`).
+            verification: _,
+            verified_by: _,
         } = self;
         for s in [task_id, summary, details] {
             cut.string(s);

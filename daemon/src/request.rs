@@ -27,4 +27,6 @@ pub struct DelegateInput {
     pub budget: Option<crate::lifecycle::Limits>,
     /// `fallback` or `fail` when a blocker stops the agent; the role's otherwise.
     pub on_blocker: Option<String>,
+    /// Verification commands for this delegation; empty for the role's.
+    pub verify: Vec<String>,
 }

@@ -155,6 +155,7 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
             exceeded: b.exceeded.unwrap_or_default(),
         }),
         current_task_id: v.lifecycle.current_task_id.unwrap_or_default(),
+        conflicts_with: Vec::new(),
     }
 }
 
@@ -193,6 +194,7 @@ impl Caesar for Service {
     async fn delegate(&self, req: Request<pb::DelegateRequest>) -> Result<Response<pb::DelegateResponse>, Status> {
         let caller = self.caller(&req).await?;
         let r = req.into_inner();
+        let group = crate::rpc_fanout::is_group(&r).then(|| crate::rpc_fanout::ask(&r));
         let mut input = DelegateInput {
             objective: r.objective,
             agent: opt(r.agent),
@@ -218,20 +220,37 @@ impl Caesar for Service {
                 None => None,
             },
             on_blocker: opt(r.on_blocker),
+            verify: r.verify,
         };
         // The depth is the daemon's to say, never the request's: 0 for the
         // user, the parent's plus one inside a task.
-        let d = match &caller {
-            Caller::User => {
-                input.depth = 0;
-                self.engine.delegate(input).await?
+        let (d, group_id, task_ids) = match (&caller, group) {
+            (Caller::Untrusted(_), _) => return Err(caller.require_user("delegate").unwrap_err().into()),
+            (Caller::Task(_), Some(_)) => {
+                return Err(Status::failed_precondition(
+                    "a fan-out group (`agents` or `attempts`) is delegated by the user's orchestrator, not from inside a task: delegate the members one by one",
+                ));
             }
-            Caller::Task(parent) => self.engine.delegate_from(parent, input).await?,
-            Caller::Untrusted(_) => return Err(caller.require_user("delegate").unwrap_err().into()),
+            (Caller::User, Some(ask)) => {
+                input.depth = 0;
+                let g = self.engine.delegate_group(input, ask).await?;
+                let ids = g.tasks.iter().map(|t| t.record.id.clone()).collect();
+                let first = g.tasks.into_iter().next().ok_or_else(|| Status::internal("an empty group"))?;
+                (first, g.group_id, ids)
+            }
+            (Caller::User, None) => {
+                input.depth = 0;
+                (self.engine.delegate(input).await?, String::new(), Vec::new())
+            }
+            (Caller::Task(parent), None) => {
+                (self.engine.delegate_from(parent, input).await?, String::new(), Vec::new())
+            }
         };
         let t = d.record;
         let agent_reason = d.warnings.get(crate::resolve::AGENT_CHOICE).cloned().unwrap_or_default();
         Ok(Response::new(pb::DelegateResponse {
+            group_id,
+            task_ids,
             task_id: t.id,
             agent: t.agent,
             role: t.role.unwrap_or_default(),
@@ -259,12 +278,15 @@ impl Caesar for Service {
             }
         }
         let ms = if r.timeout_ms == 0 { AWAIT_DEFAULT_MS } else { r.timeout_ms.min(AWAIT_MAX_MS) };
-        let (views, woke_early) =
-            self.engine.await_tasks(&r.task_ids, Duration::from_millis(ms), r.wake_on_attention).await?;
-        Ok(Response::new(pb::AwaitResponse {
-            tasks: views.into_iter().map(|v| task_view(v, true)).collect(),
-            woke_early,
-        }))
+        let mut ids = r.task_ids;
+        let group_ids = crate::rpc_fanout::expand(&self.engine, &mut ids)?;
+        let (views, woke_early) = self.engine.await_tasks(&ids, Duration::from_millis(ms), r.wake_on_attention).await?;
+        let mut tasks: Vec<pb::TaskView> = views.into_iter().map(|v| task_view(v, true)).collect();
+        for t in &mut tasks {
+            t.conflicts_with = crate::rpc_fanout::conflicts_with(&self.engine, &t.task_id).await;
+        }
+        let groups = crate::rpc_fanout::summaries(&self.engine, group_ids).await?;
+        Ok(Response::new(pb::AwaitResponse { tasks, woke_early, groups }))
     }
 
     async fn status(&self, req: Request<pb::StatusRequest>) -> Result<Response<pb::TaskView>, Status> {
@@ -272,6 +294,7 @@ impl Caesar for Service {
         let id = req.into_inner().task_id;
         self.reach(&caller, "status", &id)?;
         let mut v = task_view(self.engine.status(&id)?, false);
+        v.conflicts_with = crate::rpc_fanout::conflicts_with(&self.engine, &v.task_id).await;
         // Status is a snapshot: the report itself is for Await.
         v.report_json.clear();
         Ok(Response::new(v))
@@ -344,11 +367,12 @@ impl Caesar for Service {
         let id = req.into_inner().task_id;
         self.reach(&caller, "diff", &id)?;
         let engine = self.engine.clone();
+        let overlaps = crate::rpc_fanout::conflicts_with(&self.engine, &id).await;
         let diff = tokio::task::spawn_blocking(move || engine.diff(&id))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
         Ok(Response::new(match diff {
-            None => pb::DiffResponse { is_empty: true, files: Vec::new(), patch: String::new() },
+            None => pb::DiffResponse { is_empty: true, files: Vec::new(), patch: String::new(), overlaps },
             Some(d) => pb::DiffResponse {
                 is_empty: d.is_empty,
                 files: d
@@ -364,6 +388,7 @@ impl Caesar for Service {
                     })
                     .collect(),
                 patch: d.patch,
+                overlaps,
             },
         }))
     }
@@ -372,6 +397,7 @@ impl Caesar for Service {
         self.caller(&req).await?.require_user("apply")?;
         let id = req.into_inner().task_id;
         let engine = self.engine.clone();
+        let breaks = crate::rpc_fanout::would_break(&self.engine, &id).await;
         let r = tokio::task::spawn_blocking(move || engine.apply(&id))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
@@ -381,6 +407,7 @@ impl Caesar for Service {
             already_applied: r.already_applied,
             message: r.message,
             files: r.files,
+            breaks: if r.applied { breaks } else { Vec::new() },
         }))
     }
 
@@ -431,6 +458,7 @@ impl Caesar for Service {
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
         let mut problems = problems;
+        problems.extend(self.engine.notify_problems());
         let http = crate::config::Config::load_global(&self.engine.paths().config_dir).ok().and_then(|c| c.http);
         let (http_url, http_listening) = match http {
             Some(h) => {

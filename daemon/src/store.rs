@@ -21,7 +21,7 @@ mod lifecycle;
 pub use lifecycle::AttemptRow;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1: the first schema.
@@ -91,7 +91,12 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE tasks ADD COLUMN run_handle TEXT;",
     // 3 -> 4: budget stops and fallback attempts (issue 17), in `lifecycle`.
     lifecycle::MIGRATION,
+    // 4 -> 5 (issue 17, fan-out): verification outcomes and groups (`store/fanout.rs`).
+    fanout::MIGRATION,
 ];
+
+mod fanout;
+pub use fanout::GroupRecord;
 
 /// The process outcome of a task, exactly seed 000's six statuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

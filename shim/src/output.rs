@@ -48,6 +48,9 @@ pub struct PendingQuestion {
 pub struct TaskResult {
     /// The task's id.
     pub task_id: String,
+    /// Other unapplied worktree tasks of the same repository (or "uncommitted", your own uncommitted changes) that change the same files; hunk_paths are those where the same lines change, so applying one breaks the other's apply.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conflicts_with: Vec<OverlapOut>,
     /// The process outcome: pending, running, succeeded, failed, cancelled or timed_out.
     pub status: String,
     /// The agent running the task.
@@ -133,6 +136,7 @@ impl TaskResult {
         let json = |s: &str| serde_json::from_str::<Value>(s).ok();
         let finished = !matches!(t.status.as_str(), "pending" | "running");
         TaskResult {
+            conflicts_with: overlaps_out(&t.conflicts_with),
             task_id: t.task_id.clone(),
             status: t.status.clone(),
             agent: non_empty(&t.agent),
@@ -198,12 +202,106 @@ pub struct StatusOutput {
     pub shaping: Shaping,
 }
 
+/// Where two pieces of work touch the same files (issue 17, conflict radar).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct OverlapOut {
+    /// The other task, or "uncommitted" for your own uncommitted changes.
+    pub task_id: String,
+    /// Paths both change.
+    pub paths: Vec<String>,
+    /// Paths where both change the same lines: applying one breaks the other's apply.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hunk_paths: Vec<String>,
+}
+
+/// Overlaps from the wire.
+pub fn overlaps_out(list: &[pb::Overlap]) -> Vec<OverlapOut> {
+    list.iter()
+        .map(|o| OverlapOut { task_id: o.task_id.clone(), paths: o.paths.clone(), hunk_paths: o.hunk_paths.clone() })
+        .collect()
+}
+
+/// One member of a fan-out group, compared with the others.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct GroupMemberOut {
+    pub task_id: String,
+    pub agent: String,
+    /// The process outcome.
+    pub status: String,
+    /// The agent's verdict (after verification).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report_status: Option<String>,
+    /// passed, failed, timed_out, cancelled or error; absent when not verified.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification: Option<String>,
+    pub files_changed: u32,
+    pub lines_added: u64,
+    pub lines_removed: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Other members whose diffs touch the same files.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overlaps: Vec<OverlapOut>,
+}
+
+/// A fan-out group's side-by-side comparison.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct GroupOut {
+    pub objective: String,
+    /// True when every member has ended.
+    pub done: bool,
+    pub members: Vec<GroupMemberOut>,
+}
+
+impl GroupOut {
+    /// A group summary from the wire.
+    pub fn from_pb(g: &pb::GroupSummary) -> GroupOut {
+        GroupOut {
+            objective: g.objective.clone(),
+            done: g.done,
+            members: g
+                .members
+                .iter()
+                .map(|m| GroupMemberOut {
+                    task_id: m.task_id.clone(),
+                    agent: m.agent.clone(),
+                    status: m.status.clone(),
+                    report_status: non_empty(&m.report_status),
+                    verification: non_empty(&m.verification),
+                    files_changed: m.files_changed,
+                    lines_added: m.lines_added,
+                    lines_removed: m.lines_removed,
+                    input_tokens: m.input_tokens,
+                    output_tokens: m.output_tokens,
+                    cost_usd: m.cost_usd,
+                    duration_ms: m.duration_ms,
+                    summary: non_empty(&m.summary),
+                    overlaps: overlaps_out(&m.overlaps),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// `caesar_await` result.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct AwaitOutput {
     /// Every awaited task, keyed by task_id.
     pub tasks: BTreeMap<String, TaskResult>,
+    /// For each group_id awaited: its members side by side.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub groups: BTreeMap<String, GroupOut>,
     /// True when the wait ended early because a task asked a question or hit a blocker.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub woke_early: Option<bool>,
@@ -216,8 +314,14 @@ pub struct AwaitOutput {
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct DelegateOutput {
-    /// Pass it to caesar_await, caesar_status, caesar_logs, caesar_cancel.
+    /// Pass it to caesar_await, caesar_status, caesar_logs, caesar_cancel. For a group: its first task.
     pub task_id: String,
+    /// A fan-out group (`agents` or `attempts`): pass it to caesar_await for every member and their comparison.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
+    /// A fan-out group's task ids, one per member.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_ids: Option<Vec<String>>,
     /// The agent picked.
     pub agent: String,
     /// The role delegated through, if any.

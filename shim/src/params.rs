@@ -89,6 +89,15 @@ pub struct DelegateParams {
     /// The directory the sub-agent works in. Defaults to the server's root (its --root, else the client's MCP roots, else its working directory); a different directory is accepted with a workspace_warning.
     #[serde(default)]
     pub workspace: Option<String>,
+    /// Commands caesar runs (with `sh -c`) in the task's workspace or worktree after the agent ends, e.g. ["cargo test -q"]; their outcome is the report's `verification`, and a report claiming success while one fails gets report_status failed and a high finding. Defaults to the role's `verify`.
+    #[serde(default)]
+    pub verify: Option<Vec<String>>,
+    /// Fan out: one task per agent on the same objective, each in a worktree of its own (2-8 distinct provider ids; instead of `agent`). Returns a group_id: caesar_await it for every member and a side-by-side comparison (status, verification, files and lines changed, usage, overlap between diffs).
+    #[serde(default)]
+    pub agents: Option<Vec<String>>,
+    /// Fan out: N tasks (2-8) of the same agent or role on the same objective, each in a worktree of its own, as one group.
+    #[serde(default)]
+    pub attempts: Option<u32>,
 }
 
 /// A task's limits for `caesar_delegate`.
@@ -113,7 +122,7 @@ pub struct BudgetParam {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct AwaitParams {
-    /// One or more task_id values previously returned by caesar_delegate.
+    /// One or more task_id values previously returned by caesar_delegate, or a group_id (all its tasks, with their comparison).
     pub task_ids: Vec<String>,
     /// How long to wait, in milliseconds. Defaults to 30000 (30 s); values above 600000 (10 min) are clamped to it, zero or negative values fall back to the default.
     #[serde(default, deserialize_with = "lenient_int")]

@@ -207,6 +207,9 @@ impl Shim {
                 turns: b.turns,
             }),
             on_blocker: p.on_blocker.unwrap_or_default(),
+            verify: p.verify.unwrap_or_default(),
+            agents: p.agents.unwrap_or_default(),
+            attempts: p.attempts.unwrap_or(0),
         };
         let d = self
             .daemon()
@@ -220,6 +223,8 @@ impl Shim {
             warnings.entry("workspace_warning".to_owned()).or_insert(w);
         }
         let out = DelegateOutput {
+            group_id: (!d.group_id.is_empty()).then(|| d.group_id.clone()),
+            task_ids: (!d.task_ids.is_empty()).then(|| d.task_ids.clone()),
             task_id: d.task_id,
             agent: d.agent,
             role: (!d.role.is_empty()).then_some(d.role),
@@ -275,7 +280,8 @@ impl Shim {
             }
         };
         let tasks = r.tasks.iter().map(|t| (t.task_id.clone(), TaskResult::from_view(t, true))).collect();
-        let out = AwaitOutput { tasks, woke_early: r.woke_early.then_some(true), shaping: Default::default() };
+        let groups = r.groups.iter().map(|g| (g.group_id.clone(), crate::output::GroupOut::from_pb(g))).collect();
+        let out = AwaitOutput { tasks, groups, woke_early: r.woke_early.then_some(true), shaping: Default::default() };
         finish(
             &out,
             self.cap(),

@@ -116,6 +116,7 @@ impl Engine {
                     None,
                 )?;
                 live.attention.send_modify(|n| *n += 1);
+                self.notify_task(task_id, crate::notify::NotifyEvent::Question, &q.question);
                 q.question_id
             }
         };

@@ -95,6 +95,7 @@ impl Engine {
         if status != TaskStatus::Cancelled && status != TaskStatus::TimedOut && budget_stop.is_none() {
             self.plan_fallback(&record, run.blocker.as_ref(), &mut recovered.0);
         }
+        super::verify::apply_to_report(&mut recovered.0, self.stored_verification(&run.id));
         let finished = EventBody::Finished {
             status: recovered.0.status,
             summary: report::tail_chars(&recovered.0.summary, 500),
@@ -178,6 +179,7 @@ impl Engine {
             }
         }
         self.forget_live(record);
+        self.notify_finished(&record.id, &report.summary);
         // OACP readers of the task directory find the report where the
         // agent would have put it. A convenience copy (the store holds the
         // report), written after the waiters are woken. The directory is

@@ -48,7 +48,7 @@ impl Engine {
             && let Some(existing) = self.store.task(&s.id)?
         {
             // Delegated already (a fallback redone after a crash).
-            return Ok(Delegated { record: existing, warnings: Default::default() });
+            return Ok(Delegated { record: existing, warnings: Default::default(), worktree: None });
         }
         bounds::check_delegate(&input)?;
         let objective = input.objective.trim();
@@ -73,6 +73,12 @@ impl Engine {
             None => e,
         })?;
         let lifecycle = super::fallback::plan_for(&config, &resolution, &input, succession.as_ref())?;
+        let verify_commands = super::verify::resolve_verify(
+            &config,
+            resolution.role.as_ref().map(|r| r.name.as_str()),
+            &input.verify,
+            &workspace,
+        )?;
         let mut warnings = resolution.warnings.clone();
         if let Some(problem) = config_problem {
             warnings.insert("config_warning".to_owned(), format!("{problem}; delegating with the last good config"));
@@ -300,6 +306,7 @@ impl Engine {
             crate::runner::multi::preflight(k, &id).await.map_err(Error::Precondition)?;
         }
         launch.lifecycle = lifecycle;
+        launch.verify = verify_commands;
         let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
         supervisor::write_atomic(&dir.task_json(), &task_json)
             .map_err(|e| Error::io_at("cannot write", &dir.task_json(), e))?;

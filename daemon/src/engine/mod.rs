@@ -61,6 +61,10 @@ mod pulse;
 mod queue;
 mod recovery;
 mod start;
+// Issue 17, fan-out: verification in the worktree, groups.
+pub mod groups;
+mod notifications;
+mod verify;
 
 pub use authority::{Caller, reaches as authority_reaches};
 pub use budget::{Meter, Tally};
@@ -279,6 +283,10 @@ pub struct Engine {
     projects: projects::Projects,
     /// Task ids that changed, for live views of all tasks (`pulse.rs`).
     pulse: broadcast::Sender<String>,
+    /// Webhooks and the command hook (issue 17, `notify.rs`).
+    notifier: Arc<crate::notify::Notifier>,
+    /// The conflict radar's footprints (issue 17, `groups.rs`).
+    radar: groups::RadarCache,
 }
 
 impl std::fmt::Debug for Engine {
@@ -309,6 +317,8 @@ impl Engine {
             queue: Default::default(),
             projects: Default::default(),
             pulse: broadcast::channel(pulse::PULSE_RING).0,
+            notifier: Default::default(),
+            radar: Default::default(),
         }))
     }
 

@@ -111,6 +111,7 @@ impl Engine {
         if let Err(e) = self.pump(&mut run, true) {
             warn!(task_id = %run.id, "reading the agent's last output failed: {e}");
         }
+        self.verify_after_run(&run.id, &run.dir, run.deadline_ms, run.blocker.is_some()).await;
         self.conclude_until_stored(&mut run).await;
     }
 
@@ -219,6 +220,11 @@ impl Engine {
             if !run.plan.may_fall_back(blocker.0) {
                 run.live.attention.send_modify(|n| *n += 1);
             }
+            self.notify_task(
+                &run.id,
+                crate::notify::NotifyEvent::Blocker,
+                &format!("{}: {}", blocker.0.as_str(), blocker.1),
+            );
             run.blocker = Some(blocker);
             changed = true;
         }

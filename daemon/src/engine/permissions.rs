@@ -63,6 +63,7 @@ impl Engine {
         bodies.push(EventBody::Question { id: qid.clone(), question, options });
         run.permission_deadlines.push((qid, self.permission_deadline(run, q.asked_ms)));
         run.live.attention.send_modify(|n| *n += 1);
+        self.notify_task(&run.id, crate::notify::NotifyEvent::Question, &q.question);
     }
 
     /// After a restart: answers given while no daemon could deliver them are

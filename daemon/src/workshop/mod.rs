@@ -30,6 +30,7 @@
 mod apply;
 mod diff;
 mod place;
+pub mod radar;
 mod snapshot;
 
 use std::path::{Path, PathBuf};

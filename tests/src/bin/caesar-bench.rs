@@ -144,6 +144,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.iter().any(|a| a == "--prepare") {
         return prepare_figures(&bin_dir, runs).await;
     }
+    if args.iter().any(|a| a == "--radar") {
+        // The conflict radar's figures (issue 17) live in their own binary.
+        let ok = Command::new(bin_dir.join("caesar-bench-radar")).args(&args[1..]).status()?.success();
+        return if ok { Ok(()) } else { Err("caesar-bench-radar failed".into()) };
+    }
     let home = tempfile::Builder::new().prefix("cb").tempdir_in("/tmp")?;
     let project = tempfile::tempdir()?;
     let stamp = home.path().join("stamp");

@@ -1,0 +1,99 @@
+//! The store's tables of issue 17's fan-out concerns: the outcome of each
+//! task's verification (written by the daemon, never by the agent, so that
+//! a task directory the agent can write cannot forge a pass) and fan-out
+//! groups with their member tasks.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::Store;
+use crate::error::Result;
+
+/// The migration that creates these tables.
+pub(super) const MIGRATION: &str = "CREATE TABLE task_verification (
+        task_id TEXT PRIMARY KEY,
+        body TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE TABLE groups (
+        id TEXT PRIMARY KEY,
+        created_ms INTEGER NOT NULL,
+        objective TEXT NOT NULL,
+        workspace TEXT NOT NULL
+    );
+    CREATE TABLE group_tasks (
+        group_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        task_id TEXT NOT NULL,
+        PRIMARY KEY (group_id, position)
+    );
+    CREATE INDEX group_tasks_by_task ON group_tasks(task_id);";
+
+/// A fan-out group as stored: one objective, one task per member.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupRecord {
+    pub id: String,
+    pub created_ms: i64,
+    pub objective: String,
+    pub workspace: String,
+    /// Member task ids, in the order they were delegated.
+    pub task_ids: Vec<String>,
+}
+
+impl Store {
+    /// Stores a task's verification outcome (JSON of [`crate::oacp::Verification`]).
+    pub fn put_verification(&self, task_id: &str, body: &str, at_ms: i64) -> Result<()> {
+        self.lock().execute(
+            "INSERT OR REPLACE INTO task_verification (task_id, body, created_ms) VALUES (?1, ?2, ?3)",
+            params![task_id, body, at_ms],
+        )?;
+        Ok(())
+    }
+
+    /// A task's stored verification outcome, if its verification ended.
+    pub fn verification(&self, task_id: &str) -> Result<Option<String>> {
+        Ok(self
+            .lock()
+            .query_row("SELECT body FROM task_verification WHERE task_id = ?1", params![task_id], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Records a group and its members in one transaction.
+    pub fn insert_group(&self, g: &GroupRecord) -> Result<()> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        tx.execute(
+            "INSERT INTO groups (id, created_ms, objective, workspace) VALUES (?1, ?2, ?3, ?4)",
+            params![g.id, g.created_ms, g.objective, g.workspace],
+        )?;
+        for (i, t) in g.task_ids.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO group_tasks (group_id, position, task_id) VALUES (?1, ?2, ?3)",
+                params![g.id, i as i64, t],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// A group by id.
+    pub fn group(&self, id: &str) -> Result<Option<GroupRecord>> {
+        let conn = self.lock();
+        let head: Option<(String, i64, String, String)> = conn
+            .query_row("SELECT id, created_ms, objective, workspace FROM groups WHERE id = ?1", params![id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .optional()?;
+        let Some((id, created_ms, objective, workspace)) = head else { return Ok(None) };
+        let mut stmt = conn.prepare("SELECT task_id FROM group_tasks WHERE group_id = ?1 ORDER BY position")?;
+        let task_ids = stmt.query_map(params![id], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+        Ok(Some(GroupRecord { id, created_ms, objective, workspace, task_ids }))
+    }
+
+    /// The group a task belongs to, if any.
+    pub fn group_of(&self, task_id: &str) -> Result<Option<String>> {
+        Ok(self
+            .lock()
+            .query_row("SELECT group_id FROM group_tasks WHERE task_id = ?1", params![task_id], |r| r.get(0))
+            .optional()?)
+    }
+}

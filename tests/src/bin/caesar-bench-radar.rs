@@ -1,0 +1,137 @@
+//! The conflict radar's cost (issue 17), for BENCHMARKS.md: live worktree
+//! tasks on a generated repository, through a real daemon, timing the
+//! `Status` call that carries `conflicts_with` (every other live task's
+//! footprint and the user's uncommitted changes), cold (footprints past
+//! their reuse time) and warm, as tasks and repository grow.
+//!
+//! `caesar-bench-radar [--files N,N] [--tasks N,N,...]`; `caesar-bench --radar` runs it too.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use caesar_proto::client;
+use caesar_proto::paths::Paths;
+use caesar_proto::pb;
+
+fn list(args: &[String], name: &str, default: &[usize]) -> Vec<usize> {
+    match args.iter().position(|a| a == name) {
+        Some(i) => args.get(i + 1).map(|v| v.split(',').filter_map(|n| n.parse().ok()).collect()).unwrap_or_default(),
+        None => default.to_vec(),
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> Result<(), Box<dyn std::error::Error>> {
+    let ok = Command::new("git")
+        .args(["-c", "user.name=b", "-c", "user.email=b@b", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .status()?
+        .success();
+    if ok { Ok(()) } else { Err(format!("git {args:?} failed").into()) }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let files = list(&args, "--files", &[1_000, 10_000]);
+    let steps = list(&args, "--tasks", &[1, 5, 10, 20]);
+    let bin_dir = std::env::current_exe()?.parent().ok_or("no bin dir")?.to_path_buf();
+    let fake = bin_dir.join("fake-agent").display().to_string();
+    println!("| repository files | live tasks | Status with conflicts_with, cold (ms) | warm (ms) | overlaps seen |");
+    println!("|---|---|---|---|---|");
+    for &n_files in &files {
+        let home = tempfile::Builder::new().prefix("cr").tempdir_in("/tmp")?;
+        let project = tempfile::tempdir()?;
+        let p = project.path();
+        for i in 0..n_files {
+            let dir = p.join(format!("d{}", i / 100));
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join(format!("f{i}.txt")), format!("line one of {i}\nline two\nline three\n"))?;
+        }
+        std::fs::write(p.join("shared.txt"), "a\nb\nc\n")?;
+        std::fs::create_dir_all(p.join(".caesar"))?;
+        std::fs::write(
+            p.join(".caesar/config.toml"),
+            format!(
+                "[policy]\nmax_parallel = 64\n\n[[agent]]\nid = \"edit\"\nbin = {fake:?}\nargs = [\"write\", \"shared.txt\", \"changed\\n\", \"sh\", \"echo x >> d0/f0.txt\", \"say\", \"ready\", \"hang\"]\n"
+            ),
+        )?;
+        git(p, &["init", "-q"])?;
+        git(p, &["add", "-A"])?;
+        git(p, &["commit", "-qm", "base"])?;
+        let paths = Paths::under(home.path());
+        let mut daemon = Command::new(bin_dir.join("caesard"))
+            .env("CAESAR_HOME", home.path())
+            .env("CAESAR_LOG", "warn")
+            .env("CAESAR_KILL_GRACE_MS", "200")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut c = client::wait_until_ready(&paths, Duration::from_secs(20)).await?;
+        let mut ids: Vec<String> = Vec::new();
+        for &want in &steps {
+            while ids.len() < want {
+                let d = c
+                    .delegate(pb::DelegateRequest {
+                        objective: format!("edit {}", ids.len()),
+                        agent: "edit".into(),
+                        mode: "write".into(),
+                        isolation: "worktree".into(),
+                        workspace: p.display().to_string(),
+                        ..Default::default()
+                    })
+                    .await?
+                    .into_inner();
+                ids.push(d.task_id);
+            }
+            // Every task live and its edits made.
+            let started = Instant::now();
+            loop {
+                let mut ready = 0;
+                for id in &ids {
+                    let v = c.status(pb::StatusRequest { task_id: id.clone() }).await?.into_inner();
+                    if v.status == "running" && v.output_tail.contains("ready") {
+                        ready += 1;
+                    }
+                }
+                if ready == ids.len() {
+                    break;
+                }
+                if started.elapsed() > Duration::from_secs(300) {
+                    return Err("the tasks did not all become live within 300 s".into());
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let (mut cold, mut warm, mut seen) = (Vec::new(), Vec::new(), 0);
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_millis(2_100)).await;
+                let t = Instant::now();
+                let v = c.status(pb::StatusRequest { task_id: ids[0].clone() }).await?.into_inner();
+                cold.push(t.elapsed().as_secs_f64() * 1000.0);
+                seen = v.conflicts_with.len();
+                let t = Instant::now();
+                c.status(pb::StatusRequest { task_id: ids[0].clone() }).await?;
+                warm.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            println!("| {n_files} | {} | {:.1} | {:.1} | {seen} |", ids.len(), median(cold), median(warm));
+        }
+        let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
+        let _ = tokio::time::timeout(Duration::from_secs(30), async {
+            while daemon.try_wait().ok().flatten().is_none() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+    }
+    Ok(())
+}

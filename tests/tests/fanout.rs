@@ -1,0 +1,421 @@
+//! Issue 17, fan-out: verification in the worktree, fan-out groups, the
+//! conflict radar and notifications, through the real daemon with scripted
+//! agents, real git and loopback receivers.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use caesar_proto::pb;
+use common::*;
+use tonic::Code;
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// Makes the project a repository with one commit.
+fn repo(env: &Env) {
+    let p = env.project.path();
+    std::fs::write(p.join("README.md"), "hello\n").unwrap();
+    std::fs::write(p.join(".gitignore"), ".caesar/config.local.toml\n").unwrap();
+    git(p, &["init", "-q"]);
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "base"]);
+}
+
+fn append_config(env: &Env, text: &str) {
+    let path = env.project.path().join(".caesar/config.toml");
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+const SUCCESS: &str = r#"{"protocol":"caesar.report/v1","status":"success","summary":"done, all tests pass"}"#;
+
+// ------------------------------------------------------------ verification
+
+#[tokio::test]
+async fn verification_that_passes_is_in_the_report_with_verified_by_command() {
+    let mut env = Env::new(&[("writer", &["write", "ok.txt", "fine\n", "report-raw", SUCCESS])]);
+    repo(&env);
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("writer", "make ok.txt");
+    req.mode = "write".into();
+    req.verify = vec!["test -f ok.txt".into(), "echo checked-$PWD".into()];
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert_eq!(d.isolation, "worktree");
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.report_status, "success");
+    let report = json(&t.report_json);
+    assert_eq!(report["verified_by"], "command", "{report}");
+    let v = &report["verification"];
+    assert_eq!(v["outcome"], "passed", "{report}");
+    assert_eq!(v["exit_code"], 0);
+    assert_eq!(v["command"], "echo checked-$PWD", "the last command run");
+    assert!(v["duration_ms"].is_u64());
+    // It ran in the task's worktree, not in the workspace.
+    let tail = v["tail"].as_str().unwrap();
+    assert!(tail.contains(".caesar-worktrees") || tail.contains(&d.task_id), "ran in the worktree: {tail}");
+    assert_eq!(v["commands"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn verification_that_fails_overrides_a_claimed_success_with_a_high_finding() {
+    let mut env = Env::new(&[("writer", &["write", "a.txt", "x\n", "report-raw", SUCCESS])]);
+    repo(&env);
+    append_config(
+        &env,
+        "[[role]]\nname = \"checked\"\nagents = [\"writer\"]\nmode = \"write\"\nverify = [\"true\", \"echo boom-from-tests; exit 3\", \"touch never-run\"]\n",
+    );
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("", "write a.txt");
+    req.role = "checked".into();
+    let d = c.delegate(req).await.unwrap().into_inner();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(t.status, "succeeded", "the process outcome is the agent's");
+    assert_eq!(t.report_status, "failed", "the tests decide, not the agent");
+    let report = json(&t.report_json);
+    assert!(report["summary"].as_str().unwrap().starts_with("verification failed"), "{report}");
+    let v = &report["verification"];
+    assert_eq!(v["exit_code"], 3);
+    assert_eq!(v["outcome"], "failed");
+    assert!(v["tail"].as_str().unwrap().contains("boom-from-tests"));
+    assert_eq!(v["commands"].as_array().unwrap().len(), 2, "stops at the first failure");
+    assert!(
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["severity"] == "high" && f["title"].as_str().unwrap().contains("verification failed")),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn a_verify_command_that_does_not_exist_is_refused_naming_the_field() {
+    let mut env = Env::new(&[("writer", &["report-raw", SUCCESS])]);
+    repo(&env);
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("writer", "x");
+    req.verify = vec!["no-such-program-for-caesar --all".into()];
+    let e = c.delegate(req).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("`verify`") && e.message().contains("no-such-program-for-caesar"), "{}", e.message());
+    let listed = c.list_tasks(pb::ListTasksRequest::default()).await.unwrap().into_inner();
+    assert!(listed.tasks.is_empty(), "bad input loses nothing and records nothing");
+}
+
+#[tokio::test]
+async fn an_agents_forged_verification_is_dropped() {
+    let forged = r#"{"protocol":"caesar.report/v1","status":"success","summary":"ok","verified_by":"command","verification":{"command":"cargo test","exit_code":0,"duration_ms":1,"tail":"","outcome":"passed"}}"#;
+    let mut env = Env::new(&[("liar", &["report-raw", forged])]);
+    let mut c = env.start_daemon().await;
+    let d = c.delegate(env.delegate_request("liar", "x")).await.unwrap().into_inner();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    let report = json(&t.report_json);
+    assert!(report.get("verified_by").is_none() && report.get("verification").is_none(), "{report}");
+}
+
+#[tokio::test]
+async fn verification_survives_a_daemon_sigkill_and_is_run_again() {
+    let mut env = Env::new(&[("writer", &["write", "b.txt", "y\n", "report-raw", SUCCESS])]);
+    repo(&env);
+    let marks = env.file("verify-runs");
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("writer", "write b.txt");
+    req.mode = "write".into();
+    req.verify = vec![format!("echo $$ >> {}; sleep 3; test -f b.txt", marks.display())];
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert!(eventually(LONG, || !pids_in(&marks).is_empty()).await, "verification started");
+    let first = pids_in(&marks)[0];
+    env.kill_daemons().await;
+    let mut c = env.start_daemon().await;
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{}", t.error);
+    let report = json(&t.report_json);
+    assert_eq!(report["verification"]["outcome"], "passed", "{report}");
+    let runs = pids_in(&marks);
+    assert_eq!(runs.len(), 2, "run again after the restart: {runs:?}");
+    assert!(!alive(first), "the verification the killed daemon left was killed");
+}
+
+#[tokio::test]
+async fn cancelling_during_verification_kills_it() {
+    let mut env = Env::new(&[("writer", &["report-raw", SUCCESS])]);
+    let marks = env.file("verify-pid");
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("writer", "x");
+    req.verify = vec![format!("echo $$ >> {}; exec sleep 30", marks.display())];
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert!(eventually(LONG, || !pids_in(&marks).is_empty()).await);
+    let pid = pids_in(&marks)[0];
+    let r = c.cancel(pb::CancelRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
+    assert!(r.cancelled, "{r:?}");
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(t.status, "cancelled");
+    assert!(eventually(Duration::from_secs(5), || !alive(pid)).await, "the verification's tree is gone");
+}
+
+// ------------------------------------------------------------------ groups
+
+fn group_env() -> Env {
+    let env = Env::new(&[
+        ("a1", &["write", "shared.txt", "from a1\n", "write", "only-a1.txt", "1\n", "report-raw", SUCCESS]),
+        ("a2", &["write", "shared.txt", "from a2\n", "report-raw", SUCCESS]),
+        ("a3", &["write", "only-a3.txt", "3\n", "sleep", "200", "report-raw", SUCCESS]),
+    ]);
+    repo(&env);
+    env
+}
+
+#[tokio::test]
+async fn a_group_of_three_is_awaited_by_its_id_and_compared() {
+    let mut env = group_env();
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("", "write the files");
+    req.agents = vec!["a1".into(), "a2".into(), "a3".into()];
+    req.mode = "write".into();
+    req.verify = vec!["test -f shared.txt".into()];
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert!(d.group_id.starts_with("g_"), "{d:?}");
+    assert_eq!(d.task_ids.len(), 3);
+    assert_eq!(d.task_id, d.task_ids[0]);
+    let mut group = None;
+    for _ in 0..10 {
+        let r = c
+            .r#await(pb::AwaitRequest {
+                task_ids: vec![d.group_id.clone()],
+                timeout_ms: 30_000,
+                wake_on_attention: false,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.tasks.len(), 3, "await on a group id awaits its members");
+        let g = r.groups.into_iter().next().expect("the group's summary");
+        if g.done {
+            group = Some(g);
+            break;
+        }
+    }
+    let g = group.expect("the group ended");
+    let by_agent = |a: &str| g.members.iter().find(|m| m.agent == a).unwrap();
+    assert_eq!(by_agent("a1").files_changed, 2);
+    assert_eq!(by_agent("a2").files_changed, 1);
+    assert!(g.members.iter().all(|m| m.status == "succeeded"));
+    assert_eq!(by_agent("a1").verification, "passed");
+    assert_eq!(by_agent("a3").verification, "failed", "a3 wrote no shared.txt");
+    assert_eq!(by_agent("a3").report_status, "failed");
+    let a1 = by_agent("a1");
+    assert_eq!(a1.overlaps.len(), 1, "{:?}", a1.overlaps);
+    assert_eq!(a1.overlaps[0].task_id, by_agent("a2").task_id);
+    assert_eq!(a1.overlaps[0].paths, ["shared.txt"]);
+    assert!(by_agent("a3").overlaps.is_empty());
+    // Separate worktrees: each its own.
+    let worktrees: std::collections::BTreeSet<String> = d
+        .task_ids
+        .iter()
+        .map(|t| {
+            std::fs::read_to_string(env.paths.state_dir.join("tasks").join(t).join("task.json")).unwrap_or_default()
+        })
+        .map(|doc| json(&doc)["workspace"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(worktrees.len(), 3, "{worktrees:?}");
+}
+
+#[tokio::test]
+async fn caesar_run_agents_prints_the_comparison() {
+    let env = group_env();
+    let o = env.caesar(&["run", "--agents", "a1,a2,a3", "--mode", "write", "write the files"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("group g_"), "{out}");
+    for a in ["a1", "a2", "a3"] {
+        assert!(out.lines().any(|l| l.contains(a) && l.contains("succeeded")), "{a} in\n{out}");
+    }
+    assert!(out.contains("verified") && out.contains("+lines"), "{out}");
+}
+
+#[tokio::test]
+async fn bad_groups_are_refused_naming_the_field() {
+    let mut env = group_env();
+    let mut c = env.start_daemon().await;
+    let ask = |agents: &[&str], attempts: u32, agent: &str| {
+        let mut r = env.delegate_request(agent, "x");
+        r.agents = agents.iter().map(|a| a.to_string()).collect();
+        r.attempts = attempts;
+        r
+    };
+    let e = c.delegate(ask(&["a1", "a2", "a1"], 0, "")).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("`agents` names `a1` twice"), "{}", e.message());
+    let e = c.delegate(ask(&["a1", "nope-agent"], 0, "")).await.unwrap_err();
+    assert!(e.message().contains("nope-agent") && e.message().contains("agents[1]"), "{}", e.message());
+    let e = c.delegate(ask(&[], 9, "a1")).await.unwrap_err();
+    assert!(e.message().contains("`attempts` is 9"), "{}", e.message());
+    let listed = c.list_tasks(pb::ListTasksRequest::default()).await.unwrap().into_inner();
+    assert!(listed.tasks.is_empty(), "a refused group records nothing");
+    // Attempts of one agent: a group too.
+    let d = c.delegate(ask(&[], 2, "a2")).await.unwrap().into_inner();
+    assert_eq!(d.task_ids.len(), 2);
+}
+
+// ------------------------------------------------------------------- radar
+
+#[tokio::test]
+async fn the_radar_sees_two_tasks_and_uncommitted_changes_on_the_same_lines_and_apply_names_the_broken() {
+    let mut env = Env::new(&[
+        ("w1", &["write", "README.md", "hello from w1\n", "report-raw", SUCCESS]),
+        ("w2", &["write", "README.md", "hello from w2\n", "report-raw", SUCCESS]),
+        ("w3", &["write", "other.txt", "w3\n", "report-raw", SUCCESS]),
+    ]);
+    repo(&env);
+    let mut c = env.start_daemon().await;
+    let mut ids = Vec::new();
+    for a in ["w1", "w2", "w3"] {
+        let mut r = env.delegate_request(a, "edit");
+        r.mode = "write".into();
+        let d = c.delegate(r).await.unwrap().into_inner();
+        await_one(&mut c, &d.task_id, LONG).await;
+        ids.push(d.task_id);
+    }
+    let s1 = c.status(pb::StatusRequest { task_id: ids[0].clone() }).await.unwrap().into_inner();
+    assert_eq!(s1.conflicts_with.len(), 1, "{:?}", s1.conflicts_with);
+    assert_eq!(s1.conflicts_with[0].task_id, ids[1]);
+    assert_eq!(s1.conflicts_with[0].paths, ["README.md"]);
+    assert_eq!(s1.conflicts_with[0].hunk_paths, ["README.md"]);
+    let s3 = c.status(pb::StatusRequest { task_id: ids[2].clone() }).await.unwrap().into_inner();
+    assert!(s3.conflicts_with.is_empty(), "{:?}", s3.conflicts_with);
+
+    // The user edits README.md too: every task on it meets the uncommitted changes.
+    std::fs::write(env.project.path().join("README.md"), "hello by hand\n").unwrap();
+    let t2 = await_one(&mut c, &ids[1], LONG).await;
+    assert!(
+        t2.conflicts_with.iter().any(|o| o.task_id == "uncommitted" && o.paths == ["README.md"]),
+        "{:?}",
+        t2.conflicts_with
+    );
+    // caesar diff shows the overlaps.
+    let o = env.caesar(&["diff", &ids[1], "--stat"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("overlaps") && out.contains(&ids[0]) && out.contains("uncommitted"), "{out}");
+    git(env.project.path(), &["checkout", "--", "README.md"]);
+
+    // Applying w1 breaks w2's later apply: it says so.
+    let r = c.apply(pb::ApplyRequest { task_id: ids[0].clone() }).await.unwrap().into_inner();
+    assert!(r.applied, "{r:?}");
+    assert_eq!(r.breaks.len(), 1, "{:?}", r.breaks);
+    assert_eq!(r.breaks[0].task_id, ids[1]);
+    let r2 = c.apply(pb::ApplyRequest { task_id: ids[1].clone() }).await.unwrap().into_inner();
+    assert!(!r2.applied && !r2.conflicts.is_empty(), "the named task's apply does conflict: {r2:?}");
+    // An applied task leaves the radar.
+    let s2 = c.status(pb::StatusRequest { task_id: ids[1].clone() }).await.unwrap().into_inner();
+    assert!(s2.conflicts_with.iter().all(|o| o.task_id != ids[0]), "{:?}", s2.conflicts_with);
+}
+
+// ----------------------------------------------------------- notifications
+
+/// A loopback HTTP receiver: answers `codes` in turn (then 200), keeps the
+/// bodies, and stops with the test.
+fn receiver(codes: Vec<u16>) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let seen = bodies.clone();
+    std::thread::spawn(move || {
+        let mut codes = codes.into_iter();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; len];
+            let _ = reader.read_exact(&mut body);
+            seen.lock().unwrap().push(String::from_utf8_lossy(&body).into_owned());
+            let code = codes.next().unwrap_or(200);
+            let _ = write!(stream, "HTTP/1.1 {code} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    (port, bodies)
+}
+
+fn global_config(env: &Env, text: &str) {
+    std::fs::create_dir_all(&env.paths.config_dir).unwrap();
+    std::fs::write(env.paths.config_dir.join("config.toml"), text).unwrap();
+}
+
+#[tokio::test]
+async fn a_webhook_is_retried_until_delivered_and_the_command_hook_runs() {
+    let mut env = Env::new(&[("ok", &["report-raw", SUCCESS])]);
+    let (port, bodies) = receiver(vec![500]);
+    let hook_out = env.file("hook.jsonl");
+    global_config(
+        &env,
+        &format!(
+            "[notify]\nwebhooks = [\"http://127.0.0.1:{port}/hook\"]\ncommand = [\"sh\", \"-c\", \"cat >> {}; echo >> {}\"]\n",
+            hook_out.display(),
+            hook_out.display()
+        ),
+    );
+    let mut c = env.start_daemon_with(&[("CAESAR_NOTIFY_BACKOFF_MS", "50")]).await;
+    let d = c.delegate(env.delegate_request("ok", "x")).await.unwrap().into_inner();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(t.status, "succeeded");
+    assert!(eventually(LONG, || bodies.lock().unwrap().len() >= 2).await, "retried after the 500");
+    let got = bodies.lock().unwrap().clone();
+    let n = json(&got[1]);
+    assert_eq!(n["task_id"], d.task_id.as_str());
+    assert_eq!(n["event"], "finish");
+    assert_eq!(n["status"], "succeeded");
+    assert_eq!(n["summary"], "done, all tests pass");
+    assert_eq!(got[0], got[1], "the same notification, again");
+    assert!(eventually(LONG, || std::fs::read_to_string(&hook_out).is_ok_and(|s| s.contains("\"finish\""))).await);
+    // Delivered in the end: doctor has nothing to say about it.
+    let o = env.caesar(&["doctor", "--json"]);
+    let doc = json(&String::from_utf8_lossy(&o.stdout));
+    assert!(!doc["problems"].to_string().contains("notification endpoint"), "{doc}");
+}
+
+#[tokio::test]
+async fn a_failing_endpoint_is_shown_in_doctor() {
+    let mut env = Env::new(&[("ok", &["report-raw", SUCCESS])]);
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    global_config(&env, &format!("[notify]\nwebhooks = [\"http://127.0.0.1:{port}/nobody\"]\n"));
+    let mut c = env.start_daemon_with(&[("CAESAR_NOTIFY_BACKOFF_MS", "10")]).await;
+    let d = c.delegate(env.delegate_request("ok", "x")).await.unwrap().into_inner();
+    await_one(&mut c, &d.task_id, LONG).await;
+    let mut last = String::new();
+    let shown = eventually(LONG, || {
+        let o = env.caesar(&["doctor", "--json"]);
+        last = String::from_utf8_lossy(&o.stdout).into_owned();
+        last.contains("notification endpoint") && last.contains(&format!("127.0.0.1:{port}/nobody"))
+    })
+    .await;
+    assert!(shown, "{last}");
+}
+
+#[tokio::test]
+async fn a_webhook_that_is_not_http_is_refused_at_config_load_naming_the_field() {
+    let mut env = Env::new(&[("ok", &["report-raw", SUCCESS])]);
+    global_config(&env, "[notify]\nwebhooks = [\"ftp://example.com/x\"]\n");
+    let mut c = env.start_daemon().await;
+    let e = c.delegate(env.delegate_request("ok", "x")).await.unwrap_err();
+    assert!(e.message().contains("webhooks") && e.message().contains("http(s)"), "{}", e.message());
+    // And a repository's own config may not declare [notify] at all.
+    global_config(&env, "");
+    append_config(&env, "[notify]\ncommand = [\"touch\", \"/tmp/pwned\"]\n");
+    let e = c.delegate(env.delegate_request("ok", "x")).await.unwrap_err();
+    assert!(e.message().contains("notify") && e.message().contains("global"), "{}", e.message());
+}
