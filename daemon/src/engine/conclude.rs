@@ -83,6 +83,7 @@ impl Engine {
         });
         let mut recovered = recovered;
         recovered.0.findings.extend(record.launch.findings.iter().cloned());
+        recovered.0.findings.extend(Self::refusal_findings(&run.dir));
         self.verify_changes(&record, &mut recovered.0);
         let finished = EventBody::Finished {
             status: recovered.0.status,

@@ -52,6 +52,9 @@ pub struct StartSpec<'a> {
     /// For an agent whose stdin stays open: the first bytes it reads, and
     /// the output line prefix after which its stdin is closed.
     pub stdin: Option<(&'a str, &'a str)>,
+    /// For a session protocol: which, and the rest of its opening, which the supervisor
+    /// carries out (`stdin` then holds the first request).
+    pub session: Option<(crate::driver::SessionProtocol, &'a str)>,
 }
 
 /// A started run, as the runner hands it back.
