@@ -101,7 +101,8 @@ mod tests {
         assert_eq!(ask.options.len(), 3);
         assert!(ask.summary.contains("rm -rf x"), "{}", ask.summary);
         let answer = |allow, for_session| {
-            d.respond(&ask, &Decision { allow, message: "m", for_session }).map(|l| serde_json::from_str::<serde_json::Value>(&l).unwrap())
+            d.respond(&ask, &Decision { allow, message: "m", for_session })
+                .map(|l| serde_json::from_str::<serde_json::Value>(&l).unwrap())
         };
         let once = answer(true, false).unwrap();
         assert_eq!(once["id"], 0);
@@ -113,7 +114,9 @@ mod tests {
     #[test]
     fn bad_input_is_unrecognized_and_unknown_requests_get_an_error() {
         let mut d = AcpDriver::new("qwen");
-        for line in ["{not json", "[1,2]", r#"{"jsonrpc":"2.0","id":77,"result":{}}"#, r#"{"jsonrpc":"2.0","method":"x/y"}"#] {
+        for line in
+            ["{not json", "[1,2]", r#"{"jsonrpc":"2.0","id":77,"result":{}}"#, r#"{"jsonrpc":"2.0","method":"x/y"}"#]
+        {
             let r = d.read_line(line);
             assert!(matches!(r.parsed.events.as_slice(), [EventBody::Unrecognized { .. }]), "{line}: {:?}", r.parsed);
             assert!(r.replies.is_empty());
@@ -121,9 +124,14 @@ mod tests {
         let r = d.read_line(r#"{"jsonrpc":"2.0","id":1,"method":"craft/drainMidTurnQueue","params":{}}"#);
         assert_eq!(r.replies.len(), 1);
         assert!(r.replies[0].contains("-32601") && r.replies[0].contains("\"id\":1"), "{}", r.replies[0]);
-        let giant = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{{\"x\":\"{}\"", "y".repeat(1 << 20));
+        let giant = format!(
+            "{{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{{\"x\":\"{}\"",
+            "y".repeat(1 << 20)
+        );
         let r = d.read_line(&giant);
-        let [EventBody::Unrecognized { line }] = r.parsed.events.as_slice() else { panic!("{:?}", r.parsed.events.len()) };
+        let [EventBody::Unrecognized { line }] = r.parsed.events.as_slice() else {
+            panic!("{:?}", r.parsed.events.len())
+        };
         assert!(line.len() < 5000, "an unrecognized line is kept short");
     }
 
@@ -143,5 +151,46 @@ mod tests {
         assert!(!d.answers_requests());
         let r = d.read_line(r#"{"type":"init","session_id":"g1"}"#);
         assert_eq!(r.parsed.session_id.as_deref(), Some("g1"));
+    }
+
+    /// Every captured session (tests/tests/real_sessions.rs with CAESAR_UPDATE_CAPTURES=1),
+    /// replayed: one permission ask with options, a session id, an answer at the turn's end
+    /// where the turn ended, and the opening replayed over the same lines sends each step once.
+    #[test]
+    fn captured_sessions_replay() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sessions");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let raw = std::fs::read_to_string(entry.path()).unwrap();
+            let provider = name.split('_').next().unwrap();
+            let mut d = AcpDriver::new(provider);
+            let (mut asks, mut session, mut final_text) = (Vec::new(), None, None);
+            let mut opening = super::super::opening::AcpOpening::from_json(
+                crate::provider::acp::opening("/project", None, "p").to_string().as_bytes(),
+            )
+            .unwrap();
+            let mut writes = 0;
+            for line in raw.lines() {
+                let r = d.read_line(line);
+                asks.extend(r.parsed.permission);
+                session = session.or(r.parsed.session_id);
+                final_text = r.parsed.final_text.or(final_text);
+                if let super::super::opening::Step::Write(_) = opening.on_line(line.as_bytes()) {
+                    writes += 1;
+                }
+            }
+            d.finish();
+            assert_eq!(asks.len(), 1, "{name}: one permission ask");
+            assert!(asks[0].options.iter().any(|o| o.kind == "allow_once"), "{name}: {:?}", asks[0].options);
+            assert!(asks[0].options.iter().any(|o| o.kind == "reject_once"), "{name}");
+            assert!(session.is_some(), "{name}: the session id");
+            assert_eq!(writes, 2, "{name}: session/new and the prompt, once each");
+            if name.contains("allowed") || name.contains("sigkill") {
+                assert!(final_text.is_some(), "{name}: the answer at the end of the turn");
+            }
+            seen += 1;
+        }
+        assert!(seen >= 5, "the captures are there");
     }
 }

@@ -138,7 +138,8 @@ mod tests {
         assert!(new.contains("session/new") && new.contains("\"cwd\":\"/w\""), "{new}");
         // The same answer again (a repeated line) sends nothing more.
         assert_eq!(o.on_line(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Step::Nothing);
-        let Step::Write(prompt) = o.on_line(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"sessionId\":\"s1\"}}\r") else {
+        let Step::Write(prompt) = o.on_line(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"sessionId\":\"s1\"}}\r")
+        else {
             panic!()
         };
         assert!(prompt.contains("\"sessionId\":\"s1\"") && prompt.contains("do it"), "{prompt}");
@@ -152,7 +153,8 @@ mod tests {
     fn a_failed_handshake_says_why_and_sends_no_prompt() {
         let mut o = opening();
         assert!(matches!(o.on_line(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Step::Write(_)));
-        let step = o.on_line(br#"{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"Authentication required"}}"#);
+        let step =
+            o.on_line(br#"{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"Authentication required"}}"#);
         assert_eq!(step, Step::Failed("session/new failed: Authentication required".into()));
         assert_eq!(o.on_line(br#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}"#), Step::Nothing);
         assert!(AcpOpening::from_json(b"{}").is_none());

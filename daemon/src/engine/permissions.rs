@@ -160,7 +160,9 @@ impl Engine {
         };
         let allow = is_allow(answer);
         let driver = crate::driver::for_launch(&record.launch);
-        let Some(line) = driver.respond(&ask, &crate::driver::Decision { allow, message: answer, for_session: is_for_session(answer) }) else {
+        let Some(line) = driver
+            .respond(&ask, &crate::driver::Decision { allow, message: answer, for_session: is_for_session(answer) })
+        else {
             warn!(task_id = %record.id, question_id = %qid, "this agent's driver cannot answer a permission request");
             return;
         };
@@ -206,11 +208,7 @@ impl Engine {
         let path = run.dir.permissions().join(REFUSALS);
         let appended = std::fs::create_dir_all(run.dir.permissions()).and_then(|()| {
             use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .custom_flags_nofollow()
-                .open(&path)?;
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).custom_flags_nofollow().open(&path)?;
             writeln!(f, "{}", serde_json::to_string(&finding).unwrap_or_default())
         });
         if let Err(e) = appended {

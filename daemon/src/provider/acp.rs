@@ -15,7 +15,7 @@
 use serde_json::{Value, json};
 
 use super::{
-    Base, Invocation, Launch, LineParser, McpServer, Parsed, PermissionAsk, PermissionOption, Stream, Stdin, error,
+    Base, Invocation, Launch, LineParser, McpServer, Parsed, PermissionAsk, PermissionOption, Stdin, Stream, error,
     json_object, message, permission_question, s, str_at, summarize_input, thinking, truncate, u64_at,
 };
 use crate::oacp::{ChangeAction, EventBody, Mode, Usage};
@@ -97,7 +97,11 @@ pub fn launch(id: &str, inv: &Invocation) -> Option<Launch> {
 /// The stdin of an ACP session: `initialize` first, then the opening the supervisor sends as
 /// the agent answers (session/new with the return channel, then the prompt).
 pub fn session_stdin(cwd: &str, mcp: Option<&McpServer>, prompt: &str) -> Stdin {
-    Stdin::Session { protocol: crate::driver::SessionProtocol::Acp, initial: initialize_line(), opening: opening(cwd, mcp, prompt).to_string() }
+    Stdin::Session {
+        protocol: crate::driver::SessionProtocol::Acp,
+        initial: initialize_line(),
+        opening: opening(cwd, mcp, prompt).to_string(),
+    }
 }
 
 /// caesar's `initialize`: no file system and no terminal offered, so the agent uses its own tools.
@@ -214,12 +218,19 @@ impl AcpParser {
                     .filter_map(|e| str_at(e, "content"))
                     .collect();
                 if !steps.is_empty() {
-                    p.events.push(EventBody::Progress { message: truncate(&format!("plan: {}", steps.join("; ")), 500), pct: None });
+                    p.events.push(EventBody::Progress {
+                        message: truncate(&format!("plan: {}", steps.join("; ")), 500),
+                        pct: None,
+                    });
                 }
             }
             // What the agent offers or echoes: nothing the orchestrator acts on.
-            "user_message_chunk" | "available_commands_update" | "current_mode_update" | "config_option_update"
-            | "session_info_update" | "usage_update" => {}
+            "user_message_chunk"
+            | "available_commands_update"
+            | "current_mode_update"
+            | "config_option_update"
+            | "session_info_update"
+            | "usage_update" => {}
             _ => p.events.push(EventBody::Unrecognized { line: line.to_owned() }),
         }
     }
@@ -228,7 +239,11 @@ impl AcpParser {
     fn tool_status(&mut self, p: &mut Parsed, update: &Value, id: &str) {
         for c in update.get("content").and_then(Value::as_array).into_iter().flatten() {
             if str_at(c, "type") == Some("diff") {
-                let action = if c.get("oldText").is_none_or(Value::is_null) { ChangeAction::Created } else { ChangeAction::Modified };
+                let action = if c.get("oldText").is_none_or(Value::is_null) {
+                    ChangeAction::Created
+                } else {
+                    ChangeAction::Modified
+                };
                 super::file_changed(p, str_at(c, "path").unwrap_or_default(), action);
             }
         }
@@ -413,7 +428,11 @@ fn usage_of(result: &Value) -> Option<Usage> {
         });
     }
     let t = result.get("_meta")?.get("quota")?.get("token_count")?;
-    Some(Usage { input_tokens: u64_at(t, "input_tokens"), output_tokens: u64_at(t, "output_tokens"), ..Usage::default() })
+    Some(Usage {
+        input_tokens: u64_at(t, "input_tokens"),
+        output_tokens: u64_at(t, "output_tokens"),
+        ..Usage::default()
+    })
 }
 
 /// Whether `line` is an ACP JSON-RPC message at all (the fallback marker is not).
