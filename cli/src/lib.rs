@@ -8,6 +8,7 @@
 //! 3 no daemon could be reached, 4 the task was cancelled, 5 it timed out.
 
 mod mcp_install;
+mod pipe;
 mod render;
 mod service;
 mod watch;
@@ -264,7 +265,7 @@ enum RoleAction {
 
 #[derive(Subcommand)]
 enum McpAction {
-    /// Register caesar-mcp with a client: claude, codex, gemini, cursor, vscode, opencode or copilot.
+    /// Register caesar-mcp with a client: claude, codex, gemini, qwen, cursor, vscode, opencode or copilot.
     Install {
         client: String,
         /// Print exactly what would change, change nothing.
@@ -383,6 +384,14 @@ struct Failure {
     message: String,
 }
 
+impl Failure {
+    /// Whoever read our output stopped reading (`| head`): end as `cat`
+    /// does, with the shell's SIGPIPE status and nothing on stderr.
+    fn closed_stdout() -> Failure {
+        Failure { code: 141, message: String::new() }
+    }
+}
+
 impl From<anyhow::Error> for Failure {
     fn from(e: anyhow::Error) -> Failure {
         if let Some(status) = e.downcast_ref::<tonic::Status>() {
@@ -396,6 +405,9 @@ impl From<anyhow::Error> for Failure {
         if e.downcast_ref::<client::ConnectError>().is_some() {
             return Failure { code: 3, message: format!("{e:#}") };
         }
+        if e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) {
+            return Failure::closed_stdout();
+        }
         Failure { code: 1, message: format!("{e:#}") }
     }
 }
@@ -403,6 +415,7 @@ impl From<anyhow::Error> for Failure {
 /// The `caesar` binary's whole `main`: parse the arguments, run the command,
 /// map the outcome to the exit code.
 pub fn main() -> ExitCode {
+    pipe::exit_quietly_on_closed_stdout();
     let cli = Cli::parse();
     let json = cli.json;
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -414,6 +427,7 @@ pub fn main() -> ExitCode {
     };
     match runtime.block_on(dispatch(cli)) {
         Ok(code) => ExitCode::from(code),
+        Err(f) if f.code == Failure::closed_stdout().code => ExitCode::from(f.code),
         Err(f) => {
             if json {
                 println!("{}", json!({"error": f.message, "exit_code": f.code}));

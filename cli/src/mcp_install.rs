@@ -15,7 +15,7 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
 /// The clients caesar can register with.
-pub const CLIENTS: [&str; 7] = ["claude", "codex", "gemini", "cursor", "vscode", "opencode", "copilot"];
+pub const CLIENTS: [&str; 8] = ["claude", "codex", "gemini", "qwen", "cursor", "vscode", "opencode", "copilot"];
 
 /// The name of the entry in every client's config.
 const NAME: &str = "caesar";
@@ -126,6 +126,11 @@ pub fn install(client: &str, uninstall: bool, dry_run: bool) -> anyhow::Result<P
         "gemini" => {
             let entry = json!({"command": shim, "args": [], "trust": false, "timeout": TOOL_TIMEOUT_SEC * 1000});
             merge_json(&home.join(".gemini/settings.json"), &["mcpServers"], (!uninstall).then_some(entry), dry_run)
+        }
+        // Qwen Code is a gemini fork: the same `mcpServers` entry, in its own home.
+        "qwen" => {
+            let entry = json!({"command": shim, "args": [], "trust": false, "timeout": TOOL_TIMEOUT_SEC * 1000});
+            merge_json(&home.join(".qwen/settings.json"), &["mcpServers"], (!uninstall).then_some(entry), dry_run)
         }
         "cursor" => {
             let entry = json!({"command": shim, "args": []});

@@ -354,3 +354,28 @@ async fn run_without_an_agent_and_none_installed_fails_at_once_naming_the_suppor
     assert!(err.contains("npm install -g @openai/codex"), "{err}");
     assert!(stdout(&o).is_empty(), "no task was started: {}", stdout(&o));
 }
+
+/// `caesar logs … | head` and `caesar man | head`: a reader that stops
+/// reading ends caesar quietly with the shell's SIGPIPE status, as `cat`.
+#[tokio::test]
+async fn a_closed_stdout_ends_caesar_quietly() {
+    let env = Env::new(&[("chatty", &["lines", "20000", "report", "success", "ok"])]);
+    let o = env.caesar(&["--json", "run", "--agent", "chatty", "print many lines"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let id = json(stdout(&o).trim())["task_id"].as_str().unwrap().to_owned();
+    for args in [vec!["logs", "--raw", id.as_str()], vec!["man"]] {
+        // A pipe whose reading end is already closed: every write fails.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = Command::new(caesar_bin())
+            .args(&args)
+            .envs(env.envs())
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(141), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?}: {err}");
+    }
+}

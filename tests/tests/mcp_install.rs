@@ -53,6 +53,7 @@ fn every_client_gets_its_entry_merged_once_and_removed_cleanly() {
         ("claude", ".claude.json", "/mcpServers/caesar/command"),
         ("codex", ".codex/config.toml", ""),
         ("gemini", ".gemini/settings.json", "/mcpServers/caesar/command"),
+        ("qwen", ".qwen/settings.json", "/mcpServers/caesar/command"),
         ("cursor", ".cursor/mcp.json", "/mcpServers/caesar/command"),
         ("vscode", ".config/Code/User/mcp.json", "/servers/caesar/command"),
         ("opencode", ".config/opencode/opencode.json", "/mcp/caesar/command/0"),
@@ -77,7 +78,7 @@ fn every_client_gets_its_entry_merged_once_and_removed_cleanly() {
         } else {
             let v = json(&text);
             assert!(v.pointer(pointer).and_then(|c| c.as_str()).unwrap().ends_with("caesar-mcp"), "{client}: {v}");
-            if client == "gemini" {
+            if client == "gemini" || client == "qwen" {
                 assert_eq!(v.pointer("/mcpServers/caesar/timeout"), Some(&serde_json::json!(660_000)), "{v}");
             }
         }

@@ -394,25 +394,22 @@ fn host_env(
 /// `caesar mcp install <host>` in the host's scratch home, the host on PATH; then what the host
 /// needs beyond it. Returns what was done, for the report.
 fn install(host: Host, env: &Env, host_env: &[(String, String)], home: &Path, codex_server: &str) -> String {
-    let mut done = String::new();
-    if host != Host::Qwen {
-        let o = std::process::Command::new(caesar_bin())
-            .args(["mcp", "install", host.id()])
-            .current_dir(env.project.path())
-            .env_clear()
-            .envs(host_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .envs(env.envs())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        done = format!(
-            "caesar mcp install {}: {}{}",
-            host.id(),
-            String::from_utf8_lossy(&o.stdout).trim(),
-            String::from_utf8_lossy(&o.stderr).trim()
-        );
-        assert!(o.status.success(), "{done}");
-    }
+    let o = std::process::Command::new(caesar_bin())
+        .args(["mcp", "install", host.id()])
+        .current_dir(env.project.path())
+        .env_clear()
+        .envs(host_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .envs(env.envs())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let mut done = format!(
+        "caesar mcp install {}: {}{}",
+        host.id(),
+        String::from_utf8_lossy(&o.stdout).trim(),
+        String::from_utf8_lossy(&o.stderr).trim()
+    );
+    assert!(o.status.success(), "{done}");
     match host {
         Host::Codex => {
             // codex starts MCP servers with a minimal environment, without CAESAR_HOME:
@@ -432,17 +429,6 @@ fn install(host: Host, env: &Env, host_env: &[(String, String)], home: &Path, co
                 std::fs::write(&path, text).unwrap();
                 done.push_str(&format!("; set {}", codex_server.trim()));
             }
-        }
-        Host::Qwen => {
-            // `caesar mcp install` has no qwen client: the gemini-style entry by hand.
-            let path = home.join(".qwen/settings.json");
-            let mut settings: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            settings["mcpServers"] =
-                json!({"caesar": {"command": bin_dir().join("caesar-mcp").display().to_string(), "args": []}});
-            std::fs::write(&path, settings.to_string()).unwrap();
-            done.push_str(
-                "caesar mcp install has no qwen client: wrote ~/.qwen/settings.json mcpServers.caesar by hand",
-            );
         }
         _ => {}
     }
