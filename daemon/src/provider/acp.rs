@@ -38,8 +38,10 @@ pub fn acp_args(id: &str) -> Option<&'static [&'static str]> {
         "gemini" => Some(&["--acp"]),
         // [V] 1.18: the `acp` subcommand.
         "opencode" => Some(&["acp"]),
-        // [V] 1.0: `--acp` with `--stdio` (the default transport is stdio too).
-        "copilot" => Some(&["--acp", "--stdio"]),
+        // copilot 1.0 speaks ACP with `--acp --stdio` ([V] by hand and in real_sessions: allow
+        // and deny bridged), but in ACP mode it asks for every edit and every MCP tool, which its
+        // stream launch pre-approves; until those approvals are passed in ACP mode too it stays
+        // on the stream. [[agent]] protocol = "acp" is not wired yet either.
         // [V] 0.24: `--acp`.
         "qwen" => Some(&["--acp"]),
         _ => None,
@@ -49,7 +51,7 @@ pub fn acp_args(id: &str) -> Option<&'static [&'static str]> {
 /// Why a built-in provider speaks the protocol it does, for `caesar agents describe`.
 pub fn protocol_reason(id: &str) -> &'static str {
     match id {
-        "gemini" | "opencode" | "copilot" | "qwen" => {
+        "gemini" | "opencode" | "qwen" => {
             "ACP session: permission prompts reach the orchestrator, the return channel goes through \
              session/new, cancel goes through session/cancel"
         }
