@@ -1048,6 +1048,7 @@ async fn agents(action: AgentsAction, json: bool) -> Result<u8, Failure> {
             let info = r.agent.unwrap_or_default();
             let mut v = render::agent_json(&info);
             v["options"] = serde_json::from_str(&r.options_json).unwrap_or(Value::Null);
+            v["protections"] = serde_json::from_str(&r.protections_json).unwrap_or(Value::Null);
             if json {
                 println!("{v}");
             } else {
@@ -1102,7 +1103,7 @@ async fn doctor(json: bool) -> Result<u8, Failure> {
             "{}",
             json!({"ok": problems.is_empty(), "daemon": render::ping_json(&ping), "store_ok": health.store_ok,
                    "http": if health.http_url.is_empty() { Value::Null } else { json!({"url": health.http_url, "listening": health.http_listening}) },
-                   "environment": health.environment, "agents": list, "problems": problems})
+                   "environment": health.environment, "protections": health.protections, "agents": list, "problems": problems})
         );
     } else {
         println!(
@@ -1111,6 +1112,7 @@ async fn doctor(json: bool) -> Result<u8, Failure> {
         );
         println!("state:  {}", ping.state_dir);
         println!("env:    {}", health.environment);
+        println!("sandbox: {}", health.protections);
         println!("store:  {}", if health.store_ok { "ok" } else { "DAMAGED" });
         if !health.http_url.is_empty() {
             println!(

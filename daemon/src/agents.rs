@@ -38,6 +38,11 @@ pub struct Launch {
     /// What the agent reads on stdin.
     #[serde(default)]
     pub stdin: crate::provider::Stdin,
+    /// The task that delegated this one from inside its process tree
+    /// (issue 19): it alone, besides the user, may await, answer and
+    /// cancel it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// What the workshop needs at start: decided at delegation, carried out when

@@ -317,6 +317,17 @@ pub fn layer_paths(global_dir: &Path, project: &Path) -> [(PathBuf, Origin); 3] 
     ]
 }
 
+/// A relative `bin` path (one with a separator, `./x` or `tools/x`) is the
+/// config file's, not the daemon's working directory's (issue 19); a bare
+/// name stays a PATH lookup.
+fn anchor_bin(config_file: &Path, bin: String) -> String {
+    let p = Path::new(&bin);
+    match config_file.parent() {
+        Some(dir) if !p.is_absolute() && p.components().count() > 1 => dir.join(p).display().to_string(),
+        _ => bin,
+    }
+}
+
 impl Config {
     /// Loads and merges the three layers for `project` over the defaults.
     pub fn load(global_dir: &Path, project: &Path) -> Result<Config> {
@@ -451,8 +462,9 @@ impl Config {
                 None => self.roles.push((role, origin)),
             }
         }
-        for agent in layer.agent.unwrap_or_default() {
+        for mut agent in layer.agent.unwrap_or_default() {
             validate_agent(path, &agent)?;
+            agent.bin = anchor_bin(path, agent.bin);
             match self.agents.iter_mut().find(|(a, _)| a.id == agent.id) {
                 Some(slot) => *slot = (agent, origin),
                 None => self.agents.push((agent, origin)),
@@ -480,7 +492,7 @@ impl Config {
             if bin.trim().is_empty() {
                 return Err(bad(&id, "in [bin] is empty: give the executable's path, or remove the key".to_owned()));
             }
-            self.bin.insert(id, (bin, origin));
+            self.bin.insert(id, (anchor_bin(path, bin), origin));
         }
         Ok(())
     }
@@ -592,6 +604,20 @@ pub fn project_root(workspace: &Path) -> PathBuf {
         }
     }
     workspace.to_path_buf()
+}
+
+#[cfg(test)]
+mod bin_tests {
+    use super::*;
+
+    #[test]
+    fn a_relative_bin_is_the_config_files_and_a_bare_name_is_on_path() {
+        let f = Path::new("/p/.caesar/config.toml");
+        assert_eq!(anchor_bin(f, "./tools/agent".into()), "/p/.caesar/./tools/agent");
+        assert_eq!(anchor_bin(f, "tools/agent".into()), "/p/.caesar/tools/agent");
+        assert_eq!(anchor_bin(f, "claude".into()), "claude");
+        assert_eq!(anchor_bin(f, "/usr/bin/x".into()), "/usr/bin/x");
+    }
 }
 
 #[cfg(test)]

@@ -65,7 +65,10 @@ pub fn token(state_dir: &Path, rotate: bool) -> Result<String> {
         return Ok(t.trim().to_owned());
     }
     let token = format!("{}{}", crate::ids::secret(), crate::ids::secret());
-    let tmp = path.with_extension("tmp");
+    // A name of its own: the server's start and a `caesar mcp token` can
+    // both make the first token at once, and one rename must not take the
+    // other's file away.
+    let tmp = path.with_extension(format!("tmp.{}", crate::ids::secret()));
     {
         use std::io::Write;
         let mut opts = std::fs::OpenOptions::new();
@@ -79,6 +82,19 @@ pub fn token(state_dir: &Path, rotate: bool) -> Result<String> {
         f.write_all(token.as_bytes()).map_err(|e| Error::io_at("cannot write", &tmp, e))?;
         f.sync_all().map_err(|e| Error::io_at("cannot write", &tmp, e))?;
     }
+    if !rotate {
+        // The first token is made once: a link fails where another caller
+        // made it meanwhile, and that one is the token.
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        return match linked {
+            Ok(()) => Ok(token),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => std::fs::read_to_string(&path)
+                .map(|t| t.trim().to_owned())
+                .map_err(|e| Error::io_at("cannot read", &path, e)),
+            Err(e) => Err(Error::io_at("cannot write", &path, e)),
+        };
+    }
     std::fs::rename(&tmp, &path).map_err(|e| Error::io_at("cannot write", &path, e))?;
     Ok(token)
 }
@@ -88,7 +104,19 @@ struct Guard {
     state_dir: PathBuf,
     limit: u32,
     window: Arc<Mutex<HashMap<String, (Instant, u32)>>>,
+    /// The token as last read, with the file's identity then: it is read
+    /// again only when the file changed (a rotation renames a new one in).
+    cached: Arc<Mutex<Option<(FileStamp, String)>>>,
 }
+
+/// What tells a changed token file: inode, size, modification time.
+type FileStamp = (u64, u64, Option<std::time::SystemTime>);
+
+/// Failed authentications answered 401 per minute, all clients together;
+/// past it they get 429 without a challenge (issue 19). A valid token is
+/// never refused by this, so nobody can lock the user out.
+const FAILED_AUTH_PER_MINUTE: u32 = 30;
+const FAILED_KEY: &str = "\0failed-auth";
 
 impl Guard {
     fn challenge(why: &str) -> Response {
@@ -104,25 +132,66 @@ impl Guard {
         r
     }
 
+    /// The expected token, from the cache while the file is unchanged.
+    fn expected(&self) -> Result<String> {
+        let path = self.state_dir.join(TOKEN_FILE);
+        let stamp = std::fs::metadata(&path).ok().map(|m| {
+            #[cfg(unix)]
+            let ino = std::os::unix::fs::MetadataExt::ino(&m);
+            #[cfg(not(unix))]
+            let ino = 0;
+            (ino, m.len(), m.modified().ok())
+        });
+        let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        if let (Some(stamp), Some((seen, t))) = (stamp, cached.as_ref())
+            && stamp == *seen
+        {
+            return Ok(t.clone());
+        }
+        let t = token(&self.state_dir, false)?;
+        *cached = stamp.map(|s| (s, t.clone()));
+        Ok(t)
+    }
+
+    /// Whether one more failed authentication may be answered 401 this minute.
+    fn admit_failure(&self) -> bool {
+        self.count(FAILED_KEY, FAILED_AUTH_PER_MINUTE)
+    }
+
     /// Whether this token may make one more request in the current minute.
     fn admit(&self, token: &str) -> bool {
         if self.limit == 0 {
             return true;
         }
+        self.count(token, self.limit)
+    }
+
+    fn count(&self, key: &str, limit: u32) -> bool {
         let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        let slot = w.entry(token.to_owned()).or_insert((now, 0));
+        let slot = w.entry(key.to_owned()).or_insert((now, 0));
         if now.duration_since(slot.0) >= Duration::from_secs(60) {
             *slot = (now, 0);
         }
-        slot.1 += 1;
-        slot.1 <= self.limit
+        slot.1 = slot.1.saturating_add(1);
+        slot.1 <= limit
+    }
+
+    fn too_many() -> Response {
+        let mut r = (
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many failed authentications this minute; `caesar mcp token` shows the token\n",
+        )
+            .into_response();
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+        r
     }
 }
 
 async fn guard(guard: Guard, req: Request, next: Next) -> Response {
-    // Read the token each time: `caesar mcp token --rotate` takes effect at once.
-    let Ok(expected) = token(&guard.state_dir, false) else {
+    // The file is checked each time (a stat), read when it changed:
+    // `caesar mcp token --rotate` takes effect at once.
+    let Ok(expected) = guard.expected() else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "the token file cannot be read\n").into_response();
     };
     let given = req
@@ -131,10 +200,13 @@ async fn guard(guard: Guard, req: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    let Some(given) = given else { return Guard::challenge("no bearer token") };
-    if !crate::ids::secrets_match(given, &expected) {
-        return Guard::challenge("the token is not valid");
-    }
+    let valid = given.is_some_and(|g| crate::ids::secrets_match(g, &expected));
+    let Some(given) = given.filter(|_| valid) else {
+        if !guard.admit_failure() {
+            return Guard::too_many();
+        }
+        return Guard::challenge(if given.is_none() { "no bearer token" } else { "the token is not valid" });
+    };
     if !guard.admit(given) {
         let mut r = (StatusCode::TOO_MANY_REQUESTS, format!("rate limit: at most {} requests a minute\n", guard.limit))
             .into_response();
@@ -183,8 +255,12 @@ pub async fn serve(
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins),
     );
-    let g =
-        Guard { state_dir: paths.state_dir.clone(), limit: config.rate_limit_per_minute, window: Default::default() };
+    let g = Guard {
+        state_dir: paths.state_dir.clone(),
+        limit: config.rate_limit_per_minute,
+        window: Default::default(),
+        cached: Default::default(),
+    };
     let app = axum::Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn(move |req: Request, next: Next| guard(g.clone(), req, next)));

@@ -9,6 +9,7 @@
 
 pub mod agents;
 pub mod catalog;
+pub mod channel_spec;
 pub mod clock;
 pub mod cmd;
 pub mod config;
@@ -28,6 +29,7 @@ pub mod resolve;
 pub mod rpc;
 pub mod runner;
 pub mod safe_fs;
+pub mod sandbox;
 pub mod server;
 pub mod store;
 pub mod supervisor;

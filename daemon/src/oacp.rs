@@ -439,6 +439,9 @@ pub enum EventBody {
         agent: String,
         #[serde(default)]
         command: String,
+        /// The kernel protections the agent runs under (issue 19).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        protections: Option<String>,
     },
     Thinking {
         text: String,

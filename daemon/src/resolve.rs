@@ -312,6 +312,23 @@ pub struct Resolution<'a> {
     pub findings: Vec<Finding>,
 }
 
+/// The recursion rule by what would run (issue 19): an `[[agent]]` or a
+/// `[bin]` that starts the `claude` executable under another id is Claude
+/// Code all the same.
+fn recursion_by_program(config: &Config, agent: &str, target: &AgentTarget<'_>) -> Result<()> {
+    let program = match target {
+        AgentTarget::Generic { program, .. } | AgentTarget::Provider { program, .. } => program,
+    };
+    let runs_claude = program.file_name().and_then(|n| n.to_str()).is_some_and(|n| n == "claude" || n == "claude.exe");
+    if agent != "claude" && runs_claude && !config.policy.allow_recursion {
+        return Err(Error::Refused(format!(
+            "agent `{agent}` is refused: it runs {} (Claude Code) and `allow_recursion` is off (Claude Code delegating to Claude would be a recursion). Set `allow_recursion = true` in [policy] if you mean it",
+            program.display()
+        )));
+    }
+    Ok(())
+}
+
 /// The longest timeout a delegation may ask for.
 pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 
@@ -355,6 +372,7 @@ pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) ->
     // Policy first: a refused agent is refused whether or not it is installed.
     policy::check(&config.policy, &agent, input.depth).map_err(|r| Error::Refused(r.to_string()))?;
     let target = agent_target(config, project, &agent)?;
+    recursion_by_program(config, &agent, &target)?;
 
     let mode = match input.mode.as_deref().filter(|m| !m.is_empty()) {
         Some(m) => {

@@ -10,7 +10,7 @@ use futures_util::{Stream, StreamExt};
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
-use crate::engine::{DelegateInput, Engine, TaskView};
+use crate::engine::{Caller, DelegateInput, Engine, TaskView};
 use crate::store::TaskStatus;
 
 /// Default and ceiling of `Await.timeout_ms`.
@@ -31,6 +31,39 @@ impl Service {
     /// A service over `engine`; `stop` is set to `true` on a Shutdown call.
     pub fn new(engine: Arc<Engine>, stop: watch::Sender<bool>) -> Service {
         Service { engine, stop }
+    }
+}
+
+impl Service {
+    /// Who sent `req`: the kernel's word on its connection, not its claims
+    /// (issue 19; `engine/authority.rs`).
+    async fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
+        Ok(self.engine.caller(req.extensions().get::<caesar_proto::peer::PeerInfo>()).await?)
+    }
+
+    /// Refuses a call about `task_id` the caller may not reach.
+    fn reach(&self, caller: &Caller, what: &str, task_id: &str) -> Result<(), Status> {
+        if !matches!(caller, Caller::User) {
+            caller.require_reach(what, &self.engine.record_of(task_id)?)?;
+        }
+        Ok(())
+    }
+
+    /// A return-channel call speaks for the caller's own task: from inside
+    /// task T's tree, only T, whose secret the transport stands in for; from
+    /// the user's side, the task whose secret it holds.
+    fn channel(&self, caller: &Caller, c: pb::ChannelRequest) -> Result<pb::ChannelRequest, Status> {
+        match caller {
+            Caller::User => Ok(c),
+            Caller::Task(t) if t.id == c.task_id => {
+                Ok(pb::ChannelRequest { task_id: c.task_id, secret: t.secret.clone() })
+            }
+            Caller::Task(t) => Err(Status::permission_denied(format!(
+                "this channel call names task {}, but it comes from inside task {}'s process tree: a channel speaks only for its own task",
+                c.task_id, t.id
+            ))),
+            Caller::Untrusted(why) => Err(Status::permission_denied(format!("the channel call is refused: {why}"))),
+        }
     }
 }
 
@@ -114,6 +147,7 @@ impl Caesar for Service {
     }
 
     async fn shutdown(&self, req: Request<pb::ShutdownRequest>) -> Result<Response<pb::ShutdownResponse>, Status> {
+        self.caller(&req).await?.require_user("shutdown")?;
         let req = req.into_inner();
         let active = self.engine.active_count()?;
         if req.only_if_idle && active > 0 {
@@ -129,8 +163,9 @@ impl Caesar for Service {
     }
 
     async fn delegate(&self, req: Request<pb::DelegateRequest>) -> Result<Response<pb::DelegateResponse>, Status> {
+        let caller = self.caller(&req).await?;
         let r = req.into_inner();
-        let input = DelegateInput {
+        let mut input = DelegateInput {
             objective: r.objective,
             agent: opt(r.agent),
             role: opt(r.role),
@@ -148,7 +183,16 @@ impl Caesar for Service {
             effort: opt(r.effort),
             depth: r.depth,
         };
-        let d = self.engine.delegate(input).await?;
+        // The depth is the daemon's to say, never the request's: 0 for the
+        // user, the parent's plus one inside a task.
+        let d = match &caller {
+            Caller::User => {
+                input.depth = 0;
+                self.engine.delegate(input).await?
+            }
+            Caller::Task(parent) => self.engine.delegate_from(parent, input).await?,
+            Caller::Untrusted(_) => return Err(caller.require_user("delegate").unwrap_err().into()),
+        };
         let t = d.record;
         Ok(Response::new(pb::DelegateResponse {
             task_id: t.id,
@@ -167,7 +211,14 @@ impl Caesar for Service {
     }
 
     async fn r#await(&self, req: Request<pb::AwaitRequest>) -> Result<Response<pb::AwaitResponse>, Status> {
+        let caller = self.caller(&req).await?;
         let r = req.into_inner();
+        if !matches!(caller, Caller::User) {
+            crate::engine::bounds::check_await_ids(r.task_ids.len())?;
+            for id in &r.task_ids {
+                self.reach(&caller, "await", id)?;
+            }
+        }
         let ms = if r.timeout_ms == 0 { AWAIT_DEFAULT_MS } else { r.timeout_ms.min(AWAIT_MAX_MS) };
         let (views, woke_early) =
             self.engine.await_tasks(&r.task_ids, Duration::from_millis(ms), r.wake_on_attention).await?;
@@ -178,13 +229,17 @@ impl Caesar for Service {
     }
 
     async fn status(&self, req: Request<pb::StatusRequest>) -> Result<Response<pb::TaskView>, Status> {
-        let mut v = task_view(self.engine.status(&req.into_inner().task_id)?, false);
+        let caller = self.caller(&req).await?;
+        let id = req.into_inner().task_id;
+        self.reach(&caller, "status", &id)?;
+        let mut v = task_view(self.engine.status(&id)?, false);
         // Status is a snapshot: the report itself is for Await.
         v.report_json.clear();
         Ok(Response::new(v))
     }
 
     async fn list_tasks(&self, req: Request<pb::ListTasksRequest>) -> Result<Response<pb::ListTasksResponse>, Status> {
+        let caller = self.caller(&req).await?;
         let r = req.into_inner();
         let mut statuses = Vec::new();
         for s in &r.statuses {
@@ -195,7 +250,18 @@ impl Caesar for Service {
             })?);
         }
         let limit = if r.limit == 0 { 50 } else { r.limit.min(10_000) };
-        let tasks = self.engine.list(&statuses, limit)?;
+        let tasks = match &caller {
+            Caller::User => self.engine.list(&statuses, limit)?,
+            // A task lists itself and its children only.
+            Caller::Task(t) => self
+                .engine
+                .list(&statuses, 10_000)?
+                .into_iter()
+                .filter(|v| crate::engine::authority_reaches(t, &v.record))
+                .take(limit as usize)
+                .collect(),
+            Caller::Untrusted(_) => return Err(caller.require_user("list tasks").unwrap_err().into()),
+        };
         Ok(Response::new(pb::ListTasksResponse {
             tasks: tasks
                 .into_iter()
@@ -209,7 +275,9 @@ impl Caesar for Service {
     }
 
     async fn logs(&self, req: Request<pb::LogsRequest>) -> Result<Response<pb::LogsResponse>, Status> {
+        let caller = self.caller(&req).await?;
         let r = req.into_inner();
+        self.reach(&caller, "logs", &r.task_id)?;
         let limit = if r.limit == 0 { 50 } else { r.limit };
         let max_bytes = if r.max_bytes == 0 { 64 * 1024 } else { r.max_bytes.min(16 * 1024 * 1024) };
         let l = self.engine.logs(&r.task_id, r.raw, limit, max_bytes)?;
@@ -223,12 +291,19 @@ impl Caesar for Service {
     }
 
     async fn cancel(&self, req: Request<pb::CancelRequest>) -> Result<Response<pb::CancelResponse>, Status> {
-        let (cancelled, status) = self.engine.cancel(&req.into_inner().task_id).await?;
+        let caller = self.caller(&req).await?;
+        let id = req.into_inner().task_id;
+        if !matches!(caller, Caller::User) {
+            caller.require_parent_of("cancel", &self.engine.record_of(&id)?)?;
+        }
+        let (cancelled, status) = self.engine.cancel(&id).await?;
         Ok(Response::new(pb::CancelResponse { cancelled, status: status.as_str().to_owned() }))
     }
 
     async fn diff(&self, req: Request<pb::DiffRequest>) -> Result<Response<pb::DiffResponse>, Status> {
+        let caller = self.caller(&req).await?;
         let id = req.into_inner().task_id;
+        self.reach(&caller, "diff", &id)?;
         let engine = self.engine.clone();
         let diff = tokio::task::spawn_blocking(move || engine.diff(&id))
             .await
@@ -255,6 +330,7 @@ impl Caesar for Service {
     }
 
     async fn apply(&self, req: Request<pb::ApplyRequest>) -> Result<Response<pb::ApplyResponse>, Status> {
+        self.caller(&req).await?.require_user("apply")?;
         let id = req.into_inner().task_id;
         let engine = self.engine.clone();
         let r = tokio::task::spawn_blocking(move || engine.apply(&id))
@@ -270,11 +346,13 @@ impl Caesar for Service {
     }
 
     async fn discard(&self, req: Request<pb::DiscardRequest>) -> Result<Response<pb::DiscardResponse>, Status> {
+        self.caller(&req).await?.require_user("discard")?;
         self.engine.discard(&req.into_inner().task_id)?;
         Ok(Response::new(pb::DiscardResponse { discarded: true }))
     }
 
     async fn gc(&self, req: Request<pb::GcRequest>) -> Result<Response<pb::GcResponse>, Status> {
+        self.caller(&req).await?.require_user("gc")?;
         let r = req.into_inner();
         let older = Duration::from_millis(if r.older_than_ms == 0 { GC_DEFAULT_AGE_MS } else { r.older_than_ms });
         let engine = self.engine.clone();
@@ -296,6 +374,7 @@ impl Caesar for Service {
     }
 
     async fn http_token(&self, req: Request<pb::HttpTokenRequest>) -> Result<Response<pb::HttpTokenResponse>, Status> {
+        self.caller(&req).await?.require_user("http token")?;
         let paths = self.engine.paths();
         let token = crate::http::token(&paths.state_dir, req.into_inner().rotate)?;
         let url = crate::config::Config::load_global(&paths.config_dir)
@@ -334,6 +413,11 @@ impl Caesar for Service {
             http_url,
             http_listening,
             environment: crate::server::environment_origin().to_owned(),
+            protections: format!(
+                "read-only tasks: {}; write tasks: {}",
+                crate::sandbox::describe(true),
+                crate::sandbox::describe(false)
+            ),
         }))
     }
 
@@ -359,7 +443,12 @@ impl Caesar for Service {
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
         let options_json = entry.options.to_string();
-        Ok(Response::new(pb::DescribeAgentResponse { agent: Some(agent_info(entry)), options_json }))
+        let protections_json = serde_json::json!({
+            "read-only": crate::sandbox::describe_for(true, &entry.id),
+            "write": crate::sandbox::describe_for(false, &entry.id),
+        })
+        .to_string();
+        Ok(Response::new(pb::DescribeAgentResponse { agent: Some(agent_info(entry)), options_json, protections_json }))
     }
 
     async fn list_roles(&self, req: Request<pb::ListRolesRequest>) -> Result<Response<pb::ListRolesResponse>, Status> {
@@ -383,6 +472,7 @@ impl Caesar for Service {
         &self,
         req: Request<pb::EditConfigRequest>,
     ) -> Result<Response<pb::EditConfigResponse>, Status> {
+        self.caller(&req).await?.require_user("config edit")?;
         let r = req.into_inner();
         let edit: crate::config_edit::Edit =
             serde_json::from_str(&r.edit_json).map_err(|e| Status::invalid_argument(format!("bad edit: {e}")))?;
@@ -398,6 +488,7 @@ impl Caesar for Service {
         &self,
         req: Request<pb::InitProjectRequest>,
     ) -> Result<Response<pb::InitProjectResponse>, Status> {
+        self.caller(&req).await?.require_user("init")?;
         let r = req.into_inner();
         let w = self.engine.init(&r.workspace, r.global, r.force)?;
         let show = |v: Vec<std::path::PathBuf>| v.into_iter().map(|p| p.display().to_string()).collect();
@@ -416,7 +507,11 @@ impl Caesar for Service {
     }
 
     async fn answer(&self, req: Request<pb::AnswerRequest>) -> Result<Response<pb::AnswerResponse>, Status> {
+        let caller = self.caller(&req).await?;
         let r = req.into_inner();
+        if !matches!(caller, Caller::User) {
+            caller.require_parent_of("answer", &self.engine.record_of(&r.task_id)?)?;
+        }
         self.engine.answer(&r.task_id, &r.question_id, &r.answer)?;
         Ok(Response::new(pb::AnswerResponse { answered: true }))
     }
@@ -424,7 +519,9 @@ impl Caesar for Service {
     type WatchEventsStream = EventStream;
 
     async fn watch_events(&self, req: Request<pb::WatchEventsRequest>) -> Result<Response<EventStream>, Status> {
+        let caller = self.caller(&req).await?;
         let r = req.into_inner();
+        self.reach(&caller, "watch", &r.task_id)?;
         let rx = self.engine.watch_events(&r.task_id, r.from_seq, r.follow)?;
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
             .map(|(seq, event_json)| Ok(pb::EventMessage { seq, event_json }));
@@ -432,7 +529,8 @@ impl Caesar for Service {
     }
 
     async fn get_task(&self, req: Request<pb::ChannelRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {
-        let c = req.into_inner();
+        let caller = self.caller(&req).await?;
+        let c = self.channel(&caller, req.into_inner())?;
         Ok(Response::new(pb::GetTaskResponse { task_json: self.engine.channel_get_task(&c.task_id, &c.secret)? }))
     }
 
@@ -440,8 +538,9 @@ impl Caesar for Service {
         &self,
         req: Request<pb::ReportProgressRequest>,
     ) -> Result<Response<pb::ReportProgressResponse>, Status> {
+        let caller = self.caller(&req).await?;
         let r = req.into_inner();
-        let c = r.channel.unwrap_or_default();
+        let c = self.channel(&caller, r.channel.unwrap_or_default())?;
         let seq = self.engine.channel_progress(&c.task_id, &c.secret, &r.message, r.pct)?;
         Ok(Response::new(pb::ReportProgressResponse { seq }))
     }
@@ -450,8 +549,9 @@ impl Caesar for Service {
         &self,
         req: Request<pb::AskOrchestratorRequest>,
     ) -> Result<Response<pb::AskOrchestratorResponse>, Status> {
+        let caller = self.caller(&req).await?;
         let r = req.into_inner();
-        let c = r.channel.unwrap_or_default();
+        let c = self.channel(&caller, r.channel.unwrap_or_default())?;
         let timeout = Duration::from_millis(if r.timeout_ms == 0 { ASK_DEFAULT_MS } else { r.timeout_ms });
         let (question_id, answered, answer) = self
             .engine
@@ -464,8 +564,9 @@ impl Caesar for Service {
         &self,
         req: Request<pb::SubmitReportRequest>,
     ) -> Result<Response<pb::SubmitReportResponse>, Status> {
+        let caller = self.caller(&req).await?;
         let r = req.into_inner();
-        let c = r.channel.unwrap_or_default();
+        let c = self.channel(&caller, r.channel.unwrap_or_default())?;
         self.engine.channel_submit_report(&c.task_id, &c.secret, &r.report_json)?;
         Ok(Response::new(pb::SubmitReportResponse { accepted: true }))
     }

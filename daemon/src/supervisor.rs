@@ -241,19 +241,38 @@ pub fn run(args: SuperviseArgs) -> i32 {
     let mut copier = None;
     let (tx, rx) = mpsc::channel();
     let turn_over = tx.clone();
+    // Kernel confinement (issue 19): the ruleset is built here, before the
+    // fork; the agent only applies it. One that cannot be built fails the
+    // start rather than run the agent unconfined.
+    let sandbox = match std::env::var(crate::sandbox::ENV).ok().map(|j| serde_json::from_str(&j)) {
+        None => Ok(None),
+        Some(Ok(spec)) => crate::sandbox::prepare(&spec),
+        Some(Err(e)) => Err(format!("unreadable {}: {e}", crate::sandbox::ENV)),
+    };
+    let sandbox = match sandbox {
+        Ok(s) => s,
+        Err(message) => {
+            let _ = writeln!(&log, "caesar: {message}");
+            write_exit(&args.task_dir, &ExitRecord { spawn_error: Some(message), ..exit_now() });
+            return 0;
+        }
+    };
+    let sandbox_fd = sandbox.as_ref().map_or(-1, |s| s.raw());
     let spawned = (|| -> std::io::Result<std::process::Child> {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(&args.program);
-        cmd.args(&args.args).process_group(0);
+        cmd.args(&args.args).process_group(0).env_remove(crate::sandbox::ENV);
         // std gives the child this process's signal mask, in which the stop
         // signals are blocked for the sigwait thread: left so, the agent
         // never sees the SIGTERM of a cancel or a timeout and always dies by
         // SIGKILL after the grace, with no chance to clean up.
         // SAFETY: pthread_sigmask is async-signal-safe, and the closure
         // touches nothing else between fork and exec.
+        // The sandbox's two system calls are as safe there.
         unsafe {
-            cmd.pre_exec(|| {
-                pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).map_err(std::io::Error::from)
+            cmd.pre_exec(move || {
+                pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).map_err(std::io::Error::from)?;
+                crate::sandbox::restrict_in_child(sandbox_fd)
             });
         }
         let stdin = match &args.stdin_close_after {

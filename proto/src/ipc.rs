@@ -17,12 +17,15 @@ fn socket_name(path: &Path) -> io::Result<Name<'static>> {
     if cfg!(windows) { s.to_ns_name::<GenericNamespaced>() } else { s.to_fs_name::<GenericFilePath>() }
 }
 
-/// One accepted connection, in the shape tonic's server wants.
-pub struct IpcConn(pub Stream);
+/// One accepted connection, in the shape tonic's server wants, with what
+/// the kernel said about its peer (every request carries it).
+pub struct IpcConn(pub Stream, pub crate::peer::PeerInfo);
 
 impl tonic::transport::server::Connected for IpcConn {
-    type ConnectInfo = ();
-    fn connect_info(&self) -> Self::ConnectInfo {}
+    type ConnectInfo = crate::peer::PeerInfo;
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.1.clone()
+    }
 }
 
 impl AsyncRead for IpcConn {
@@ -85,17 +88,23 @@ pub fn inherited_listener() -> io::Result<Option<Listener>> {
 
 /// Accepts one connection and checks that its peer is this user. A peer of
 /// another uid gets `Ok(None)`: it is dropped and the caller keeps accepting.
+/// The peer's pid and ancestry are read now, while it waits for our answer.
 pub async fn accept(listener: &Listener) -> io::Result<Option<IpcConn>> {
     let stream = listener.accept().await?;
     #[cfg(unix)]
-    {
+    let pid = {
         let me = nix::unistd::geteuid().as_raw();
-        match stream.peer_creds().map(|c| c.euid()) {
+        let creds = stream.peer_creds();
+        match creds.as_ref().map(|c| c.euid()) {
             Ok(Some(uid)) if uid == me => {}
             _ => return Ok(None),
         }
-    }
-    Ok(Some(IpcConn(stream)))
+        creds.ok().and_then(|c| c.pid()).and_then(|p| u32::try_from(p).ok()).filter(|p| *p > 0)
+    };
+    #[cfg(not(unix))]
+    let pid = None;
+    let peer = crate::peer::PeerInfo::of(pid, std::process::id());
+    Ok(Some(IpcConn(stream, peer)))
 }
 
 /// Opens a gRPC channel to the daemon's socket. It connects now, so a missing

@@ -14,6 +14,7 @@ pub mod instance;
 pub mod ipc;
 pub mod kinds;
 pub mod paths;
+pub mod peer;
 
 /// Generated protobuf messages and the tonic client and server for `caesar.v1`.
 #[allow(clippy::all, missing_docs)]

@@ -3,10 +3,11 @@
 //!
 //! It is the same binary as the orchestrator-side shim (one thing to install,
 //! one version to match the daemon), started by the agent's CLI with the
-//! task's id and secret in its environment (`CAESAR_TASK_ID`,
-//! `CAESAR_CHANNEL_SECRET`). Four tools: `get_task`, `report_progress`,
-//! `ask_orchestrator` and `submit_report`. The secret binds every call to
-//! the task; no orchestrator tool is reachable from here.
+//! task's id in its environment (`CAESAR_TASK_ID`). Four tools: `get_task`,
+//! `report_progress`, `ask_orchestrator` and `submit_report`. The daemon
+//! binds every call to the task whose process tree it comes from (issue 19);
+//! a `CAESAR_CHANNEL_SECRET`, where set, speaks only for a caller outside
+//! every task. No orchestrator tool is reachable from here.
 //!
 //! Questions live in the daemon, not here: `ask_orchestrator` picks its
 //! question id itself, so when the daemon restarts mid-wait the channel
@@ -101,7 +102,9 @@ impl Channel {
             inner: Arc::new(Inner {
                 paths,
                 task_id: var("CAESAR_TASK_ID")?,
-                secret: var("CAESAR_CHANNEL_SECRET")?,
+                // Inside a task the daemon knows the caller by its process
+                // tree; the secret speaks only for callers outside every task.
+                secret: std::env::var("CAESAR_CHANNEL_SECRET").unwrap_or_default(),
                 client: Mutex::new(None),
             }),
         })

@@ -121,6 +121,14 @@ async fn mcp_over_http_with_auth_host_check_scoping_and_rate_limit() {
         statuses.push(post(port, "/mcp", &host, Some(&rotated.token))[9..12].to_owned());
     }
     assert!(statuses.iter().any(|s| s == "429"), "{statuses:?}");
+
+    // Failed authentications are rate-limited too (issue 19): 30 a minute
+    // answered 401, then 429 without a challenge.
+    let failures: Vec<String> = (0..35).map(|_| post(port, "/mcp", &host, Some("guess"))).collect();
+    let first: Vec<&str> = failures.iter().map(|r| &r[9..12]).collect();
+    assert!(first.iter().filter(|s| **s == "401").count() <= 30, "{first:?}");
+    let limited = failures.iter().find(|r| r.starts_with("HTTP/1.1 429")).expect("a 429 among the failures");
+    assert!(limited.contains("too many failed authentications"), "{limited}");
 }
 
 #[tokio::test]

@@ -23,6 +23,16 @@ impl Engine {
     /// Validates a delegation, records the task durably, starts its agent
     /// and returns without waiting for it.
     pub async fn delegate(self: &Arc<Self>, input: DelegateInput) -> Result<Delegated> {
+        self.delegate_under(input, None).await
+    }
+
+    /// [`Engine::delegate`], for a child of `parent` when a task delegates
+    /// (its limits are checked once resolved; see `nested`).
+    pub(super) async fn delegate_under(
+        self: &Arc<Self>,
+        input: DelegateInput,
+        parent: Option<&TaskRecord>,
+    ) -> Result<Delegated> {
         bounds::check_delegate(&input)?;
         let objective = input.objective.trim();
         if objective.is_empty() {
@@ -52,6 +62,9 @@ impl Engine {
         let agent_id = resolution.agent.clone();
         let (mode, timeout_ms) = (resolution.mode, resolution.timeout_ms);
         let isolation = workshop::decide(&workspace, resolution.isolation, mode, config.policy.allow_inplace_write)?;
+        if let Some(p) = parent {
+            nested::check_resolved(&nested::Parent::of(p), mode, isolation, resolution.network.available)?;
+        }
         let facts = workshop::facts(&workspace);
         // Two write tasks never share one tree at the same time: a write
         // task in place holds its tree, and the queue keeps another one
@@ -158,22 +171,20 @@ impl Engine {
             doc.workspace = root.join(workshop::WORKTREES_DIR).join(&id).join(rel).display().to_string();
             doc.base_ref = facts.head.clone();
         }
-        if channel && let Some(bin) = &channel_bin {
+        // The one description of the channel (no secret in it: the daemon
+        // binds a channel to its task by the caller's process tree).
+        let spec =
+            crate::channel_spec::channel_spec(channel_bin.as_deref().unwrap_or(Path::new("")), &id, &self.paths.socket);
+        let (channel_env, channel_args, channel_bin_s) = (spec.env, spec.args, spec.command);
+        if channel && channel_bin.is_some() {
             doc.channel = Some(serde_json::json!({
                 "transport": "mcp-stdio",
-                "command": bin.display().to_string(),
-                "args": ["--channel"],
+                "command": &channel_bin_s,
+                "args": &channel_args,
                 "server_name": CHANNEL_SERVER,
             }));
         }
         let prompt = agents::brief(&doc);
-        let channel_env: Vec<(String, String)> = vec![
-            ("CAESAR_TASK_ID".to_owned(), id.clone()),
-            ("CAESAR_CHANNEL_SECRET".to_owned(), secret.clone()),
-            ("CAESAR_SOCKET".to_owned(), self.paths.socket.display().to_string()),
-        ];
-        let channel_args = vec!["--channel".to_owned()];
-        let channel_bin_s = channel_bin.as_ref().map(|b| b.display().to_string()).unwrap_or_default();
         let task_dir_s = task_dir.display().to_string();
         let mut launch = match &resolution.target {
             AgentTarget::Generic { def, program } => {
@@ -252,6 +263,7 @@ impl Engine {
         };
         launch.findings = resolution.findings.clone();
         launch.channel = channel;
+        launch.parent = parent.map(|p| p.id.clone());
         launch.plan = Some(agents::WorkshopPlan {
             isolation: match isolation {
                 Isolation::Worktree => IsolationPref::Worktree,

@@ -16,7 +16,60 @@ impl Engine {
     /// Numbers, stores (with the log offset), writes to `events.jsonl` and
     /// broadcasts a batch of events.
     pub(super) fn emit(&self, run: &mut Run, bodies: Vec<EventBody>) -> Result<()> {
+        let bodies = self.cap_event_bytes(run, bodies);
         self.emit_events(&run.id, run.dir.root(), &run.live, bodies, Some(run.tail.offset())).map(|_| ())
+    }
+
+    /// A task's `events.jsonl` is held to the raw-log cap (issue 19): a
+    /// line of NUL bytes is six times longer as JSON, so 256 MiB of output
+    /// could make 1.6 GB of events. Past the cap one error event says so;
+    /// after it only what the caller needs stays (questions, blockers,
+    /// errors, usage), and the rest of the output is in `raw.log` alone.
+    fn cap_event_bytes(&self, run: &Run, bodies: Vec<EventBody>) -> Vec<EventBody> {
+        let cap = self.settings.raw_log_cap;
+        if cap == 0 {
+            return bodies;
+        }
+        let size = std::fs::symlink_metadata(run.dir.events()).map(|m| m.len()).unwrap_or(0);
+        // Each body is measured (serialized once more): one batch can be
+        // megabytes, so the file's size alone cannot tell.
+        let mut total = size;
+        let mut over = run.live.events_capped.load(std::sync::atomic::Ordering::SeqCst);
+        let mut kept = Vec::with_capacity(bodies.len());
+        for b in bodies {
+            // The envelope (protocol, seq, time, task id) adds about 100 bytes.
+            let len = serde_json::to_string(&b).map_or(0, |t| t.len() as u64) + 100;
+            if !over && total + len <= cap {
+                total += len;
+                kept.push(b);
+                continue;
+            }
+            over = true;
+            let needed = matches!(
+                b,
+                EventBody::Question { .. }
+                    | EventBody::Blocker { .. }
+                    | EventBody::Error { .. }
+                    | EventBody::Usage { .. }
+            );
+            if needed && len <= 64 * 1024 {
+                kept.push(b);
+            }
+        }
+        if !over {
+            return kept;
+        }
+        if !run.live.events_capped.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            kept.push(
+                EventBody::Error {
+                    message: format!(
+                        "events.jsonl reached the cap of {cap} bytes (CAESAR_RAW_LOG_MAX_BYTES): further output is in raw.log only"
+                    ),
+                    fatal: false,
+                },
+            );
+        }
+        kept
     }
 
     /// Numbers, stores (with the log offset when the output produced them),

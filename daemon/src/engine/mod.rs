@@ -37,6 +37,7 @@ use crate::runner::local::LocalRunner;
 use crate::store::{QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
 use crate::task_dir::TaskDir;
 
+mod authority;
 pub mod bounds;
 mod cancel;
 mod changes;
@@ -45,6 +46,7 @@ mod conclude;
 mod delegate;
 mod events;
 mod monitor;
+mod nested;
 mod observe;
 mod permissions;
 mod prepare;
@@ -53,6 +55,7 @@ mod queue;
 mod recovery;
 mod start;
 
+pub use authority::{Caller, reaches as authority_reaches};
 use conclude::Exit;
 use monitor::Run;
 use permissions::is_permission_question;
@@ -225,6 +228,8 @@ struct Live {
     pub(super) answers: watch::Sender<u64>,
     /// An append to `events.jsonl` failed: it is repaired before the next.
     pub(super) events_file_behind: std::sync::atomic::AtomicBool,
+    /// `events.jsonl` reached its cap and said so (issue 19; `events`).
+    pub(super) events_capped: std::sync::atomic::AtomicBool,
 }
 
 impl Live {
@@ -238,6 +243,7 @@ impl Live {
             output: Mutex::new(None),
             activity: Mutex::new(None),
             events_file_behind: Default::default(),
+            events_capped: Default::default(),
         })
     }
 }

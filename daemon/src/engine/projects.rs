@@ -121,6 +121,12 @@ impl Engine {
             "agents": config.agents.iter().map(|(a, o)| {
                 let mut v = serde_json::to_value(a).unwrap_or_default();
                 v["origin"] = serde_json::json!(o.as_str());
+                // `[[agent]] env` values are secrets (issue 19): names only.
+                if let Some(env) = v.get_mut("env").and_then(|e| e.as_object_mut()) {
+                    for value in env.values_mut() {
+                        *value = serde_json::json!("<redacted>");
+                    }
+                }
                 v
             }).collect::<Vec<_>>(),
             "models": config.models.iter().map(|(k, (m, o))| (k.clone(), serde_json::json!({"model": m, "origin": o.as_str()}))).collect::<serde_json::Map<_, _>>(),

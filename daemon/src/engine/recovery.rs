@@ -39,6 +39,7 @@ impl Engine {
                         let event = (record.event_count == 0).then(|| EventBody::Started {
                             agent: record.agent.clone(),
                             command: record.launch.display(),
+                            protections: None,
                         });
                         self.emit_with(&record.id, dir.root(), &live, event.into_iter().collect(), |events| {
                             self.store.set_running(&record.id, adopted.started_ms, &adopted.handle, events)?;

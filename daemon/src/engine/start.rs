@@ -53,6 +53,22 @@ impl Engine {
             env.push(("CAESAR_CHANNEL_SECRET".to_owned(), record.secret.clone()));
             env.push(("CAESAR_SOCKET".to_owned(), self.paths.socket.display().to_string()));
         }
+        // Kernel confinement (issue 19; `sandbox.rs`): the supervisor applies
+        // it to the agent; a read-only task's temp files go to its own dir.
+        let read_only = record.mode == crate::oacp::Mode::ReadOnly;
+        if read_only {
+            let tmp = dir.root().join("tmp");
+            std::fs::create_dir_all(&tmp).map_err(|e| Error::io_at("cannot create", &tmp, e))?;
+            env.push(("TMPDIR".to_owned(), tmp.display().to_string()));
+        }
+        let workspace = std::path::PathBuf::from(&record.workspace);
+        let mut sandbox = crate::sandbox::for_task(read_only, dir.root(), &workdir, &launch.parser, &env);
+        if read_only {
+            sandbox.protect.push(crate::config::project_root(&workspace));
+            sandbox.protect.push(workspace);
+        }
+        env.push((crate::sandbox::ENV.to_owned(), serde_json::to_string(&sandbox).unwrap_or_default()));
+        let protections = crate::sandbox::describe_for(read_only, &launch.parser);
         let stdin = match &launch.stdin {
             crate::provider::Stdin::Null => None,
             crate::provider::Stdin::Control { initial, close_after } => Some((initial.as_str(), close_after.as_str())),
@@ -83,7 +99,11 @@ impl Engine {
                 return Err(e);
             }
         };
-        let event = EventBody::Started { agent: record.agent.clone(), command: launch.display() };
+        let event = EventBody::Started {
+            agent: record.agent.clone(),
+            command: launch.display(),
+            protections: Some(protections),
+        };
         self.emit_with(&record.id, dir.root(), &live, vec![event], |events| {
             self.store.set_running(&record.id, started.started_ms, &started.handle, events)?;
             Ok(true)

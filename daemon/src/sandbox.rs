@@ -1,0 +1,307 @@
+//! Kernel confinement of an agent (issue 19): Landlock, applied by the
+//! supervisor to the agent alone, between fork and exec.
+//!
+//! Every task gets its own Landlock domain where the kernel has one, which
+//! by itself keeps the agent from ptrace-ing or reading the memory of
+//! processes outside it (other tasks, the daemon; their
+//! `/proc/<pid>/environ` stays readable, as measured on Linux 6.18),
+//! and, from ABI 6, from signalling them (its supervisor among them: the
+//! subreaper that ties its tree to its task) or reaching abstract sockets
+//! outside it. A read-only task also has its writes confined: beneath its
+//! task directory, the temporary directories, `/dev`, and its CLI's own
+//! state directories, so the workspace is out of its reach. The daemon
+//! decides the spec ([`for_task`]); the supervisor builds the ruleset
+//! before it forks ([`prepare`]) and the agent's `pre_exec` only makes two
+//! system calls ([`restrict_in_child`]).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The supervisor's environment variable that carries the spec (JSON); it
+/// is removed from the agent's environment.
+pub const ENV: &str = "CAESAR_SANDBOX";
+
+/// What to confine an agent to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    /// Confine writes to `writable` (a read-only task); otherwise only the
+    /// domain and its scopes apply.
+    pub confine_writes: bool,
+    /// Where writes are allowed, when confined (missing paths are skipped).
+    pub writable: Vec<PathBuf>,
+    /// Kept out of reach even beneath a writable path (the workspace of a
+    /// read-only task under `/tmp`): the writable path is then replaced by
+    /// the entries beside the protected one, level by level.
+    #[serde(default)]
+    pub protect: Vec<PathBuf>,
+}
+
+/// The Landlock ABI this kernel offers, `None` where it offers none.
+pub fn kernel_abi() -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        // landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+        // SAFETY: with a null attribute and this flag the call only returns
+        // the ABI version (or an error); it touches no memory.
+        let v =
+            unsafe { nix::libc::syscall(nix::libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) };
+        (v > 0).then_some(v as i32)
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// What a task of this mode gets on this machine, in words (doctor,
+/// `agents describe`, the task's `started` event).
+pub fn describe(read_only: bool) -> String {
+    match kernel_abi() {
+        None => "none: this kernel offers no Landlock (a read-only task is asked not to write, not prevented; \
+                 another task's processes are not walled off)"
+            .to_owned(),
+        Some(abi) => {
+            if abi < 6 && !read_only {
+                return format!("landlock ABI {abi}: nothing applied to write tasks (signal scoping needs ABI 6)");
+            }
+            let scopes = if abi >= 6 {
+                "signals and abstract sockets scoped to the task"
+            } else {
+                "no signal scoping (needs ABI 6)"
+            };
+            let writes = if read_only {
+                "writes confined to its task directory, temp, /dev and its CLI's state directories (the workspace is read-only)"
+            } else {
+                "writes not confined (write mode)"
+            };
+            format!(
+                "landlock ABI {abi}: a domain of its own (no ptrace or memory reads of other tasks), {scopes}, {writes}"
+            )
+        }
+    }
+}
+
+/// The state directories each provider's CLI writes in `$HOME` (data, per
+/// adapter id), besides what its environment names.
+fn state_dirs(provider: &str) -> &'static [&'static str] {
+    match provider {
+        "claude" => &[".claude", ".claude.json", ".claude.json.backup"],
+        "codex" => &[".codex"],
+        "gemini" => &[".gemini"],
+        "qwen" => &[".qwen"],
+        "opencode" => &[".local/share/opencode", ".config/opencode", ".local/state/opencode"],
+        "copilot" => &[".copilot", ".config/github-copilot"],
+        "cursor" => &[".cursor", ".config/cursor"],
+        _ => &[],
+    }
+}
+
+/// CLIs that confine a read-only run themselves with the kernel (codex:
+/// bubblewrap and Landlock). Their sandbox needs to remount, which a
+/// Landlock domain that handles file access forbids, so caesar leaves their
+/// writes to them and keeps only the domain's scopes.
+pub fn has_own_sandbox(provider: &str) -> bool {
+    provider == "codex"
+}
+
+/// [`describe`] for one task's agent.
+pub fn describe_for(read_only: bool, provider: &str) -> String {
+    if read_only && has_own_sandbox(provider) && kernel_abi().is_some() {
+        return describe(false).replace(
+            "writes not confined (write mode)",
+            &format!("writes confined by {provider}'s own sandbox (read-only)"),
+        );
+    }
+    describe(read_only)
+}
+
+/// Variables naming a CLI's state directory, honoured where set.
+const STATE_ENV: &[&str] = &["CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "XDG_CACHE_HOME", "TMPDIR"];
+
+/// The spec of a task: `read_only` confines writes to the task directory,
+/// temp, `/dev`, `$HOME/.cache`, `$HOME/.npm` and `provider`'s state.
+/// `env` is the agent's environment as the daemon adds it.
+pub fn for_task(
+    read_only: bool,
+    task_dir: &Path,
+    workspace: &Path,
+    provider: &str,
+    env: &[(String, String)],
+) -> SandboxSpec {
+    if !read_only || has_own_sandbox(provider) {
+        return SandboxSpec::default();
+    }
+    // `/proc`: a CLI's own sandbox maps its user namespace
+    // (`/proc/self/uid_map`); another process's files there need ptrace
+    // rights, which the domain refuses.
+    let mut writable = vec![
+        task_dir.to_path_buf(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/var/tmp"),
+        PathBuf::from("/dev"),
+        PathBuf::from("/proc"),
+    ];
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
+        for d in [".cache", ".npm"].iter().chain(state_dirs(provider)) {
+            writable.push(home.join(d));
+        }
+    }
+    for name in STATE_ENV {
+        let value = env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).or_else(|| std::env::var(name).ok());
+        if let Some(v) = value.filter(|v| Path::new(v).is_absolute()) {
+            writable.push(PathBuf::from(v));
+        }
+    }
+    SandboxSpec { confine_writes: true, writable, protect: vec![workspace.to_path_buf()] }
+}
+
+/// The writable paths with every protected path carved out: a writable
+/// ancestor of a protected path becomes the entries beside it, level by
+/// level (symbolic links skipped: a rule through one would reach its
+/// target). Entries made later directly in those ancestors are refused.
+pub fn carve(writable: &[PathBuf], protect: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for w in writable {
+        let Some(p) = protect.iter().find(|p| p.starts_with(w)) else {
+            if !protect.iter().any(|p| w.starts_with(p)) {
+                out.push(w.clone());
+            }
+            continue;
+        };
+        let Ok(rel) = p.strip_prefix(w) else { continue };
+        let mut cur = w.clone();
+        for comp in rel.components() {
+            if let Ok(entries) = std::fs::read_dir(&cur) {
+                for entry in entries.flatten() {
+                    let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
+                    if entry.file_name() != comp.as_os_str() && !is_link {
+                        out.push(entry.path());
+                    }
+                }
+            }
+            cur.push(comp);
+        }
+    }
+    out
+}
+
+/// A ruleset ready for the agent, built by the supervisor before it forks.
+pub struct Prepared {
+    #[cfg(target_os = "linux")]
+    fd: Option<std::os::fd::OwnedFd>,
+}
+
+/// Builds the ruleset of `spec`. `None` where the kernel has no Landlock.
+#[cfg(target_os = "linux")]
+pub fn prepare(spec: &SandboxSpec) -> Result<Option<Prepared>, String> {
+    use landlock::{
+        ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, path_beneath_rules,
+    };
+    let Some(abi) = kernel_abi() else { return Ok(None) };
+    let e = |e: landlock::RulesetError| format!("cannot build the Landlock ruleset: {e}");
+    let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
+    if spec.confine_writes {
+        ruleset = ruleset.handle_access(AccessFs::from_write(ABI::V3)).map_err(e)?;
+    }
+    if abi >= 6 {
+        ruleset = ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket).map_err(e)?;
+    } else if !spec.confine_writes {
+        // Before ABI 6 only file access makes a domain, and a domain that
+        // handles it forbids remounting (which a CLI's own sandbox does):
+        // nothing to apply.
+        return Ok(None);
+    }
+    let mut created = ruleset.create().map_err(e)?;
+    if spec.confine_writes {
+        make_home_dirs(&spec.writable);
+        let writable = carve(&spec.writable, &spec.protect);
+        created = created.add_rules(path_beneath_rules(&writable, AccessFs::from_write(ABI::V3))).map_err(e)?;
+    }
+    let fd: Option<std::os::fd::OwnedFd> = created.into();
+    Ok(Some(Prepared { fd }))
+}
+
+/// A rule needs its directory to exist: the state directories under
+/// `$HOME` that a CLI would make on its first run are made now (a file such
+/// as `.claude.json` is left to the CLI).
+#[cfg(target_os = "linux")]
+fn make_home_dirs(writable: &[PathBuf]) {
+    let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) else { return };
+    for w in writable {
+        let is_file = w.extension().is_some_and(|x| x == "json" || x == "backup");
+        if w.starts_with(&home) && w != &home && !is_file && !w.exists() {
+            let _ = std::fs::create_dir_all(w);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn prepare(_spec: &SandboxSpec) -> Result<Option<Prepared>, String> {
+    Ok(None)
+}
+
+impl Prepared {
+    /// The raw ruleset fd, for the child (`-1` for none).
+    pub fn raw(&self) -> i32 {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            self.fd.as_ref().map_or(-1, |f| f.as_raw_fd())
+        }
+        #[cfg(not(target_os = "linux"))]
+        -1
+    }
+}
+
+/// In the agent, between fork and exec: no new privileges, then the
+/// ruleset. Only system calls (async-signal-safe).
+pub fn restrict_in_child(fd: i32) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        if fd < 0 {
+            return Ok(());
+        }
+        // SAFETY: plain system calls on integers and an fd this process
+        // holds; no memory is touched.
+        unsafe {
+            if nix::libc::prctl(nix::libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if nix::libc::syscall(nix::libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = fd;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_only_spec_leaves_the_workspace_out() {
+        let spec = for_task(true, Path::new("/state/tasks/t_1"), Path::new("/w"), "claude", &[]);
+        assert!(spec.confine_writes);
+        assert!(spec.writable.contains(&PathBuf::from("/state/tasks/t_1")));
+        assert!(spec.writable.iter().any(|p| p.ends_with(".claude")));
+        assert!(!for_task(false, Path::new("/x"), Path::new("/w"), "claude", &[]).confine_writes);
+        assert!(describe(true).contains("landlock") || describe(true).starts_with("none"));
+    }
+
+    #[test]
+    fn a_protected_path_is_carved_out_of_its_writable_ancestor() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().to_path_buf();
+        for p in ["a/ws", "a/other", "b"] {
+            std::fs::create_dir_all(root.join(p)).unwrap();
+        }
+        std::os::unix::fs::symlink(root.join("a/ws"), root.join("a/link")).unwrap();
+        let mut got = carve(&[root.clone(), PathBuf::from("/nonexistent-elsewhere")], &[root.join("a/ws")]);
+        got.sort();
+        assert_eq!(got, vec![PathBuf::from("/nonexistent-elsewhere"), root.join("a/other"), root.join("b")]);
+        // A writable path inside the protected one is dropped.
+        assert!(carve(&[root.join("a/ws/sub")], &[root.join("a/ws")]).is_empty());
+    }
+}
