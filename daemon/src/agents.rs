@@ -92,6 +92,9 @@ impl Launch {
         match self.stdin {
             crate::provider::Stdin::Null => crate::driver::DriverKind::Stream,
             crate::provider::Stdin::Control { .. } => crate::driver::DriverKind::StreamWithControl,
+            crate::provider::Stdin::Session { protocol: crate::driver::SessionProtocol::Acp, .. } => {
+                crate::driver::DriverKind::Acp
+            }
         }
     }
 

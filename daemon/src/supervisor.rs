@@ -57,6 +57,12 @@ pub const RAW_LOG: &str = "raw.log";
 pub const STDIN_INITIAL: &str = "stdin.initial";
 /// The FIFO through which the daemon writes lines to such an agent's stdin.
 pub const STDIN_FIFO: &str = "stdin.fifo";
+/// The rest of a session protocol's opening, which the supervisor carries out
+/// ([`crate::driver::opening`]).
+pub const SESSION_OPENING: &str = "session.open.json";
+/// How long an agent whose session turn has ended may take to exit once its stdin is closed
+/// before the supervisor stops it (qwen 0.24 does not exit on EOF).
+const SESSION_LINGER: Duration = Duration::from_secs(5);
 
 /// `agent.json`: the agent process as started.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -93,6 +99,10 @@ pub struct ExitRecord {
     /// Output dropped past the raw log's cap.
     #[serde(default)]
     pub output_dropped_bytes: u64,
+    /// The agent's session turn had ended and it did not exit on its own once its stdin was
+    /// closed, so the supervisor stopped it: its ending counts as exit 0.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub session_ended: bool,
     pub finished_ms: i64,
 }
 
@@ -108,6 +118,9 @@ pub struct SuperviseArgs {
     /// The agent speaks a line protocol on stdin, closed after the output line that starts
     /// with this prefix; `None` for stdin at `/dev/null`.
     pub stdin_close_after: Option<String>,
+    /// The stdin protocol is this session protocol, opened by the supervisor from
+    /// [`SESSION_OPENING`]; the prefix above is then unused.
+    pub session: Option<crate::driver::SessionProtocol>,
     pub program: String,
     pub args: Vec<String>,
 }
@@ -129,6 +142,9 @@ impl SuperviseArgs {
         if let Some(prefix) = &self.stdin_close_after {
             v.extend(["--stdin-control".to_owned(), prefix.clone()]);
         }
+        if let Some(protocol) = self.session {
+            v.extend(["--stdin-session".to_owned(), protocol.as_str().to_owned()]);
+        }
         v.extend(["--".to_owned(), self.program.clone()]);
         v.extend(self.args.iter().cloned());
         v
@@ -141,6 +157,7 @@ impl SuperviseArgs {
         let mut grace_ms = 2000;
         let mut log_cap = 0;
         let mut stdin_close_after = None;
+        let mut session = None;
         let mut i = 0;
         while i < argv.len() {
             let value = |i: usize| argv.get(i + 1).cloned().ok_or_else(|| format!("{} needs a value", argv[i]));
@@ -150,6 +167,13 @@ impl SuperviseArgs {
                 "--grace-ms" => grace_ms = value(i)?.parse().map_err(|e| format!("--grace-ms: {e}"))?,
                 "--log-cap" => log_cap = value(i)?.parse().map_err(|e| format!("--log-cap: {e}"))?,
                 "--stdin-control" => stdin_close_after = Some(value(i)?),
+                "--stdin-session" => {
+                    let name = value(i)?;
+                    session = Some(
+                        crate::driver::SessionProtocol::parse(&name)
+                            .ok_or_else(|| format!("--stdin-session: unknown protocol `{name}`"))?,
+                    );
+                }
                 "--" => {
                     let program = argv.get(i + 1).cloned().ok_or("no program after --")?;
                     return Ok(SuperviseArgs {
@@ -158,6 +182,7 @@ impl SuperviseArgs {
                         grace_ms,
                         log_cap,
                         stdin_close_after,
+                        session,
                         program,
                         args: argv[i + 2..].to_vec(),
                     });
@@ -173,6 +198,8 @@ impl SuperviseArgs {
 enum Msg {
     Exited(std::io::Result<ExitStatus>),
     Signal,
+    /// The session's turn ended a while ago and the agent is still there.
+    TurnOver,
 }
 
 /// Runs the supervisor to completion. Returns the process exit code.
@@ -212,6 +239,8 @@ pub fn run(args: SuperviseArgs) -> i32 {
     // process copies into raw.log (up to the cap); otherwise straight into
     // the file.
     let mut copier = None;
+    let (tx, rx) = mpsc::channel();
+    let turn_over = tx.clone();
     // Kernel confinement (issue 19): the ruleset is built here, before the
     // fork; the agent only applies it. One that cannot be built fails the
     // start rather than run the agent unconfined.
@@ -250,7 +279,21 @@ pub fn run(args: SuperviseArgs) -> i32 {
             Some(prefix) => {
                 let (reader, writer) = std::io::pipe()?;
                 cmd.stdin(reader);
-                Some(StdinControl { writer: forward_stdin(&args.task_dir, writer)?, close_after: prefix.clone() })
+                let opening = match args.session {
+                    Some(crate::driver::SessionProtocol::Acp) => {
+                        let bytes = std::fs::read(args.task_dir.join(SESSION_OPENING))?;
+                        Some(crate::driver::opening::AcpOpening::from_json(&bytes).ok_or_else(|| {
+                            std::io::Error::new(std::io::ErrorKind::InvalidData, "the session opening does not read")
+                        })?)
+                    }
+                    None => None,
+                };
+                Some(StdinControl {
+                    writer: forward_stdin(&args.task_dir, writer)?,
+                    close_after: prefix.clone(),
+                    opening,
+                    turn_over,
+                })
             }
             None => {
                 cmd.stdin(Stdio::null());
@@ -295,7 +338,6 @@ pub fn run(args: SuperviseArgs) -> i32 {
         .unwrap_or_default(),
     );
 
-    let (tx, rx) = mpsc::channel();
     let waiter = tx.clone();
     std::thread::spawn(move || {
         let _ = waiter.send(Msg::Exited(child.wait()));
@@ -319,6 +361,10 @@ pub fn run(args: SuperviseArgs) -> i32 {
             record.terminated = true;
             stop_tree(agent_pid, grace, &rx)
         }
+        Ok(Msg::TurnOver) => {
+            record.session_ended = true;
+            stop_tree(agent_pid, grace, &rx)
+        }
         Err(_) => {
             record.timed_out = true;
             stop_tree(agent_pid, grace, &rx)
@@ -329,6 +375,11 @@ pub fn run(args: SuperviseArgs) -> i32 {
             use std::os::unix::process::ExitStatusExt;
             record.exit_code = st.code().map(i64::from);
             record.signal = st.signal();
+            if record.session_ended {
+                // The work was done; the stop was only for an agent that would not exit.
+                record.exit_code = Some(0);
+                record.signal = None;
+            }
         }
         Err(e) => record.spawn_error = Some(format!("lost the agent's exit status: {e}")),
     }
@@ -351,6 +402,10 @@ struct StdinControl {
     writer: SharedStdin,
     /// The agent's stdin is closed after the output line starting with this.
     close_after: String,
+    /// A session protocol's opening, carried out instead of the prefix match.
+    opening: Option<crate::driver::opening::AcpOpening>,
+    /// Told when a session's turn ended and its agent did not exit.
+    turn_over: mpsc::Sender<Msg>,
 }
 
 /// Makes the task's FIFO and starts the thread that writes `stdin.initial`,
@@ -411,6 +466,8 @@ fn copy_capped(mut from: std::io::PipeReader, mut to: File, cap: u64, stdin: Opt
     // `None` once the line cannot match.
     let mut matched = Some(0usize);
     let mut stdin = stdin;
+    // A session's current output line, up to the opening's cap.
+    let mut line: Vec<u8> = Vec::new();
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) => break,
@@ -423,7 +480,11 @@ fn copy_capped(mut from: std::io::PipeReader, mut to: File, cap: u64, stdin: Opt
         if keep > 0 && to.write_all(&buf[..keep]).is_ok() {
             kept += keep as u64;
         }
-        if let Some(control) = &stdin {
+        if let Some(control) = stdin.as_mut().filter(|c| c.opening.is_some()) {
+            if session_lines(control, &buf[..n], &mut line, &mut to) {
+                stdin = None;
+            }
+        } else if let Some(control) = &stdin {
             let prefix = control.close_after.as_bytes();
             let mut ended = false;
             for &b in &buf[..n] {
@@ -458,6 +519,49 @@ fn copy_capped(mut from: std::io::PipeReader, mut to: File, cap: u64, stdin: Opt
         let _ = writeln!(to, "caesar: {dropped} bytes of output were dropped past the raw log cap of {cap} bytes");
     }
     dropped
+}
+
+/// Feeds a session's opening the complete lines in `bytes` (`line` holds the current partial
+/// one) and writes what it says on the agent's stdin. Returns whether stdin was closed: the
+/// turn is over (the agent gets [`SESSION_LINGER`] to exit) or the handshake failed (said in
+/// raw.log).
+fn session_lines(control: &mut StdinControl, bytes: &[u8], line: &mut Vec<u8>, log: &mut File) -> bool {
+    use crate::driver::opening::{MAX_OPENING_LINE, Step};
+    let Some(opening) = control.opening.as_mut() else { return false };
+    for &b in bytes {
+        if b != b'\n' {
+            if line.len() < MAX_OPENING_LINE {
+                line.push(b);
+            }
+            continue;
+        }
+        let step = opening.on_line(line);
+        line.clear();
+        let mut slot = control.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match step {
+            Step::Nothing => {}
+            Step::Write(request) => {
+                if let Some(w) = slot.as_mut() {
+                    let _ = w.write_all(format!("{request}\n").as_bytes()).and_then(|()| w.flush());
+                }
+            }
+            Step::Close => {
+                slot.take();
+                let tx = control.turn_over.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(SESSION_LINGER);
+                    let _ = tx.send(Msg::TurnOver);
+                });
+                return true;
+            }
+            Step::Failed(why) => {
+                slot.take();
+                let _ = writeln!(log, "caesar: the ACP session could not be opened: {why}");
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// Writes one line to the stdin of a task's agent through its FIFO. Fails at
@@ -528,7 +632,7 @@ fn stop_tree(agent_pid: u32, grace: Duration, rx: &mpsc::Receiver<Msg>) -> std::
     loop {
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(Msg::Exited(status)) => return status,
-            Ok(Msg::Signal) => continue,
+            Ok(Msg::Signal | Msg::TurnOver) => continue,
             Err(_) => break,
         }
     }
@@ -536,7 +640,7 @@ fn stop_tree(agent_pid: u32, grace: Duration, rx: &mpsc::Receiver<Msg>) -> std::
     loop {
         match rx.recv() {
             Ok(Msg::Exited(status)) => return status,
-            Ok(Msg::Signal) => continue,
+            Ok(Msg::Signal | Msg::TurnOver) => continue,
             Err(_) => return Err(std::io::Error::other("the wait thread is gone")),
         }
     }
@@ -841,6 +945,7 @@ mod tests {
             grace_ms: 50,
             log_cap: 1 << 20,
             stdin_close_after: Some(r#"{"type":"result""#.into()),
+            session: Some(crate::driver::SessionProtocol::Acp),
             program: "/bin/agent".into(),
             args: vec!["--x".into(), "--".into(), "y z".into()],
         };

@@ -20,6 +20,7 @@ fn supervise(task_dir: &Path, deadline_ms: i64, grace_ms: u64, program: &str, ar
         grace_ms,
         log_cap: 0,
         stdin_close_after: None,
+        session: None,
         program: program.to_owned(),
         args: args.iter().map(|s| s.to_string()).collect(),
     };

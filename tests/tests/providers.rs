@@ -430,10 +430,25 @@ async fn the_channel_is_injected_where_the_cli_can_load_it_and_warned_elsewhere(
     let mut req = env.delegate_request("gemini", "with a channel");
     req.channel = true;
     let d = c.delegate(req).await.unwrap().into_inner();
-    assert!(d.warnings["channel_warning"].contains("gemini"), "{:?}", d.warnings);
+    // gemini runs as an ACP agent (issue 15): the channel goes in session/new's mcpServers,
+    // which the supervisor sends from session.open.json, so there is no warning.
+    assert!(!d.warnings.contains_key("channel_warning"), "{:?}", d.warnings);
     await_one(&mut c, &d.task_id, LONG).await;
-    let prompt = recorded_args(&env, "gemini").join("\n");
-    assert!(!prompt.contains("`ask_orchestrator`"), "no tools promised where there are none");
+    assert!(recorded_args(&env, "gemini").contains(&"--acp".to_owned()));
+    let opening = json(
+        &std::fs::read_to_string(env.paths.state_dir.join("tasks").join(&d.task_id).join("session.open.json")).unwrap(),
+    );
+    let server = &opening["new_session"]["mcpServers"][0];
+    assert_eq!(server["name"], "caesar", "{opening}");
+    assert_eq!(server["args"], serde_json::json!(["--channel"]));
+    assert!(
+        server["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "CAESAR_TASK_ID" && e["value"] == d.task_id.as_str())
+    );
+    assert!(opening["prompt"].to_string().contains("ask_orchestrator"), "the brief names the tools");
 }
 
 #[tokio::test]

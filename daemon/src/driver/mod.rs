@@ -13,6 +13,8 @@
 //! behind the same trait: they write requests as well as answers, which is
 //! why [`Driver::read_line`] returns lines for the agent as well as events.
 
+pub mod acp;
+pub mod opening;
 pub mod stream;
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +31,33 @@ pub enum DriverKind {
     /// Output is read line by line; stdin stays open for the CLI's control
     /// protocol, through which permission requests are answered.
     StreamWithControl,
+    /// A two-way ACP session (JSON-RPC 2.0 over stdio), opened by the supervisor.
+    Acp,
+}
+
+/// A two-way session protocol a supervisor opens (see [`opening`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionProtocol {
+    /// The Agent Client Protocol.
+    Acp,
+}
+
+impl SessionProtocol {
+    /// The name on the supervisor's command line and in descriptions.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionProtocol::Acp => "acp",
+        }
+    }
+
+    /// The protocol of a name written by [`SessionProtocol::as_str`].
+    pub fn parse(name: &str) -> Option<SessionProtocol> {
+        match name {
+            "acp" => Some(SessionProtocol::Acp),
+            _ => None,
+        }
+    }
 }
 
 /// What the driver makes of one line of the agent's output.
@@ -46,6 +75,8 @@ pub struct Decision<'a> {
     pub allow: bool,
     /// The answer as given: the reason the agent reads when denied.
     pub message: &'a str,
+    /// Allowed for the rest of the session, where the agent offers that.
+    pub for_session: bool,
 }
 
 /// How the engine talks to one running agent. A driver never fails: output
@@ -65,6 +96,12 @@ pub trait Driver: Send {
     /// `None` when this driver cannot answer it.
     fn respond(&self, ask: &PermissionAsk, decision: &Decision<'_>) -> Option<String>;
 
+    /// The line that cancels the agent's running turn through its protocol, sent before any
+    /// signal; `None` where only signals stop it.
+    fn cancel_line(&self, _session_id: Option<&str>) -> Option<String> {
+        None
+    }
+
     /// Whether the raw output is the agent's own words (a generic agent),
     /// which report recovery may then read; a provider's raw output is its
     /// JSON stream.
@@ -73,5 +110,8 @@ pub trait Driver: Send {
 
 /// The driver of a launch plan.
 pub fn for_launch(launch: &Launch) -> Box<dyn Driver> {
+    if launch.driver_kind() == DriverKind::Acp {
+        return Box::new(acp::AcpDriver::new(&launch.parser));
+    }
     Box::new(stream::StreamDriver::new(&launch.parser, launch.driver_kind()))
 }

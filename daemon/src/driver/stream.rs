@@ -65,9 +65,10 @@ mod tests {
         assert!(plain.read_line(request).parsed.permission.is_none());
         let mut control = StreamDriver::new("claude", DriverKind::StreamWithControl);
         let ask = control.read_line(request).parsed.permission.expect("a bridged request");
-        let line = control.respond(&ask, &Decision { allow: false, message: "no" }).expect("a response");
+        let line =
+            control.respond(&ask, &Decision { allow: false, message: "no", for_session: false }).expect("a response");
         assert!(line.contains("r1") && line.contains("deny"), "{line}");
-        assert!(plain.respond(&ask, &Decision { allow: true, message: "" }).is_none());
+        assert!(plain.respond(&ask, &Decision { allow: true, message: "", for_session: false }).is_none());
     }
 
     #[test]

@@ -41,6 +41,8 @@ impl Engine {
             }
         }
         if let Some(handle) = self.record(id)?.run {
+            // A session protocol cancels the turn first; signals remain the backstop.
+            self.cancel_through_protocol(id, status_rx.as_mut()).await;
             self.runner.request_stop(&handle);
         }
         let limit = Duration::from_millis(self.settings.grace_ms) + Duration::from_secs(10);
@@ -67,4 +69,28 @@ impl Engine {
         let status = self.record(id)?.status;
         Ok((status == TaskStatus::Cancelled, status))
     }
+
+    /// Sends the driver's cancel (ACP `session/cancel`) and waits a moment for the agent to end
+    /// its turn and exit by itself. Nothing is sent for drivers that have none.
+    async fn cancel_through_protocol(
+        &self,
+        id: &str,
+        status_rx: Option<&mut tokio::sync::watch::Receiver<TaskStatus>>,
+    ) {
+        let Ok(record) = self.record(id) else { return };
+        let driver = crate::driver::for_launch(&record.launch);
+        let Some(line) = driver.cancel_line(record.session_id.as_deref()) else { return };
+        let dir = Self::task_dir(&record);
+        if let Err(e) = self.runner.write_stdin(&dir, &line) {
+            tracing::info!(task_id = %id, "cannot cancel through the protocol ({e}): signalling");
+            return;
+        }
+        tracing::info!(task_id = %id, "session cancel sent");
+        if let Some(rx) = status_rx {
+            let _ = tokio::time::timeout(PROTOCOL_CANCEL_WAIT, rx.wait_for(|s| s.is_terminal())).await;
+        }
+    }
 }
+
+/// How long a cancelled session's agent has to end its turn and exit before it is signalled.
+const PROTOCOL_CANCEL_WAIT: Duration = Duration::from_secs(3);

@@ -261,7 +261,9 @@ impl Engine {
                     }),
                     network: resolution.network.request,
                 };
-                let built = provider::build_launch(spec.id, &invocation)
+                // A provider that speaks a session protocol is driven through it (adapter data).
+                let built = provider::acp::launch(spec.id, &invocation)
+                    .or_else(|| provider::build_launch(spec.id, &invocation))
                     .ok_or_else(|| Error::Internal(format!("no launch for provider {}", spec.id)))?;
                 for (name, content) in &built.files {
                     let Some(path) = dir.provider_file(name) else {
@@ -373,7 +375,8 @@ impl Engine {
 /// Providers that read a per-run MCP server only from a file in the
 /// project: injecting the channel would write into the user's tree.
 pub(super) fn needs_workspace_files(provider: &str) -> bool {
-    matches!(provider, "gemini" | "qwen" | "cursor-agent" | "grok")
+    // An ACP agent gets the channel through session/new's mcpServers instead.
+    matches!(provider, "gemini" | "qwen" | "cursor-agent" | "grok") && provider::acp::acp_args(provider).is_none()
 }
 
 /// The directory of a task being delegated, removed on drop unless the task

@@ -22,7 +22,8 @@ impl Engine {
         if !run.driver.answers_requests() {
             return;
         }
-        let provider_id = self.store.task(&run.id).ok().flatten().map(|r| r.agent).unwrap_or_default();
+        let record = self.store.task(&run.id).ok().flatten();
+        let provider_id = record.as_ref().map(|r| r.agent.clone()).unwrap_or_default();
         let qid = permission_question_id(&ask.request_id);
         match self.store.question(&run.id, &qid) {
             Ok(Some(_)) => return,
@@ -42,11 +43,35 @@ impl Engine {
             warn!(task_id = %run.id, "cannot keep the permission request {}: {e}", path.display());
             return;
         }
-        let question = format!(
-            "{provider_id} asks permission to use {}. Answer `allow`, or `deny` followed by a reason for the agent.",
-            ask.summary
-        );
-        let options = vec!["allow".to_owned(), "deny".to_owned()];
+        // A read-only task never gains write through an answer: caesar refuses itself.
+        if let Some(record) = record.as_ref().filter(|r| r.mode == crate::oacp::Mode::ReadOnly)
+            && let Some(kind) = ask.kind.as_deref().filter(|k| WRITING_KINDS.contains(k))
+        {
+            self.refuse_in_read_only(run, record, &ask, kind, bodies);
+            return;
+        }
+        let offers_session = ask.options.iter().any(|o| o.kind == "allow_always");
+        let question = if ask.options.is_empty() {
+            format!(
+                "{provider_id} asks permission to use {}. Answer `allow`, or `deny` followed by a reason for the agent.",
+                ask.summary
+            )
+        } else {
+            let offered: Vec<String> = ask.options.iter().map(|o| format!("{} ({})", o.name, o.kind)).collect();
+            format!(
+                "{provider_id} asks permission ({} tool) to use {}. It offers: {}. Answer `allow`{}, or `deny` \
+                 followed by a reason (the agent's protocol carries no reason back; it is kept in the events).",
+                ask.kind.as_deref().unwrap_or("other"),
+                ask.summary,
+                offered.join(", "),
+                if offers_session { ", `allow for session`" } else { "" },
+            )
+        };
+        let mut options = vec!["allow".to_owned()];
+        if offers_session {
+            options.push(ALLOW_FOR_SESSION.to_owned());
+        }
+        options.push("deny".to_owned());
         let q = QuestionRecord {
             task_id: run.id.clone(),
             question_id: qid.clone(),
@@ -136,7 +161,9 @@ impl Engine {
         };
         let allow = is_allow(answer);
         let driver = crate::driver::for_launch(&record.launch);
-        let Some(line) = driver.respond(&ask, &crate::driver::Decision { allow, message: answer }) else {
+        let Some(line) = driver
+            .respond(&ask, &crate::driver::Decision { allow, message: answer, for_session: is_for_session(answer) })
+        else {
             warn!(task_id = %record.id, question_id = %qid, "this agent's driver cannot answer a permission request");
             return;
         };
@@ -150,6 +177,79 @@ impl Engine {
             Err(e) => warn!(task_id = %record.id, "cannot deliver the answer to {qid}: {e}"),
         }
     }
+}
+
+impl Engine {
+    /// Refuses an edit or a command asked for in a read-only task, without asking anyone: the
+    /// refusal is written back, shown as an error event and kept for the report's findings.
+    fn refuse_in_read_only(
+        &self,
+        run: &Run,
+        record: &TaskRecord,
+        ask: &provider::PermissionAsk,
+        kind: &str,
+        bodies: &mut Vec<EventBody>,
+    ) {
+        let reason = format!("caesar refused a `{kind}` tool in a read-only task: {}", ask.summary);
+        let decision = crate::driver::Decision { allow: false, message: &reason, for_session: false };
+        if let Some(line) = run.driver.respond(ask, &decision)
+            && let Err(e) = self.runner.write_stdin(&run.dir, &line)
+        {
+            warn!(task_id = %record.id, "cannot write the refusal to the agent: {e}");
+        }
+        info!(task_id = %record.id, tool = %ask.tool_name, kind, "write permission refused in a read-only task");
+        bodies.push(EventBody::Error { message: reason.clone(), fatal: false });
+        let finding = crate::oacp::Finding {
+            severity: crate::oacp::Severity::Medium,
+            title: format!("the agent asked for a `{kind}` tool in a read-only task; caesar refused it"),
+            file: None,
+            line: None,
+            detail: reason,
+        };
+        let path = run.dir.permissions().join(REFUSALS);
+        let appended = std::fs::create_dir_all(run.dir.permissions()).and_then(|()| {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).custom_flags_nofollow().open(&path)?;
+            writeln!(f, "{}", serde_json::to_string(&finding).unwrap_or_default())
+        });
+        if let Err(e) = appended {
+            warn!(task_id = %record.id, "cannot keep the refusal in {}: {e}", path.display());
+        }
+    }
+
+    /// The findings of the refusals [`Engine::refuse_in_read_only`] kept for task `dir`.
+    pub(super) fn refusal_findings(dir: &crate::task_dir::TaskDir) -> Vec<crate::oacp::Finding> {
+        let path = dir.permissions().join(REFUSALS);
+        let Ok(bytes) = crate::safe_fs::read_capped(&path, crate::safe_fs::REPORT_CAP) else { return Vec::new() };
+        String::from_utf8_lossy(&bytes).lines().filter_map(|l| serde_json::from_str(l).ok()).take(20).collect()
+    }
+}
+
+/// Opening a file for appending that is never a link the agent put there.
+trait NoFollow {
+    fn custom_flags_nofollow(&mut self) -> &mut Self;
+}
+
+impl NoFollow for std::fs::OpenOptions {
+    fn custom_flags_nofollow(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(nix::libc::O_NOFOLLOW)
+    }
+}
+
+/// Where the refusals of a read-only task are kept, under `permissions/`.
+const REFUSALS: &str = "refused.jsonl";
+
+/// The ACP tool kinds that change something: never allowed in a read-only task.
+const WRITING_KINDS: &[&str] = &["edit", "delete", "move", "execute"];
+
+/// The option that allows a tool for the rest of the session.
+pub(super) const ALLOW_FOR_SESSION: &str = "allow for session";
+
+/// Whether an allowing answer is meant for the rest of the session.
+pub(super) fn is_for_session(answer: &str) -> bool {
+    let a = answer.trim().to_ascii_lowercase();
+    is_allow(&a) && (a.contains("session") || a.contains("always"))
 }
 
 /// The question id of a bridged permission prompt: derived from the CLI's

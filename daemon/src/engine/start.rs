@@ -72,6 +72,12 @@ impl Engine {
         let stdin = match &launch.stdin {
             crate::provider::Stdin::Null => None,
             crate::provider::Stdin::Control { initial, close_after } => Some((initial.as_str(), close_after.as_str())),
+            // The supervisor closes a session's stdin itself, at the end of the turn.
+            crate::provider::Stdin::Session { initial, .. } => Some((initial.as_str(), "")),
+        };
+        let session = match &launch.stdin {
+            crate::provider::Stdin::Session { protocol, opening, .. } => Some((*protocol, opening.as_str())),
+            _ => None,
         };
         let deadline_ms = now_ms() + record.timeout_ms as i64;
         let spec = StartSpec {
@@ -84,6 +90,7 @@ impl Engine {
             deadline_ms,
             stdin,
             kube: launch.kube.as_ref(),
+            session,
         };
         let live = self.make_live(&record.id, TaskStatus::Running, record.event_count);
         let started = match self.runner.start(&spec) {

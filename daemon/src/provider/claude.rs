@@ -191,8 +191,14 @@ impl ClaudeParser {
         let input = request.get("input").cloned().unwrap_or(Value::Null);
         // The whole input, before the agent's own description of it.
         let summary = permission_question(tool_name, str_at(request, "description"), &input);
-        p.permission =
-            Some(PermissionAsk { request_id: request_id.to_owned(), tool_name: tool_name.to_owned(), input, summary });
+        p.permission = Some(PermissionAsk {
+            request_id: request_id.to_owned(),
+            tool_name: tool_name.to_owned(),
+            input,
+            summary,
+            kind: None,
+            options: Vec::new(),
+        });
     }
 
     fn system(&mut self, p: &mut Parsed, v: &Value) {

@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use crate::oacp::{BlockerKind, ChangeAction, EventBody, Mode, ToolStatus, Usage};
 
+pub mod acp;
 mod antigravity;
 mod classify;
 mod claude;
@@ -79,6 +80,24 @@ pub struct PermissionAsk {
     pub input: Value,
     /// A one-line description of the call for the question.
     pub summary: String,
+    /// The kind of tool as the protocol names it (ACP: `read`, `edit`, `delete`, `move`,
+    /// `search`, `execute`, `think`, `fetch`, `other`); `None` where the CLI does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The answers the agent offered (ACP); empty for allow/deny protocols (claude).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<PermissionOption>,
+}
+
+/// One answer an agent offers to a permission request (ACP's `PermissionOption`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermissionOption {
+    /// The agent's id for it, echoed in the answer.
+    pub id: String,
+    /// What the agent shows a person.
+    pub name: String,
+    /// `allow_once`, `allow_always`, `reject_once` or `reject_always`.
+    pub kind: String,
 }
 
 /// Reads a provider's output one line at a time.
@@ -190,6 +209,11 @@ pub enum Stdin {
     /// `stdin.fifo`. The supervisor closes the agent's stdin once the agent prints a line that
     /// starts with `close_after` (the end of its turn), which is what makes the CLI exit.
     Control { initial: String, close_after: String },
+    /// A two-way session protocol (ACP): the supervisor writes `initial` (the `initialize`
+    /// request), then carries out the rest of the opening in `opening` (session/new, then the
+    /// prompt) as the agent answers, so that a daemon restart mid-handshake can neither repeat
+    /// nor lose a step; it closes stdin once the prompt's turn has ended.
+    Session { protocol: crate::driver::SessionProtocol, initial: String, opening: String },
 }
 
 /// The line that answers a permission request on the agent's stdin, for the providers whose

@@ -47,12 +47,17 @@ impl Runner for LocalRunner {
             let path = spec.dir.stdin_initial();
             std::fs::write(&path, initial).map_err(|e| Error::io_at("cannot write", &path, e))?;
         }
+        if let Some((_, opening)) = spec.session {
+            let path = dir.join(supervisor::SESSION_OPENING);
+            std::fs::write(&path, opening).map_err(|e| Error::io_at("cannot write", &path, e))?;
+        }
         let sargs = SuperviseArgs {
             task_dir: dir.to_path_buf(),
             deadline_ms: spec.deadline_ms,
             grace_ms: self.grace_ms,
             log_cap: self.raw_log_cap,
             stdin_close_after: spec.stdin.map(|(_, close_after)| close_after.to_owned()),
+            session: spec.session.map(|(protocol, _)| protocol),
             program: spec.program.to_owned(),
             args: spec.args.to_vec(),
         };

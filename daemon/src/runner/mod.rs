@@ -70,6 +70,9 @@ pub struct StartSpec<'a> {
     pub stdin: Option<(&'a str, &'a str)>,
     /// Run as a Kubernetes Job with these settings; `None`: locally.
     pub kube: Option<&'a settings::KubeSettings>,
+    /// For a session protocol: which, and the rest of its opening, which the supervisor
+    /// carries out (`stdin` then holds the first request).
+    pub session: Option<(crate::driver::SessionProtocol, &'a str)>,
 }
 
 /// A started run, as the runner hands it back.
