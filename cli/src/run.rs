@@ -1,0 +1,301 @@
+//! `caesar run` and `caesar logs`: delegate, print what runs where and why,
+//! follow the task's events until it ends, and map its ending to the exit
+//! code (see the crate's doc).
+
+use super::*;
+
+pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
+    let workspace = match a.workspace {
+        Some(w) => std::path::absolute(&w).with_context(|| format!("bad --workspace {}", w.display()))?,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let context = match a.context.as_deref() {
+        Some(c) if c.starts_with('@') => {
+            std::fs::read_to_string(&c[1..]).with_context(|| format!("cannot read the --context file {}", &c[1..]))?
+        }
+        Some(c) => c.to_owned(),
+        None => String::new(),
+    };
+    let timeout_ms = a.timeout.as_deref().map(parse_duration_ms).transpose()?.unwrap_or(0);
+    let depth = std::env::var("CAESAR_DEPTH").ok().and_then(|d| d.parse().ok()).unwrap_or(0);
+    let mut c = connect().await?;
+    let d = c
+        .delegate(pb::DelegateRequest {
+            objective: a.objective,
+            agent: a.agent.unwrap_or_default(),
+            role: a.role.unwrap_or_default(),
+            mode: a.mode.map(|m| m.as_str().to_owned()).unwrap_or_default(),
+            isolation: a.isolation.map(|i| i.as_str().to_owned()).unwrap_or_default(),
+            network: a.network.map(|n| n.as_str().to_owned()).unwrap_or_default(),
+            context,
+            constraints: a.constraints,
+            acceptance_criteria: a.acceptance_criteria,
+            model: a.model.unwrap_or_default(),
+            timeout_ms,
+            channel: false,
+            workspace: workspace.display().to_string(),
+            session_id: String::new(),
+            effort: String::new(),
+            depth,
+            verify: a.verify,
+            agents: a.agents,
+            attempts: a.attempts.unwrap_or(0),
+            ..Default::default()
+        })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
+    if !d.group_id.is_empty() {
+        return run_group(&mut c, &d, json, a.detach).await;
+    }
+    let choice = agent_reason(&d).map(str::to_owned);
+    for (k, v) in d.warnings.iter().filter(|(k, _)| k.as_str() != AGENT_CHOICE) {
+        if !json {
+            eprintln!("caesar: {k}: {v}");
+        }
+    }
+    if a.detach {
+        if json {
+            println!("{}", render::delegate_json(&d));
+        } else {
+            println!("{}", d.task_id);
+            if let Some(why) = choice {
+                eprintln!("caesar: {why}");
+            }
+        }
+        return Ok(0);
+    }
+    if !json {
+        print!("{}", run_header(&d, worktree_of(&d).as_deref()));
+    }
+    let task_id = d.task_id.clone();
+    let command = if a.verbose { render::Command::Full } else { render::Command::Brief };
+    let follow = follow_events(&mut c, &task_id, 0, json, command);
+    tokio::select! {
+        r = follow => r?,
+        _ = tokio::signal::ctrl_c() => {
+            if !json {
+                eprintln!("caesar: interrupted, cancelling {task_id}");
+            }
+            let _ = c.cancel(pb::CancelRequest { task_id: task_id.clone() }).await;
+            return Ok(130);
+        }
+    }
+    // The stream ends when the task does; Await returns its report.
+    let r = c
+        .r#await(pb::AwaitRequest { task_ids: vec![task_id], timeout_ms: 60_000, wake_on_attention: false })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
+    let Some(t) = r.tasks.first() else {
+        return Err(Failure { code: 1, message: "the daemon returned no task".into() });
+    };
+    if json {
+        let mut v = render::task_json(t);
+        v["warnings"] = json!(d.warnings);
+        println!("{v}");
+    } else {
+        render::print_report(t);
+    }
+    Ok(exit_code_of(t))
+}
+
+/// `caesar run --agents …`: the group's ids, then (unless detached) its
+/// comparison once every member ended.
+pub(crate) async fn run_group(
+    c: &mut Client,
+    d: &pb::DelegateResponse,
+    json: bool,
+    detach: bool,
+) -> Result<u8, Failure> {
+    if !json {
+        println!("group {}: {} tasks ({})", d.group_id, d.task_ids.len(), d.task_ids.join(", "));
+    }
+    if detach {
+        if json {
+            println!("{}", json!({"group_id": d.group_id, "task_ids": d.task_ids}));
+        }
+        return Ok(0);
+    }
+    let g = tokio::select! {
+        g = fanout::await_group(c, &d.group_id) => g?,
+        _ = tokio::signal::ctrl_c() => {
+            for t in &d.task_ids {
+                let _ = c.cancel(pb::CancelRequest { task_id: t.clone() }).await;
+            }
+            return Ok(130);
+        }
+    };
+    if json {
+        println!("{}", fanout::group_json(&g));
+    } else {
+        print!("{}", fanout::comparison(&g));
+    }
+    Ok(if g.members.iter().any(|m| m.status == "succeeded") { 0 } else { 1 })
+}
+
+/// The warning under which the daemon says which agent it picked when none
+/// was named (caesard's `resolve::AGENT_CHOICE`).
+const AGENT_CHOICE: &str = "agent_choice";
+
+/// The first lines of `caesar run`: what runs, how, where, and (when caesar
+/// chose the agent) why that one.
+pub(crate) fn run_header(d: &pb::DelegateResponse, worktree: Option<&str>) -> String {
+    let model = if d.model.is_empty() { "the agent's default".to_owned() } else { d.model.clone() };
+    let network = if d.network { "on" } else { "off" };
+    let mut out = format!("task {}: agent {}, model {model}\n", d.task_id, d.agent);
+    if let Some(why) = agent_reason(d) {
+        out.push_str(&format!("  {why}\n"));
+    }
+    out.push_str(&format!("  mode {}, isolation {}, network {network}", d.mode, d.isolation));
+    if d.timeout_ms > 0 {
+        out.push_str(&format!(", timeout {}", render::human_ms(d.timeout_ms)));
+    }
+    out.push('\n');
+    match worktree {
+        Some(w) => out.push_str(&format!(
+            "  works in the worktree {w}\n  (review with caesar diff {id}, land with caesar apply {id})\n",
+            id = d.task_id
+        )),
+        None => out.push_str(&format!("  works in {}\n", d.workspace)),
+    }
+    out
+}
+
+/// Where a worktree task's agent works: the daemon's `worktree`, or for an
+/// older daemon, the workspace of its OACP `task.json`.
+pub(crate) fn worktree_of(d: &pb::DelegateResponse) -> Option<String> {
+    if !d.worktree.is_empty() {
+        return Some(d.worktree.clone());
+    }
+    if d.isolation != "worktree" {
+        return None;
+    }
+    let doc = std::fs::read_to_string(std::path::Path::new(&d.task_dir).join("task.json")).ok()?;
+    let v: Value = serde_json::from_str(&doc).ok()?;
+    let worktree = v["workspace"].as_str()?.trim_end_matches('/');
+    (worktree != d.workspace.trim_end_matches('/')).then(|| worktree.to_owned())
+}
+
+/// Why caesar picked the agent: `agent_reason`, or the warning an older
+/// daemon carries it in.
+pub(crate) fn agent_reason(d: &pb::DelegateResponse) -> Option<&str> {
+    Some(d.agent_reason.as_str()).filter(|r| !r.is_empty()).or(d.warnings.get(AGENT_CHOICE).map(String::as_str))
+}
+
+/// The exit code for a finished task: 0 only when it succeeded and its
+/// report does not say otherwise.
+pub(crate) fn exit_code_of(t: &pb::TaskView) -> u8 {
+    match t.status.as_str() {
+        "succeeded" if matches!(t.report_status.as_str(), "failed" | "blocked") => 1,
+        "succeeded" => 0,
+        "cancelled" => 4,
+        "timed_out" => 5,
+        "pending" | "running" => 1,
+        _ => 1,
+    }
+}
+
+pub(crate) async fn follow_events(
+    c: &mut Client,
+    task_id: &str,
+    from_seq: u64,
+    json: bool,
+    command: render::Command,
+) -> Result<(), Failure> {
+    let mut stream = c
+        .watch_events(pb::WatchEventsRequest { task_id: task_id.to_owned(), from_seq, follow: true })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
+    while let Some(ev) = stream.message().await.map_err(anyhow::Error::from)? {
+        if json {
+            // In --json mode events are not printed: the output is one JSON document.
+            continue;
+        }
+        render::print_event(&ev.event_json, command);
+    }
+    Ok(())
+}
+
+pub(crate) async fn logs(task_id: String, raw: bool, follow: bool, limit: u32, json: bool) -> Result<u8, Failure> {
+    let mut c = connect().await?;
+    if follow && !raw {
+        if json {
+            let mut stream = c
+                .watch_events(pb::WatchEventsRequest { task_id, from_seq: 0, follow: true })
+                .await
+                .map_err(anyhow::Error::from)?
+                .into_inner();
+            while let Some(ev) = stream.message().await.map_err(anyhow::Error::from)? {
+                println!("{}", ev.event_json);
+            }
+            return Ok(0);
+        }
+        follow_events(&mut c, &task_id, 0, false, render::Command::Full).await?;
+        return Ok(0);
+    }
+    let r =
+        c.logs(pb::LogsRequest { task_id, raw, limit, max_bytes: 0 }).await.map_err(anyhow::Error::from)?.into_inner();
+    if json {
+        let events: Vec<Value> = r.events_json.iter().filter_map(|e| serde_json::from_str(e).ok()).collect();
+        let mut v = json!({"total_events": r.total_events});
+        if raw {
+            v["raw"] = json!(r.raw);
+            v["raw_size"] = json!(r.raw_size);
+            v["truncated"] = json!(r.raw_truncated);
+        } else {
+            v["events"] = json!(events);
+        }
+        println!("{v}");
+    } else if raw {
+        if r.raw_truncated {
+            eprintln!("caesar: showing the last {} of {} bytes", r.raw.len(), r.raw_size);
+        }
+        print!("{}", r.raw);
+    } else {
+        if (r.events_json.len() as u64) < r.total_events {
+            println!("({} of {} events)", r.events_json.len(), r.total_events);
+        }
+        for e in &r.events_json {
+            render::print_event(e, render::Command::Full);
+        }
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_run_header_says_what_runs_how_where_and_why() {
+        let mut d = pb::DelegateResponse {
+            task_id: "t_0123456789ab".into(),
+            agent: "codex".into(),
+            mode: "read-only".into(),
+            isolation: "inplace".into(),
+            network: true,
+            workspace: "/src/app".into(),
+            timeout_ms: 600_000,
+            ..Default::default()
+        };
+        d.warnings.insert(AGENT_CHOICE.into(), "picked `codex`, the first agent installed and allowed".into());
+        assert_eq!(
+            run_header(&d, None),
+            "task t_0123456789ab: agent codex, model the agent's default\n  picked `codex`, the first agent installed and allowed\n  mode read-only, isolation inplace, network on, timeout 10m00s\n  works in /src/app\n"
+        );
+        d.warnings.clear();
+        d.agent_reason = "picked `codex`, the first agent installed and allowed".into();
+        assert!(run_header(&d, None).contains("\n  picked `codex`"), "the field says it as the warning did");
+        d.agent_reason.clear();
+        d.model = "o3".into();
+        d.isolation = "worktree".into();
+        let h = run_header(&d, Some("/src/app/.caesar/wt/t_0123456789ab"));
+        assert!(
+            h.starts_with("task t_0123456789ab: agent codex, model o3\n  mode read-only, isolation worktree"),
+            "{h}"
+        );
+        assert!(h.contains("works in the worktree /src/app/.caesar/wt/t_0123456789ab"), "{h}");
+    }
+}
