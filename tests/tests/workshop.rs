@@ -117,8 +117,14 @@ async fn a_read_only_task_that_writes_is_flagged_and_inplace_writes_are_refused(
     let t = await_one(&mut c, &d.task_id, LONG).await;
     let report = json(&t.report_json);
     assert_eq!(report["changes_verified_by"], "git");
-    let high = report["findings"].as_array().unwrap().iter().find(|f| f["severity"] == "high").cloned();
-    assert!(high.is_some_and(|f| f.to_string().contains("README.md")), "{report}");
+    if caesard::sandbox::kernel_abi().is_some() {
+        // Landlock (issue 19): the kernel refuses the write itself.
+        assert_eq!(std::fs::read_to_string(env.project.path().join("README.md")).unwrap(), "hello\n");
+    } else {
+        // No kernel confinement: git sees the write, and the report says so.
+        let high = report["findings"].as_array().unwrap().iter().find(|f| f["severity"] == "high").cloned();
+        assert!(high.is_some_and(|f| f.to_string().contains("README.md")), "{report}");
+    }
 
     let mut req = env.delegate_request("sneaky", "write in place");
     req.isolation = "inplace".into();

@@ -36,8 +36,9 @@ pub fn acp_args(id: &str) -> Option<&'static [&'static str]> {
     match id {
         // [V] 0.61: `--acp` (also `--experimental-acp`).
         "gemini" => Some(&["--acp"]),
-        // [V] 1.18: the `acp` subcommand.
-        "opencode" => Some(&["acp"]),
+        // opencode 1.18 speaks ACP (`opencode acp`, [V]) but stays on its stream: under ACP its
+        // 401 and 429 end the turn with no error caesar maps to a blocker yet, and it runs bash
+        // without asking unless its own `permission` config says `ask`.
         // copilot 1.0 speaks ACP with `--acp --stdio` ([V] by hand and in real_sessions: allow
         // and deny bridged), but in ACP mode it asks for every edit and every MCP tool, which its
         // stream launch pre-approves; until those approvals are passed in ACP mode too it stays
@@ -51,7 +52,7 @@ pub fn acp_args(id: &str) -> Option<&'static [&'static str]> {
 /// Why a built-in provider speaks the protocol it does, for `caesar agents describe`.
 pub fn protocol_reason(id: &str) -> &'static str {
     match id {
-        "gemini" | "opencode" | "qwen" => {
+        "gemini" | "qwen" => {
             "ACP session: permission prompts reach the orchestrator, the return channel goes through \
              session/new, cancel goes through session/cancel"
         }
