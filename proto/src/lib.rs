@@ -8,6 +8,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod civil;
 pub mod client;
 pub mod duration;
 pub mod instance;

@@ -53,22 +53,7 @@ pub fn handle(result: CallToolResult) -> CallToolResponse {
 fn now() -> String {
     // RFC 3339, UTC, seconds: what the spec's ISO 8601 timestamps need.
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil(days as i64);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian.
-fn civil(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+    caesar_proto::civil::rfc3339_seconds(secs as i64)
 }
 
 fn protocol(e: ToolError) -> McpError {
@@ -210,14 +195,4 @@ pub async fn cancel(daemon: &Daemon, id: &str) -> Result<(), McpError> {
         .await
         .map_err(protocol)?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn civil_dates_are_right() {
-        assert_eq!(super::civil(0), (1970, 1, 1));
-        assert_eq!(super::civil(20_423), (2025, 12, 1));
-        assert_eq!(super::civil(11_016), (2000, 2, 29));
-    }
 }

@@ -252,7 +252,7 @@ impl Run {
         git(&project, &["add", "-A"]);
         git(&project, &["commit", "-q", "-m", "base"]);
 
-        let install = install(host, &env, &host_env, &home, codex_server);
+        let install = install(host, &env, &host_env, codex_server);
 
         let mut cmd = tokio::process::Command::new(host.bin());
         cmd.args(host.args("Use caesar to delegate the button to the helper agent, then land its work."))
@@ -393,7 +393,7 @@ fn host_env(
 
 /// `caesar mcp install <host>` in the host's scratch home, the host on PATH; then what the host
 /// needs beyond it. Returns what was done, for the report.
-fn install(host: Host, env: &Env, host_env: &[(String, String)], home: &Path, codex_server: &str) -> String {
+fn install(host: Host, env: &Env, host_env: &[(String, String)], codex_server: &str) -> String {
     let o = std::process::Command::new(caesar_bin())
         .args(["mcp", "install", host.id()])
         .current_dir(env.project.path())

@@ -111,21 +111,9 @@ pub fn fmt_ts(nanos: i128, with_nanos: bool) -> String {
     let frac = nanos.rem_euclid(1_000_000_000);
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
-    let (y, m, d) = civil(days);
+    let (y, m, d) = caesar_proto::civil::civil_from_days(days);
     let base = format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}", sod / 3600, sod % 3600 / 60, sod % 60);
     if with_nanos { format!("{base}.{frac:09}Z") } else { format!("{base}Z") }
-}
-
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// Parses an RFC 3339 UTC time (`2026-12-01T12:00:00Z`, fraction optional) to nanoseconds.

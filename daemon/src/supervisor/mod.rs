@@ -1,0 +1,496 @@
+//! The per-task supervisor: a tiny process between the daemon and the agent.
+//!
+//! The daemon starts `caesard __supervise` in a session of its own; the
+//! supervisor starts the agent in a new process group with stdin from
+//! `/dev/null` and stdout and stderr appended to `raw.log`, waits for it, and
+//! writes the exit status atomically to `exit.json`. Because the supervisor,
+//! not the daemon, is the agent's parent, a daemon that dies or restarts
+//! loses nothing: the next daemon re-attaches by reading `raw.log` from its
+//! stored offset and `exit.json` when it appears.
+//!
+//! The supervisor also owns the whole process tree of its task. It is a
+//! child subreaper on Linux, so a grandchild that leaves the group (setsid,
+//! double fork) is re-parented to it rather than to init. On SIGTERM (cancel)
+//! or at the deadline (timeout) it sends SIGTERM to the group and to every
+//! descendant, waits for the grace period, then SIGKILLs whatever is left.
+//! When the agent exits on its own, leftovers get the same treatment before
+//! `exit.json` is written, so a finished task leaves no process behind.
+//!
+//! An agent that speaks a line protocol on stdin (claude's stream-json, for
+//! its permission prompts) gets a pipe instead of `/dev/null`. The supervisor
+//! holds its write end for the whole run, writes `stdin.initial` into it, then
+//! forwards each line the daemon writes to the task's `stdin.fifo`. It closes
+//! the pipe when the agent prints the line that ends its turn. Because the
+//! supervisor holds both the pipe and the FIFO open, a daemon restart neither
+//! closes the agent's stdin nor loses a line.
+//!
+//! It uses no async runtime: two threads (one `wait`, one `sigwait`) and a
+//! channel, plus the output copier and the stdin forwarder when used.
+
+mod stdin;
+mod tree;
+
+pub use stdin::write_agent_stdin;
+use stdin::{StdinControl, copy_capped, forward_stdin};
+pub use tree::{
+    boot_id, checked_task_pid, is_same_process_alive, kill_by_task_env, kill_group, kill_group_checked,
+    process_start_time, processes_of_task, read_agent_checked, request_stop,
+};
+use tree::{kill_leftovers, stop_tree};
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The argument that selects supervisor mode in the `caesard` binary.
+pub const SUPERVISE_ARG: &str = "__supervise";
+
+/// The supervisor's process name (`/proc/<pid>/comm`, what `pkill -x` and
+/// `killall` match). Linux keeps 15 bytes of it: `caesar-supervis`.
+pub const PROCESS_NAME: &std::ffi::CStr = c"caesar-supervise";
+
+/// The longest grace between SIGTERM and SIGKILL, whatever
+/// `CAESAR_KILL_GRACE_MS` asks: ten minutes.
+pub const MAX_GRACE_MS: u64 = 10 * 60 * 1000;
+
+/// Written by the supervisor once the agent is started.
+pub const AGENT_FILE: &str = "agent.json";
+/// Written by the supervisor once the agent and its tree are gone.
+pub const EXIT_FILE: &str = "exit.json";
+/// The agent's combined stdout and stderr.
+pub const RAW_LOG: &str = "raw.log";
+/// What the supervisor writes first to an agent with a stdin protocol.
+pub const STDIN_INITIAL: &str = "stdin.initial";
+/// The FIFO through which the daemon writes lines to such an agent's stdin.
+pub const STDIN_FIFO: &str = "stdin.fifo";
+/// The rest of a session protocol's opening, which the supervisor carries out
+/// ([`crate::driver::opening`]).
+pub const SESSION_OPENING: &str = "session.open.json";
+/// How long an agent whose session turn has ended may take to exit once its stdin is closed
+/// before the supervisor stops it (qwen 0.24 does not exit on EOF).
+const SESSION_LINGER: Duration = Duration::from_secs(5);
+
+/// `agent.json`: the agent process as started.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AgentStarted {
+    pub pid: u32,
+    pub started_ms: i64,
+    /// The supervisor itself, for a daemon that died before recording it.
+    #[serde(default)]
+    pub supervisor_pid: u32,
+    /// The start times ([`process_start_time`]) of the agent and the
+    /// supervisor, against pid reuse. The file is in the agent's reach, so
+    /// neither these nor the pids are trusted alone: see [`checked_task_pid`].
+    #[serde(default)]
+    pub agent_start: Option<u64>,
+    #[serde(default)]
+    pub supervisor_start: Option<u64>,
+}
+
+/// `exit.json`: how the agent ended.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ExitRecord {
+    /// The exit code when the agent exited normally.
+    pub exit_code: Option<i64>,
+    /// The signal that ended the agent, if one did.
+    pub signal: Option<i32>,
+    /// The deadline passed and the supervisor stopped the tree.
+    pub timed_out: bool,
+    /// The supervisor was told to stop the tree (cancel or shutdown).
+    pub terminated: bool,
+    /// The agent could not be started at all.
+    pub spawn_error: Option<String>,
+    /// Processes still alive after the agent exited, which had to be killed.
+    pub leftovers_killed: u32,
+    /// Output dropped past the raw log's cap.
+    #[serde(default)]
+    pub output_dropped_bytes: u64,
+    /// The agent's session turn had ended and it did not exit on its own once its stdin was
+    /// closed, so the supervisor stopped it: its ending counts as exit 0.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub session_ended: bool,
+    pub finished_ms: i64,
+}
+
+/// The supervisor's command line, parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuperviseArgs {
+    pub task_dir: PathBuf,
+    /// Absolute deadline, milliseconds since the epoch.
+    pub deadline_ms: i64,
+    pub grace_ms: u64,
+    /// The most bytes of output kept in raw.log; 0 for no cap.
+    pub log_cap: u64,
+    /// The agent speaks a line protocol on stdin, closed after the output line that starts
+    /// with this prefix; `None` for stdin at `/dev/null`.
+    pub stdin_close_after: Option<String>,
+    /// The stdin protocol is this session protocol, opened by the supervisor from
+    /// [`SESSION_OPENING`]; the prefix above is then unused.
+    pub session: Option<crate::driver::SessionProtocol>,
+    pub program: String,
+    pub args: Vec<String>,
+}
+
+impl SuperviseArgs {
+    /// The arguments that follow `caesard` to run this supervisor.
+    pub fn to_argv(&self) -> Vec<String> {
+        let mut v = vec![
+            SUPERVISE_ARG.to_owned(),
+            "--task-dir".to_owned(),
+            self.task_dir.to_string_lossy().into_owned(),
+            "--deadline-ms".to_owned(),
+            self.deadline_ms.to_string(),
+            "--grace-ms".to_owned(),
+            self.grace_ms.to_string(),
+            "--log-cap".to_owned(),
+            self.log_cap.to_string(),
+        ];
+        if let Some(prefix) = &self.stdin_close_after {
+            v.extend(["--stdin-control".to_owned(), prefix.clone()]);
+        }
+        if let Some(protocol) = self.session {
+            v.extend(["--stdin-session".to_owned(), protocol.as_str().to_owned()]);
+        }
+        v.extend(["--".to_owned(), self.program.clone()]);
+        v.extend(self.args.iter().cloned());
+        v
+    }
+
+    /// Parses what follows `__supervise`.
+    pub fn parse(argv: &[String]) -> Result<SuperviseArgs, String> {
+        let mut task_dir = None;
+        let mut deadline_ms = None;
+        let mut grace_ms = 2000;
+        let mut log_cap = 0;
+        let mut stdin_close_after = None;
+        let mut session = None;
+        let mut i = 0;
+        while i < argv.len() {
+            let value = |i: usize| argv.get(i + 1).cloned().ok_or_else(|| format!("{} needs a value", argv[i]));
+            match argv[i].as_str() {
+                "--task-dir" => task_dir = Some(PathBuf::from(value(i)?)),
+                "--deadline-ms" => deadline_ms = Some(value(i)?.parse().map_err(|e| format!("--deadline-ms: {e}"))?),
+                "--grace-ms" => grace_ms = value(i)?.parse().map_err(|e| format!("--grace-ms: {e}"))?,
+                "--log-cap" => log_cap = value(i)?.parse().map_err(|e| format!("--log-cap: {e}"))?,
+                "--stdin-control" => stdin_close_after = Some(value(i)?),
+                "--stdin-session" => {
+                    let name = value(i)?;
+                    session = Some(
+                        crate::driver::SessionProtocol::parse(&name)
+                            .ok_or_else(|| format!("--stdin-session: unknown protocol `{name}`"))?,
+                    );
+                }
+                "--" => {
+                    let program = argv.get(i + 1).cloned().ok_or("no program after --")?;
+                    return Ok(SuperviseArgs {
+                        task_dir: task_dir.ok_or("--task-dir is required")?,
+                        deadline_ms: deadline_ms.ok_or("--deadline-ms is required")?,
+                        grace_ms,
+                        log_cap,
+                        stdin_close_after,
+                        session,
+                        program,
+                        args: argv[i + 2..].to_vec(),
+                    });
+                }
+                other => return Err(format!("unknown supervisor argument `{other}`")),
+            }
+            i += 2;
+        }
+        Err("no program: expected `-- <program> [args...]`".to_owned())
+    }
+}
+
+enum Msg {
+    Exited(std::io::Result<ExitStatus>),
+    Signal,
+    /// The session's turn ended a while ago and the agent is still there.
+    TurnOver,
+}
+
+/// Runs the supervisor to completion. Returns the process exit code.
+#[cfg(unix)]
+pub fn run(args: SuperviseArgs) -> i32 {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let _ = nix::sys::prctl::set_child_subreaper(true);
+        // A name of its own, so that `pkill -x caesard` or `killall caesard`
+        // (which match this name) stop the daemon and never a task.
+        let _ = nix::sys::prctl::set_name(PROCESS_NAME);
+    }
+
+    // Block the stop signals before any thread exists, so that only the
+    // sigwait thread ever sees them. The agent starts with an empty mask
+    // (set in its pre_exec below: std would hand it this one).
+    let mut stop = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT] {
+        stop.add(s);
+    }
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&stop), None);
+
+    let raw_path = args.task_dir.join(RAW_LOG);
+    let log = match OpenOptions::new().create(true).append(true).open(&raw_path) {
+        Ok(f) => f,
+        Err(e) => {
+            write_exit(
+                &args.task_dir,
+                &ExitRecord { spawn_error: Some(format!("cannot open {}: {e}", raw_path.display())), ..exit_now() },
+            );
+            return 1;
+        }
+    };
+    // With a cap or a stdin protocol, output goes through a pipe that this
+    // process copies into raw.log (up to the cap); otherwise straight into
+    // the file.
+    let mut copier = None;
+    let (tx, rx) = mpsc::channel();
+    let turn_over = tx.clone();
+    // Kernel confinement (issue 19): the ruleset is built here, before the
+    // fork; the agent only applies it. One that cannot be built fails the
+    // start rather than run the agent unconfined.
+    let sandbox = match std::env::var(crate::sandbox::ENV).ok().map(|j| serde_json::from_str(&j)) {
+        None => Ok(None),
+        Some(Ok(spec)) => crate::sandbox::prepare(&spec),
+        Some(Err(e)) => Err(format!("unreadable {}: {e}", crate::sandbox::ENV)),
+    };
+    let sandbox = match sandbox {
+        Ok(s) => s,
+        Err(message) => {
+            let _ = writeln!(&log, "caesar: {message}");
+            write_exit(&args.task_dir, &ExitRecord { spawn_error: Some(message), ..exit_now() });
+            return 0;
+        }
+    };
+    let sandbox_fd = sandbox.as_ref().map_or(-1, |s| s.raw());
+    let spawned = (|| -> std::io::Result<std::process::Child> {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(&args.program);
+        cmd.args(&args.args).process_group(0).env_remove(crate::sandbox::ENV);
+        // std gives the child this process's signal mask, in which the stop
+        // signals are blocked for the sigwait thread: left so, the agent
+        // never sees the SIGTERM of a cancel or a timeout and always dies by
+        // SIGKILL after the grace, with no chance to clean up.
+        // SAFETY: pthread_sigmask is async-signal-safe, and the closure
+        // touches nothing else between fork and exec.
+        // The sandbox's two system calls are as safe there.
+        unsafe {
+            cmd.pre_exec(move || {
+                pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).map_err(std::io::Error::from)?;
+                crate::sandbox::restrict_in_child(sandbox_fd)
+            });
+        }
+        let stdin = match &args.stdin_close_after {
+            Some(prefix) => {
+                let (reader, writer) = std::io::pipe()?;
+                cmd.stdin(reader);
+                let opening = match args.session {
+                    Some(crate::driver::SessionProtocol::Acp) => {
+                        let bytes = std::fs::read(args.task_dir.join(SESSION_OPENING))?;
+                        Some(crate::driver::opening::AcpOpening::from_json(&bytes).ok_or_else(|| {
+                            std::io::Error::new(std::io::ErrorKind::InvalidData, "the session opening does not read")
+                        })?)
+                    }
+                    None => None,
+                };
+                Some(StdinControl {
+                    writer: forward_stdin(&args.task_dir, writer)?,
+                    close_after: prefix.clone(),
+                    opening,
+                    turn_over,
+                })
+            }
+            None => {
+                cmd.stdin(Stdio::null());
+                None
+            }
+        };
+        if args.log_cap > 0 || stdin.is_some() {
+            let (reader, writer) = std::io::pipe()?;
+            cmd.stdout(writer.try_clone()?).stderr(writer);
+            let child = cmd.spawn();
+            // The command (and its copies of the pipes' ends) is dropped
+            // here, so the output pipe ends when the agent's tree is gone.
+            drop(cmd);
+            let child = child?;
+            let out = log.try_clone()?;
+            let cap = if args.log_cap > 0 { args.log_cap } else { u64::MAX };
+            copier = Some(std::thread::spawn(move || copy_capped(reader, out, cap, stdin)));
+            Ok(child)
+        } else {
+            cmd.stdout(log.try_clone()?).stderr(log.try_clone()?).spawn()
+        }
+    })();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            let message = format!("cannot start `{}`: {e}", args.program);
+            let _ = writeln!(&log, "caesar: {message}");
+            write_exit(&args.task_dir, &ExitRecord { spawn_error: Some(message), ..exit_now() });
+            return 0;
+        }
+    };
+    let agent_pid = child.id();
+    let _ = write_atomic(
+        &args.task_dir.join(AGENT_FILE),
+        &serde_json::to_vec(&AgentStarted {
+            pid: agent_pid,
+            started_ms: crate::clock::now_ms(),
+            supervisor_pid: std::process::id(),
+            agent_start: process_start_time(agent_pid),
+            supervisor_start: process_start_time(std::process::id()),
+        })
+        .unwrap_or_default(),
+    );
+
+    let waiter = tx.clone();
+    std::thread::spawn(move || {
+        let _ = waiter.send(Msg::Exited(child.wait()));
+    });
+    std::thread::spawn(move || {
+        while stop.wait().is_ok() {
+            if tx.send(Msg::Signal).is_err() {
+                break;
+            }
+        }
+    });
+
+    // A grace past ten minutes would leave an agent that ignores SIGTERM
+    // running for as long as it likes; past that it is cut to ten minutes.
+    let grace = Duration::from_millis(args.grace_ms.min(MAX_GRACE_MS));
+    let mut record = ExitRecord::default();
+    let remaining = || Duration::from_millis((args.deadline_ms - crate::clock::now_ms()).max(0) as u64);
+    let status = match rx.recv_timeout(remaining()) {
+        Ok(Msg::Exited(status)) => status,
+        Ok(Msg::Signal) => {
+            record.terminated = true;
+            stop_tree(agent_pid, grace, &rx)
+        }
+        Ok(Msg::TurnOver) => {
+            record.session_ended = true;
+            stop_tree(agent_pid, grace, &rx)
+        }
+        Err(_) => {
+            record.timed_out = true;
+            stop_tree(agent_pid, grace, &rx)
+        }
+    };
+    match status {
+        Ok(st) => {
+            use std::os::unix::process::ExitStatusExt;
+            record.exit_code = st.code().map(i64::from);
+            record.signal = st.signal();
+            if record.session_ended {
+                // The work was done; the stop was only for an agent that would not exit.
+                record.exit_code = Some(0);
+                record.signal = None;
+            }
+        }
+        Err(e) => record.spawn_error = Some(format!("lost the agent's exit status: {e}")),
+    }
+    // The agent is gone; anything of its tree still alive is a leftover.
+    record.leftovers_killed = kill_leftovers(agent_pid, grace);
+    if let Some(copier) = copier {
+        record.output_dropped_bytes = copier.join().unwrap_or(0);
+    }
+    record.finished_ms = crate::clock::now_ms();
+    write_exit(&args.task_dir, &record);
+    0
+}
+
+fn exit_now() -> ExitRecord {
+    ExitRecord { finished_ms: crate::clock::now_ms(), ..ExitRecord::default() }
+}
+
+fn write_exit(task_dir: &Path, record: &ExitRecord) {
+    let _ = write_atomic(&task_dir.join(EXIT_FILE), &serde_json::to_vec(record).unwrap_or_default());
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file, fsync, rename,
+/// fsync of the directory. A reader sees the old file or the whole new one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        // The directory may be an agent's (a task directory): a link left at
+        // the temporary name is removed, never written through, and the
+        // file is created new (O_EXCL refuses a link put back meanwhile).
+        match std::fs::remove_file(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent()
+        && let Ok(d) = File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Reads `exit.json` from a task directory, if the supervisor wrote it.
+pub fn read_exit(task_dir: &Path) -> Option<ExitRecord> {
+    let bytes = crate::safe_fs::read_capped(&task_dir.join(EXIT_FILE), crate::safe_fs::RECORD_CAP).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Reads `agent.json` from a task directory, if the agent started.
+pub fn read_agent(task_dir: &Path) -> Option<AgentStarted> {
+    let bytes = crate::safe_fs::read_capped(&task_dir.join(AGENT_FILE), crate::safe_fs::RECORD_CAP).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supervisor_argv_round_trips() {
+        let a = SuperviseArgs {
+            task_dir: "/s/t".into(),
+            deadline_ms: 123,
+            grace_ms: 50,
+            log_cap: 1 << 20,
+            stdin_close_after: Some(r#"{"type":"result""#.into()),
+            session: Some(crate::driver::SessionProtocol::Acp),
+            program: "/bin/agent".into(),
+            args: vec!["--x".into(), "--".into(), "y z".into()],
+        };
+        let argv = a.to_argv();
+        assert_eq!(argv[0], SUPERVISE_ARG);
+        assert_eq!(SuperviseArgs::parse(&argv[1..]).unwrap(), a);
+        assert!(SuperviseArgs::parse(&["--task-dir".into()]).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn task_dir_links_are_replaced_or_refused_never_written_through() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        // The agent leaves links at the temporary name of exit.json and at
+        // the FIFO's name.
+        std::os::unix::fs::symlink(&victim, d.path().join("exit.tmp")).unwrap();
+        std::os::unix::fs::symlink(&victim, d.path().join(STDIN_FIFO)).unwrap();
+        write_atomic(&d.path().join(EXIT_FILE), b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(d.path().join(EXIT_FILE)).unwrap(), "{}");
+        assert!(write_agent_stdin(d.path(), "{\"type\":\"control_response\"}").is_err());
+        // A regular file in the FIFO's place is refused too.
+        std::fs::remove_file(d.path().join(STDIN_FIFO)).unwrap();
+        std::fs::write(d.path().join(STDIN_FIFO), "").unwrap();
+        let e = write_agent_stdin(d.path(), "line").unwrap_err();
+        assert!(e.to_string().contains("not the supervisor's FIFO"), "{e}");
+        assert_eq!(std::fs::read_to_string(d.path().join(STDIN_FIFO)).unwrap(), "");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    }
+}
