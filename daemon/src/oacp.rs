@@ -434,6 +434,30 @@ pub enum ToolStatus {
     Failed,
 }
 
+/// A recognized execution blocker, as the engine carries it from the parser or driver that
+/// saw it to the task's ending (fallback, parking, the report).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blocker {
+    pub kind: BlockerKind,
+    /// What the agent or its provider said, cut to 500 characters.
+    pub message: String,
+    /// When a quota or rate limit lifts, milliseconds since the epoch, where the agent says
+    /// (claude's `rate_limit_event`, codex's usage-limit error, a `Retry-After`).
+    pub resets_at_ms: Option<i64>,
+}
+
+impl Blocker {
+    /// A blocker that says nothing about when it lifts.
+    pub fn new(kind: BlockerKind, message: impl Into<String>) -> Blocker {
+        Blocker { kind, message: message.into(), resets_at_ms: None }
+    }
+
+    /// Its `blocker` event.
+    pub fn event(&self) -> EventBody {
+        EventBody::Blocker { kind: self.kind, message: self.message.clone(), resets_at_ms: self.resets_at_ms }
+    }
+}
+
 /// What an execution blocker is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -542,6 +566,9 @@ pub enum EventBody {
     Blocker {
         kind: BlockerKind,
         message: String,
+        /// When the limit lifts (milliseconds since the epoch), where the agent said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resets_at_ms: Option<i64>,
     },
     Unrecognized {
         line: String,

@@ -47,7 +47,7 @@ impl Engine {
                 } else if let Some((limit, detail)) = &budget_stop {
                     let why = format!("stopped at its budget ({limit}): {detail}");
                     (TaskStatus::Failed, Ending::Failed(why.clone()), Some(why))
-                } else if let Some((kind, message)) = &run.blocker {
+                } else if let Some(crate::oacp::Blocker { kind, message, .. }) = &run.blocker {
                     let status = if e.exit_code == Some(0) { TaskStatus::Succeeded } else { TaskStatus::Failed };
                     (status, Ending::Blocked { kind: kind.as_str().to_owned(), message: message.clone() }, None)
                 } else if e.terminated {

@@ -21,7 +21,7 @@ use crate::clock::now_ms;
 use crate::config::{Config, project_root};
 use crate::error::{Error, Result};
 use crate::lifecycle::{Limits, OnBlocker, Plan};
-use crate::oacp::{BlockerKind, Finding, Mode, Report, Severity};
+use crate::oacp::{Blocker, BlockerKind, Finding, Mode, Report, Severity};
 use crate::resolve::{self, Resolution};
 use crate::store::{AttemptRow, TaskRecord, TaskStatus};
 
@@ -116,10 +116,10 @@ impl Engine {
     pub(super) fn plan_fallback(
         &self,
         record: &TaskRecord,
-        blocker: Option<&(BlockerKind, String)>,
+        blocker: Option<&Blocker>,
         report: &mut Report,
     ) -> Option<AttemptRow> {
-        let (kind, message) = blocker?;
+        let Blocker { kind, message, .. } = blocker?;
         if !matches!(kind, BlockerKind::Auth | BlockerKind::RateLimit | BlockerKind::Network) {
             return None;
         }

@@ -14,7 +14,7 @@ use tracing::{info, warn};
 use crate::clock::now_ms;
 use crate::driver::{self, Driver};
 use crate::error::Result;
-use crate::oacp::{BlockerKind, EventBody};
+use crate::oacp::{Blocker, BlockerKind, EventBody};
 use crate::provider::Parsed;
 use crate::report;
 use crate::runner::{RunHandle, RunWatch};
@@ -33,7 +33,7 @@ pub(super) struct Run {
     pub(super) final_text: Option<String>,
     pub(super) messages: String,
     pub(super) session_id: Option<String>,
-    pub(super) blocker: Option<(BlockerKind, String)>,
+    pub(super) blocker: Option<Blocker>,
     /// The runner's handle, to stop the run when a blocker makes the rest
     /// of it pointless, and to answer the agent.
     pub(super) handle: Option<RunHandle>,
@@ -210,26 +210,26 @@ impl Engine {
             // An auth or quota blocker will not clear by itself: CLIs that
             // retry on it only burn time, so the run is stopped now. A
             // permission denial is left to the agent, which may go on.
-            if matches!(blocker.0, BlockerKind::Auth | BlockerKind::RateLimit)
+            if matches!(blocker.kind, BlockerKind::Auth | BlockerKind::RateLimit)
                 && let Some(handle) = &run.handle
             {
-                info!(task_id = %run.id, kind = blocker.0.as_str(), "blocker recognized: stopping the run");
+                info!(task_id = %run.id, kind = blocker.kind.as_str(), "blocker recognized: stopping the run");
                 self.runner.request_stop(handle);
             }
             // A blocker the next agent of the chain may get past is not the caller's to handle.
-            if !run.plan.may_fall_back(blocker.0) {
+            if !run.plan.may_fall_back(blocker.kind) {
                 run.live.attention.send_modify(|n| *n += 1);
             }
             self.notify_task(
                 &run.id,
                 crate::notify::NotifyEvent::Blocker,
-                &format!("{}: {}", blocker.0.as_str(), blocker.1),
+                &format!("{}: {}", blocker.kind.as_str(), blocker.message),
             );
             run.blocker = Some(blocker);
             changed = true;
         }
         if changed {
-            let kind = run.blocker.as_ref().map(|(k, _)| *k);
+            let kind = run.blocker.as_ref().map(|b| b.kind);
             if let Err(e) = self.store.set_session_and_blocker(&run.id, run.session_id.as_deref(), kind) {
                 // Both are stored again at the end, with the task's ending.
                 warn!(task_id = %run.id, "storing the session id and blocker failed: {e}");

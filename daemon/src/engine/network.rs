@@ -12,7 +12,7 @@
 use tracing::{info, warn};
 
 use crate::clock::now_ms;
-use crate::oacp::{BlockerKind, EventBody};
+use crate::oacp::{Blocker, BlockerKind, EventBody};
 
 use super::*;
 
@@ -133,13 +133,13 @@ impl Engine {
             run.network.last_failure
         );
         info!(task_id = %run.id, "network blocker: stopping the run");
-        run.blocker = Some((BlockerKind::Network, message.clone()));
+        run.blocker = Some(Blocker::new(BlockerKind::Network, message.clone()));
         if let Err(e) =
             self.store.set_session_and_blocker(&run.id, run.session_id.as_deref(), Some(BlockerKind::Network))
         {
             warn!(task_id = %run.id, "storing the network blocker failed: {e}");
         }
-        if let Err(e) = self.emit(run, vec![EventBody::Blocker { kind: BlockerKind::Network, message }]) {
+        if let Err(e) = self.emit(run, vec![Blocker::new(BlockerKind::Network, message).event()]) {
             warn!(task_id = %run.id, "storing the network blocker's event failed: {e}");
         }
         if let Some(handle) = &run.handle {

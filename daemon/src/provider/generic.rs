@@ -3,7 +3,7 @@
 //! other line is the agent speaking and becomes a `message`.
 
 use super::{LineParser, Parsed, Stream};
-use crate::oacp::{EVENT_PROTOCOL, EventBody};
+use crate::oacp::{Blocker, EVENT_PROTOCOL, EventBody};
 
 /// The parser of generic agents.
 #[derive(Debug, Default)]
@@ -25,8 +25,9 @@ impl LineParser for GenericParser {
                         out.usage = Some(usage.clone());
                     }
                     // An OACP agent names its own blockers (a quota, its login).
-                    if let EventBody::Blocker { kind, message } = &body {
-                        out.blocker = Some((*kind, message.clone()));
+                    if let EventBody::Blocker { kind, message, resets_at_ms } = &body {
+                        out.blocker =
+                            Some(Blocker { kind: *kind, message: message.clone(), resets_at_ms: *resets_at_ms });
                     }
                     out.events.push(body);
                 }

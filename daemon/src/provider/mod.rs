@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::oacp::{BlockerKind, ChangeAction, EventBody, Mode, ToolStatus, Usage};
+use crate::oacp::{Blocker, BlockerKind, ChangeAction, EventBody, Mode, ToolStatus, Usage};
 
 pub mod acp;
 mod antigravity;
@@ -64,7 +64,7 @@ pub struct Parsed {
     /// Cumulative token usage and cost when the line carries it (also emitted as an event).
     pub usage: Option<Usage>,
     /// A recognized auth, rate-limit or permission blocker (also emitted as an event).
-    pub blocker: Option<(BlockerKind, String)>,
+    pub blocker: Option<Blocker>,
     /// The CLI asks, on its control protocol, whether it may use a tool.
     pub permission: Option<PermissionAsk>,
 }
@@ -507,14 +507,19 @@ impl Base {
     }
 
     fn blocker(&mut self, p: &mut Parsed, kind: BlockerKind, message: &str) {
+        self.blocker_until(p, kind, message, None);
+    }
+
+    /// [`Self::blocker`] for a limit that says when it lifts.
+    fn blocker_until(&mut self, p: &mut Parsed, kind: BlockerKind, message: &str, resets_at_ms: Option<i64>) {
         if self.reported.contains(&kind) {
             return;
         }
         self.reported.push(kind);
-        let message = truncate(message.trim(), 500);
-        p.events.push(EventBody::Blocker { kind, message: message.clone() });
+        let blocker = Blocker { kind, message: truncate(message.trim(), 500), resets_at_ms };
+        p.events.push(blocker.event());
         if p.blocker.is_none() {
-            p.blocker = Some((kind, message));
+            p.blocker = Some(blocker);
         }
     }
 

@@ -87,7 +87,7 @@ fn absorb(run: &mut Run, p: Parsed) {
         run.usage = p.usage;
     }
     if let Some(b) = p.blocker {
-        run.blockers.push(b);
+        run.blockers.push((b.kind, b.message));
     }
     run.events.extend(p.events);
 }
@@ -261,7 +261,7 @@ fn claude_result_denial_list_alone_is_a_permission_blocker() {
     let mut p = parser("claude").unwrap();
     let line = r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"s1","permission_denials":[{"tool_name":"Bash","tool_use_id":"t","tool_input":{"command":"rm -rf x"}}]}"#;
     let out = p.parse_line(line, Stream::Stdout);
-    assert_eq!(out.blocker, Some((Permission, "permission denied: Bash(rm -rf x)".into())));
+    assert_eq!(out.blocker, Some(crate::oacp::Blocker::new(Permission, "permission denied: Bash(rm -rf x)")));
     assert_eq!(out.final_text.as_deref(), Some("ok"));
 }
 
@@ -271,10 +271,10 @@ fn claude_rejected_rate_limit_event_and_retry_401() {
     let allowed = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed","resetsAt":0,"rateLimitType":"five_hour"}}"#;
     assert_eq!(p.parse_line(allowed, Stream::Stdout), Parsed::default());
     let rejected = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1,"rateLimitType":"seven_day"}}"#;
-    assert_eq!(p.parse_line(rejected, Stream::Stdout).blocker.map(|b| b.0), Some(RateLimit));
+    assert_eq!(p.parse_line(rejected, Stream::Stdout).blocker.map(|b| b.kind), Some(RateLimit));
     let retry = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"error_status":401,"error":"authentication_failed"}"#;
     let out = p.parse_line(retry, Stream::Stdout);
-    assert_eq!(out.blocker.map(|b| b.0), Some(Auth));
+    assert_eq!(out.blocker.map(|b| b.kind), Some(Auth));
     assert_eq!(out.events[0].kind(), "error");
 }
 
@@ -455,7 +455,7 @@ fn codex_reconnect_with_401_wakes_as_auth() {
     let mut p = parser("codex").unwrap();
     let line = r#"{"type":"error","message":"Reconnecting... 1/5 (unexpected status 401 Unauthorized: Missing bearer, url: wss://x)"}"#;
     let out = p.parse_line(line, Stream::Stdout);
-    assert_eq!(out.blocker.map(|b| b.0), Some(Auth));
+    assert_eq!(out.blocker.map(|b| b.kind), Some(Auth));
     assert!(matches!(out.events[0], EventBody::Error { fatal: false, .. }));
 }
 
@@ -510,7 +510,8 @@ fn gemini_401_is_one_auth_blocker_from_result_and_stderr() {
     // stderr alone is enough to recognize it.
     let mut p = parser("gemini").unwrap();
     let stderr = std::fs::read_to_string(format!("{FIXTURES}captures-local/gemini-e401.stderr.txt")).unwrap();
-    let kinds: Vec<_> = stderr.lines().filter_map(|l| p.parse_line(l, Stream::Stderr).blocker.map(|b| b.0)).collect();
+    let kinds: Vec<_> =
+        stderr.lines().filter_map(|l| p.parse_line(l, Stream::Stderr).blocker.map(|b| b.kind)).collect();
     assert_eq!(kinds, vec![Auth]);
 }
 
@@ -644,7 +645,7 @@ fn opencode_ask_permission_is_auto_rejected_and_reported_once() {
     // The stderr notice on its own is recognized too.
     let mut p = parser("opencode").unwrap();
     let line = "\u{1b}[93m\u{1b}[1m! \u{1b}[0mpermission requested: edit (home/user/project/hello.txt); auto-rejecting";
-    assert_eq!(p.parse_line(line, Stream::Stderr).blocker.map(|b| b.0), Some(Permission));
+    assert_eq!(p.parse_line(line, Stream::Stderr).blocker.map(|b| b.kind), Some(Permission));
 }
 
 #[test]
@@ -727,7 +728,7 @@ fn copilot_mcp_call_and_stderr_login_error() {
     assert!(r.blockers.is_empty());
     let mut p = parser("copilot").unwrap();
     let out = p.parse_line("Error: No authentication information found.", Stream::Stderr);
-    assert_eq!(out.blocker.map(|b| b.0), Some(Auth));
+    assert_eq!(out.blocker.map(|b| b.kind), Some(Auth));
     assert_eq!(out.events[0].kind(), "unrecognized");
 }
 
@@ -799,7 +800,7 @@ fn cursor_documented_stream() {
         "Error: Authentication required. Please run 'cursor-agent login' first, or set CURSOR_API_KEY. Not logged in",
         Stream::Stderr,
     );
-    assert_eq!(out.blocker.map(|b| b.0), Some(Auth));
+    assert_eq!(out.blocker.map(|b| b.kind), Some(Auth));
 }
 
 #[test]
@@ -811,7 +812,7 @@ fn claude_schema_clis_share_the_parser() {
         assert_eq!(p.parse_line(init, Stream::Stdout).session_id.as_deref(), Some("q-1"));
         let res = r#"{"type":"result","subtype":"error_during_execution","is_error":true,"session_id":"q-1","usage":{"input_tokens":3,"output_tokens":1},"error":{"type":"api","message":"429 Too Many Requests: quota exceeded"}}"#;
         let out = p.parse_line(res, Stream::Stdout);
-        assert_eq!(out.blocker.map(|b| b.0), Some(RateLimit), "{id}");
+        assert_eq!(out.blocker.map(|b| b.kind), Some(RateLimit), "{id}");
         assert_eq!(out.usage, Some(Usage { input_tokens: Some(3), output_tokens: Some(1), ..Usage::default() }));
         assert_eq!(out.final_text, None);
     }
