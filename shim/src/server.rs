@@ -210,6 +210,7 @@ impl Shim {
             verify: p.verify.unwrap_or_default(),
             agents: p.agents.unwrap_or_default(),
             attempts: p.attempts.unwrap_or(0),
+            runner: p.runner.unwrap_or_default(),
         };
         let d = self
             .daemon()

@@ -60,6 +60,7 @@ mod projects;
 mod pulse;
 mod queue;
 mod recovery;
+mod remote_refs;
 mod start;
 // Issue 17, fan-out: verification in the worktree, groups.
 pub mod groups;

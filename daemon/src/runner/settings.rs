@@ -19,6 +19,39 @@ pub enum RunnerKind {
     Kubernetes,
 }
 
+impl RunnerKind {
+    /// Parses a runner named by a delegation (`runner: "kubernetes"`).
+    pub fn parse(s: &str) -> Result<RunnerKind, String> {
+        match s.trim() {
+            "local" => Ok(RunnerKind::Local),
+            "kubernetes" => Ok(RunnerKind::Kubernetes),
+            other => Err(format!("`runner` is \"{other}\": use \"local\" or \"kubernetes\"")),
+        }
+    }
+
+    /// Its name in config and requests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunnerKind::Local => "local",
+            RunnerKind::Kubernetes => "kubernetes",
+        }
+    }
+}
+
+/// Which runner a task gets, and who chose it: the delegation's `runner`,
+/// else its role's `runner`, else `[runner] kind`.
+pub fn choose(
+    asked: Option<RunnerKind>,
+    role: Option<(&str, RunnerKind)>,
+    project: RunnerKind,
+) -> (RunnerKind, String) {
+    match (asked, role) {
+        (Some(k), _) => (k, format!("the delegation's `runner = \"{}\"`", k.as_str())),
+        (None, Some((name, k))) => (k, format!("role `{name}`'s `runner = \"{}\"`", k.as_str())),
+        (None, None) => (project, format!("`[runner] kind = \"{}\"`", project.as_str())),
+    }
+}
+
 /// Requests and limits of the agent container, Kubernetes quantities.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -154,7 +187,13 @@ impl RunnerConfig {
     /// The cluster settings a task gets, `None` for the local runner; an
     /// error (key, fix) when `kind = "kubernetes"` lacks what a Job needs.
     pub fn for_task(&self) -> Result<Option<KubeSettings>, (String, String)> {
-        if self.kind == RunnerKind::Local {
+        self.for_kind(self.kind)
+    }
+
+    /// The cluster settings of a task run by `kind` (chosen by its role or
+    /// its delegation rather than by `[runner] kind`); the same errors.
+    pub fn for_kind(&self, kind: RunnerKind) -> Result<Option<KubeSettings>, (String, String)> {
+        if kind == RunnerKind::Local {
             return Ok(None);
         }
         let k = &self.kubernetes;
@@ -198,6 +237,19 @@ mod tests {
         c.merge(parse("[runner.kubernetes]\nnamespace = \"b\"\ngit_remote = \"/srv/r.git\"\n")).expect("merges");
         let k = c.for_task().expect("complete").expect("kubernetes");
         assert_eq!((k.namespace.as_str(), k.image.as_str(), k.ttl_seconds), ("b", "i:1", 604800));
+    }
+
+    #[test]
+    fn the_delegation_then_the_role_then_the_project_choose() {
+        use RunnerKind::*;
+        assert_eq!(choose(Some(Local), Some(("r", Kubernetes)), Kubernetes).0, Local);
+        assert_eq!(choose(None, Some(("r", Kubernetes)), Local).0, Kubernetes);
+        assert!(choose(None, Some(("r", Kubernetes)), Local).1.contains("role `r`"));
+        assert_eq!(choose(None, None, Kubernetes).0, Kubernetes);
+        assert_eq!(RunnerKind::parse("kubernetes"), Ok(Kubernetes));
+        assert!(RunnerKind::parse("k8s").expect_err("unknown").contains("\"local\" or \"kubernetes\""));
+        let c = RunnerConfig::default();
+        assert_eq!(c.for_kind(Kubernetes).expect_err("no cluster").0, "runner.kubernetes.namespace");
     }
 
     #[test]
