@@ -34,7 +34,8 @@ impl Sim {
             .args(["--state-dir", &dir.path().join("state").display().to_string()])
             .args(["--port-file", &port_file.display().to_string()])
             .args(["--namespace", "caesar", "--path", &path])
-            .args(extra)
+            // `{dir}` in an argument is the simulator's directory.
+            .args(extra.iter().map(|a| a.replace("{dir}", &dir.path().display().to_string())))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -251,6 +252,96 @@ async fn finished_writer(env: &mut Env, sim: &Sim) -> (caesar_proto::client::Cli
     assert_eq!(t.status, "succeeded", "{}", t.error);
     assert_eq!(task_refs(sim, &id).len(), 2, "base and result pushed");
     (c, id)
+}
+
+#[tokio::test]
+async fn the_agent_container_holds_neither_git_credential() {
+    // The remote is reachable only as `caesar-remote:`, a name that the
+    // git credentials (environment from two Secrets) map to the bare
+    // repository: the init container fetches with one, the collector pushes
+    // with the other, and the agent container has neither.
+    let cred = |secret: &str, token: &str| {
+        [
+            format!("{secret}:GIT_CONFIG_COUNT=1"),
+            format!("{secret}:GIT_CONFIG_KEY_0=url.{{dir}}/remote.git.insteadOf"),
+            format!("{secret}:GIT_CONFIG_VALUE_0=caesar-remote:"),
+            format!("{secret}:{token}"),
+        ]
+        .map(|s| ["--secret".to_owned(), s])
+        .concat()
+    };
+    let args =
+        [cred("git-read", "GIT_READ_TOKEN=r-secret-1"), cred("git-write", "GIT_WRITE_TOKEN=w-secret-2")].concat();
+    let sim = Sim::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    // What the agent sees, from inside: its environment, a search of every
+    // file it can reach for either token (spelled apart so the search's own
+    // text never matches), the git volume, and a push of its own.
+    let scan = r#"[ -n "$CAESAR_POD_ROOT" ] || echo no-pod-root
+if grep -RqsF "hello" "$CAESAR_POD_ROOT/"; then echo scan-reaches-the-workspace; fi
+if grep -RqsF -e "r-secret""-1" -e "w-secret""-2" "$CAESAR_POD_ROOT/" "$HOME" /proc/self/environ; then echo creds-found; else echo creds-absent; fi
+if [ -e "$CAESAR_POD_ROOT/git" ]; then echo git-volume-visible; else echo git-volume-absent; fi
+if git push -q caesar-remote: HEAD:refs/heads/agent 2>/dev/null; then echo agent-pushed; else echo agent-cannot-push; fi"#;
+    let mut env = Env::new(&[]);
+    env.set_agents(&[(
+        "writer",
+        &[
+            "env",
+            "GIT_READ_TOKEN",
+            "env",
+            "GIT_WRITE_TOKEN",
+            "env",
+            "GIT_CONFIG_COUNT",
+            "sh",
+            scan,
+            "write",
+            "README.md",
+            "hello\nfrom a pod without credentials\n",
+            "report",
+            "success",
+            "ok",
+        ],
+    )]);
+    project(&env, &sim, "caesar-agent:1", "git_read_secret = \"git-read\"\ngit_write_secret = \"git-write\"\n");
+    let remote = sim.remote().display().to_string();
+    git(env.project.path(), &["config", &format!("url.{remote}.insteadOf"), "caesar-remote:"]);
+    let local = env.project.path().join(".caesar/config.local.toml");
+    let text = std::fs::read_to_string(&local)
+        .unwrap()
+        .replace(&format!("git_remote = {remote:?}"), "git_remote = \"caesar-remote:\"");
+    std::fs::write(&local, text).unwrap();
+    let mut c = env.start_daemon().await;
+    let id = c.delegate(env.delegate_request("writer", "x")).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{}", t.error);
+    let texts = messages(&all_logs(&mut c, &id).await);
+    for line in [
+        "GIT_READ_TOKEN=",
+        "GIT_WRITE_TOKEN=",
+        "GIT_CONFIG_COUNT=",
+        "scan-reaches-the-workspace",
+        "creds-absent",
+        "git-volume-absent",
+        "agent-cannot-push",
+    ] {
+        assert!(texts.contains(&line.to_owned()), "{line} not in {texts:?}");
+    }
+    assert!(!texts.contains(&"no-pod-root".to_owned()), "{texts:?}");
+    // The result came back through the collector, and applies.
+    assert_eq!(task_refs(&sim, &id).len(), 2);
+    let a = c.apply(pb::ApplyRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert!(a.applied, "{a:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.project.path().join("README.md")).unwrap(),
+        "hello\nfrom a pod without credentials\n"
+    );
+    // The Job: the Secrets only on the init and collector containers; checked
+    // against the official schemas.
+    let job = &sim.get_json("/sim/accepted")[0];
+    let spec = &job["spec"]["template"]["spec"];
+    assert_eq!(spec["initContainers"][0]["envFrom"][0]["secretRef"]["name"], "git-read");
+    assert_eq!(spec["containers"][1]["envFrom"][0]["secretRef"]["name"], "git-write");
+    assert!(spec["containers"][0].get("envFrom").is_none(), "{}", spec["containers"][0]);
+    validate_against_official_schemas(&sim, job);
 }
 
 #[tokio::test]
@@ -658,8 +749,9 @@ fn connections_to(pid: u32, port: u16) -> usize {
 
 /// The figures in BENCHMARKS.md ("Kubernetes runner, on k8s-sim"). Not a
 /// timed test: it prints what it measures and asserts only that the tasks
-/// run. `CAESAR_K8S_BENCH_TASKS=100,500 cargo nextest run -p caesar-tests
-/// --test kubernetes --run-ignored only -E 'test(figures)' --no-capture`
+/// run. `CAESAR_K8S_BENCH_TASKS=100,500 [CAESAR_K8S_BENCH_KUBELET=light]
+/// cargo nextest run -p caesar-tests --test kubernetes --run-ignored only
+/// -E 'test(figures)' --no-capture`
 #[tokio::test]
 #[ignore = "measurement, run by hand for BENCHMARKS.md"]
 async fn figures() {
@@ -722,6 +814,18 @@ async fn figures() {
     }
     lat.sort_by(f64::total_cmp);
     println!("FIGURE pod output -> watch_events ms: median {:.1} max {:.1}", lat[5], lat[9]);
+    // The many-task figures: with `CAESAR_K8S_BENCH_KUBELET=light`, on a
+    // second simulator whose kubelet runs no processes (the daemon's side
+    // is the same; the pods' 3 processes each are what it spares).
+    let light = std::env::var("CAESAR_K8S_BENCH_KUBELET").as_deref() == Ok("light");
+    let light_sim = light.then(|| Sim::start(&["--kubelet", "light"]));
+    let sim = match &light_sim {
+        Some(l) => {
+            runner_config(&env, l, "caesar-agent:1", "");
+            l
+        }
+        None => &sim,
+    };
     for n in counts {
         let _ = std::fs::remove_file(&gate);
         let rss0 = rss_kib(pid);

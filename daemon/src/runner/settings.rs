@@ -94,6 +94,15 @@ pub struct KubeSettings {
     /// daemon (push) and from the pod (fetch, push of the result).
     #[serde(default)]
     pub git_remote: String,
+    /// The Secret whose keys are the environment of the pod's init
+    /// container that fetches the base (e.g. `GIT_CONFIG_COUNT`,
+    /// `GIT_CONFIG_KEY_0=http.extraHeader`, `GIT_CONFIG_VALUE_0=Authorization: …`).
+    /// The agent container never sees it.
+    #[serde(default)]
+    pub git_read_secret: Option<String>,
+    /// The same for the collector container that pushes `…/result`.
+    #[serde(default)]
+    pub git_write_secret: Option<String>,
     /// Seconds a finished Job is kept (`ttlSecondsAfterFinished`).
     #[serde(default = "default_ttl")]
     pub ttl_seconds: u32,
@@ -132,6 +141,8 @@ pub struct RawKube {
     pub node_selector: Option<BTreeMap<String, String>>,
     pub credentials_secret: Option<String>,
     pub git_remote: Option<String>,
+    pub git_read_secret: Option<String>,
+    pub git_write_secret: Option<String>,
     pub ttl_seconds: Option<u32>,
     pub image_pull_timeout_seconds: Option<u32>,
 }
@@ -178,6 +189,8 @@ impl RunnerConfig {
             set!(node_selector);
             set!(opt credentials_secret);
             set!(git_remote);
+            set!(opt git_read_secret);
+            set!(opt git_write_secret);
             set!(ttl_seconds);
             set!(image_pull_timeout_seconds);
         }

@@ -17,6 +17,7 @@ pub mod client;
 pub mod follow;
 pub mod frames;
 pub mod manifest;
+pub mod phases;
 pub mod pod;
 pub mod status;
 pub mod watch;
