@@ -1,4 +1,4 @@
-//! ACP sessions against the real CLIs (gemini and qwen from tests/real-clis; opencode and copilot stay on their streams),
+//! ACP sessions against the real CLIs (gemini, qwen, opencode and copilot from tests/real-clis),
 //! through a real daemon and `caesar-mcp`, with the model replaced by the scripted server on
 //! 127.0.0.1: a permission request bridged and answered allow, another answered deny (the tool
 //! does not run), `ask_orchestrator` over the return channel given through session/new, a
@@ -30,6 +30,8 @@ const TASK_LIMIT_MS: u64 = 120_000;
 enum Cli {
     Gemini,
     Qwen,
+    Opencode,
+    Copilot,
 }
 
 impl Cli {
@@ -37,6 +39,8 @@ impl Cli {
         match self {
             Cli::Gemini => "gemini",
             Cli::Qwen => "qwen",
+            Cli::Opencode => "opencode",
+            Cli::Copilot => "copilot",
         }
     }
 
@@ -58,6 +62,9 @@ impl Cli {
     fn shell(self, command: &str) -> Reply {
         match self {
             Cli::Gemini | Cli::Qwen => Reply::tool("run_shell_command", json!({"command": command})),
+            Cli::Opencode | Cli::Copilot => {
+                Reply::tool("bash", json!({"command": command, "description": "run a command"}))
+            }
         }
     }
 
@@ -66,6 +73,8 @@ impl Cli {
         match self {
             Cli::Gemini => Reply::tool(&format!("mcp_caesar_{tool}"), input),
             Cli::Qwen => Reply::tool(&format!("mcp__caesar__{tool}"), input),
+            Cli::Opencode => Reply::tool(&format!("caesar_{tool}"), input),
+            Cli::Copilot => Reply::tool(&format!("caesar-{tool}"), input),
         }
     }
 }
@@ -408,8 +417,30 @@ async fn gemini_permission_survives_a_daemon_sigkill() {
 async fn gemini_read_only_task_is_refused_a_command_by_caesar() {
     read_only_refuses_a_command(Cli::Gemini).await;
 }
-// opencode and copilot stay on their streams (provider/acp.rs says why): no session tests
-// here. opencode 1.18 would also need its `permission` config to say `ask` before it asks.
+#[tokio::test]
+async fn opencode_permission_allowed_runs_the_command() {
+    permission_allowed(Cli::Opencode).await;
+}
+#[tokio::test]
+async fn opencode_permission_denied_keeps_the_command_from_running() {
+    permission_denied(Cli::Opencode).await;
+}
+#[tokio::test]
+async fn opencode_cancel_through_the_session_leaves_no_process() {
+    cancel_leaves_no_process(Cli::Opencode).await;
+}
+#[tokio::test]
+async fn copilot_permission_allowed_runs_the_command() {
+    permission_allowed(Cli::Copilot).await;
+}
+#[tokio::test]
+async fn copilot_permission_denied_keeps_the_command_from_running() {
+    permission_denied(Cli::Copilot).await;
+}
+#[tokio::test]
+async fn copilot_cancel_through_the_session_leaves_no_process() {
+    cancel_leaves_no_process(Cli::Copilot).await;
+}
 #[tokio::test]
 async fn qwen_permission_allowed_runs_the_command() {
     permission_allowed(Cli::Qwen).await;
