@@ -296,9 +296,15 @@ async fn permission_denied(cli: Cli) {
     rig.ok("caesar_answer", json!({"task_id": id, "question_id": qid, "answer": "deny: not this command"})).await;
     let t = rig.finish(&id).await;
     assert_eq!(report_of(&t)["changes"], json!([]), "nothing was written: {t}\n{}", rig.raw(&id));
-    if cli == Cli::Qwen {
-        // [V] qwen 0.24 (and copilot 1.0, by hand) end their turn on a rejection: the model is
-        // not called again, so there is nothing to check there.
+    if matches!(cli, Cli::Qwen | Cli::Opencode | Cli::Copilot) {
+        // [V] qwen 0.24, opencode 1.18 and copilot 1.0 end their turn on a rejection: the model
+        // is not called again. What the agent was told is the tool call's failure, with the
+        // rejection in its words (opencode: "The user rejected permission to use this specific
+        // tool call.", copilot: "The user rejected this tool call.").
+        let raw = rig.raw(&id);
+        if cli != Cli::Qwen {
+            assert!(raw.contains(r#""status":"failed""#) && raw.contains("rejected"), "{raw}");
+        }
         return;
     }
     let requests = rig.server.model_requests();
@@ -393,6 +399,35 @@ async fn read_only_refuses_a_command(cli: Cli) {
     assert!(!rig.env.project.path().join("ro.txt").exists());
 }
 
+/// A task continuing a session: the supervisor sends session/load (the CLI advertises
+/// loadSession) and the model sees the first turn in the second's history.
+async fn resume_continues_the_session(cli: Cli) {
+    let rig =
+        Rig::start(cli, vec![Reply::text("The secret word is pelican."), Reply::text("You asked about pelican.")])
+            .await;
+    let first = rig.delegate("Pick a secret word.", json!({"mode": "read-only"})).await;
+    let t = rig.finish(&first).await;
+    let session = t["session_id"].as_str().or_else(|| report_of(&t)["session_id"].as_str());
+    let session = session.unwrap_or_else(|| panic!("no session id: {t}\n{}", rig.raw(&first))).to_owned();
+    let second = rig.delegate("What was the word?", json!({"mode": "read-only", "session_id": session})).await;
+    let t2 = rig.finish(&second).await;
+    let opening = std::fs::read_to_string(rig.task_dir(&second).join("session.open.json")).unwrap();
+    assert!(opening.contains(&session), "the opening continues the session: {opening}");
+    let requests = rig.server.model_requests();
+    let last = requests.last().unwrap().body_text();
+    assert!(
+        last.contains("Pick a secret word.") && last.contains("The secret word is pelican."),
+        "earlier turns sent: {last}\n{}",
+        rig.raw(&second)
+    );
+    let summary = report_of(&t2)["summary"].as_str().unwrap_or_default().to_owned();
+    assert!(summary.contains("You asked about pelican."), "the answer is the new turn's: {t2}");
+}
+
+#[tokio::test]
+async fn gemini_resume_loads_the_session_and_the_model_sees_the_first_turn() {
+    resume_continues_the_session(Cli::Gemini).await;
+}
 #[tokio::test]
 async fn gemini_permission_allowed_runs_the_command() {
     permission_allowed(Cli::Gemini).await;

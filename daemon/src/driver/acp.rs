@@ -65,6 +65,17 @@ impl AcpDriver {
     }
 }
 
+/// Whether `line` is the agent's error answer to caesar's `initialize` or `session/new`: held
+/// back with the output before it, since the stream fallback may follow and give its own
+/// account (a session refused for want of a login would otherwise block a run that works).
+fn is_handshake_error(line: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(line.trim()).is_ok_and(|v| {
+        v.get("error").is_some()
+            && v.get("method").is_none()
+            && matches!(v.get("id").and_then(serde_json::Value::as_u64), Some(acp::ID_INITIALIZE | acp::ID_NEW_SESSION))
+    })
+}
+
 /// Appends `more` to `into` (later values win).
 fn merge(into: &mut Parsed, more: Parsed) {
     into.events.extend(more.events);
@@ -91,7 +102,8 @@ impl Driver for AcpDriver {
         }
         let mut parsed = Parsed::default();
         if !self.opened {
-            if !acp::is_jsonrpc(line) && self.held.len() < HELD_LINES && self.held_bytes + line.len() <= HELD_BYTES {
+            let hold = !acp::is_jsonrpc(line) || is_handshake_error(line);
+            if hold && self.held.len() < HELD_LINES && self.held_bytes + line.len() <= HELD_BYTES {
                 self.held_bytes += line.len();
                 self.held.push(line.to_owned());
                 return Reading::default();
@@ -203,11 +215,46 @@ mod tests {
         assert!(d.read_line("Error: 401 unauthorized").parsed.blocker.is_none());
         let r = d.read_line(&format!("{FALLBACK_MARKER}: the agent ended before answering initialize; x"));
         assert!(r.parsed.blocker.is_none() && r.parsed.events.len() == 1, "{:?}", r.parsed);
+        // The session refused (an error to initialize) then the fallback: the refusal's words
+        // are not a blocker of the run that follows.
+        let mut d = AcpDriver::new("copilot");
+        let refused = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Authentication required"}}"#;
+        assert!(d.read_line(refused).parsed.blocker.is_none());
+        let r = d.read_line(&format!("{FALLBACK_MARKER}: initialize failed: Authentication required; x"));
+        assert!(r.parsed.blocker.is_none(), "{:?}", r.parsed);
+        // With no fallback the refusal is read at the end, as the run's failure.
+        let mut d = AcpDriver::new("qwen");
+        d.read_line(refused);
+        assert!(d.finish().blocker.is_some(), "the refusal blocks on auth");
         // Held output with no session at all is read at the end.
         let mut d = AcpDriver::new("qwen");
         d.read_line("Error: Authentication required");
         let end = d.finish();
         assert!(!end.events.is_empty(), "read at the end: {:?}", end.events);
+    }
+
+    #[test]
+    fn copilots_error_words_and_opencodes_prompt_error_are_blockers() {
+        let mut d = AcpDriver::new("copilot");
+        d.read_line(r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}"#);
+        let chunk = |t: &str| {
+            serde_json::json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{
+                "sessionUpdate":"agent_message_chunk","content":{"type":"text","text":t}}}})
+            .to_string()
+        };
+        // [V] captured from copilot 1.0 --acp against the scripted server's 401.
+        let r = d.read_line(&chunk("Error: Authentication failed with provider at http://127.0.0.1:1 (HTTP 401).\n  Check your COPILOT_PROVIDER_API_KEY."));
+        assert_eq!(r.parsed.blocker.map(|b| b.kind), Some(crate::oacp::BlockerKind::Auth));
+        let r = d.read_line(&chunk("Error: Too many requests (HTTP 429)."));
+        assert_eq!(r.parsed.blocker.map(|b| b.kind), Some(crate::oacp::BlockerKind::RateLimit));
+        // Ordinary words that mention an error are the answer, not a blocker.
+        let r = d.read_line(&chunk("No error: the 401 page renders."));
+        assert!(r.parsed.blocker.is_none());
+        // [V] opencode 1.18: the prompt's error carries only the API's message.
+        let mut d = AcpDriver::new("opencode");
+        d.read_line(r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}"#);
+        let r = d.read_line(r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error: Number of request tokens has exceeded your per-minute rate limit","data":{"service":"session","errorName":"APIError"}}}"#);
+        assert_eq!(r.parsed.blocker.map(|b| b.kind), Some(crate::oacp::BlockerKind::RateLimit));
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub const ID_NEW_SESSION: u64 = 2;
 /// The JSON-RPC id of caesar's `session/prompt`.
 pub const ID_PROMPT: u64 = 3;
 
+/// ACP's error code for "authentication required" (the spec's `auth_required`).
+pub const AUTH_REQUIRED: i64 = -32000;
+
 /// The ACP version caesar speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
 
@@ -143,6 +146,17 @@ pub fn launch(id: &str, inv: &Invocation) -> Option<Launch> {
                 args.push(s("--allow-tool=write"));
             }
             if let Some(m) = &inv.mcp {
+                // [V] 1.0 in ACP mode does not load the stdio servers of session/new (the model
+                // is told "Tool 'caesar-ask_orchestrator' does not exist"): the channel goes on
+                // the command line, as in its stream launch.
+                let tools: Vec<Value> = if m.tools.is_empty() {
+                    vec![Value::from("*")]
+                } else {
+                    m.tools.iter().map(|t| Value::from(*t)).collect()
+                };
+                let config =
+                    super::mcp_servers_json(m, &[("type", Value::from("local")), ("tools", Value::from(tools))]);
+                args.extend([s("--additional-mcp-config"), config.to_string()]);
                 args.push(format!("--allow-tool={}", m.name));
             }
             if let Some(m) = inv.model {
@@ -160,7 +174,9 @@ pub fn launch(id: &str, inv: &Invocation) -> Option<Launch> {
         "grok" => env.push((s("GROK_DISABLE_AUTOUPDATER"), s("1"))),
         _ => {}
     }
-    let mut stdin = session_stdin(inv.workspace, inv.mcp.as_ref(), inv.prompt);
+    // copilot takes the channel on its command line (above), not in session/new.
+    let mcp = inv.mcp.as_ref().filter(|_| id != "copilot");
+    let mut stdin = session_stdin(inv.workspace, mcp, inv.prompt);
     if let (Some(id), Stdin::Session { opening, .. }) = (inv.resume_session, &mut stdin)
         && let Ok(mut v) = serde_json::from_str::<Value>(opening)
     {
@@ -304,6 +320,16 @@ impl AcpParser {
         match kind {
             "agent_message_chunk" => {
                 let text = text_of(update.get("content"));
+                // [V] copilot 1.0 reports a failed model call as the turn's words, then ends it
+                // with end_turn: "Error: Authentication failed with provider at … (HTTP 401)".
+                // With no structured error to read, the text is classified (auth, rate limit).
+                if let Some(failure) = text.trim_start().strip_prefix("Error:") {
+                    self.flush(p);
+                    let failure = format!("the agent reports an error:{}", truncate(failure, 500));
+                    error(p, &failure, true);
+                    self.base.classify(p, &failure);
+                    return;
+                }
                 self.pending.push_str(text);
                 self.segment.push_str(text);
             }
@@ -421,6 +447,16 @@ impl AcpParser {
         });
     }
 
+    /// A failed request's blocker: ACP's `auth_required` error (-32000) is one from structure;
+    /// anything else is read from its text.
+    fn classify_failure(&mut self, p: &mut Parsed, v: &Value, text: &str) {
+        if v.pointer("/error/code").and_then(Value::as_i64) == Some(AUTH_REQUIRED) {
+            self.base.blocker(p, crate::oacp::BlockerKind::Auth, text);
+        } else {
+            self.base.classify(p, text);
+        }
+    }
+
     fn response(&mut self, p: &mut Parsed, v: &Value, line: &str) {
         let id = v.get("id").and_then(Value::as_u64);
         let failure = v.get("error").map(|e| {
@@ -445,7 +481,7 @@ impl AcpParser {
                     let what = if id == Some(ID_INITIALIZE) { "initialize" } else { "session/new" };
                     let text = format!("the ACP {what} failed: {msg}");
                     error(p, &text, true);
-                    self.base.classify(p, &text);
+                    self.classify_failure(p, v, &text);
                 } else if let Some(session) = str_at(result, "sessionId") {
                     self.base.session(p, session);
                 }
@@ -455,7 +491,7 @@ impl AcpParser {
                 if let Some(msg) = failure {
                     let text = format!("the turn failed: {msg}");
                     error(p, &text, true);
-                    self.base.classify(p, &text);
+                    self.classify_failure(p, v, &text);
                     return;
                 }
                 if let Some(usage) = usage_of(result) {
