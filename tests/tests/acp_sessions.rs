@@ -34,8 +34,8 @@ fn stand_in(env: &Env, provider: &str, acp_flag: &str, acp: &str, stream: &str) 
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\necho \"$*\" >> '{}'\ncase \" $* \" in *' {acp_flag} '*) exec {acp} ;; esac\nexec {stream}\n",
-            args.display()
+            "#!/bin/sh\nprintf '%s ' \"$@\" | tr '\\n' ' ' >> '{a}'\necho >> '{a}'\ncase \" $* \" in *' {acp_flag} '*) exec {acp} ;; esac\nexec {stream}\n",
+            a = args.display()
         ),
     )
     .unwrap();
@@ -140,7 +140,7 @@ async fn bad_json_rpc_is_unrecognized_and_the_session_goes_on() {
     let mut req = env.delegate_request("qwen", "noise");
     req.mode = "read-only".into();
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
-    let t = await_one(&mut c, &id, Duration::from_secs(120)).await;
+    let t = await_one(&mut c, &id, Duration::from_secs(240)).await;
     assert_eq!(runs(&env, "qwen").len(), 1, "no fallback mid-run");
     let evs = events(&mut c, &id).await;
     let unrecognized = evs.iter().filter(|e| e["type"] == "unrecognized").count();

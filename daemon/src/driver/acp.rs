@@ -101,6 +101,12 @@ impl Driver for AcpDriver {
             return Reading { parsed, replies: Vec::new() };
         }
         let mut parsed = Parsed::default();
+        if line.len() >= crate::tail::MAX_LINE {
+            // A piece of a line longer than the tail hands out whole (a flood): no message fits
+            // it, and scanning megabytes for JSON or blocker phrases is what would cost.
+            parsed.events.push(acp::unrecognized(line));
+            return Reading { parsed, replies: Vec::new() };
+        }
         if !self.opened {
             let hold = !acp::is_jsonrpc(line) || is_handshake_error(line);
             if hold && self.held.len() < HELD_LINES && self.held_bytes + line.len() <= HELD_BYTES {

@@ -589,7 +589,16 @@ fn usage_of(result: &Value) -> Option<Usage> {
     })
 }
 
+/// `line` as an `unrecognized` event, cut to its first 2,000 characters.
+pub fn unrecognized(line: &str) -> EventBody {
+    EventBody::Unrecognized { line: truncate(line, 2000) }
+}
+
 /// Whether `line` is an ACP JSON-RPC message at all (the fallback marker is not).
 pub fn is_jsonrpc(line: &str) -> bool {
     json_object(line.trim()).is_some_and(|v| str_at(&v, "jsonrpc") == Some("2.0"))
 }
+
+#[cfg(test)]
+#[path = "acp_tests.rs"]
+mod tests;
