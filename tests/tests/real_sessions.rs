@@ -2,9 +2,10 @@
 //! through a real daemon and `caesar-mcp`, with the model replaced by the scripted server on
 //! 127.0.0.1: a permission request bridged and answered allow, another answered deny (the tool
 //! does not run), `ask_orchestrator` over the return channel given through session/new, a
-//! cancel through session/cancel with no process left, and a pending permission that survives
-//! a daemon SIGKILL. The harness is a slimmer copy of real_clis.rs's (same isolation: own
-//! HOME and XDG dirs, a dead proxy, no retries).
+//! cancel through session/cancel with no process left, a pending permission that survives
+//! a daemon SIGKILL, and a resumed session (session/load for copilot, session/resume for
+//! opencode) whose model sees the first turn. The harness is a slimmer copy of real_clis.rs's
+//! (same isolation: own HOME and XDG dirs, a dead proxy, no retries).
 //!
 //! With `CAESAR_UPDATE_CAPTURES=1` each run's raw stream is saved under
 //! `daemon/tests/fixtures/sessions/`, which the driver's replay test reads.
