@@ -108,3 +108,49 @@ fn row(r: &Row<'_>) -> rusqlite::Result<ListRow> {
         awaits_worktree: launch.is_some_and(|l| Launch::decode(&l).prepares_worktree()),
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::super::QuestionRecord;
+    use super::super::tests::sample;
+    use super::*;
+
+    #[test]
+    fn rows_put_open_questions_first_and_number_the_queue_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("caesar.db")).unwrap();
+        for (i, id) in ["t_a", "t_b", "t_c", "t_d"].iter().enumerate() {
+            let mut t = sample(id);
+            t.created_ms = 10 + i as i64;
+            if *id == "t_b" {
+                t.status = TaskStatus::Running;
+            }
+            s.insert_task(&t).unwrap();
+        }
+        let q = |id: &str, qid: &str, at| QuestionRecord {
+            task_id: id.into(),
+            question_id: qid.into(),
+            question: format!("{qid}?"),
+            options: vec!["yes".into(), "no".into()],
+            asked_ms: at,
+            answer: None,
+        };
+        s.insert_question(&q("t_b", "q_2", 2)).unwrap();
+        s.insert_question(&q("t_b", "q_1", 1)).unwrap();
+        s.insert_question(&q("t_c", "q_3", 3)).unwrap();
+        assert!(s.answer_question("t_c", "q_3", "yes", 4).unwrap());
+
+        let rows = s.list_rows(10).unwrap();
+        let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["t_b", "t_d", "t_c", "t_a"], "the asking task first, then newest first");
+        let b = &rows[0];
+        assert_eq!(b.questions.iter().map(|q| q.0.as_str()).collect::<Vec<_>>(), ["q_1", "q_2"], "oldest first");
+        assert_eq!(b.questions[0].2, ["yes", "no"]);
+        assert_eq!(b.queue_position, None, "a running task has no place in the queue");
+        let place = |id: &str| rows.iter().find(|r| r.id == id).unwrap().queue_position;
+        assert_eq!((place("t_a"), place("t_c"), place("t_d")), (Some(0), Some(1), Some(2)));
+        assert!(rows[2].questions.is_empty(), "an answered question is not open");
+        assert_eq!(s.list_rows(2).unwrap().len(), 2);
+    }
+}
