@@ -50,6 +50,8 @@ mod conclude;
 mod delegate;
 mod events;
 mod fallback;
+mod listing;
+pub use listing::ListEntry;
 mod monitor;
 mod nested;
 mod network;
