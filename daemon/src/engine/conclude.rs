@@ -94,7 +94,7 @@ impl Engine {
             super::budget::apply_stop(&mut recovered.0, limit, detail);
         }
         if status != TaskStatus::Cancelled && status != TaskStatus::TimedOut && budget_stop.is_none() {
-            self.plan_fallback(&record, run.blocker.as_ref(), &mut recovered.0);
+            self.after_blocker(&record, run.blocker.as_ref(), run.session_id.as_deref(), &mut recovered.0);
         }
         super::verify::apply_to_report(&mut recovered.0, self.stored_verification(&run.id));
         let finished = EventBody::Finished {

@@ -65,6 +65,8 @@ mod start;
 pub mod groups;
 mod notifications;
 mod verify;
+// Issue 17, item 3: quota parking.
+mod parking;
 
 pub use authority::{Caller, reaches as authority_reaches};
 pub use budget::{Meter, Tally};
@@ -178,6 +180,8 @@ pub enum Phase {
     Queued,
     /// Handed to the runner.
     Starting,
+    /// Parked at a quota until it lifts (issue 17, `parking.rs`).
+    Parked,
 }
 
 impl Phase {
@@ -187,6 +191,7 @@ impl Phase {
             Phase::Preparing => "preparing",
             Phase::Queued => "queued",
             Phase::Starting => "starting",
+            Phase::Parked => "parked",
         }
     }
 }
