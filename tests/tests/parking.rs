@@ -210,3 +210,75 @@ async fn caesar_run_passes_budget_and_on_blocker_flags_to_the_daemon() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--budget-wall"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+// ------------------------------------------------------------ group budgets
+
+fn usage(input: u64, output: u64) -> String {
+    serde_json::json!({"type": "usage", "input_tokens": input, "output_tokens": output}).to_string()
+}
+
+/// Whether the task has stored a `usage` event.
+async fn has_usage(c: &mut caesar_proto::client::Client, id: &str) -> bool {
+    let logs = c.logs(pb::LogsRequest { task_id: id.to_owned(), limit: 100, ..Default::default() }).await.unwrap();
+    logs.into_inner().events_json.iter().any(|e| json(e)["type"] == "usage")
+}
+
+#[tokio::test]
+async fn a_group_budget_stops_every_task_of_the_group_and_survives_a_restart() {
+    let mut env = Env::new(&[]);
+    let gate = env.file("gate").display().to_string();
+    let (u400, u450) = (usage(300, 100), usage(350, 100));
+    env.set_agents(&[
+        ("g1", &["event", &u400, "wait-file", &gate, "event", &u450, "hang"]),
+        ("g2", &["event", &u400, "hang"]),
+    ]);
+    let p = env.project.path().to_path_buf();
+    std::fs::write(p.join(".gitignore"), ".caesar/\n").unwrap();
+    git(&p, &["init", "-q"]);
+    git(&p, &["add", "-A"]);
+    git(&p, &["commit", "-q", "-m", "base", "--allow-empty"]);
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("", "share the budget");
+    req.agents = vec!["g1".into(), "g2".into()];
+    req.mode = "read-only".into();
+    req.budget = Some(pb::Budget { tokens: Some(1000), ..Default::default() });
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert_eq!(d.task_ids.len(), 2, "{d:?}");
+    // 800 of 1000 used, 400 each: no member is over alone, nor the group.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for id in &d.task_ids {
+        while !has_usage(&mut c, id).await {
+            assert!(Instant::now() < deadline, "no usage stored for {id}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for id in &d.task_ids {
+        let t = status(&mut c, id).await;
+        assert_eq!(t.status, "running", "{t:?}");
+        assert!(t.budget.is_none(), "the budget is the group's, not each task's: {t:?}");
+    }
+    // The restarted daemon rebuilds the group's tally: g1's next 450 takes
+    // the group past 1000 only if g2's 400 still count.
+    env.kill_daemons().await;
+    let mut c = env.start_daemon().await;
+    std::fs::write(&gate, "").unwrap();
+    for id in &d.task_ids {
+        let t = await_one(&mut c, id, LONG).await;
+        assert_eq!((t.status.as_str(), t.report_status.as_str()), ("failed", "partial"), "{t:?}");
+        let r = json(&t.report_json);
+        let budget = r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["title"].as_str().unwrap_or("").starts_with("budget: the tokens limit"))
+            .unwrap_or_else(|| panic!("no budget finding: {r}"))
+            .clone();
+        let detail = budget["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(&format!("group {}", d.group_id))
+                && detail.contains("1250 tokens used of a budget of 1000"),
+            "{detail}"
+        );
+    }
+}

@@ -919,7 +919,6 @@ async fn claude_429_with_a_reset_parks_and_resumes_the_session() {
     a_429_with_a_reset_parks_and_resumes_the_session(Cli::Claude).await;
 }
 
-#[tokio::test]
-async fn codex_429_with_a_reset_parks_and_resumes_the_session() {
-    a_429_with_a_reset_parks_and_resumes_the_session(Cli::Codex).await;
-}
+// codex is not tested here: on a 429 it prints only "exceeded retry limit, last status: 429 Too
+// Many Requests", with neither the body's words nor the retry-after header, so it gives no reset
+// time to park on (its usage-limit error carries one; the codex driver reads that).

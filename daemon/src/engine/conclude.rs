@@ -28,7 +28,8 @@ impl Engine {
         }
         let exit = self.runner.exit_record(&run.dir);
         // Issue 17: a budget that stopped the agent (stored before the stop).
-        let budget_stop = if run.budget.is_active() { self.store.budget_stop(&run.id)? } else { None };
+        // A group's budget stops members that have no limit of their own (`group_budget.rs`).
+        let budget_stop = self.store.budget_stop(&run.id)?;
         let (status, ending, error) = match &exit {
             None => {
                 // The supervision died without a word; its agent must not

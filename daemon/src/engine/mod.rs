@@ -65,7 +65,8 @@ mod start;
 pub mod groups;
 mod notifications;
 mod verify;
-// Issue 17, item 3: quota parking.
+// Issue 17, items 3 and 4: quota parking, group budgets.
+mod group_budget;
 mod parking;
 
 pub use authority::{Caller, reaches as authority_reaches};
@@ -292,6 +293,8 @@ pub struct Engine {
     notifier: Arc<crate::notify::Notifier>,
     /// The conflict radar's footprints (issue 17, `groups.rs`).
     radar: groups::RadarCache,
+    /// The groups' budgets (issue 17, `group_budget.rs`).
+    group_meters: group_budget::GroupMeters,
 }
 
 impl std::fmt::Debug for Engine {
@@ -324,6 +327,7 @@ impl Engine {
             pulse: broadcast::channel(pulse::PULSE_RING).0,
             notifier: Default::default(),
             radar: Default::default(),
+            group_meters: Default::default(),
         }))
     }
 

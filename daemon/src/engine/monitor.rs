@@ -97,6 +97,7 @@ impl Engine {
                 self.expire_permissions(&mut run);
             }
             self.check_budget(&mut run);
+            self.check_group_budget(&run);
             self.check_network(&mut run);
         }
         self.monitor_done(run).await;
