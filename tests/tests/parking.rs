@@ -83,6 +83,10 @@ async fn a_quota_with_a_reset_parks_the_task_and_the_agent_resumes_it_under_one_
     let st = env.caesar(&["status", &d.task_id]);
     let st = String::from_utf8_lossy(&st.stdout);
     assert!(st.contains(&format!("parked until {}", t.parked_until)), "{st}");
+    let w = env.caesar(&["watch", "--once", &d.task_id]);
+    let w = String::from_utf8_lossy(&w.stdout);
+    // (cut to the terminal's width: no terminal here)
+    assert!(w.contains(&d.task_id) && w.contains("pending") && w.contains("parked until 20"), "{w}");
     // A waiter on the first id sees the resumed attempt finish.
     let r = await_one(&mut c, &d.task_id, LONG).await;
     assert_eq!((r.task_id.as_str(), r.status.as_str(), r.agent.as_str()), (d.task_id.as_str(), "succeeded", "solo"));
