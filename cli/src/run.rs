@@ -4,6 +4,8 @@
 
 use super::*;
 
+// `..Default::default()` stays in the request: fields other concerns add to it need no edit here.
+#[allow(clippy::needless_update)]
 pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
     let workspace = match a.workspace {
         Some(w) => std::path::absolute(&w).with_context(|| format!("bad --workspace {}", w.display()))?,

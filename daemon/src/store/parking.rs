@@ -25,6 +25,9 @@ pub(super) const MIGRATION: &str = "CREATE TABLE task_parks (
         at_ms INTEGER
     );";
 
+/// A group's limits (JSON) and the stop that ended it (limit, detail), if any.
+pub type GroupBudgetRow = (String, Option<(String, String)>);
+
 /// A blocked task parked until its quota lifts, and the attempt that
 /// resumes it then.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,8 +129,8 @@ impl Store {
         Ok(())
     }
 
-    /// A group's limits (JSON) and the stop that ended it, if any.
-    pub fn group_budget(&self, group_id: &str) -> Result<Option<(String, Option<(String, String)>)>> {
+    /// A group's limits (JSON) and the stop that ended it (limit, detail), if any.
+    pub fn group_budget(&self, group_id: &str) -> Result<Option<GroupBudgetRow>> {
         Ok(self
             .lock()
             .query_row(
