@@ -409,6 +409,24 @@ struct RunArgs {
     /// Fan out: N tasks (2-8) of the same agent or role, as one group.
     #[arg(long)]
     attempts: Option<u32>,
+    /// Stop the agent once it used this many tokens (input plus output);
+    /// for a group, across all its tasks.
+    #[arg(long = "budget-tokens", value_name = "N")]
+    budget_tokens: Option<i64>,
+    /// Stop the agent once it cost this many US dollars (where the provider reports cost).
+    #[arg(long = "budget-cost", value_name = "USD")]
+    budget_cost: Option<f64>,
+    /// Stop the agent after this much wall time (e.g. 10m, 90s).
+    #[arg(long = "budget-wall", value_name = "DURATION")]
+    budget_wall: Option<String>,
+    /// Stop the agent after this many replies.
+    #[arg(long = "budget-turns", value_name = "N")]
+    budget_turns: Option<i64>,
+    /// When an auth, quota or network blocker stops the agent: fallback
+    /// (the role's next agent; the default), park (wait for a quota to
+    /// lift, then resume the same session) or fail.
+    #[arg(long = "on-blocker", value_parser = ["fallback", "park", "fail"])]
+    on_blocker: Option<String>,
 }
 
 /// A failure with the exit code it maps to.

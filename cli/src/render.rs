@@ -34,6 +34,10 @@ pub fn task_json(t: &pb::TaskView) -> Value {
     put(&mut v, "session_id", &t.session_id);
     put(&mut v, "error", &t.error);
     put(&mut v, "blocker", &t.blocker);
+    put(&mut v, "parked_until", &t.parked_until);
+    put(&mut v, "parked_reason", &t.parked_reason);
+    put(&mut v, "current_task_id", &t.current_task_id);
+    put(&mut v, "phase", &t.phase);
     if let Some(code) = t.exit_code {
         v["exit_code"] = json!(code);
     }
@@ -205,6 +209,12 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
     if !t.error.is_empty() {
         println!("  error: {}", t.error);
     }
+    if !t.parked_until.is_empty() {
+        println!("  parked until {}: {}", t.parked_until, sanitize(&t.parked_reason));
+    }
+    if !t.current_task_id.is_empty() {
+        println!("  current attempt: {}", t.current_task_id);
+    }
     for q in &t.pending_questions {
         println!("  QUESTION {}: {}", q.question_id, sanitize(&q.question));
     }
@@ -268,7 +278,13 @@ pub fn print_table(tasks: &[pb::TaskView]) {
     sorted.sort_by_key(|t| t.pending_questions.is_empty());
     println!("{:<16} {:<10} {:<12} {:>8}  OBJECTIVE", "TASK", "STATUS", "AGENT", "ELAPSED");
     for t in sorted {
-        let status = if t.pending_questions.is_empty() { t.status.clone() } else { "question".to_owned() };
+        let status = if !t.pending_questions.is_empty() {
+            "question".to_owned()
+        } else if !t.parked_until.is_empty() {
+            "parked".to_owned()
+        } else {
+            t.status.clone()
+        };
         println!(
             "{:<16} {:<10} {:<12} {:>8}  {}",
             t.task_id,
@@ -277,6 +293,9 @@ pub fn print_table(tasks: &[pb::TaskView]) {
             human_ms(t.elapsed_ms),
             one_line(&t.objective, 60)
         );
+        if !t.parked_until.is_empty() {
+            println!("{:<16} until {}", "", t.parked_until);
+        }
     }
 }
 

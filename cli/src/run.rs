@@ -4,6 +4,8 @@
 
 use super::*;
 
+// `..Default::default()` stays in the request: fields other concerns add to it need no edit here.
+#[allow(clippy::needless_update)]
 pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
     let workspace = match a.workspace {
         Some(w) => std::path::absolute(&w).with_context(|| format!("bad --workspace {}", w.display()))?,
@@ -17,6 +19,19 @@ pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
         None => String::new(),
     };
     let timeout_ms = a.timeout.as_deref().map(parse_duration_ms).transpose()?.unwrap_or(0);
+    let budget_wall = a
+        .budget_wall
+        .as_deref()
+        .map(|w| parse_duration_ms(w).map_err(|e| anyhow::anyhow!("bad --budget-wall: {e}")))
+        .transpose()?;
+    let budget =
+        (a.budget_tokens.is_some() || a.budget_cost.is_some() || budget_wall.is_some() || a.budget_turns.is_some())
+            .then(|| pb::Budget {
+                tokens: a.budget_tokens,
+                cost_usd: a.budget_cost,
+                wall_ms: budget_wall.map(|w| w as i64),
+                turns: a.budget_turns,
+            });
     let depth = std::env::var("CAESAR_DEPTH").ok().and_then(|d| d.parse().ok()).unwrap_or(0);
     let mut c = connect().await?;
     let d = c
@@ -41,6 +56,8 @@ pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
             agents: a.agents,
             attempts: a.attempts.unwrap_or(0),
             runner: a.runner.unwrap_or_default(),
+            budget,
+            on_blocker: a.on_blocker.unwrap_or_default(),
             ..Default::default()
         })
         .await
@@ -82,15 +99,31 @@ pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
             return Ok(130);
         }
     }
-    // The stream ends when the task does; Await returns its report.
-    let r = c
-        .r#await(pb::AwaitRequest { task_ids: vec![task_id], timeout_ms: 60_000, wake_on_attention: false })
-        .await
-        .map_err(anyhow::Error::from)?
-        .into_inner();
-    let Some(t) = r.tasks.first() else {
-        return Err(Failure { code: 1, message: "the daemon returned no task".into() });
+    // The stream ends when the task does; Await returns its report. A task
+    // that fell back or parked at a quota goes on under the same id.
+    let mut told_parked = String::new();
+    let t = loop {
+        let r = c
+            .r#await(pb::AwaitRequest { task_ids: vec![task_id.clone()], timeout_ms: 60_000, wake_on_attention: false })
+            .await
+            .map_err(anyhow::Error::from)?
+            .into_inner();
+        let Some(t) = r.tasks.into_iter().next() else {
+            return Err(Failure { code: 1, message: "the daemon returned no task".into() });
+        };
+        if !matches!(t.status.as_str(), "pending" | "running") {
+            break t;
+        }
+        if !json && !t.parked_until.is_empty() && t.parked_until != told_parked {
+            eprintln!(
+                "caesar: parked until {} ({}); cancel with `caesar cancel {task_id}`",
+                t.parked_until,
+                render::sanitize(&t.parked_reason)
+            );
+            told_parked = t.parked_until.clone();
+        }
     };
+    let t = &t;
     if json {
         let mut v = render::task_json(t);
         v["warnings"] = json!(d.warnings);

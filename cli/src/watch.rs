@@ -291,6 +291,8 @@ fn screen(tasks: &[pb::TaskView], color: bool, width: usize, now: i64) -> String
             && now - at > SILENT_MS
         {
             note = format!("no event for {} s", (now - at) / 1000);
+        } else if !t.parked_until.is_empty() {
+            note = paint("33", &format!("parked until {}: {}", t.parked_until, clean(&t.parked_reason)));
         } else if !t.blocker.is_empty() {
             note = paint("31", &format!("blocked: {}", t.blocker));
         } else if let Some(p) = t.queue_position {

@@ -85,11 +85,17 @@ impl Limits {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnBlocker {
-    /// Start the next permitted agent of the role's chain (the default).
+    /// Start the next permitted agent of the role's chain (the default);
+    /// with no agent left to fall back on, park a quota blocker that says
+    /// when it lifts (`engine/parking.rs`).
     #[default]
     Fallback,
     /// End blocked, as the agent stopped.
     Fail,
+    /// Park a quota blocker that says when it lifts, before the task's
+    /// deadline, and resume the same agent then (issue 17, item 3); fall
+    /// back along the chain when it cannot be parked.
+    Park,
 }
 
 impl OnBlocker {
@@ -98,7 +104,8 @@ impl OnBlocker {
         match s {
             "fallback" => Ok(OnBlocker::Fallback),
             "fail" => Ok(OnBlocker::Fail),
-            other => Err(format!("unknown on_blocker `{other}`: use `fallback` or `fail`")),
+            "park" => Ok(OnBlocker::Park),
+            other => Err(format!("unknown on_blocker `{other}`: use `fallback`, `park` or `fail`")),
         }
     }
 
@@ -107,6 +114,7 @@ impl OnBlocker {
         match self {
             OnBlocker::Fallback => "fallback",
             OnBlocker::Fail => "fail",
+            OnBlocker::Park => "park",
         }
     }
 }
@@ -171,7 +179,10 @@ impl Plan {
     /// then it is no reason to wake the caller, who keeps waiting on the chain.
     pub fn may_fall_back(&self, kind: crate::oacp::BlockerKind) -> bool {
         use crate::oacp::BlockerKind::*;
-        self.on_blocker == OnBlocker::Fallback && !self.chain.is_empty() && matches!(kind, Auth | RateLimit | Network)
+        let falls_back = self.on_blocker != OnBlocker::Fail && !self.chain.is_empty();
+        // A quota may park the task instead (issue 17, item 3).
+        let parks = self.on_blocker != OnBlocker::Fail && kind == RateLimit;
+        (falls_back && matches!(kind, Auth | RateLimit | Network)) || parks
     }
 }
 

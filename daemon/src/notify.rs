@@ -29,6 +29,8 @@ pub enum NotifyEvent {
     Blocker,
     /// A task reached a budget limit.
     Budget,
+    /// A task was parked at a quota until it lifts (issue 17, item 3).
+    Parked,
 }
 
 impl NotifyEvent {
@@ -39,6 +41,7 @@ impl NotifyEvent {
             NotifyEvent::Question => "question",
             NotifyEvent::Blocker => "blocker",
             NotifyEvent::Budget => "budget",
+            NotifyEvent::Parked => "parked",
         }
     }
 }

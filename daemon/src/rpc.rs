@@ -155,6 +155,9 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
             exceeded: b.exceeded.unwrap_or_default(),
         }),
         current_task_id: v.lifecycle.current_task_id.unwrap_or_default(),
+        parked_until: v.lifecycle.parked.as_ref().map(|(t, _)| crate::clock::rfc3339(*t)).unwrap_or_default(),
+        parked_until_ms: v.lifecycle.parked.as_ref().map(|(t, _)| *t),
+        parked_reason: v.lifecycle.parked.map(|(_, r)| r).unwrap_or_default(),
         conflicts_with: Vec::new(),
     }
 }

@@ -23,7 +23,7 @@ pub use lifecycle::AttemptRow;
 pub use listing::ListRow;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1: the first schema.
@@ -95,7 +95,12 @@ const MIGRATIONS: &[&str] = &[
     lifecycle::MIGRATION,
     // 4 -> 5 (issue 17, fan-out): verification outcomes and groups (`store/fanout.rs`).
     fanout::MIGRATION,
+    // 5 -> 6 (issue 17): quota parks and group budgets (`store/parking.rs`).
+    parking::MIGRATION,
 ];
+
+mod parking;
+pub use parking::ParkRow;
 
 mod fanout;
 pub use fanout::GroupRecord;

@@ -128,6 +128,12 @@ pub struct TaskResult {
     /// The task's limits and what it used (tokens, cost_usd, turns, wall_ms), and `exceeded`: the limit that stopped it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Value>,
+    /// While the task waits for the provider's quota to lift (status pending): when the same agent resumes it (RFC 3339). Cancel it with caesar_cancel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parked_until: Option<String>,
+    /// What the provider said when it parked the task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parked_reason: Option<String>,
 }
 
 impl TaskResult {
@@ -178,6 +184,8 @@ impl TaskResult {
                 })
                 .collect(),
             current_task_id: non_empty(&t.current_task_id),
+            parked_until: non_empty(&t.parked_until),
+            parked_reason: non_empty(&t.parked_reason),
             budget: t.budget.as_ref().map(|b| {
                 let l = b.limits.unwrap_or_default();
                 serde_json::json!({

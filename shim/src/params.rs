@@ -83,7 +83,7 @@ pub struct DelegateParams {
     /// Limits of this task (over the role's and the config's [budget]): at one, the agent is asked to stop and hand back what it has, and the report is `partial` with a `budget` finding. Every limit must be above zero.
     #[serde(default)]
     pub budget: Option<BudgetParam>,
-    /// What happens when an auth, quota or network blocker stops the agent before it changed anything: "fallback" (default: the next installed, allowed agent of the role's chain takes over under the same task_id, with `attempts` listed) or "fail".
+    /// What happens when an auth, quota or network blocker stops the agent before it changed anything: "fallback" (default: the next installed, allowed agent of the role's chain takes over under the same task_id, with `attempts` listed; with none, a quota that says when it lifts parks the task), "park" (a quota that says when it lifts, before the deadline, parks the task: status pending with `parked_until`, then the same agent resumes its session; else fall back) or "fail".
     #[serde(default)]
     pub on_blocker: Option<String>,
     /// The directory the sub-agent works in. Defaults to the server's root (its --root, else the client's MCP roots, else its working directory); a different directory is accepted with a workspace_warning.

@@ -28,7 +28,8 @@ impl Engine {
         }
         let exit = self.runner.exit_record(&run.dir);
         // Issue 17: a budget that stopped the agent (stored before the stop).
-        let budget_stop = if run.budget.is_active() { self.store.budget_stop(&run.id)? } else { None };
+        // A group's budget stops members that have no limit of their own (`group_budget.rs`).
+        let budget_stop = self.store.budget_stop(&run.id)?;
         let (status, ending, error) = match &exit {
             None => {
                 // The supervision died without a word; its agent must not
@@ -94,7 +95,7 @@ impl Engine {
             super::budget::apply_stop(&mut recovered.0, limit, detail);
         }
         if status != TaskStatus::Cancelled && status != TaskStatus::TimedOut && budget_stop.is_none() {
-            self.plan_fallback(&record, run.blocker.as_ref(), &mut recovered.0);
+            self.after_blocker(&record, run.blocker.as_ref(), run.session_id.as_deref(), &mut recovered.0);
         }
         super::verify::apply_to_report(&mut recovered.0, self.stored_verification(&run.id));
         let finished = EventBody::Finished {

@@ -63,6 +63,8 @@ pub struct LifecycleView {
     /// The attempt this view shows, when not the task asked about.
     pub current_task_id: Option<String>,
     pub budget: Option<BudgetView>,
+    /// While the task is parked at a quota (`parking.rs`): until when, and why.
+    pub parked: Option<(i64, String)>,
 }
 
 /// The life-cycle plan of a delegation: its budget (delegation over role
@@ -230,11 +232,18 @@ impl Engine {
             }
             let Some(mut input) = prev.launch.lifecycle.request.clone() else { continue };
             input.agent = Some(row.next_agent.clone());
+            // A parked task resumes in its session, within its deadline (`parking.rs`).
+            let parked = self.resume_input(&prev, &mut input);
             let succession = Succession { id: row.successor_id.clone(), root: row.root_id.clone() };
             // A nested task's next attempt is its parent's child too.
             let parent = prev.launch.parent.as_deref().and_then(|p| self.store.task(p).ok().flatten());
             match self.delegate_as(input, parent.as_ref(), Some(succession)).await {
-                Ok(d) => info!(task_id = %row.task_id, next = %d.record.id, agent = %row.next_agent, "fell back"),
+                Ok(d) => {
+                    info!(task_id = %row.task_id, next = %d.record.id, agent = %row.next_agent, "fell back");
+                    if parked && let Ok(Some(p)) = self.store.park_of(&row.task_id) {
+                        self.arm_park(&p.successor_id, p.parked_until);
+                    }
+                }
                 Err(e) => {
                     // The chain ends at the blocked task: its waiters learn so.
                     warn!(task_id = %row.task_id, agent = %row.next_agent, "the fallback could not be delegated: {e}");

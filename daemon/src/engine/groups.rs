@@ -138,7 +138,9 @@ impl Engine {
     /// Delegates one task per member, each in a worktree of its own, and
     /// records the group. Every member is resolved first: an unknown agent
     /// or a refused one refuses the group before anything is recorded.
-    pub async fn delegate_group(self: &Arc<Self>, input: DelegateInput, ask: GroupAsk) -> Result<DelegatedGroup> {
+    pub async fn delegate_group(self: &Arc<Self>, mut input: DelegateInput, ask: GroupAsk) -> Result<DelegatedGroup> {
+        // A group's budget is the group's, across its tasks (`group_budget.rs`).
+        let group_limits = input.budget.take();
         let agent = input.agent.clone().filter(|a| !a.is_empty());
         let Some(members) = group_members(&ask, agent.as_deref())? else {
             return Err(Error::Invalid("a group needs `agents` or `attempts`".to_owned()));
@@ -188,6 +190,9 @@ impl Engine {
             task_ids: tasks.iter().map(|t| t.record.id.clone()).collect(),
         };
         self.store.insert_group(&group)?;
+        if let Some(limits) = &group_limits {
+            self.set_group_budget(&group.id, limits);
+        }
         Ok(DelegatedGroup { group_id: group.id, tasks })
     }
 

@@ -68,6 +68,9 @@ mod start;
 pub mod groups;
 mod notifications;
 mod verify;
+// Issue 17, items 3 and 4: quota parking, group budgets.
+mod group_budget;
+mod parking;
 
 pub use authority::{Caller, reaches as authority_reaches};
 pub use budget::{Meter, Tally};
@@ -181,6 +184,8 @@ pub enum Phase {
     Queued,
     /// Handed to the runner.
     Starting,
+    /// Parked at a quota until it lifts (issue 17, `parking.rs`).
+    Parked,
 }
 
 impl Phase {
@@ -190,6 +195,7 @@ impl Phase {
             Phase::Preparing => "preparing",
             Phase::Queued => "queued",
             Phase::Starting => "starting",
+            Phase::Parked => "parked",
         }
     }
 }
@@ -290,6 +296,8 @@ pub struct Engine {
     notifier: Arc<crate::notify::Notifier>,
     /// The conflict radar's footprints (issue 17, `groups.rs`).
     radar: groups::RadarCache,
+    /// The groups' budgets (issue 17, `group_budget.rs`).
+    group_meters: group_budget::GroupMeters,
 }
 
 impl std::fmt::Debug for Engine {
@@ -322,6 +330,7 @@ impl Engine {
             pulse: broadcast::channel(pulse::PULSE_RING).0,
             notifier: Default::default(),
             radar: Default::default(),
+            group_meters: Default::default(),
         }))
     }
 

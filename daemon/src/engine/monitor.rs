@@ -97,6 +97,7 @@ impl Engine {
                 self.expire_permissions(&mut run);
             }
             self.check_budget(&mut run);
+            self.check_group_budget(&run);
             self.check_network(&mut run);
         }
         self.monitor_done(run).await;
@@ -207,6 +208,8 @@ impl Engine {
         if let Some(blocker) = parsed.blocker
             && run.blocker.is_none()
         {
+            // Issue 17: a quota that says when it lifts may park the task; stored before the stop.
+            self.note_park(run, &blocker);
             // An auth or quota blocker will not clear by itself: CLIs that
             // retry on it only burn time, so the run is stopped now. A
             // permission denial is left to the agent, which may go on.

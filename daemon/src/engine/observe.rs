@@ -55,7 +55,9 @@ impl Engine {
         } else {
             (None, None)
         };
-        let lifecycle = LifecycleView { budget: self.budget_view(&record), ..LifecycleView::default() };
+        let parked = self.park_view(&record);
+        let phase = if parked.is_some() { Some(Phase::Parked) } else { phase };
+        let lifecycle = LifecycleView { budget: self.budget_view(&record), parked, ..LifecycleView::default() };
         Ok(TaskView { record, report, pending_questions, output, activity, queue_position, phase, lifecycle })
     }
 

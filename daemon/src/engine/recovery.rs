@@ -83,6 +83,8 @@ impl Engine {
         }
         // Fallbacks recorded by a daemon that died before delegating them.
         self.start_fallbacks().await;
+        // Parked tasks: their timers died with the daemon.
+        self.rearm_parks();
         self.schedule().await;
         Ok(())
     }

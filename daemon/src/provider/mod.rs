@@ -42,6 +42,7 @@ mod qwen;
 mod tests;
 
 pub use classify::classify_text;
+pub mod reset;
 pub use generic::GenericParser;
 
 /// Which output stream of the child a line came from.
@@ -526,7 +527,12 @@ impl Base {
     /// Runs the shared text fallbacks on CLI-originated error text.
     fn classify(&mut self, p: &mut Parsed, text: &str) {
         if let Some(kind) = classify_text(text) {
-            self.blocker(p, kind, text);
+            // A quota that says when it lifts, at a time (issue 17, quota parking; `reset.rs`).
+            let at = match reset::reset_hint(text) {
+                Some(reset::ResetHint::At(ms)) if kind == BlockerKind::RateLimit => Some(ms),
+                _ => None,
+            };
+            self.blocker_until(p, kind, text, at);
         }
     }
 

@@ -61,6 +61,7 @@ pub async fn figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std::err
         }
         fallback.samples.push((stamps[1].saturating_sub(stamps[0])) as f64 / 1e6);
     }
+    let mut parked = parking_figure(&mut c, home.path(), project.path(), runs).await?;
     let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
     let _ = daemon.wait();
 
@@ -90,6 +91,58 @@ pub async fn figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std::err
     println!("caesar-bench --lifecycle: {runs} fallbacks, {n} events x 5");
     println!("| figure | min | median | max | target |\n|---|---|---|---|---|");
     fallback.print();
+    parked.print();
     per_event.print();
     Ok(())
+}
+
+/// Quota parking: the agent's blocker says the quota lifts 1 s later
+/// (`resets_at_ms`); the figure is from that time to the resumed agent's
+/// first instruction (`date` in its shell).
+async fn parking_figure(
+    c: &mut client::Client,
+    home: &Path,
+    project: &Path,
+    runs: usize,
+) -> Result<Figure, Box<dyn std::error::Error>> {
+    let (mark, reset, resumed) = (home.join("parked-once"), home.join("reset-at"), home.join("resumed-at"));
+    let script = format!(
+        "if [ -e {m:?} ]; then date +%s%N > {r2:?}; printf '%s' '{{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\"summary\":\"resumed\"}}' > \"$CAESAR_REPORT_PATH\"; \
+         else touch {m:?}; R=$(( $(date +%s%3N) + 1000 )); echo $R > {r1:?}; \
+         echo '{{\"protocol\":\"caesar.event/v1\",\"type\":\"blocker\",\"kind\":\"rate_limit\",\"message\":\"quota\",\"resets_at_ms\":'$R'}}'; sleep 300; fi",
+        m = mark.display().to_string(),
+        r1 = reset.display().to_string(),
+        r2 = resumed.display().to_string(),
+    );
+    let config = project.join(".caesar/config.toml");
+    let mut text = std::fs::read_to_string(&config)?;
+    let f = std::env::current_exe()?.with_file_name("fake-agent").display().to_string();
+    text.push_str(&format!("\n[[agent]]\nid = \"parker\"\nbin = {f:?}\nargs = [\"sh\", {script:?}]\n"));
+    std::fs::write(&config, text)?;
+    let mut parked = Figure::new("quota reset time → parked agent resumed (ms)", "—");
+    for i in 0..runs {
+        let _ = std::fs::remove_file(&mark);
+        let d = c
+            .delegate(pb::DelegateRequest {
+                objective: format!("park {i}"),
+                agent: "parker".into(),
+                mode: "read-only".into(),
+                timeout_ms: 60_000,
+                workspace: project.display().to_string(),
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        let r = c
+            .r#await(pb::AwaitRequest { task_ids: vec![d.task_id], timeout_ms: 60_000, wake_on_attention: false })
+            .await?
+            .into_inner();
+        if r.tasks.first().map(|t| t.status.as_str()) != Some("succeeded") {
+            return Err(format!("the parked task did not resume and succeed: {:?}", r.tasks).into());
+        }
+        let at: i64 = std::fs::read_to_string(&reset)?.trim().parse()?;
+        let ran: i128 = std::fs::read_to_string(&resumed)?.trim().parse()?;
+        parked.samples.push((ran as f64 / 1e6) - at as f64);
+    }
+    Ok(parked)
 }
