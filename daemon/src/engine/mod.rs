@@ -63,8 +63,10 @@ mod recovery;
 mod start;
 // Issue 17, fan-out: verification in the worktree, groups.
 pub mod groups;
+pub mod radar;
 mod notifications;
 mod verify;
+mod verify_net;
 
 pub use authority::{Caller, reaches as authority_reaches};
 pub use budget::{Meter, Tally};
@@ -285,8 +287,8 @@ pub struct Engine {
     pulse: broadcast::Sender<String>,
     /// Webhooks and the command hook (issue 17, `notify.rs`).
     notifier: Arc<crate::notify::Notifier>,
-    /// The conflict radar's footprints (issue 17, `groups.rs`).
-    radar: groups::RadarCache,
+    /// The conflict radar's footprints and background loop (issue 17, `radar.rs`).
+    radar: radar::RadarCache,
 }
 
 impl std::fmt::Debug for Engine {
