@@ -535,11 +535,14 @@ async fn a_question_a_blocker_and_a_budget_are_posted_to_the_webhook() {
     assert!(eventually(LONG, || notification(&bodies, &q, "question").is_some()).await, "{:?}", bodies.lock().unwrap());
     let n = notification(&bodies, &q, "question").unwrap();
     assert_eq!((n["summary"].as_str(), n["status"].as_str()), (Some("tabs or spaces?"), Some("running")), "{n}");
+    // Out of the way of the next tasks (one write task per tree).
+    c.cancel(pb::CancelRequest { task_id: q }).await.unwrap();
 
     let b = c.delegate(env.delegate_request("locked-out", "x")).await.unwrap().into_inner().task_id;
     assert!(eventually(LONG, || notification(&bodies, &b, "blocker").is_some()).await, "{:?}", bodies.lock().unwrap());
     let n = notification(&bodies, &b, "blocker").unwrap();
     assert!(n["summary"].as_str().unwrap().starts_with("auth: Invalid API key"), "{n}");
+    await_one(&mut c, &b, LONG).await;
 
     let mut req = env.delegate_request("chatty", "talk");
     req.budget = Some(pb::Budget { turns: Some(2), ..Default::default() });
@@ -547,7 +550,6 @@ async fn a_question_a_blocker_and_a_budget_are_posted_to_the_webhook() {
     assert!(eventually(LONG, || notification(&bodies, &t, "budget").is_some()).await, "{:?}", bodies.lock().unwrap());
     let n = notification(&bodies, &t, "budget").unwrap();
     assert!(n["summary"].as_str().unwrap().starts_with("budget (turns)"), "{n}");
-    c.cancel(pb::CancelRequest { task_id: q }).await.unwrap();
 }
 
 #[tokio::test]
