@@ -63,8 +63,8 @@ mod recovery;
 mod start;
 // Issue 17, fan-out: verification in the worktree, groups.
 pub mod groups;
-pub mod radar;
 mod notifications;
+pub mod radar;
 mod verify;
 mod verify_net;
 

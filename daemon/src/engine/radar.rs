@@ -8,7 +8,8 @@
 //! What makes a footprint due: a task's `file_changed` event or its end
 //! ([`Engine::radar_touch`]), a change of the user's HEAD or index, and, as a
 //! backstop for edits no event names (a shell command's), its age passing
-//! `CAESAR_RADAR_RESCAN_MS` (default 3 s). One task is refreshed at most
+//! `CAESAR_RADAR_RESCAN_MS` (default 3 s) while the task's output grew (ten
+//! times that when it did not). One task is refreshed at most
 //! every `CAESAR_RADAR_MS` (default 250 ms), the loop's tick; a finished
 //! task's footprint is computed once. Refreshes run one at a time on a
 //! blocking thread, so the radar costs at most one snapshot at a time.
@@ -38,6 +39,9 @@ const DEFAULT_TICK_MS: u64 = 250;
 /// How old a live footprint may grow with no event, unless
 /// `CAESAR_RADAR_RESCAN_MS` says otherwise.
 const DEFAULT_RESCAN_MS: u64 = 3_000;
+/// A live task with no new output is rescanned only after this many rescan
+/// periods (its edits come with output: a tool call's events).
+const IDLE_RESCANS: u32 = 10;
 
 /// One task's footprint, as the radar last read it.
 #[derive(Debug, Clone)]
@@ -47,6 +51,9 @@ struct TaskEntry {
     finished: bool,
     /// The repository the task's worktree belongs to.
     root: PathBuf,
+    /// The task's stored event count and log offset when it was read: a
+    /// live task that has said nothing since is not rescanned.
+    progress: (u64, u64),
     fp: Arc<Footprint>,
 }
 
@@ -214,7 +221,8 @@ impl Engine {
                 Some(_) if finished => true,
                 Some(k) => {
                     let age = k.at.elapsed();
-                    age >= rescan || (dirty.contains(&t.id) && age >= tick)
+                    let moved = k.progress != (t.event_count, t.log_offset);
+                    (dirty.contains(&t.id) && age >= tick) || (moved && age >= rescan) || age >= rescan * IDLE_RESCANS
                 }
             };
             if !due {
@@ -226,7 +234,8 @@ impl Engine {
             // A worktree still being prepared has no footprint yet: next round.
             let Ok(fp) = radar::task_footprint(p, known.as_ref().map(|k| k.fp.as_ref())) else { continue };
             round.tasks += 1;
-            let entry = TaskEntry { at: Instant::now(), finished, root, fp: Arc::new(fp) };
+            let progress = (t.event_count, t.log_offset);
+            let entry = TaskEntry { at: Instant::now(), finished, root, progress, fp: Arc::new(fp) };
             let mut st = self.radar.lock();
             // Applied or discarded meanwhile: `radar_forget` removed it, and it stays out.
             if known.is_none() || st.tasks.contains_key(&t.id) {
@@ -245,7 +254,10 @@ impl Engine {
             }
             if let Ok(fp) = radar::uncommitted_footprint(root, &[]) {
                 round.user_trees += 1;
-                self.radar.lock().users.insert(root.clone(), UserEntry { at: Instant::now(), stamp: now, fp: Arc::new(fp) });
+                self.radar
+                    .lock()
+                    .users
+                    .insert(root.clone(), UserEntry { at: Instant::now(), stamp: now, fp: Arc::new(fp) });
             }
         }
         let mut st = self.radar.lock();
@@ -303,11 +315,7 @@ impl Engine {
     /// those changing the same lines (`hunk_paths`). The user's own
     /// uncommitted changes are left to apply's own conflict check.
     pub fn apply_would_break(&self, id: &str) -> Vec<(String, Meeting)> {
-        self.radar_view(id)
-            .overlaps
-            .into_iter()
-            .filter(|(t, m)| t != UNCOMMITTED && !m.hunk_paths.is_empty())
-            .collect()
+        self.radar_view(id).overlaps.into_iter().filter(|(t, m)| t != UNCOMMITTED && !m.hunk_paths.is_empty()).collect()
     }
 
     /// Drops a task from the radar (applied or discarded).

@@ -66,7 +66,8 @@ pub(super) fn plan() -> Result<Cut, String> {
                 .handle_access(AccessNet::from_all(ABI::V4))
                 .map_err(e)?;
             if crate::sandbox::kernel_abi().is_some_and(|abi| abi >= 6) {
-                ruleset = ruleset.set_compatibility(CompatLevel::BestEffort).scope(Scope::AbstractUnixSocket).map_err(e)?;
+                ruleset =
+                    ruleset.set_compatibility(CompatLevel::BestEffort).scope(Scope::AbstractUnixSocket).map_err(e)?;
             }
             let created = ruleset.create().map_err(e)?;
             let fd: Option<std::os::fd::OwnedFd> = created.into();
