@@ -215,6 +215,27 @@ async fn a_network_off_tasks_verification_cannot_reach_a_listener_outside_its_po
     assert!(eventually(LONG, || reached.load(std::sync::atomic::Ordering::SeqCst) >= 1).await);
 }
 
+#[tokio::test]
+async fn where_namespaces_are_not_taken_landlock_keeps_a_network_off_verification_off_tcp() {
+    let (port, reached) = counting_listener();
+    let mut env = Env::new(&[("offline", &["write", "ok.txt", "fine\n", "report-raw", SUCCESS])]);
+    append_config(&env, "network_args = [\"--offline\"]\n");
+    repo(&env);
+    let mut c = env.start_daemon_with(&[("CAESAR_VERIFY_NET_CUT", "landlock")]).await;
+    let mut req = env.delegate_request("offline", "make ok.txt");
+    req.mode = "write".into();
+    req.network = "off".into();
+    req.verify = vec![
+        format!("bash -c 'echo x > /dev/tcp/127.0.0.1/{port}' 2>&1 | grep -q 'Permission denied'"),
+        "touch made-by-verify && test -O made-by-verify".to_owned(),
+    ];
+    let d = c.delegate(req).await.unwrap().into_inner();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    let report = json(&t.report_json);
+    assert_eq!(report["verification"]["outcome"], "passed", "{report}");
+    assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0, "the verification reached the listener");
+}
+
 fn group_env() -> Env {
     let env = Env::new(&[
         ("a1", &["write", "shared.txt", "from a1\n", "write", "only-a1.txt", "1\n", "report-raw", SUCCESS]),

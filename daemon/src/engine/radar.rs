@@ -142,6 +142,11 @@ fn stamp(root: &Path) -> Stamp {
     (head, index)
 }
 
+/// One footprint refreshed (read by `caesar-bench --radar`).
+fn log_refresh(of: &str, started: Instant) {
+    tracing::debug!(target: "caesar::radar", of, us = started.elapsed().as_micros() as u64, "radar refresh");
+}
+
 impl Engine {
     /// Starts the background radar (once per engine).
     pub(super) fn start_radar(self: &Arc<Self>) {
@@ -155,12 +160,12 @@ impl Engine {
                 let Some(engine) = weak.upgrade() else { break };
                 let round = tokio::task::spawn_blocking(move || engine.radar_round()).await.unwrap_or_default();
                 if round.tasks + round.user_trees > 0 {
-                    tracing::debug!(
+                    tracing::trace!(
                         target: "caesar::radar",
                         tasks = round.tasks,
                         user_trees = round.user_trees,
                         us = round.elapsed.as_micros() as u64,
-                        "radar refresh"
+                        "radar round"
                     );
                 }
                 tokio::select! {
@@ -232,7 +237,9 @@ impl Engine {
                 continue;
             }
             // A worktree still being prepared has no footprint yet: next round.
+            let one = Instant::now();
             let Ok(fp) = radar::task_footprint(p, known.as_ref().map(|k| k.fp.as_ref())) else { continue };
+            log_refresh(&t.id, one);
             round.tasks += 1;
             let progress = (t.event_count, t.log_offset);
             let entry = TaskEntry { at: Instant::now(), finished, root, progress, fp: Arc::new(fp) };
@@ -252,7 +259,9 @@ impl Engine {
             if !due {
                 continue;
             }
+            let one = Instant::now();
             if let Ok(fp) = radar::uncommitted_footprint(root, &[]) {
+                log_refresh(UNCOMMITTED, one);
                 round.user_trees += 1;
                 self.radar
                     .lock()
