@@ -214,7 +214,7 @@ impl Engine {
                 m.lines_added = d.files.iter().map(|f| f.additions).sum();
                 m.lines_removed = d.files.iter().map(|f| f.deletions).sum();
             }
-            prints.push(self.cached_footprint(&record.id));
+            prints.push(self.cached_footprint(&record));
             members.push(m);
         }
         for i in 0..members.len() {

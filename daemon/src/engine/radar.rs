@@ -276,9 +276,22 @@ impl Engine {
         round
     }
 
-    /// A task's cached footprint, if the radar has read it.
-    pub(super) fn cached_footprint(&self, id: &str) -> Option<Arc<Footprint>> {
-        self.radar.lock().tasks.get(id).map(|e| e.fp.clone())
+    /// A task's cached footprint, if the radar has read it. A finished
+    /// task whose final footprint the radar has not read yet (it ended a
+    /// moment ago) is read now, once: a group's summary at its end is exact.
+    pub(super) fn cached_footprint(&self, record: &TaskRecord) -> Option<Arc<Footprint>> {
+        let known = self.radar.lock().tasks.get(&record.id).cloned();
+        if !record.status.is_terminal() || known.as_ref().is_some_and(|k| k.finished) || record.changes_state.is_some()
+        {
+            return known.map(|k| k.fp);
+        }
+        let p = worktree_of(record)?;
+        let root = p.repo_root.clone()?;
+        let fp = Arc::new(radar::task_footprint(p, known.as_ref().map(|k| k.fp.as_ref())).ok()?);
+        let progress = (record.event_count, record.log_offset);
+        let entry = TaskEntry { at: Instant::now(), finished: true, root, progress, fp: fp.clone() };
+        self.radar.lock().tasks.insert(record.id.clone(), entry);
+        Some(fp)
     }
 
     /// Who this task's changes meet, from the radar's cache: other watched
