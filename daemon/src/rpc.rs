@@ -159,6 +159,7 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         parked_until_ms: v.lifecycle.parked.as_ref().map(|(t, _)| *t),
         parked_reason: v.lifecycle.parked.map(|(_, r)| r).unwrap_or_default(),
         conflicts_with: Vec::new(),
+        radar_age_ms: None,
     }
 }
 
@@ -287,7 +288,7 @@ impl Caesar for Service {
         let (views, woke_early) = self.engine.await_tasks(&ids, Duration::from_millis(ms), r.wake_on_attention).await?;
         let mut tasks: Vec<pb::TaskView> = views.into_iter().map(|v| task_view(v, true)).collect();
         for t in &mut tasks {
-            t.conflicts_with = crate::rpc_fanout::conflicts_with(&self.engine, &t.task_id).await;
+            (t.conflicts_with, t.radar_age_ms) = crate::rpc_fanout::conflicts_with(&self.engine, &t.task_id);
         }
         let groups = crate::rpc_fanout::summaries(&self.engine, group_ids).await?;
         Ok(Response::new(pb::AwaitResponse { tasks, woke_early, groups }))
@@ -298,7 +299,7 @@ impl Caesar for Service {
         let id = req.into_inner().task_id;
         self.reach(&caller, "status", &id)?;
         let mut v = task_view(self.engine.status(&id)?, false);
-        v.conflicts_with = crate::rpc_fanout::conflicts_with(&self.engine, &v.task_id).await;
+        (v.conflicts_with, v.radar_age_ms) = crate::rpc_fanout::conflicts_with(&self.engine, &v.task_id);
         // Status is a snapshot: the report itself is for Await.
         v.report_json.clear();
         Ok(Response::new(v))
@@ -371,7 +372,7 @@ impl Caesar for Service {
         let id = req.into_inner().task_id;
         self.reach(&caller, "diff", &id)?;
         let engine = self.engine.clone();
-        let overlaps = crate::rpc_fanout::conflicts_with(&self.engine, &id).await;
+        let overlaps = crate::rpc_fanout::conflicts_with(&self.engine, &id).0;
         let diff = tokio::task::spawn_blocking(move || engine.diff(&id))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
@@ -401,7 +402,7 @@ impl Caesar for Service {
         self.caller(&req).await?.require_user("apply")?;
         let id = req.into_inner().task_id;
         let engine = self.engine.clone();
-        let breaks = crate::rpc_fanout::would_break(&self.engine, &id).await;
+        let breaks = crate::rpc_fanout::would_break(&self.engine, &id);
         let r = tokio::task::spawn_blocking(move || engine.apply(&id))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;

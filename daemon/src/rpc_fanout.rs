@@ -16,20 +16,17 @@ pub fn overlaps(list: Vec<(String, Meeting)>) -> Vec<pb::Overlap> {
     list.into_iter().map(|(task_id, m)| pb::Overlap { task_id, paths: m.paths, hunk_paths: m.hunk_paths }).collect()
 }
 
-/// A task's radar overlaps, computed off the runtime's threads; a failure
-/// is no overlap (the radar informs, it never fails a call).
-pub async fn conflicts_with(engine: &Arc<Engine>, id: &str) -> Vec<pb::Overlap> {
-    let (engine, id) = (engine.clone(), id.to_owned());
-    tokio::task::spawn_blocking(move || engine.conflicts_with(&id).unwrap_or_default())
-        .await
-        .map(overlaps)
-        .unwrap_or_default()
+/// A task's radar overlaps and their age in ms (unset before the radar
+/// has read the task), from the radar's cache: no tree is read here, and
+/// a failure is no overlap (the radar informs, it never fails a call).
+pub fn conflicts_with(engine: &Engine, id: &str) -> (Vec<pb::Overlap>, Option<u64>) {
+    let v = engine.radar_view(id);
+    (overlaps(v.overlaps), v.age.map(|a| a.as_millis() as u64))
 }
 
-/// The tasks this one's apply would break, computed before it applies.
-pub async fn would_break(engine: &Arc<Engine>, id: &str) -> Vec<pb::Overlap> {
-    let (engine, id) = (engine.clone(), id.to_owned());
-    tokio::task::spawn_blocking(move || engine.apply_would_break(&id)).await.map(overlaps).unwrap_or_default()
+/// The tasks this one's apply would break, from the radar's cache.
+pub fn would_break(engine: &Engine, id: &str) -> Vec<pb::Overlap> {
+    overlaps(engine.apply_would_break(id))
 }
 
 /// Whether the delegation asks for a group.

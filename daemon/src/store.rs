@@ -306,6 +306,11 @@ impl Store {
     /// Records a new task.
     pub fn insert_task(&self, t: &TaskRecord) -> Result<()> {
         let conn = self.lock();
+        Self::insert_task_on(&conn, t)
+    }
+
+    /// [`Store::insert_task`] on an open connection or transaction.
+    fn insert_task_on(conn: &Connection, t: &TaskRecord) -> Result<()> {
         conn.execute(
             &format!(
                 "INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)"

@@ -51,6 +51,9 @@ pub struct TaskResult {
     /// Other unapplied worktree tasks of the same repository (or "uncommitted", your own uncommitted changes) that change the same files; hunk_paths are those where the same lines change, so applying one breaks the other's apply.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conflicts_with: Vec<OverlapOut>,
+    /// How old the conflict radar's answer is, in ms (absent until the radar has read the task).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub radar_age_ms: Option<u64>,
     /// The process outcome: pending, running, succeeded, failed, cancelled or timed_out.
     pub status: String,
     /// The agent running the task.
@@ -143,6 +146,7 @@ impl TaskResult {
         let finished = !matches!(t.status.as_str(), "pending" | "running");
         TaskResult {
             conflicts_with: overlaps_out(&t.conflicts_with),
+            radar_age_ms: t.radar_age_ms,
             task_id: t.task_id.clone(),
             status: t.status.clone(),
             agent: non_empty(&t.agent),

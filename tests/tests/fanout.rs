@@ -162,6 +162,80 @@ async fn cancelling_during_verification_kills_it() {
 
 // ------------------------------------------------------------------ groups
 
+/// A loopback listener that counts the connections it gets.
+fn counting_listener() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let n = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = n.clone();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            if s.is_ok() {
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    });
+    (port, n)
+}
+
+#[tokio::test]
+async fn a_network_off_tasks_verification_cannot_reach_a_listener_outside_its_policy() {
+    let (port, reached) = counting_listener();
+    let mut env = Env::new(&[("offline", &["write", "ok.txt", "fine\n", "report-raw", SUCCESS])]);
+    // The agent can be told to go offline: network `off` is enforced for it.
+    append_config(&env, "network_args = [\"--offline\"]\n");
+    repo(&env);
+    let mut c = env.start_daemon().await;
+    // Passes only when the host's loopback listener cannot be reached; the
+    // commands' files keep the user as their owner; a loopback of its own works.
+    let verify = vec![
+        format!("bash -c '! (echo x > /dev/tcp/127.0.0.1/{port}) 2>/dev/null'"),
+        "touch made-by-verify && test -O made-by-verify".to_owned(),
+    ];
+    let mut req = env.delegate_request("offline", "make ok.txt");
+    req.mode = "write".into();
+    req.network = "off".into();
+    req.verify = verify.clone();
+    let d = c.delegate(req).await.unwrap().into_inner();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert!(!t.network, "the task runs with the network cut");
+    let report = json(&t.report_json);
+    assert_eq!(report["verification"]["outcome"], "passed", "{report}");
+    assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0, "the verification reached the listener");
+
+    // The same verification of a task with the network reaches it, and fails.
+    let mut req = env.delegate_request("offline", "make ok.txt");
+    req.mode = "write".into();
+    req.verify = verify;
+    let d = c.delegate(req).await.unwrap().into_inner();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert!(t.network);
+    let report = json(&t.report_json);
+    assert_eq!(report["verification"]["outcome"], "failed", "{report}");
+    assert!(eventually(LONG, || reached.load(std::sync::atomic::Ordering::SeqCst) >= 1).await);
+}
+
+#[tokio::test]
+async fn where_namespaces_are_not_taken_landlock_keeps_a_network_off_verification_off_tcp() {
+    let (port, reached) = counting_listener();
+    let mut env = Env::new(&[("offline", &["write", "ok.txt", "fine\n", "report-raw", SUCCESS])]);
+    append_config(&env, "network_args = [\"--offline\"]\n");
+    repo(&env);
+    let mut c = env.start_daemon_with(&[("CAESAR_VERIFY_NET_CUT", "landlock")]).await;
+    let mut req = env.delegate_request("offline", "make ok.txt");
+    req.mode = "write".into();
+    req.network = "off".into();
+    req.verify = vec![
+        format!("bash -c 'echo x > /dev/tcp/127.0.0.1/{port}' 2>&1 | grep -q 'Permission denied'"),
+        "touch made-by-verify && test -O made-by-verify".to_owned(),
+    ];
+    let d = c.delegate(req).await.unwrap().into_inner();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    let report = json(&t.report_json);
+    assert_eq!(report["verification"]["outcome"], "passed", "{report}");
+    assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0, "the verification reached the listener");
+}
+
 fn group_env() -> Env {
     let env = Env::new(&[
         ("a1", &["write", "shared.txt", "from a1\n", "write", "only-a1.txt", "1\n", "report-raw", SUCCESS]),
@@ -283,7 +357,8 @@ async fn the_radar_sees_two_tasks_and_uncommitted_changes_on_the_same_lines_and_
         await_one(&mut c, &d.task_id, LONG).await;
         ids.push(d.task_id);
     }
-    let s1 = c.status(pb::StatusRequest { task_id: ids[0].clone() }).await.unwrap().into_inner();
+    // The background radar reads the finished tasks' worktrees soon after they end.
+    let s1 = radar_until(&mut c, &ids[0], |o| !o.is_empty()).await;
     assert_eq!(s1.conflicts_with.len(), 1, "{:?}", s1.conflicts_with);
     assert_eq!(s1.conflicts_with[0].task_id, ids[1]);
     assert_eq!(s1.conflicts_with[0].paths, ["README.md"]);
@@ -293,6 +368,7 @@ async fn the_radar_sees_two_tasks_and_uncommitted_changes_on_the_same_lines_and_
 
     // The user edits README.md too: every task on it meets the uncommitted changes.
     std::fs::write(env.project.path().join("README.md"), "hello by hand\n").unwrap();
+    radar_until(&mut c, &ids[1], |o| o.iter().any(|o| o.task_id == "uncommitted")).await;
     let t2 = await_one(&mut c, &ids[1], LONG).await;
     assert!(
         t2.conflicts_with.iter().any(|o| o.task_id == "uncommitted" && o.paths == ["README.md"]),
@@ -304,6 +380,7 @@ async fn the_radar_sees_two_tasks_and_uncommitted_changes_on_the_same_lines_and_
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("overlaps") && out.contains(&ids[0]) && out.contains("uncommitted"), "{out}");
     git(env.project.path(), &["checkout", "--", "README.md"]);
+    radar_until(&mut c, &ids[0], |o| o.iter().all(|o| o.task_id != "uncommitted")).await;
 
     // Applying w1 breaks w2's later apply: it says so.
     let r = c.apply(pb::ApplyRequest { task_id: ids[0].clone() }).await.unwrap().into_inner();
@@ -315,6 +392,74 @@ async fn the_radar_sees_two_tasks_and_uncommitted_changes_on_the_same_lines_and_
     // An applied task leaves the radar.
     let s2 = c.status(pb::StatusRequest { task_id: ids[1].clone() }).await.unwrap().into_inner();
     assert!(s2.conflicts_with.iter().all(|o| o.task_id != ids[0]), "{:?}", s2.conflicts_with);
+}
+
+/// How long the background radar may take to see a change (its rescan is 3 s).
+const RADAR_BOUND: Duration = Duration::from_secs(10);
+
+/// Polls a task's Status until its `conflicts_with` satisfies `cond`,
+/// failing after [`RADAR_BOUND`].
+async fn radar_until(
+    c: &mut caesar_proto::client::Client,
+    id: &str,
+    cond: impl Fn(&[pb::Overlap]) -> bool,
+) -> pb::TaskView {
+    let start = std::time::Instant::now();
+    loop {
+        let v = c.status(pb::StatusRequest { task_id: id.to_owned() }).await.unwrap().into_inner();
+        if v.radar_age_ms.is_some() && cond(&v.conflicts_with) {
+            return v;
+        }
+        assert!(start.elapsed() < RADAR_BOUND, "the radar did not show it within {RADAR_BOUND:?}: {v:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn file_changed(path: &str) -> String {
+    serde_json::json!({"type": "file_changed", "path": path, "action": "modified"}).to_string()
+}
+
+#[tokio::test]
+async fn two_live_tasks_editing_one_file_conflict_within_a_bounded_time_and_the_users_edit_shows() {
+    let (e1, e2) = (file_changed("README.md"), file_changed("README.md"));
+    let mut env = Env::new(&[
+        ("l1", &["write", "README.md", "hello from l1\n", "event", &e1, "say", "ready", "hang"]),
+        ("l2", &["write", "README.md", "hello from l2\n", "event", &e2, "say", "ready", "hang"]),
+        ("l3", &["write", "notes.txt", "l3\n", "say", "ready", "hang"]),
+    ]);
+    repo(&env);
+    let mut c = env.start_daemon().await;
+    let mut ids = Vec::new();
+    for a in ["l1", "l2", "l3"] {
+        let mut r = env.delegate_request(a, "edit");
+        r.mode = "write".into();
+        ids.push(c.delegate(r).await.unwrap().into_inner().task_id);
+    }
+    let started = std::time::Instant::now();
+    let v = radar_until(&mut c, &ids[0], |o| o.iter().any(|o| o.task_id == ids[1])).await;
+    assert_eq!(v.status, "running", "seen while both are live");
+    let seen_in = started.elapsed();
+    let o = v.conflicts_with.iter().find(|o| o.task_id == ids[1]).unwrap();
+    assert_eq!(o.paths, ["README.md"]);
+    assert_eq!(o.hunk_paths, ["README.md"], "the same lines");
+    assert!(v.conflicts_with.iter().all(|o| o.task_id != ids[2]), "l3 touches another file: {:?}", v.conflicts_with);
+    let age = v.radar_age_ms.unwrap();
+    assert!(age < RADAR_BOUND.as_millis() as u64, "the answer's age: {age} ms");
+    // The other side sees it too.
+    radar_until(&mut c, &ids[1], |o| o.iter().any(|o| o.task_id == ids[0])).await;
+    assert!(seen_in < RADAR_BOUND, "{seen_in:?}");
+
+    // The user edits the file l3 writes (no event names it): it shows.
+    std::fs::write(env.project.path().join("notes.txt"), "by hand\n").unwrap();
+    let v = radar_until(&mut c, &ids[2], |o| o.iter().any(|o| o.task_id == "uncommitted")).await;
+    let u = v.conflicts_with.iter().find(|o| o.task_id == "uncommitted").unwrap();
+    assert_eq!(u.paths, ["notes.txt"]);
+    // And goes when the user removes it.
+    std::fs::remove_file(env.project.path().join("notes.txt")).unwrap();
+    radar_until(&mut c, &ids[2], |o| o.is_empty()).await;
+    for id in &ids {
+        c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap();
+    }
 }
 
 // ----------------------------------------------------------- notifications
@@ -386,6 +531,46 @@ async fn a_webhook_is_retried_until_delivered_and_the_command_hook_runs() {
     let o = env.caesar(&["doctor", "--json"]);
     let doc = json(&String::from_utf8_lossy(&o.stdout));
     assert!(!doc["problems"].to_string().contains("notification endpoint"), "{doc}");
+}
+
+/// The notification of `event` for `task_id` among the bodies received.
+fn notification(bodies: &Arc<Mutex<Vec<String>>>, task_id: &str, event: &str) -> Option<serde_json::Value> {
+    bodies.lock().unwrap().iter().map(|b| json(b)).find(|n| n["task_id"] == task_id && n["event"] == event)
+}
+
+#[tokio::test]
+async fn a_question_a_blocker_and_a_budget_are_posted_to_the_webhook() {
+    let auth = serde_json::json!({"type": "blocker", "kind": "auth", "message": "Invalid API key"}).to_string();
+    let mut env = Env::new(&[
+        ("asker", &["mcp-ask", "tabs or spaces?", "report-raw", SUCCESS]),
+        ("locked-out", &["event", &auth, "hang"]),
+        ("chatty", &["say", "one", "say", "two", "say", "three", "hang"]),
+    ]);
+    let (port, bodies) = receiver(vec![]);
+    global_config(&env, &format!("[notify]\nwebhooks = [\"http://127.0.0.1:{port}/hook\"]\n"));
+    let mut c = env.start_daemon_with(&[("CAESAR_NOTIFY_BACKOFF_MS", "50")]).await;
+
+    let mut req = env.delegate_request("asker", "ask");
+    req.channel = true;
+    let q = c.delegate(req).await.unwrap().into_inner().task_id;
+    assert!(eventually(LONG, || notification(&bodies, &q, "question").is_some()).await, "{:?}", bodies.lock().unwrap());
+    let n = notification(&bodies, &q, "question").unwrap();
+    assert_eq!((n["summary"].as_str(), n["status"].as_str()), (Some("tabs or spaces?"), Some("running")), "{n}");
+    // Out of the way of the next tasks (one write task per tree).
+    c.cancel(pb::CancelRequest { task_id: q }).await.unwrap();
+
+    let b = c.delegate(env.delegate_request("locked-out", "x")).await.unwrap().into_inner().task_id;
+    assert!(eventually(LONG, || notification(&bodies, &b, "blocker").is_some()).await, "{:?}", bodies.lock().unwrap());
+    let n = notification(&bodies, &b, "blocker").unwrap();
+    assert!(n["summary"].as_str().unwrap().starts_with("auth: Invalid API key"), "{n}");
+    await_one(&mut c, &b, LONG).await;
+
+    let mut req = env.delegate_request("chatty", "talk");
+    req.budget = Some(pb::Budget { turns: Some(2), ..Default::default() });
+    let t = c.delegate(req).await.unwrap().into_inner().task_id;
+    assert!(eventually(LONG, || notification(&bodies, &t, "budget").is_some()).await, "{:?}", bodies.lock().unwrap());
+    let n = notification(&bodies, &t, "budget").unwrap();
+    assert!(n["summary"].as_str().unwrap().starts_with("budget (turns)"), "{n}");
 }
 
 #[tokio::test]

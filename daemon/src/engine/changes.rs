@@ -55,6 +55,7 @@ impl Engine {
         let result = workshop::apply(&p)?;
         if result.applied || result.already_applied {
             self.store.set_changes_state(id, ChangesState::Applied)?;
+            self.radar_forget(id);
             self.pulse(id);
             self.release_remote_soon(&record);
         }
@@ -71,6 +72,7 @@ impl Engine {
             return Err(Error::Precondition(format!("task {id}'s changes were already applied")));
         }
         self.store.set_changes_state(id, ChangesState::Discarded)?;
+        self.radar_forget(id);
         self.pulse(id);
         self.release_remote_soon(&record);
         Ok(())

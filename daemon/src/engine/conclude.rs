@@ -182,6 +182,8 @@ impl Engine {
         }
         self.forget_live(record);
         self.notify_finished(&record.id, &report.summary);
+        // Its final footprint, for the conflict radar (issue 17).
+        self.radar_touch(&record.id);
         // OACP readers of the task directory find the report where the
         // agent would have put it. A convenience copy (the store holds the
         // report), written after the waiters are woken. The directory is

@@ -50,6 +50,21 @@ impl Engine {
             // Delegated already (a fallback redone after a crash).
             return Ok(Delegated { record: existing, warnings: Default::default(), worktree: None });
         }
+        let staged = self.stage_delegation(input, parent, succession).await?;
+        self.store.insert_task(&staged.delegated.record)?;
+        self.launch_staged(staged).await
+    }
+
+    /// A delegation checked and resolved, its task directory and task.json
+    /// written, its record built but not stored: [`Engine::delegate_as`]
+    /// stores one, a group stores its members and itself in one
+    /// transaction (issue 17). Dropped unstored, it removes its directory.
+    pub(super) async fn stage_delegation(
+        self: &Arc<Self>,
+        input: DelegateInput,
+        parent: Option<&TaskRecord>,
+        succession: Option<super::fallback::Succession>,
+    ) -> Result<Staged> {
         bounds::check_delegate(&input)?;
         let objective = input.objective.trim();
         if objective.is_empty() {
@@ -155,7 +170,7 @@ impl Engine {
         let task_dir = dir.root().to_path_buf();
         std::fs::create_dir_all(&task_dir).map_err(|e| Error::io_at("cannot create", &task_dir, e))?;
         // A delegation refused from here on (a full disk) leaves no directory behind.
-        let mut unrecorded = UnrecordedDir(Some(task_dir.clone()));
+        let unrecorded = UnrecordedDir(Some(task_dir.clone()));
         let report_path = dir.report();
         let events_path = dir.events();
         let created_ms = now_ms();
@@ -358,7 +373,14 @@ impl Engine {
         };
         // Where a worktree task's agent will work, for the caller's first lines.
         let worktree = (doc.workspace != record.workspace).then(|| doc.workspace.clone());
-        self.store.insert_task(&record)?;
+        Ok(Staged { delegated: Delegated { record, warnings, worktree }, unrecorded })
+    }
+
+    /// After a staged delegation's record is stored: the task goes live, its
+    /// worktree is prepared or it is queued.
+    pub(super) async fn launch_staged(self: &Arc<Self>, staged: Staged) -> Result<Delegated> {
+        let Staged { delegated: Delegated { record, warnings, worktree }, mut unrecorded } = staged;
+        let id = record.id.clone();
         unrecorded.0 = None;
         self.make_live(&record.id, TaskStatus::Pending, 0);
         // Recorded: the answer goes back now. The worktree and its setup are
@@ -393,6 +415,12 @@ pub(super) fn needs_workspace_files(provider: &str) -> bool {
 /// The directory of a task being delegated, removed on drop unless the task
 /// was recorded (then it is set to `None`).
 pub(super) struct UnrecordedDir(Option<PathBuf>);
+
+/// A delegation ready to be stored ([`Engine::stage_delegation`]).
+pub(super) struct Staged {
+    pub(super) delegated: Delegated,
+    unrecorded: UnrecordedDir,
+}
 
 impl Drop for UnrecordedDir {
     fn drop(&mut self) {

@@ -17,7 +17,13 @@ impl Engine {
     /// broadcasts a batch of events.
     pub(super) fn emit(&self, run: &mut Run, bodies: Vec<EventBody>) -> Result<()> {
         let bodies = self.cap_event_bytes(run, bodies);
-        self.emit_events(&run.id, run.dir.root(), &run.live, bodies, Some(run.tail.offset())).map(|_| ())
+        let changed_files = bodies.iter().any(|b| matches!(b, EventBody::FileChanged { .. }));
+        let emitted = self.emit_events(&run.id, run.dir.root(), &run.live, bodies, Some(run.tail.offset())).map(|_| ());
+        if changed_files {
+            // The conflict radar reads this task's worktree again (issue 17).
+            self.radar_touch(&run.id);
+        }
+        emitted
     }
 
     /// A task's `events.jsonl` is held to the raw-log cap (issue 19): a

@@ -5,33 +5,22 @@
 //! any is recorded, so a bad member refuses the whole group. Its summary
 //! compares the members side by side, with the overlap between their diffs.
 //!
-//! The radar finds, for a worktree task, the other live or finished but
-//! unapplied worktree tasks of the same repository, and the user's
-//! uncommitted changes, that touch the same files and lines. Footprints of
-//! finished tasks are cached by the tree they ended with; live ones are
-//! recomputed at most every [`LIVE_TTL`].
+//! The conflict radar itself (footprints, the background refresh, who
+//! meets whom) is `radar.rs`; a summary's overlaps read its cache.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
-use crate::oacp::{Isolation, Mode};
-use crate::store::{GroupRecord, TaskRecord, TaskStatus};
-use crate::workshop::radar::{self, Footprint, Meeting};
+use crate::oacp::Isolation;
+use crate::store::{GroupRecord, TaskStatus};
+use crate::workshop::radar::{self, Meeting};
 
 use super::*;
 
 /// The most tasks one group may have.
 pub const MAX_GROUP: usize = 8;
-/// How long a live task's footprint is reused.
-pub const LIVE_TTL: Duration = Duration::from_secs(2);
-/// The task id the user's uncommitted changes go by in the radar.
-pub const UNCOMMITTED: &str = "uncommitted";
-/// The most finished tasks the radar looks back over.
-const RADAR_LOOKBACK: u32 = 500;
 
 /// What a caller asks of a group, beside the delegation itself.
 #[derive(Debug, Clone, Default)]
@@ -73,15 +62,6 @@ pub struct GroupView {
     pub objective: String,
     pub members: Vec<MemberView>,
     pub done: bool,
-}
-
-/// One cached footprint: when it was computed, whether its task had ended.
-type CachedFootprint = (Instant, bool, Arc<Footprint>);
-
-/// The radar's cache of footprints.
-#[derive(Debug, Default)]
-pub(super) struct RadarCache {
-    entries: Mutex<HashMap<String, CachedFootprint>>,
 }
 
 /// Whether `id` has the shape of a group id (`g_` and 12 hex digits).
@@ -168,30 +148,30 @@ impl Engine {
                 )));
             }
         }
-        let mut tasks = Vec::new();
+        // Every member staged (checked, its directory and task.json written),
+        // then the members and the group stored in one transaction: a
+        // failure or a crash before it leaves no half group.
+        let mut staged = Vec::new();
         for m in members {
             let one = DelegateInput { agent: m, isolation: Some("worktree".to_owned()), ..input.clone() };
-            match self.delegate(one).await {
-                Ok(d) => tasks.push(d),
-                Err(e) => {
-                    // A later member refused (a full queue): the group is not made.
-                    for t in &tasks {
-                        let _ = self.cancel(&t.record.id).await;
-                    }
-                    return Err(e);
-                }
-            }
+            staged.push(self.stage_delegation(one, None, None).await?);
         }
         let group = GroupRecord {
             id: format!("g_{:012x}", u64::from_str_radix(&crate::ids::task_id()[2..], 16).unwrap_or(0)),
             created_ms: now_ms(),
             objective: input.objective.trim().to_owned(),
             workspace: input.workspace.clone(),
-            task_ids: tasks.iter().map(|t| t.record.id.clone()).collect(),
+            task_ids: staged.iter().map(|t| t.delegated.record.id.clone()).collect(),
         };
-        self.store.insert_group(&group)?;
+        let records: Vec<_> = staged.iter().map(|t| t.delegated.record.clone()).collect();
+        self.store.insert_group_with_tasks(&group, &records)?;
+        // The group's budget is in force before any member starts.
         if let Some(limits) = &group_limits {
             self.set_group_budget(&group.id, limits);
+        }
+        let mut tasks = Vec::new();
+        for t in staged {
+            tasks.push(self.launch_staged(t).await?);
         }
         Ok(DelegatedGroup { group_id: group.id, tasks })
     }
@@ -240,7 +220,7 @@ impl Engine {
                 m.lines_added = d.files.iter().map(|f| f.additions).sum();
                 m.lines_removed = d.files.iter().map(|f| f.deletions).sum();
             }
-            prints.push(self.footprint_of(&record));
+            prints.push(self.cached_footprint(&record));
             members.push(m);
         }
         for i in 0..members.len() {
@@ -259,96 +239,6 @@ impl Engine {
         }
         let done = members.iter().all(|m| TaskStatus::parse(&m.status).is_some_and(TaskStatus::is_terminal));
         Ok(GroupView { group_id: g.id, objective: g.objective, members, done })
-    }
-
-    // ------------------------------------------------------------------- radar
-
-    /// A worktree task's footprint, from the cache when it is fresh.
-    fn footprint_of(&self, record: &TaskRecord) -> Option<Arc<Footprint>> {
-        let p = record.workshop.as_ref().filter(|p| p.isolation == Isolation::Worktree)?;
-        let finished = record.status.is_terminal();
-        let known = self.radar.entries.lock().unwrap_or_else(|e| e.into_inner()).get(&record.id).cloned();
-        if let Some((at, was_finished, fp)) = &known
-            && (*was_finished || at.elapsed() < LIVE_TTL)
-        {
-            return Some(fp.clone());
-        }
-        let fp = Arc::new(radar::task_footprint(p, known.as_ref().map(|k| k.2.as_ref())).ok()?);
-        self.radar
-            .entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(record.id.clone(), (Instant::now(), finished, fp.clone()));
-        Some(fp)
-    }
-
-    /// The worktree tasks the radar watches in `repo_root`: live ones, and
-    /// finished ones whose changes were neither applied nor discarded.
-    fn radar_tasks(&self, repo_root: &std::path::Path) -> Result<Vec<TaskRecord>> {
-        let mut all = self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
-        all.extend(self.store.tasks(
-            &[TaskStatus::Succeeded, TaskStatus::Failed, TaskStatus::Cancelled, TaskStatus::TimedOut],
-            RADAR_LOOKBACK,
-        )?);
-        Ok(all
-            .into_iter()
-            .filter(|t| t.mode == Mode::Write || t.workshop.is_some())
-            .filter(|t| t.changes_state.is_none())
-            .filter(|t| {
-                t.workshop
-                    .as_ref()
-                    .is_some_and(|p| p.isolation == Isolation::Worktree && p.repo_root.as_deref() == Some(repo_root))
-            })
-            .collect())
-    }
-
-    /// Who this task's changes meet: other watched tasks of its repository,
-    /// and the user's uncommitted changes (as [`UNCOMMITTED`]).
-    pub fn conflicts_with(&self, id: &str) -> Result<Vec<(String, Meeting)>> {
-        let record = self.record(id)?;
-        let Some(p) = record.workshop.as_ref().filter(|p| p.isolation == Isolation::Worktree) else {
-            return Ok(Vec::new());
-        };
-        let Some(root) = p.repo_root.clone() else { return Ok(Vec::new()) };
-        let Some(mine) = self.footprint_of(&record) else { return Ok(Vec::new()) };
-        if mine.files.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut out = Vec::new();
-        for other in self.radar_tasks(&root)? {
-            if other.id == record.id {
-                continue;
-            }
-            if let Some(fp) = self.footprint_of(&other) {
-                let m = radar::meet(&mine, &fp);
-                if !m.is_empty() {
-                    out.push((other.id.clone(), m));
-                }
-            }
-        }
-        if let Ok(user) = radar::uncommitted_footprint(&root, &[]) {
-            let m = radar::meet(&mine, &user);
-            if !m.is_empty() {
-                out.push((UNCOMMITTED.to_owned(), m));
-            }
-        }
-        Ok(out)
-    }
-
-    /// The watched tasks whose later apply this task's apply would break:
-    /// those changing the same lines (`hunk_paths`). The user's own
-    /// uncommitted changes are left to apply's own conflict check.
-    pub fn apply_would_break(&self, id: &str) -> Vec<(String, Meeting)> {
-        self.conflicts_with(id)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(t, m)| t != UNCOMMITTED && !m.hunk_paths.is_empty())
-            .collect()
-    }
-
-    /// Drops a task from the radar's cache (applied or discarded).
-    pub fn radar_forget(&self, id: &str) {
-        self.radar.entries.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
     }
 }
 

@@ -67,7 +67,9 @@ mod start;
 // Issue 17, fan-out: verification in the worktree, groups.
 pub mod groups;
 mod notifications;
+pub mod radar;
 mod verify;
+mod verify_net;
 // Issue 17, items 3 and 4: quota parking, group budgets.
 mod group_budget;
 mod parking;
@@ -294,8 +296,8 @@ pub struct Engine {
     pulse: broadcast::Sender<String>,
     /// Webhooks and the command hook (issue 17, `notify.rs`).
     notifier: Arc<crate::notify::Notifier>,
-    /// The conflict radar's footprints (issue 17, `groups.rs`).
-    radar: groups::RadarCache,
+    /// The conflict radar's footprints and background loop (issue 17, `radar.rs`).
+    radar: radar::RadarCache,
     /// The groups' budgets (issue 17, `group_budget.rs`).
     group_meters: group_budget::GroupMeters,
 }

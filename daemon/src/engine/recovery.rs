@@ -25,6 +25,8 @@ impl Engine {
     /// Re-attaches to the tasks a previous daemon left pending or running,
     /// then gives the queue a turn.
     pub async fn recover(self: &Arc<Self>) -> Result<()> {
+        // The conflict radar refreshes in the background from now on (issue 17).
+        self.start_radar();
         let mut active = self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
         active.reverse();
         for record in active {

@@ -204,7 +204,8 @@ impl Engine {
         }
         let workdir =
             record.workshop.as_ref().map(|p| p.workdir.clone()).unwrap_or_else(|| PathBuf::from(&record.workspace));
-        let verification = self.run_verification(id, &record.launch.verify, &workdir, deadline_ms).await;
+        let verification =
+            self.run_verification(id, &record.launch.verify, &workdir, deadline_ms, record.network).await;
         info!(task_id = %id, outcome = %verification.outcome, "verification ended");
         let body = serde_json::to_string(&verification).unwrap_or_default();
         let mut pause = Duration::from_millis(100);
@@ -224,7 +225,16 @@ impl Engine {
         self.store.verification(id).ok().flatten().and_then(|b| serde_json::from_str(&b).ok())
     }
 
-    async fn run_verification(&self, id: &str, commands: &[String], dir: &Path, deadline_ms: i64) -> Verification {
+    /// Runs the commands in order, stopping at the first that does not pass;
+    /// `network` is the task's: `false` cuts it for the commands too.
+    async fn run_verification(
+        &self,
+        id: &str,
+        commands: &[String],
+        dir: &Path,
+        deadline_ms: i64,
+        network: bool,
+    ) -> Verification {
         let mut steps = Vec::new();
         let mut last = None;
         for command in commands {
@@ -236,7 +246,7 @@ impl Engine {
                     at_ms: now_ms(),
                 });
             }
-            let one = self.run_one(id, command, dir, deadline_ms).await;
+            let one = self.run_one(id, command, dir, deadline_ms, network).await;
             steps.push(VerificationStep {
                 command: command.clone(),
                 exit_code: one.exit_code,
@@ -260,7 +270,7 @@ impl Engine {
         v
     }
 
-    async fn run_one(&self, id: &str, command: &str, dir: &Path, deadline_ms: i64) -> Verification {
+    async fn run_one(&self, id: &str, command: &str, dir: &Path, deadline_ms: i64, network: bool) -> Verification {
         let started = Instant::now();
         let result = |outcome: &str, exit_code: Option<i64>, tail: String| Verification {
             command: command.to_owned(),
@@ -279,6 +289,13 @@ impl Engine {
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
         #[cfg(unix)]
         cmd.process_group(0);
+        if !network {
+            // Under the task's network policy: cut for the commands too.
+            match super::verify_net::plan() {
+                Ok(cut) => cut.apply(&mut cmd),
+                Err(why) => return result("error", None, why),
+            }
+        }
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => return result("error", None, format!("cannot run `{command}` in {}: {e}", dir.display())),

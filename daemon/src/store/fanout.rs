@@ -75,6 +75,29 @@ impl Store {
         Ok(())
     }
 
+    /// Records a group's member tasks and the group in one transaction: a
+    /// failure (or a crash) anywhere leaves neither a half group nor
+    /// members without their group.
+    pub fn insert_group_with_tasks(&self, g: &GroupRecord, tasks: &[super::TaskRecord]) -> Result<()> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        for t in tasks {
+            Store::insert_task_on(&tx, t)?;
+        }
+        tx.execute(
+            "INSERT INTO groups (id, created_ms, objective, workspace) VALUES (?1, ?2, ?3, ?4)",
+            params![g.id, g.created_ms, g.objective, g.workspace],
+        )?;
+        for (i, t) in g.task_ids.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO group_tasks (group_id, position, task_id) VALUES (?1, ?2, ?3)",
+                params![g.id, i as i64, t],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     /// A group by id.
     pub fn group(&self, id: &str) -> Result<Option<GroupRecord>> {
         let conn = self.lock();
@@ -95,5 +118,46 @@ impl Store {
             .lock()
             .query_row("SELECT group_id FROM group_tasks WHERE task_id = ?1", params![task_id], |r| r.get(0))
             .optional()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tests::sample;
+
+    fn group(id: &str, tasks: &[&str]) -> GroupRecord {
+        GroupRecord {
+            id: id.into(),
+            created_ms: 1,
+            objective: "x".into(),
+            workspace: "/w".into(),
+            task_ids: tasks.iter().map(|t| t.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_group_and_its_tasks_are_stored_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("caesar.db")).unwrap();
+        s.insert_task(&sample("t_taken")).unwrap();
+        // The third member's insert fails (its id is taken): nothing of the group stays.
+        let g = group("g_000000000001", &["t_a", "t_b", "t_taken"]);
+        let members = [sample("t_a"), sample("t_b"), sample("t_taken")];
+        assert!(s.insert_group_with_tasks(&g, &members).is_err());
+        assert!(s.group(&g.id).unwrap().is_none(), "no group row");
+        assert!(s.task("t_a").unwrap().is_none() && s.task("t_b").unwrap().is_none(), "no member before it");
+        assert!(s.group_of("t_a").unwrap().is_none());
+        // A failure after the tasks (a group id taken) takes the tasks back too.
+        s.insert_group(&group("g_000000000002", &["t_taken"])).unwrap();
+        let g2 = group("g_000000000002", &["t_c", "t_d"]);
+        assert!(s.insert_group_with_tasks(&g2, &[sample("t_c"), sample("t_d")]).is_err());
+        assert!(s.task("t_c").unwrap().is_none() && s.task("t_d").unwrap().is_none());
+        // And a good one is stored whole.
+        let g3 = group("g_000000000003", &["t_e", "t_f"]);
+        s.insert_group_with_tasks(&g3, &[sample("t_e"), sample("t_f")]).unwrap();
+        assert_eq!(s.group(&g3.id).unwrap().unwrap().task_ids, ["t_e", "t_f"]);
+        assert_eq!(s.group_of("t_f").unwrap().as_deref(), Some(g3.id.as_str()));
+        assert!(s.task("t_e").unwrap().is_some());
     }
 }

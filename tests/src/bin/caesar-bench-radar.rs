@@ -1,8 +1,9 @@
 //! The conflict radar's cost (issue 17), for BENCHMARKS.md: live worktree
-//! tasks on a generated repository, through a real daemon, timing the
-//! `Status` call that carries `conflicts_with` (every other live task's
-//! footprint and the user's uncommitted changes), cold (footprints past
-//! their reuse time) and warm, as tasks and repository grow.
+//! tasks on a generated repository, through a real daemon. Times the
+//! `Status` call that carries `conflicts_with` (which reads the background
+//! radar's cache) and the background radar's own cost: footprint
+//! refreshes per second and the time of each, from the daemon's
+//! `caesar::radar` debug lines, as tasks and repository grow.
 //!
 //! `caesar-bench-radar [--files N,N] [--tasks N,N,...]`; `caesar-bench --radar` runs it too.
 
@@ -44,8 +45,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let steps = list(&args, "--tasks", &[1, 5, 10, 20]);
     let bin_dir = std::env::current_exe()?.parent().ok_or("no bin dir")?.to_path_buf();
     let fake = bin_dir.join("fake-agent").display().to_string();
-    println!("| repository files | live tasks | Status with conflicts_with, cold (ms) | warm (ms) | overlaps seen |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| repository files | live tasks | Status with conflicts_with (ms, median of 20, 1 s apart) | radar age (ms) | overlaps seen | background refreshes/s | ms per refresh |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     for &n_files in &files {
         let home = tempfile::Builder::new().prefix("cr").tempdir_in("/tmp")?;
         let project = tempfile::tempdir()?;
@@ -69,7 +72,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let paths = Paths::under(home.path());
         let mut daemon = Command::new(bin_dir.join("caesard"))
             .env("CAESAR_HOME", home.path())
-            .env("CAESAR_LOG", "warn")
+            .env("CAESAR_LOG", "warn,caesar::radar=debug")
             .env("CAESAR_KILL_GRACE_MS", "200")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -110,18 +113,38 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            let (mut cold, mut warm, mut seen) = (Vec::new(), Vec::new(), 0);
-            for _ in 0..3 {
-                tokio::time::sleep(Duration::from_millis(2_100)).await;
+            // The radar has read every task: each meets all the others on shared.txt.
+            loop {
+                let v = c.status(pb::StatusRequest { task_id: ids[0].clone() }).await?.into_inner();
+                if v.conflicts_with.len() + 1 >= ids.len() {
+                    break;
+                }
+                if started.elapsed() > Duration::from_secs(300) {
+                    return Err("the radar did not see every task within 300 s".into());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let log_from = std::fs::metadata(paths.daemon_log()).map(|m| m.len()).unwrap_or(0);
+            let window = Instant::now();
+            let (mut times, mut ages, mut seen) = (Vec::new(), Vec::new(), 0);
+            for _ in 0..20 {
+                tokio::time::sleep(Duration::from_millis(1_000)).await;
                 let t = Instant::now();
                 let v = c.status(pb::StatusRequest { task_id: ids[0].clone() }).await?.into_inner();
-                cold.push(t.elapsed().as_secs_f64() * 1000.0);
+                times.push(t.elapsed().as_secs_f64() * 1000.0);
+                ages.push(v.radar_age_ms.unwrap_or_default() as f64);
                 seen = v.conflicts_with.len();
-                let t = Instant::now();
-                c.status(pb::StatusRequest { task_id: ids[0].clone() }).await?;
-                warm.push(t.elapsed().as_secs_f64() * 1000.0);
             }
-            println!("| {n_files} | {} | {:.1} | {:.1} | {seen} |", ids.len(), median(cold), median(warm));
+            let secs = window.elapsed().as_secs_f64();
+            let (refreshes, us) = radar_rounds(&paths.daemon_log(), log_from);
+            let per = if refreshes == 0 { 0.0 } else { us as f64 / refreshes as f64 / 1000.0 };
+            println!(
+                "| {n_files} | {} | {:.2} | {:.0} | {seen} | {:.1} | {per:.1} |",
+                ids.len(),
+                median(times),
+                median(ages),
+                refreshes as f64 / secs
+            );
         }
         let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
         let _ = tokio::time::timeout(Duration::from_secs(30), async {
@@ -134,4 +157,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let _ = daemon.wait();
     }
     Ok(())
+}
+
+/// The footprints refreshed and the microseconds spent, over the daemon's
+/// `radar refresh` lines (one a footprint) after byte `from` of its log.
+fn radar_rounds(log: &Path, from: u64) -> (u64, u64) {
+    let text = std::fs::read(log).unwrap_or_default();
+    let text = String::from_utf8_lossy(text.get(from as usize..).unwrap_or_default());
+    let field = |line: &str, name: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok())
+            .unwrap_or(0)
+    };
+    let (mut n, mut us) = (0, 0);
+    for line in text.lines().filter(|l| l.contains("radar refresh")) {
+        n += 1;
+        us += field(line, "us=");
+    }
+    (n, us)
 }

@@ -1,0 +1,352 @@
+//! The conflict radar's engine side (issue 17): a background refresh that
+//! keeps the footprint of every watched worktree task (live, or finished
+//! and neither applied nor discarded) and of the user's uncommitted changes
+//! up to date, so that `Status`, `Await`, `Diff`, `Apply` and a group's
+//! summary read a cached answer with its age and never snapshot a tree on
+//! the caller's path.
+//!
+//! What makes a footprint due: a task's `file_changed` event or its end
+//! ([`Engine::radar_touch`]), a change of the user's HEAD or index, and, as a
+//! backstop for edits no event names (a shell command's), its age passing
+//! `CAESAR_RADAR_RESCAN_MS` (default 3 s) while the task's output grew (ten
+//! times that when it did not). One task is refreshed at most
+//! every `CAESAR_RADAR_MS` (default 250 ms), the loop's tick; a finished
+//! task's footprint is computed once. Refreshes run one at a time on a
+//! blocking thread, so the radar costs at most one snapshot at a time.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::Notify;
+
+use crate::error::Result;
+use crate::oacp::{Isolation, Mode};
+use crate::store::{TaskRecord, TaskStatus};
+use crate::workshop::radar::{self, Footprint, Meeting};
+
+use super::*;
+
+/// The task id the user's uncommitted changes go by in the radar.
+pub const UNCOMMITTED: &str = "uncommitted";
+/// The most finished tasks the radar looks back over.
+const RADAR_LOOKBACK: u32 = 500;
+/// The loop's tick and the shortest pause between two refreshes of one
+/// task, unless `CAESAR_RADAR_MS` says otherwise.
+const DEFAULT_TICK_MS: u64 = 250;
+/// How old a live footprint may grow with no event, unless
+/// `CAESAR_RADAR_RESCAN_MS` says otherwise.
+const DEFAULT_RESCAN_MS: u64 = 3_000;
+/// A live task with no new output is rescanned only after this many rescan
+/// periods (its edits come with output: a tool call's events).
+const IDLE_RESCANS: u32 = 10;
+
+/// One task's footprint, as the radar last read it.
+#[derive(Debug, Clone)]
+struct TaskEntry {
+    at: Instant,
+    /// The task had ended: its footprint is final.
+    finished: bool,
+    /// The repository the task's worktree belongs to.
+    root: PathBuf,
+    /// The task's stored event count and log offset when it was read: a
+    /// live task that has said nothing since is not rescanned.
+    progress: (u64, u64),
+    fp: Arc<Footprint>,
+}
+
+/// What says the user's tree may have changed without a scan: HEAD's
+/// commit and the index's modification time.
+type Stamp = (Option<String>, Option<SystemTime>);
+
+/// The user's uncommitted changes in one repository.
+#[derive(Debug, Clone)]
+struct UserEntry {
+    at: Instant,
+    stamp: Stamp,
+    fp: Arc<Footprint>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    tasks: HashMap<String, TaskEntry>,
+    users: HashMap<PathBuf, UserEntry>,
+    /// Tasks whose footprint an event made stale.
+    dirty: HashSet<String>,
+}
+
+/// The radar's cache and the background loop's controls.
+#[derive(Debug)]
+pub(super) struct RadarCache {
+    state: Mutex<State>,
+    wake: Arc<Notify>,
+    started: AtomicBool,
+    tick: Duration,
+    rescan: Duration,
+}
+
+fn env_ms(name: &str, default: u64) -> Duration {
+    Duration::from_millis(std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(default))
+}
+
+impl Default for RadarCache {
+    fn default() -> Self {
+        RadarCache {
+            state: Mutex::default(),
+            wake: Arc::new(Notify::new()),
+            started: AtomicBool::new(false),
+            tick: env_ms("CAESAR_RADAR_MS", DEFAULT_TICK_MS),
+            rescan: env_ms("CAESAR_RADAR_RESCAN_MS", DEFAULT_RESCAN_MS),
+        }
+    }
+}
+
+impl RadarCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What one background round did (logged, and read by `caesar-bench --radar`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RadarRound {
+    /// Task footprints recomputed.
+    pub tasks: usize,
+    /// Users' trees rescanned.
+    pub user_trees: usize,
+    /// The round's wall time.
+    pub elapsed: Duration,
+}
+
+/// A task's overlaps, as the radar last saw them.
+#[derive(Debug, Clone, Default)]
+pub struct RadarView {
+    /// Who this task's changes meet, by task id (or [`UNCOMMITTED`]).
+    pub overlaps: Vec<(String, Meeting)>,
+    /// The age of the oldest footprint compared; `None` before the radar
+    /// has read this task.
+    pub age: Option<Duration>,
+}
+
+fn worktree_of(t: &TaskRecord) -> Option<&crate::workshop::Prepared> {
+    t.workshop.as_ref().filter(|p| p.isolation == Isolation::Worktree)
+}
+
+/// HEAD's commit and the index's mtime of the repository at `root`.
+fn stamp(root: &Path) -> Stamp {
+    let Ok(repo) = git2::Repository::open(root) else { return (None, None) };
+    let head = repo.head().ok().and_then(|h| h.target()).map(|o| o.to_string());
+    let index = std::fs::metadata(repo.path().join("index")).and_then(|m| m.modified()).ok();
+    (head, index)
+}
+
+/// One footprint refreshed (read by `caesar-bench --radar`).
+fn log_refresh(of: &str, started: Instant) {
+    tracing::debug!(target: "caesar::radar", of, us = started.elapsed().as_micros() as u64, "radar refresh");
+}
+
+impl Engine {
+    /// Starts the background radar (once per engine).
+    pub(super) fn start_radar(self: &Arc<Self>) {
+        if self.radar.started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let (wake, tick) = (self.radar.wake.clone(), self.radar.tick);
+        tokio::spawn(async move {
+            loop {
+                let Some(engine) = weak.upgrade() else { break };
+                let round = tokio::task::spawn_blocking(move || engine.radar_round()).await.unwrap_or_default();
+                if round.tasks + round.user_trees > 0 {
+                    tracing::trace!(
+                        target: "caesar::radar",
+                        tasks = round.tasks,
+                        user_trees = round.user_trees,
+                        us = round.elapsed.as_micros() as u64,
+                        "radar round"
+                    );
+                }
+                tokio::select! {
+                    _ = wake.notified() => tokio::time::sleep(tick.min(Duration::from_millis(50))).await,
+                    _ = tokio::time::sleep(tick) => {}
+                }
+            }
+        });
+    }
+
+    /// Marks a task's footprint stale (it changed a file, or it ended) and
+    /// wakes the radar.
+    pub(super) fn radar_touch(&self, id: &str) {
+        self.radar.lock().dirty.insert(id.to_owned());
+        self.radar.wake.notify_one();
+    }
+
+    /// The worktree tasks the radar watches: live ones, and finished ones
+    /// whose changes were neither applied nor discarded.
+    fn radar_watched(&self) -> Result<Vec<TaskRecord>> {
+        let mut all = self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
+        all.extend(self.store.tasks(
+            &[TaskStatus::Succeeded, TaskStatus::Failed, TaskStatus::Cancelled, TaskStatus::TimedOut],
+            RADAR_LOOKBACK,
+        )?);
+        Ok(all
+            .into_iter()
+            .filter(|t| t.mode == Mode::Write || t.workshop.is_some())
+            .filter(|t| t.changes_state.is_none())
+            .filter(|t| worktree_of(t).is_some_and(|p| p.repo_root.is_some()))
+            .collect())
+    }
+
+    /// One background round: recomputes what is due, drops what is no
+    /// longer watched.
+    pub(super) fn radar_round(&self) -> RadarRound {
+        let started = Instant::now();
+        let mut round = RadarRound::default();
+        let Ok(watched) = self.radar_watched() else { return round };
+        let (tick, rescan) = (self.radar.tick, self.radar.rescan);
+        let dirty: HashSet<String> = {
+            let mut st = self.radar.lock();
+            let ids: HashSet<&str> = watched.iter().map(|t| t.id.as_str()).collect();
+            st.tasks.retain(|k, _| ids.contains(k.as_str()));
+            std::mem::take(&mut st.dirty).into_iter().filter(|d| ids.contains(d.as_str())).collect()
+        };
+        let mut still_dirty = Vec::new();
+        let mut roots = BTreeSet::new();
+        for t in &watched {
+            let Some(p) = worktree_of(t) else { continue };
+            let Some(root) = p.repo_root.clone() else { continue };
+            roots.insert(root.clone());
+            let finished = t.status.is_terminal();
+            let known = self.radar.lock().tasks.get(&t.id).cloned();
+            let due = match &known {
+                None => true,
+                Some(k) if k.finished => false,
+                Some(_) if finished => true,
+                Some(k) => {
+                    let age = k.at.elapsed();
+                    let moved = k.progress != (t.event_count, t.log_offset);
+                    (dirty.contains(&t.id) && age >= tick) || (moved && age >= rescan) || age >= rescan * IDLE_RESCANS
+                }
+            };
+            if !due {
+                if dirty.contains(&t.id) && !known.as_ref().is_some_and(|k| k.finished) {
+                    still_dirty.push(t.id.clone());
+                }
+                continue;
+            }
+            // A worktree still being prepared has no footprint yet: next round.
+            let one = Instant::now();
+            let Ok(fp) = radar::task_footprint(p, known.as_ref().map(|k| k.fp.as_ref())) else { continue };
+            log_refresh(&t.id, one);
+            round.tasks += 1;
+            let progress = (t.event_count, t.log_offset);
+            let entry = TaskEntry { at: Instant::now(), finished, root, progress, fp: Arc::new(fp) };
+            let mut st = self.radar.lock();
+            // Applied or discarded meanwhile: `radar_forget` removed it, and it stays out.
+            if known.is_none() || st.tasks.contains_key(&t.id) {
+                st.tasks.insert(t.id.clone(), entry);
+            }
+        }
+        for root in &roots {
+            let now = stamp(root);
+            let known = self.radar.lock().users.get(root).cloned();
+            let due = match &known {
+                None => true,
+                Some(k) => k.at.elapsed() >= rescan || (k.stamp != now && k.at.elapsed() >= tick),
+            };
+            if !due {
+                continue;
+            }
+            let one = Instant::now();
+            if let Ok(fp) = radar::uncommitted_footprint(root, &[]) {
+                log_refresh(UNCOMMITTED, one);
+                round.user_trees += 1;
+                self.radar
+                    .lock()
+                    .users
+                    .insert(root.clone(), UserEntry { at: Instant::now(), stamp: now, fp: Arc::new(fp) });
+            }
+        }
+        let mut st = self.radar.lock();
+        st.users.retain(|r, _| roots.contains(r));
+        st.dirty.extend(still_dirty);
+        round.elapsed = started.elapsed();
+        round
+    }
+
+    /// A task's cached footprint, if the radar has read it. A finished
+    /// task whose final footprint the radar has not read yet (it ended a
+    /// moment ago) is read now, once: a group's summary at its end is exact.
+    pub(super) fn cached_footprint(&self, record: &TaskRecord) -> Option<Arc<Footprint>> {
+        let known = self.radar.lock().tasks.get(&record.id).cloned();
+        if !record.status.is_terminal() || known.as_ref().is_some_and(|k| k.finished) || record.changes_state.is_some()
+        {
+            return known.map(|k| k.fp);
+        }
+        let p = worktree_of(record)?;
+        let root = p.repo_root.clone()?;
+        let fp = Arc::new(radar::task_footprint(p, known.as_ref().map(|k| k.fp.as_ref())).ok()?);
+        let progress = (record.event_count, record.log_offset);
+        let entry = TaskEntry { at: Instant::now(), finished: true, root, progress, fp: fp.clone() };
+        self.radar.lock().tasks.insert(record.id.clone(), entry);
+        Some(fp)
+    }
+
+    /// Who this task's changes meet, from the radar's cache: other watched
+    /// tasks of its repository, and the user's uncommitted changes (as
+    /// [`UNCOMMITTED`]), with the answer's age. Never reads a tree.
+    pub fn radar_view(&self, id: &str) -> RadarView {
+        let st = self.radar.lock();
+        let Some(mine) = st.tasks.get(id) else {
+            drop(st);
+            self.radar_touch(id);
+            return RadarView::default();
+        };
+        let mut oldest = mine.at;
+        let mut overlaps = Vec::new();
+        if !mine.fp.files.is_empty() {
+            let mut others: Vec<(&String, &TaskEntry)> =
+                st.tasks.iter().filter(|(o, e)| o.as_str() != id && e.root == mine.root).collect();
+            others.sort_by(|a, b| a.0.cmp(b.0));
+            for (other, e) in others {
+                oldest = oldest.min(e.at);
+                let m = radar::meet(&mine.fp, &e.fp);
+                if !m.is_empty() {
+                    overlaps.push((other.clone(), m));
+                }
+            }
+            if let Some(user) = st.users.get(&mine.root) {
+                oldest = oldest.min(user.at);
+                let m = radar::meet(&mine.fp, &user.fp);
+                if !m.is_empty() {
+                    overlaps.push((UNCOMMITTED.to_owned(), m));
+                }
+            }
+        }
+        RadarView { overlaps, age: Some(oldest.elapsed()) }
+    }
+
+    /// Who this task's changes meet (see [`Engine::radar_view`]).
+    pub fn conflicts_with(&self, id: &str) -> Result<Vec<(String, Meeting)>> {
+        Ok(self.radar_view(id).overlaps)
+    }
+
+    /// The watched tasks whose later apply this task's apply would break:
+    /// those changing the same lines (`hunk_paths`). The user's own
+    /// uncommitted changes are left to apply's own conflict check.
+    pub fn apply_would_break(&self, id: &str) -> Vec<(String, Meeting)> {
+        self.radar_view(id).overlaps.into_iter().filter(|(t, m)| t != UNCOMMITTED && !m.hunk_paths.is_empty()).collect()
+    }
+
+    /// Drops a task from the radar (applied or discarded).
+    pub fn radar_forget(&self, id: &str) {
+        let mut st = self.radar.lock();
+        st.tasks.remove(id);
+        st.dirty.remove(id);
+        drop(st);
+        // The user's tree changed with the apply: read it again soon.
+        self.radar.wake.notify_one();
+    }
+}
