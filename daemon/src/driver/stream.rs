@@ -96,7 +96,10 @@ mod tests {
             v["request_id"].as_str().unwrap()
         );
         let events = control.read_line(&ack).parsed.events;
-        assert!(matches!(&events[..], [crate::oacp::EventBody::Progress { message, .. }] if message.contains("interrupt")), "{events:?}");
+        assert!(
+            matches!(&events[..], [crate::oacp::EventBody::Progress { message, .. }] if message.contains("interrupt")),
+            "{events:?}"
+        );
     }
 
     #[test]

@@ -212,7 +212,7 @@ impl ClaudeParser {
             tool_name: tool_name.to_owned(),
             input,
             summary,
-            kind: None,
+            kind: tool_kind(tool_name).map(str::to_owned),
             options: Vec::new(),
         });
     }
@@ -384,6 +384,20 @@ impl ClaudeParser {
             let msg = format!("permission denied: {}", list.join(", "));
             self.base.blocker(p, BlockerKind::Permission, &msg);
         }
+    }
+}
+
+/// The ACP kind of one of claude's tools (qwen's where they share the parser), so that the
+/// bridge treats a `Bash` or a `Write` in a read-only task as it treats an ACP `execute` or
+/// `edit`: refused by caesar, never asked.
+fn tool_kind(tool: &str) -> Option<&'static str> {
+    match tool {
+        "Bash" | "run_shell_command" => Some("execute"),
+        t if FILE_TOOLS.contains(&t) => Some("edit"),
+        "Read" | "read_file" | "read_many_files" => Some("read"),
+        "Glob" | "Grep" | "LS" | "glob" | "grep_search" | "list_directory" => Some("search"),
+        "WebFetch" | "WebSearch" | "web_fetch" => Some("fetch"),
+        _ => None,
     }
 }
 

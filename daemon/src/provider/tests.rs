@@ -288,7 +288,11 @@ fn claude_rate_limit_event_carries_its_reset_time_onto_the_blocker() {
     let blocker = out.blocker.expect("a blocker");
     assert_eq!(blocker.kind, RateLimit);
     assert_eq!(blocker.resets_at_ms, Some(1_767_225_600_000));
-    assert!(blocker.message.contains("five_hour") && blocker.message.contains("2026-01-01T00:00:00"), "{}", blocker.message);
+    assert!(
+        blocker.message.contains("five_hour") && blocker.message.contains("2026-01-01T00:00:00"),
+        "{}",
+        blocker.message
+    );
     // Only the overage's reset given: that one; none at all: no reset time.
     let mut p = parser("claude").unwrap();
     let overage = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","rateLimitType":"overage","overageResetsAt":1767229200}}"#;
