@@ -330,6 +330,7 @@ pub fn agent_json(a: &pb::AgentInfo) -> Value {
         "default_model": if a.default_model.is_empty() { Value::Null } else { json!(a.default_model) },
         "policy": if a.allowed { json!({"allowed": true}) } else { json!({"allowed": false, "reason": a.refusal}) },
         "kind": a.kind,
+        "protocol": if a.protocol.is_empty() { Value::Null } else { json!({"name": a.protocol, "why": a.protocol_reason}) },
     })
 }
 

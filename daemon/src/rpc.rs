@@ -683,5 +683,7 @@ fn agent_info(a: crate::catalog::AgentEntry) -> pb::AgentInfo {
         refusal: a.refusal.unwrap_or_default(),
         version: a.version.unwrap_or_default(),
         kind: a.kind.to_owned(),
+        protocol: a.protocol.to_owned(),
+        protocol_reason: a.protocol_reason.to_owned(),
     }
 }

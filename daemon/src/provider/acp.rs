@@ -49,14 +49,42 @@ pub fn acp_args(id: &str) -> Option<&'static [&'static str]> {
     }
 }
 
+/// The protocol caesar speaks with built-in provider `id`, for `caesar agents describe`: decided
+/// by the same adapter data as its launch ([`acp_args`], claude's control stdin).
+pub fn protocol_name(id: &str) -> &'static str {
+    if acp_args(id).is_some() {
+        "acp"
+    } else if id == "claude" {
+        "stream-json+control"
+    } else {
+        "stream"
+    }
+}
+
+/// The protocol of an `[[agent]]` and why, for `caesar agents describe`.
+pub fn generic_protocol(speaks_acp: bool) -> (&'static str, &'static str) {
+    if speaks_acp {
+        ("acp", "[[agent]] protocol = \"acp\": driven by caesar's ACP session driver, no adapter code")
+    } else {
+        ("stream", "[[agent]] with no protocol (or \"stream\"): OACP event lines on stdout, anything else is its words")
+    }
+}
+
 /// Why a built-in provider speaks the protocol it does, for `caesar agents describe`.
 pub fn protocol_reason(id: &str) -> &'static str {
     match id {
         "gemini" | "qwen" => {
-            "ACP session: permission prompts reach the orchestrator, the return channel goes through \
-             session/new, cancel goes through session/cancel"
+            "ACP session (verified: gemini 0.61 and qwen 0.24 offer --acp): permission prompts reach the \
+             orchestrator, the return channel goes through session/new, cancel goes through session/cancel"
         }
-        "claude" => "stream-json with the control protocol on stdin (permission prompts bridged in write mode)",
+        "claude" => {
+            "stream-json with the control protocol on stdin (verified on claude 2.1.197): permission prompts \
+             bridged in write mode, cancel sends `interrupt` before signals"
+        }
+        "opencode" | "copilot" => {
+            "one-shot stream: this CLI offers ACP, but caesar keeps it on its stream until its blockers \
+             (opencode) or pre-approvals (copilot) work under ACP"
+        }
         _ => "one-shot stream: this CLI offers no session protocol caesar drives",
     }
 }
