@@ -42,7 +42,8 @@ pub fn acp_args(id: &str) -> Option<&'static [&'static str]> {
         // copilot 1.0 speaks ACP with `--acp --stdio` ([V] by hand and in real_sessions: allow
         // and deny bridged), but in ACP mode it asks for every edit and every MCP tool, which its
         // stream launch pre-approves; until those approvals are passed in ACP mode too it stays
-        // on the stream. [[agent]] protocol = "acp" is not wired yet either.
+        // on the stream. An `[[agent]] protocol = "acp"` runs through the same session driver
+        // (engine/delegate.rs, `session_stdin`).
         // [V] 0.24: `--acp`.
         "qwen" => Some(&["--acp"]),
         _ => None,
