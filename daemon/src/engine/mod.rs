@@ -50,6 +50,8 @@ mod conclude;
 mod delegate;
 mod events;
 mod fallback;
+mod listing;
+pub use listing::ListEntry;
 mod monitor;
 mod nested;
 mod network;
@@ -61,6 +63,7 @@ mod projects;
 mod pulse;
 mod queue;
 mod recovery;
+mod remote_refs;
 mod start;
 // Issue 17, fan-out: verification in the worktree, groups.
 pub mod groups;
