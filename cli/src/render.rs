@@ -54,7 +54,23 @@ pub fn task_json(t: &pb::TaskView) -> Value {
         v["pending_questions"] = json!(t
             .pending_questions
             .iter()
-            .map(|q| json!({"question_id": q.question_id, "question": q.question, "options": q.options, "asked_at": q.asked_at}))
+            .map(|q| {
+                let mut j = json!({"question_id": q.question_id, "question": q.question, "options": q.options, "asked_at": q.asked_at});
+                if !q.kind.is_empty() {
+                    j["kind"] = json!(q.kind);
+                }
+                if !q.tool.is_empty() {
+                    j["tool"] = json!(q.tool);
+                    j["tool_kind"] = json!(q.tool_kind);
+                    j["input"] = serde_json::from_str::<Value>(&q.input_json).unwrap_or(Value::Null);
+                    j["option_details"] = json!(q
+                        .option_details
+                        .iter()
+                        .map(|o| json!({"id": o.id, "label": o.label, "kind": o.kind}))
+                        .collect::<Vec<_>>());
+                }
+                j
+            })
             .collect::<Vec<_>>());
     }
     if !t.output_tail.is_empty() {
@@ -217,6 +233,14 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
     }
     for q in &t.pending_questions {
         println!("  QUESTION {}: {}", q.question_id, sanitize(&q.question));
+        if q.kind == "permission" {
+            let kind = if q.tool_kind.is_empty() { String::new() } else { format!(" ({})", q.tool_kind) };
+            println!("    permission for {}{kind}, input: {}", sanitize(&q.tool), sanitize(&q.input_json));
+            let offered: Vec<String> =
+                q.option_details.iter().map(|o| format!("{} = {} [{}]", o.id, sanitize(&o.label), o.kind)).collect();
+            println!("    options: {}", offered.join(", "));
+            println!("    answer: caesar answer {} {} \"<option id>[: reason]\"", t.task_id, q.question_id);
+        }
     }
     if !t.output_tail.is_empty() {
         println!("  last output: {}", sanitize(&one_line(&t.output_tail, 200)));
@@ -325,6 +349,7 @@ pub fn agent_json(a: &pb::AgentInfo) -> Value {
         "default_model": if a.default_model.is_empty() { Value::Null } else { json!(a.default_model) },
         "policy": if a.allowed { json!({"allowed": true}) } else { json!({"allowed": false, "reason": a.refusal}) },
         "kind": a.kind,
+        "protocol": if a.protocol.is_empty() { Value::Null } else { json!({"name": a.protocol, "why": a.protocol_reason}) },
     })
 }
 

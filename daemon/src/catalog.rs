@@ -31,6 +31,9 @@ pub struct AgentEntry {
     pub kind: &'static str,
     /// The options delegate accepts, as described by [`options`].
     pub options: Value,
+    /// The protocol caesar speaks with it (`acp`, `stream`, …) and why (issue 15).
+    pub protocol: &'static str,
+    pub protocol_reason: &'static str,
 }
 
 /// Caches `--version` answers by executable and modification time, so a
@@ -114,7 +117,10 @@ pub fn list(config: &Config, versions: &VersionCache) -> Vec<AgentEntry> {
 fn generic_entry(def: &AgentDef, versions: &VersionCache) -> AgentEntry {
     let path = agents::resolve_bin(&def.bin);
     let takes_model = def.args.iter().any(|a| a.contains("{{model}}"));
+    let (protocol, protocol_reason) = provider::acp::generic_protocol(def.speaks_acp());
     AgentEntry {
+        protocol,
+        protocol_reason,
         id: def.id.clone(),
         display_name: def.display_name.clone().unwrap_or_else(|| def.id.clone()),
         bin: def.bin.clone(),
@@ -145,6 +151,8 @@ fn builtin_entry(spec: &ProviderSpec, config: &Config, versions: &VersionCache) 
     let bin = config.bin.get(spec.id).map(|(b, _)| b.clone()).unwrap_or_else(|| spec.default_bin.to_owned());
     let path = agents::resolve_bin(&bin);
     AgentEntry {
+        protocol: provider::acp::protocol_name(spec.id),
+        protocol_reason: provider::acp::protocol_reason(spec.id),
         id: spec.id.to_owned(),
         display_name: spec.display_name.to_owned(),
         installed: path.is_some(),

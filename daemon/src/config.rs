@@ -48,6 +48,17 @@ pub struct AgentDef {
     /// Extra environment variables for the agent (a caesar-rs extension).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// How caesar talks to it: `stream` (absent: OACP event lines on stdout) or `acp` (an ACP
+    /// agent on stdio, driven through caesar's ACP session driver; issue 15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+}
+
+impl AgentDef {
+    /// Whether the agent speaks ACP (`protocol = "acp"`).
+    pub fn speaks_acp(&self) -> bool {
+        self.protocol.as_deref() == Some("acp")
+    }
 }
 
 pub use caesar_proto::kinds::{IsolationPref, NetworkPref};
@@ -658,6 +669,16 @@ fn validate_agent(path: &Path, agent: &AgentDef) -> Result<()> {
             agent.id
         )));
     }
+    if let Some(protocol) = agent.protocol.as_deref()
+        && !matches!(protocol, "stream" | "acp")
+    {
+        return Err(Error::Invalid(format!(
+            "{}: [[agent]] `{}` has protocol `{protocol}`: use `stream` (OACP event lines, the default) or `acp` \
+             (an Agent Client Protocol agent on stdio)",
+            path.display(),
+            agent.id
+        )));
+    }
     if let Some(mode) = agent.cwd_mode.as_deref()
         && !matches!(mode, "process" | "flag")
     {
@@ -798,6 +819,11 @@ mod tests {
         assert!(d.load().unwrap_err().to_string().contains("config.toml:3"));
         d.project("[[agent]]\nid = \"a b\"\nbin = \"x\"\n");
         assert!(d.load().is_err());
+        d.project("[[agent]]\nid = \"a\"\nbin = \"x\"\nprotocol = \"jsonrpc\"\n");
+        let e = d.load().unwrap_err().to_string();
+        assert!(e.contains("protocol `jsonrpc`") && e.contains("`stream`") && e.contains("`acp`"), "{e}");
+        d.project("[[agent]]\nid = \"a\"\nbin = \"x\"\nprotocol = \"acp\"\n");
+        assert!(d.load().unwrap().agent("a").unwrap().speaks_acp());
         d.project("[policy]\nmax_parallel = 0\n");
         assert!(d.load().unwrap_err().to_string().contains("at least 1"));
     }

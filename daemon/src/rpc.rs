@@ -108,11 +108,24 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         pending_questions: v
             .pending_questions
             .into_iter()
-            .map(|q| pb::PendingQuestion {
-                question_id: q.question_id,
-                question: q.question,
-                options: q.options,
-                asked_at: crate::clock::rfc3339(q.asked_ms),
+            .zip(v.question_details.into_iter().map(Some).chain(std::iter::repeat(None)))
+            .map(|(q, d)| {
+                let d = d.unwrap_or_else(crate::engine::QuestionDetails::question);
+                pb::PendingQuestion {
+                    question_id: q.question_id,
+                    question: q.question,
+                    options: q.options,
+                    asked_at: crate::clock::rfc3339(q.asked_ms),
+                    kind: d.kind.as_str().to_owned(),
+                    tool: d.tool.unwrap_or_default(),
+                    tool_kind: d.tool_kind.unwrap_or_default(),
+                    input_json: d.input_json.unwrap_or_default(),
+                    option_details: d
+                        .options
+                        .into_iter()
+                        .map(|o| pb::QuestionOption { id: o.id, label: o.label, kind: o.kind })
+                        .collect(),
+                }
             })
             .collect(),
         pending: pending && !r.status.is_terminal(),
@@ -675,5 +688,7 @@ fn agent_info(a: crate::catalog::AgentEntry) -> pb::AgentInfo {
         refusal: a.refusal.unwrap_or_default(),
         version: a.version.unwrap_or_default(),
         kind: a.kind.to_owned(),
+        protocol: a.protocol.to_owned(),
+        protocol_reason: a.protocol_reason.to_owned(),
     }
 }

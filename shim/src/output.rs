@@ -40,6 +40,35 @@ pub struct PendingQuestion {
     /// When it was asked (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub asked_at: Option<String>,
+    /// `question` (asked through ask_orchestrator) or `permission` (the agent's CLI asks to use a
+    /// tool).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// For a permission: the tool it is asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// For a permission: the protocol's kind of tool (execute, edit, read, …), where it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_kind: Option<String>,
+    /// For a permission: the tool's whole input (for a shell command, the whole command).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input: Option<serde_json::Value>,
+    /// For a permission: the options offered. Answer with one's `id` (or its `kind`), optionally
+    /// followed by `: ` and a reason the agent reads (for a reject).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub option_details: Vec<QuestionOption>,
+}
+
+/// One option of a permission request.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct QuestionOption {
+    /// What caesar_answer takes.
+    pub id: String,
+    /// What the agent shows a person.
+    pub label: String,
+    /// allow_once, allow_always, reject_once or reject_always.
+    pub kind: String,
 }
 
 /// A snapshot of one task, for caesar_status and caesar_await.
@@ -173,6 +202,15 @@ impl TaskResult {
                     question: q.question.clone(),
                     options: q.options.clone(),
                     asked_at: non_empty(&q.asked_at),
+                    kind: non_empty(&q.kind),
+                    tool: non_empty(&q.tool),
+                    tool_kind: non_empty(&q.tool_kind),
+                    input: json(&q.input_json),
+                    option_details: q
+                        .option_details
+                        .iter()
+                        .map(|o| QuestionOption { id: o.id.clone(), label: o.label.clone(), kind: o.kind.clone() })
+                        .collect(),
                 })
                 .collect(),
             blocker: non_empty(&t.blocker),

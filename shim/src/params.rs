@@ -191,7 +191,7 @@ pub struct AnswerParams {
     pub task_id: String,
     /// The pending question's id, as surfaced by caesar_status or caesar_await (pending_questions).
     pub question_id: String,
-    /// The answer to hand back to the sub-agent.
+    /// The answer to hand back to the sub-agent. For a permission (kind `permission` in pending_questions): the `id` of one of its option_details (or its kind), optionally followed by `: ` and a reason the agent reads, e.g. `deny: use make -n first`; an option not offered is refused with the valid ones.
     pub answer: String,
 }
 

@@ -180,7 +180,7 @@ pub fn definition(name: &str) -> Option<Tool> {
         ANSWER => tool::<AnswerParams, AnswerOutput>(
             ANSWER,
             "Answer a sub-agent",
-            "Answer a question a running sub-agent asked through its ask_orchestrator tool, so it can go on. Find the question_id first in pending_questions of caesar_status or caesar_await: this tool does not list questions. An unknown task or question is not_found; a question already answered is a conflict.",
+            "Answer a question a running sub-agent asked through its ask_orchestrator tool, so it can go on. Find the question_id first in pending_questions of caesar_status or caesar_await: this tool does not list questions. A permission request (kind: permission, with its tool, whole input and option_details) is answered with one offered option id, then optionally `: reason`. An unknown task or question is not_found; a question already answered is a conflict.",
             ToolAnnotations::with_title("Answer a sub-agent")
                 .read_only(false)
                 .destructive(false)

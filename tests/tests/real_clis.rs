@@ -681,6 +681,11 @@ async fn cancel_leaves_no_process(cli: Cli) {
     let left = rig.processes_of(&id);
     assert!(left.is_empty(), "processes of the run are left: {left:?}");
     assert!(before.iter().all(|p| !alive(*p)), "{before:?}");
+    if matches!(cli, Cli::Claude) {
+        // The interrupt went first, through claude's control protocol, and claude took it.
+        let events = std::fs::read_to_string(rig.task_dir(&id).join("events.jsonl")).unwrap_or_default();
+        assert!(events.contains("claude accepted the interrupt"), "{events}\n{}", rig.debug(&id));
+    }
 }
 
 #[tokio::test]
@@ -743,7 +748,22 @@ async fn claude_permission_prompt_is_bridged_and_allow_lets_the_write_happen() {
     let q = &pending[0];
     assert_eq!(q["options"], json!(["allow", "deny"]), "{q}");
     assert!(q["question"].as_str().unwrap().contains("Bash"), "{q}");
+    // What it is: a permission for Bash with the whole command, and the options offered.
+    assert_eq!(
+        (&q["kind"], &q["tool"], &q["tool_kind"]),
+        (&json!("permission"), &json!("Bash"), &json!("execute")),
+        "{q}"
+    );
+    assert_eq!(q["input"]["command"], command, "{q}");
+    assert_eq!(
+        q["option_details"].as_array().map(|o| o.iter().map(|o| o["id"].clone()).collect()),
+        Some(vec![json!("allow"), json!("deny")]),
+        "{q}"
+    );
     let qid = q["question_id"].as_str().unwrap();
+    let refused = rig.call("caesar_answer", json!({"task_id": id, "question_id": qid, "answer": "allow_always"})).await;
+    let text = refused.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default();
+    assert!(refused.is_error == Some(true) && text.contains("`allow` (allow_once), `deny` (reject_once)"), "{text}");
     rig.ok("caesar_answer", json!({"task_id": id, "question_id": qid, "answer": "allow"})).await;
     let t = rig.finish(&id).await;
     let report = report_of(&t);

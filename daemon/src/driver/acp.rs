@@ -141,7 +141,8 @@ impl Driver for AcpDriver {
         let kind = match (decision.allow, decision.for_session) {
             (true, true) => "allow_always",
             (true, false) => "allow_once",
-            (false, _) => "reject_once",
+            (false, false) => "reject_once",
+            (false, true) => "reject_always",
         };
         Some(acp::permission_response(ask, kind))
     }

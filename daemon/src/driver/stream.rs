@@ -49,6 +49,14 @@ impl Driver for StreamDriver {
         provider::permission_response(&self.provider, ask, decision.allow, decision.message)
     }
 
+    /// claude's `interrupt` control request, where stdin is held for its control protocol.
+    fn cancel_line(&self, _session_id: Option<&str>) -> Option<String> {
+        if !self.answers_requests() {
+            return None;
+        }
+        provider::interrupt_line(&self.provider)
+    }
+
     fn raw_is_words(&self) -> bool {
         self.provider == provider::GENERIC
     }
@@ -69,6 +77,29 @@ mod tests {
             control.respond(&ask, &Decision { allow: false, message: "no", for_session: false }).expect("a response");
         assert!(line.contains("r1") && line.contains("deny"), "{line}");
         assert!(plain.respond(&ask, &Decision { allow: true, message: "", for_session: false }).is_none());
+    }
+
+    #[test]
+    fn claude_is_interrupted_through_its_control_protocol_only_when_stdin_is_held() {
+        let control = StreamDriver::new("claude", DriverKind::StreamWithControl);
+        let line = control.cancel_line(None).expect("an interrupt");
+        let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+        assert_eq!(v["type"], "control_request");
+        assert_eq!(v["request"]["subtype"], "interrupt");
+        assert!(line.ends_with('\n'));
+        assert!(StreamDriver::new("claude", DriverKind::Stream).cancel_line(None).is_none());
+        assert!(StreamDriver::new("codex", DriverKind::StreamWithControl).cancel_line(None).is_none());
+        // claude's acknowledgement becomes an event, not an unrecognized line.
+        let mut control = control;
+        let ack = format!(
+            r#"{{"type":"control_response","response":{{"subtype":"success","request_id":"{}"}}}}"#,
+            v["request_id"].as_str().unwrap()
+        );
+        let events = control.read_line(&ack).parsed.events;
+        assert!(
+            matches!(&events[..], [crate::oacp::EventBody::Progress { message, .. }] if message.contains("interrupt")),
+            "{events:?}"
+        );
     }
 
     #[test]

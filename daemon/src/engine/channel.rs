@@ -188,6 +188,15 @@ impl Engine {
                 record.status.as_str()
             )));
         }
+        // A permission's answer must pick an option the agent offered; it is stored as that option.
+        let checked;
+        let answer = if is_permission_question(question_id) {
+            checked =
+                super::permission_answers::checked_answer(&Self::task_dir(&record), task_id, question_id, answer)?;
+            checked.as_str()
+        } else {
+            answer
+        };
         if !self.store.answer_question(task_id, question_id, answer, now_ms())? {
             return Err(Error::Conflict(format!(
                 "question {question_id} of task {task_id} was answered by someone else just now"

@@ -240,11 +240,26 @@ impl Engine {
                 if resolution.network.request == Some(false) {
                     args.extend(def.network_args.iter().flatten().cloned());
                 }
+                // `protocol = "acp"`: the prompt and the return channel go through the session
+                // the supervisor opens (session/new's mcpServers), as for a built-in ACP agent.
+                let stdin = if def.speaks_acp() {
+                    let mcp = (channel && channel_bin.is_some()).then_some(provider::McpServer {
+                        name: CHANNEL_SERVER,
+                        command: &channel_bin_s,
+                        args: &channel_args,
+                        env: &channel_env,
+                        tools: &CHANNEL_TOOLS,
+                    });
+                    provider::acp::session_stdin(&doc.workspace, mcp.as_ref(), &prompt)
+                } else {
+                    provider::Stdin::default()
+                };
                 Launch {
                     program: program.display().to_string(),
                     args,
                     env: def.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                     parser: provider::GENERIC.to_owned(),
+                    stdin,
                     ..Launch::default()
                 }
             }

@@ -56,6 +56,7 @@ mod monitor;
 mod nested;
 mod network;
 mod observe;
+mod permission_answers;
 mod permissions;
 mod prepare;
 mod projects;
@@ -158,6 +159,7 @@ pub const OUTPUT_TAIL_CHARS: usize = 1000;
 const MESSAGE_KEEP: usize = 256 * 1024;
 
 pub use crate::request::DelegateInput;
+pub use permission_answers::{OfferedOption, QuestionDetails, QuestionKind};
 
 /// A task as callers see it.
 #[derive(Debug, Clone)]
@@ -165,6 +167,9 @@ pub struct TaskView {
     pub record: TaskRecord,
     pub report: Option<StoredReport>,
     pub pending_questions: Vec<QuestionRecord>,
+    /// What each pending question is (same order): a question, or a permission with its
+    /// tool, input and offered options (issue 15).
+    pub question_details: Vec<QuestionDetails>,
     /// The last characters of the agent's reply and when it last spoke.
     pub output: Option<(String, i64)>,
     /// What the agent is doing now.

@@ -38,6 +38,10 @@ impl Engine {
         let report = if record.status.is_terminal() { self.store.report(&record.id)? } else { None };
         let pending_questions =
             if record.status.is_terminal() { Vec::new() } else { self.store.pending_questions(&record.id)? };
+        let question_details = {
+            let dir = Self::task_dir(&record);
+            pending_questions.iter().map(|q| permission_answers::details_of(&dir, &q.question_id)).collect()
+        };
         let live = self.live(&record.id);
         let output = live.as_ref().and_then(|l| l.output.lock().unwrap_or_else(|p| p.into_inner()).clone());
         let activity = live.as_ref().and_then(|l| l.activity.lock().unwrap_or_else(|p| p.into_inner()).clone());
@@ -58,7 +62,17 @@ impl Engine {
         let parked = self.park_view(&record);
         let phase = if parked.is_some() { Some(Phase::Parked) } else { phase };
         let lifecycle = LifecycleView { budget: self.budget_view(&record), parked, ..LifecycleView::default() };
-        Ok(TaskView { record, report, pending_questions, output, activity, queue_position, phase, lifecycle })
+        Ok(TaskView {
+            record,
+            report,
+            pending_questions,
+            question_details,
+            output,
+            activity,
+            queue_position,
+            phase,
+            lifecycle,
+        })
     }
 
     /// Tasks, newest first.

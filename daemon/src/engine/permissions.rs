@@ -148,22 +148,20 @@ impl Engine {
     /// reason the agent reads.
     pub(super) fn deliver_permission(&self, record: &TaskRecord, qid: &str, answer: &str) {
         let dir = Self::task_dir(record);
-        let path = dir.permission_request(qid);
-        let ask = match crate::safe_fs::read_capped(&path, crate::safe_fs::REPORT_CAP)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice::<provider::PermissionAsk>(&b).map_err(|e| e.to_string()))
-        {
+        let ask = match super::permission_answers::read_ask(&dir, qid) {
             Ok(ask) => ask,
             Err(e) => {
-                warn!(task_id = %record.id, "cannot read the permission request {}: {e}", path.display());
+                warn!(task_id = %record.id, "cannot read the permission request {e}");
                 return;
             }
         };
-        let allow = is_allow(answer);
+        // The option the (checked, canonical) answer names; an answer that names none denies.
+        let (allow, for_session) = match super::permission_answers::choose(&ask, answer) {
+            Ok(choice) => (choice.allow(), choice.for_session()),
+            Err(_) => (false, false),
+        };
         let driver = crate::driver::for_launch(&record.launch);
-        let Some(line) = driver
-            .respond(&ask, &crate::driver::Decision { allow, message: answer, for_session: is_for_session(answer) })
-        else {
+        let Some(line) = driver.respond(&ask, &crate::driver::Decision { allow, message: answer, for_session }) else {
             warn!(task_id = %record.id, question_id = %qid, "this agent's driver cannot answer a permission request");
             return;
         };
@@ -245,12 +243,6 @@ const WRITING_KINDS: &[&str] = &["edit", "delete", "move", "execute"];
 
 /// The option that allows a tool for the rest of the session.
 pub(super) const ALLOW_FOR_SESSION: &str = "allow for session";
-
-/// Whether an allowing answer is meant for the rest of the session.
-pub(super) fn is_for_session(answer: &str) -> bool {
-    let a = answer.trim().to_ascii_lowercase();
-    is_allow(&a) && (a.contains("session") || a.contains("always"))
-}
 
 /// The question id of a bridged permission prompt: derived from the CLI's
 /// request id, so a request read again after a restart is the same question.

@@ -58,6 +58,15 @@ pub fn acp_args(id: &str) -> Option<&'static [&'static str]> {
     }
 }
 
+/// The protocol of an `[[agent]]` and why, for `caesar agents describe`.
+pub fn generic_protocol(speaks_acp: bool) -> (&'static str, &'static str) {
+    if speaks_acp {
+        ("acp", "[[agent]] protocol = \"acp\": driven by caesar's ACP session driver, no adapter code")
+    } else {
+        ("stream", "[[agent]] with no protocol (or \"stream\"): OACP event lines on stdout, anything else is its words")
+    }
+}
+
 /// Whether caesar's ACP launch of built-in provider `id` was only read from the CLI's
 /// documentation, never run here.
 pub fn unverified(id: &str) -> bool {
@@ -85,7 +94,10 @@ pub fn protocol_reason(id: &str) -> &'static str {
             "ACP session, unverified: taken from the CLI's documentation and never run against it \
              here; the stream command runs instead when the handshake fails at start"
         }
-        "claude" => "stream-json with the control protocol on stdin (permission prompts bridged in write mode)",
+        "claude" => {
+            "stream-json with the control protocol on stdin (verified on claude 2.1.197): permission prompts \
+             bridged in write mode, cancel sends `interrupt` before signals"
+        }
         _ => "one-shot stream: this CLI offers no session protocol caesar drives",
     }
 }

@@ -110,6 +110,21 @@ pub(super) fn permission_response(request_id: &str, allow: bool, input: &Value, 
     line
 }
 
+/// The request id of caesar's interrupt, echoed in claude's `control_response`.
+pub(super) const INTERRUPT_REQUEST_ID: &str = "caesar-interrupt";
+
+/// [V] claude 2.1.197: `{"type":"control_request","request_id":…,"request":{"subtype":"interrupt"}}`
+/// on stdin answers `{"type":"control_response","response":{"subtype":"success","request_id":…}}`,
+/// rejects the running tool call, and ends the turn with a `result` of subtype
+/// `error_during_execution` (after which the supervisor closes stdin and claude exits).
+pub(super) fn interrupt_line() -> String {
+    let mut line = json!({"type": "control_request", "request_id": INTERRUPT_REQUEST_ID,
+        "request": {"subtype": "interrupt"}})
+    .to_string();
+    line.push('\n');
+    line
+}
+
 /// `mcp__<server>__<tool>` for each tool, or the whole server (`mcp__<server>`) when none listed.
 pub(super) fn mcp_tool_names(server: &str, tools: &[&str]) -> String {
     if tools.is_empty() {
@@ -153,14 +168,15 @@ impl LineParser for ClaudeParser {
             "user" => self.user(&mut p, &v),
             "result" => self.result(&mut p, &v),
             "control_request" => self.control_request(&mut p, &v),
-            "rate_limit_event" => {
-                let info = v.get("rate_limit_info").unwrap_or(&Value::Null);
-                if str_at(info, "status") == Some("rejected") {
-                    let kind = str_at(info, "rateLimitType").unwrap_or("unknown");
-                    let msg = format!("rate limit rejected ({kind})");
-                    self.base.blocker(&mut p, BlockerKind::RateLimit, &msg);
+            "control_response" => {
+                // The answer to caesar's interrupt; other responses (none today) need nothing.
+                if v.pointer("/response/request_id").and_then(Value::as_str) == Some(INTERRUPT_REQUEST_ID) {
+                    let ok = v.pointer("/response/subtype").and_then(Value::as_str) == Some("success");
+                    let said = if ok { "claude accepted the interrupt" } else { "claude refused the interrupt" };
+                    p.events.push(crate::oacp::EventBody::Progress { message: said.to_owned(), pct: None });
                 }
             }
+            "rate_limit_event" => self.rate_limit(&mut p, &v),
             // Partial deltas (only with --include-partial-messages) duplicate `assistant`.
             "stream_event" => {}
             _ => return super::unrecognized(line),
@@ -196,9 +212,32 @@ impl ClaudeParser {
             tool_name: tool_name.to_owned(),
             input,
             summary,
-            kind: None,
+            kind: tool_kind(tool_name).map(str::to_owned),
             options: Vec::new(),
         });
+    }
+
+    /// `{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":<unix s>,
+    /// "rateLimitType":"five_hour",…}}`: the shape claude 2.1.197 builds (its `rate_limit_info`
+    /// copies `status`, `resetsAt`, `rateLimitType`, `overageResetsAt`, … from the
+    /// `anthropic-ratelimit-unified-*` headers, `resetsAt` in seconds). Only a rejection blocks;
+    /// its reset time (the overage's when only that is given) goes on the blocker.
+    fn rate_limit(&mut self, p: &mut Parsed, v: &Value) {
+        let info = v.get("rate_limit_info").unwrap_or(&Value::Null);
+        if str_at(info, "status") != Some("rejected") {
+            return;
+        }
+        let kind = str_at(info, "rateLimitType").unwrap_or("unknown");
+        let resets_at_ms = ["resetsAt", "overageResetsAt"]
+            .iter()
+            .filter_map(|k| info.get(*k).and_then(Value::as_f64))
+            .find(|secs| *secs > 0.0)
+            .map(|secs| (secs * 1000.0) as i64);
+        let msg = match resets_at_ms {
+            Some(ms) => format!("rate limit rejected ({kind}); resets at {}", crate::clock::rfc3339(ms)),
+            None => format!("rate limit rejected ({kind})"),
+        };
+        self.base.blocker_until(p, BlockerKind::RateLimit, &msg, resets_at_ms);
     }
 
     fn system(&mut self, p: &mut Parsed, v: &Value) {
@@ -345,6 +384,20 @@ impl ClaudeParser {
             let msg = format!("permission denied: {}", list.join(", "));
             self.base.blocker(p, BlockerKind::Permission, &msg);
         }
+    }
+}
+
+/// The ACP kind of one of claude's tools (qwen's where they share the parser), so that the
+/// bridge treats a `Bash` or a `Write` in a read-only task as it treats an ACP `execute` or
+/// `edit`: refused by caesar, never asked.
+fn tool_kind(tool: &str) -> Option<&'static str> {
+    match tool {
+        "Bash" | "run_shell_command" => Some("execute"),
+        t if FILE_TOOLS.contains(&t) => Some("edit"),
+        "Read" | "read_file" | "read_many_files" => Some("read"),
+        "Glob" | "Grep" | "LS" | "glob" | "grep_search" | "list_directory" => Some("search"),
+        "WebFetch" | "WebSearch" | "web_fetch" => Some("fetch"),
+        _ => None,
     }
 }
 

@@ -226,6 +226,15 @@ pub fn permission_response(provider: &str, ask: &PermissionAsk, allow: bool, mes
     }
 }
 
+/// The line that interrupts the running turn through the CLI's control protocol, written
+/// before any signal on cancel; `None` for providers with no such request.
+pub fn interrupt_line(provider: &str) -> Option<String> {
+    match provider {
+        "claude" => Some(claude::interrupt_line()),
+        _ => None,
+    }
+}
+
 /// The parser name of OACP generic agents declared with `[[agent]]`.
 pub const GENERIC: &str = "generic";
 

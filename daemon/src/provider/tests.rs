@@ -279,6 +279,31 @@ fn claude_rejected_rate_limit_event_and_retry_401() {
 }
 
 #[test]
+fn claude_rate_limit_event_carries_its_reset_time_onto_the_blocker() {
+    // The shape claude 2.1.197 emits (its `rate_limit_info` builder, from the
+    // `anthropic-ratelimit-unified-*` headers; `resetsAt` in unix seconds).
+    let line = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1767225600,"rateLimitType":"five_hour","overageStatus":"rejected","overageDisabledReason":"org_level_disabled_until","isUsingOverage":false},"uuid":"4b0c9d3e-0000-4000-8000-000000000001","session_id":"9941e2f3-de12-4efd-8e1b-9182292e1dc0"}"#;
+    let mut p = parser("claude").unwrap();
+    let out = p.parse_line(line, Stream::Stdout);
+    let blocker = out.blocker.expect("a blocker");
+    assert_eq!(blocker.kind, RateLimit);
+    assert_eq!(blocker.resets_at_ms, Some(1_767_225_600_000));
+    assert!(
+        blocker.message.contains("five_hour") && blocker.message.contains("2026-01-01T00:00:00"),
+        "{}",
+        blocker.message
+    );
+    // Only the overage's reset given: that one; none at all: no reset time.
+    let mut p = parser("claude").unwrap();
+    let overage = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","rateLimitType":"overage","overageResetsAt":1767229200}}"#;
+    assert_eq!(p.parse_line(overage, Stream::Stdout).blocker.and_then(|b| b.resets_at_ms), Some(1_767_229_200_000));
+    let mut p = parser("claude").unwrap();
+    let bare = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected"}}"#;
+    let b = p.parse_line(bare, Stream::Stdout).blocker.expect("a blocker");
+    assert_eq!((b.kind, b.resets_at_ms), (RateLimit, None));
+}
+
+#[test]
 fn claude_permission_prompt_becomes_an_ask_and_its_answer_a_control_response() {
     // [V] the line claude 2.1.197 printed for a Write in default mode with --permission-prompt-tool stdio.
     let line = r#"{"type":"control_request","request_id":"20452d68-9420-4440-9bd9-8d9ca294850d","request":{"subtype":"can_use_tool","tool_name":"Write","display_name":"Write","input":{"file_path":"/tmp/p/w.txt","content":"allowed\n"},"description":"w.txt","permission_suggestions":[{"type":"setMode","mode":"acceptEdits","destination":"session"}],"tool_use_id":"toolu_fake2"}}"#;
