@@ -112,6 +112,34 @@ impl AcpOpening {
     }
 }
 
+/// The opening the supervisor carries out, by protocol (codex app-server's is
+/// [`super::codex_opening`]).
+#[derive(Debug, Clone)]
+pub enum Opening {
+    Acp(AcpOpening),
+    CodexAppServer(super::codex_opening::CodexOpening),
+}
+
+impl Opening {
+    /// The opening of `protocol` described by `opening`; `None` when it does not read.
+    pub fn from_json(protocol: super::SessionProtocol, opening: &[u8]) -> Option<Opening> {
+        match protocol {
+            super::SessionProtocol::Acp => AcpOpening::from_json(opening).map(Opening::Acp),
+            super::SessionProtocol::CodexAppServer => {
+                super::codex_opening::CodexOpening::from_json(opening).map(Opening::CodexAppServer)
+            }
+        }
+    }
+
+    /// One complete line of the agent's output (without its newline).
+    pub fn on_line(&mut self, line: &[u8]) -> Step {
+        match self {
+            Opening::Acp(o) => o.on_line(line),
+            Opening::CodexAppServer(o) => o.on_line(line),
+        }
+    }
+}
+
 fn trim(line: &[u8]) -> &[u8] {
     let end = line.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(0, |i| i + 1);
     &line[..end]
