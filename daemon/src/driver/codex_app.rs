@@ -82,9 +82,8 @@ mod tests {
         assert_eq!(ask.input["cwd"], "/w");
         let kinds: Vec<&str> = ask.options.iter().map(|o| o.kind.as_str()).collect();
         assert_eq!(kinds, ["allow_once", "reject_once"], "codex listed no acceptForSession");
-        let answer = |allow, for_session| {
-            json(&d.respond(&ask, &Decision { allow, message: "m", for_session }).unwrap())
-        };
+        let answer =
+            |allow, for_session| json(&d.respond(&ask, &Decision { allow, message: "m", for_session }).unwrap());
         assert_eq!(answer(true, false)["id"], 0);
         assert_eq!(answer(true, false)["result"]["decision"], "accept");
         assert_eq!(answer(true, true)["result"]["decision"], "accept", "not offered: once");
@@ -194,8 +193,9 @@ mod tests {
             assert!(session.is_some(), "{name}: the thread id");
             assert_eq!(writes, 2, "{name}: thread/start and turn/start, once each");
             assert!(closed, "{name}: the turn's end closes stdin");
-            if name.contains("429") {
+            if name.contains("429") || name.contains("usage_limit") {
                 assert_eq!(blocker.as_ref().map(|b| b.kind), Some(BlockerKind::RateLimit), "{name}");
+                assert!(blocker.as_ref().and_then(|b| b.resets_at_ms).is_some(), "{name}: the reset");
             } else if name.contains("401") {
                 assert_eq!(blocker.as_ref().map(|b| b.kind), Some(BlockerKind::Auth), "{name}");
             } else {

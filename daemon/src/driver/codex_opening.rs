@@ -138,7 +138,7 @@ mod tests {
         assert!(lines[0].get("id").is_none(), "a notification");
         assert_eq!(lines[1]["method"], "thread/start");
         assert_eq!(lines[1]["params"]["cwd"], "/w");
-        assert_eq!(lines[1]["params"]["approvalPolicy"], "untrusted");
+        assert_eq!(lines[1]["params"]["approvalPolicy"], "on-request");
         assert_eq!(lines[1]["params"]["sandbox"], "workspace-write");
         assert_eq!(o.on_line(br#"{"id":1,"result":{}}"#), Step::Nothing, "a repeated answer sends nothing");
         let Step::Write(turn) = o.on_line(b"{\"id\":2,\"result\":{\"thread\":{\"id\":\"th1\"}}}\r") else { panic!() };
@@ -147,7 +147,10 @@ mod tests {
         assert_eq!(turn["params"]["threadId"], "th1");
         assert_eq!(turn["params"]["input"][0]["text"], "do it");
         assert_eq!(o.on_line(br#"{"id":3,"result":{"turn":{"id":"tu1"}}}"#), Step::Nothing);
-        assert_eq!(o.on_line(br#"{"method":"item/commandExecution/requestApproval","id":0,"params":{}}"#), Step::Nothing);
+        assert_eq!(
+            o.on_line(br#"{"method":"item/commandExecution/requestApproval","id":0,"params":{}}"#),
+            Step::Nothing
+        );
         assert_eq!(o.on_line(b"not json"), Step::Nothing);
         let mut long = br#"{"method":"turn/completed","params":{"turn":{"items":["#.to_vec();
         long.extend(std::iter::repeat_n(b'x', 100));

@@ -10,7 +10,7 @@
 //!   approvalPolicy, sandbox, config}` → `turn/start {threadId, input}`; closing stdin once
 //!   `turn/completed` arrives makes the server exit 0 ([V]);
 //! - `item/commandExecution/requestApproval` carries the whole command and `availableDecisions`
-//!   (under `untrusted`: `accept`, an exec-policy amendment, `cancel`); `decline` is accepted
+//!   (`accept`, an exec-policy amendment, `cancel`); `decline` is accepted
 //!   although not listed, and the model reads "rejected by user" ([V]);
 //! - `item/fileChange/requestApproval` carries only the item id: the changes (path, kind, diff)
 //!   come with the `item/started` of the `fileChange` item just before it ([V]);
@@ -50,8 +50,7 @@ pub const MIN_VERSION: (u64, u64, u64) = (0, 171, 0);
 /// Whether a `codex --version` answer (`codex-cli 0.171.0`) names a codex whose app-server
 /// caesar drives.
 pub fn has_app_server(version_line: &str) -> bool {
-    let Some(version) = version_line.split_whitespace().find(|w| w.starts_with(|c: char| c.is_ascii_digit()))
-    else {
+    let Some(version) = version_line.split_whitespace().find(|w| w.starts_with(|c: char| c.is_ascii_digit())) else {
         return false;
     };
     let mut parts = version.split(['.', '-', '+']).map(|p| p.parse::<u64>().ok());
@@ -87,11 +86,13 @@ pub fn initialize_line() -> String {
 /// What the supervisor needs for the rest of the opening: `thread/start`'s params and
 /// `turn/start`'s (but the thread id, which the server gives).
 ///
-/// Write tasks run in the workspace-write sandbox under the `untrusted` approval policy, so every
-/// command that is not known to be read-only and every file change asks; read-only tasks run in
-/// the read-only sandbox under the same policy, and caesar refuses what asks to write
-/// ([`crate::engine`]'s permission bridge). The return channel goes in through the thread's
-/// config overrides (the same keys `-c` takes), its tools approved in advance.
+/// The approval policy is `on-request` in both modes: codex works in its sandbox (workspace-write
+/// for write tasks, read-only for read-only ones) without asking, as `codex exec` does, and asks
+/// when it wants out of it (a command it runs with escalated permissions, a change outside the
+/// writable roots) — [V] a plain `touch` ran unasked, the same with `require_escalated` asked.
+/// In a read-only task caesar refuses what asks to write or run ([`crate::engine`]'s permission
+/// bridge). The return channel goes in through the thread's config overrides (the keys `-c`
+/// takes), its tools approved in advance.
 pub fn opening(inv: &Invocation) -> Value {
     let sandbox = match inv.mode {
         Mode::ReadOnly => "read-only",
@@ -109,7 +110,7 @@ pub fn opening(inv: &Invocation) -> Value {
     if let (Mode::Write, Some(on)) = (inv.mode, inv.network) {
         config.insert(s("sandbox_workspace_write.network_access"), json!(on));
     }
-    let mut thread = json!({"cwd": inv.workspace, "approvalPolicy": "untrusted", "sandbox": sandbox,
+    let mut thread = json!({"cwd": inv.workspace, "approvalPolicy": "on-request", "sandbox": sandbox,
         "config": config, "ephemeral": false});
     if let Some(m) = inv.model {
         thread["model"] = json!(m);
@@ -458,7 +459,12 @@ impl LineParser for CodexAppParser {
         // stderr): recorded, never read for blockers, which come from structure.
         let v = match (stream, json_object(trimmed)) {
             (Stream::Stdout, Some(v)) => v,
-            _ => return Parsed { events: vec![EventBody::Unrecognized { line: truncate(trimmed, 2000) }], ..Parsed::default() },
+            _ => {
+                return Parsed {
+                    events: vec![EventBody::Unrecognized { line: truncate(trimmed, 2000) }],
+                    ..Parsed::default()
+                };
+            }
         };
         let mut p = Parsed::default();
         let has_id = v.get("id").is_some_and(|i| !i.is_null());
