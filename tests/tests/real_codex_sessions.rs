@@ -370,9 +370,9 @@ async fn codex_app_server_401_is_an_auth_blocker() {
 }
 
 /// The bridge's latencies over the real codex, for BENCHMARKS.md: from codex's approval request
-/// (its `startedAtMs`) to the question visible to `caesar_await`, and from `caesar_answer` to
-/// codex's `serverRequest/resolved` (the response written and read). Both clocks are this
-/// machine's wall clock.
+/// reaching raw.log to the question visible to `caesar_await`, and from the `caesar_answer`
+/// call to codex's `serverRequest/resolved` (the response written, read and acted on by codex).
+/// Both clocks are this machine's wall clock.
 #[tokio::test]
 #[ignore = "figures: cargo nextest run -p caesar-tests --test real_codex_sessions --run-ignored only"]
 async fn figures_of_the_approval_bridge() {
@@ -382,16 +382,24 @@ async fn figures_of_the_approval_bridge() {
     for i in 0..runs {
         let rig = Rig::start(vec![escalated(&format!("echo {i} > f{i}.txt")), Reply::text("ok")]).await;
         let id = rig.delegate("Write a file with the shell.", json!({"mode": "write", "isolation": "worktree"})).await;
+        // When the request reaches raw.log (the supervisor's copy of codex's stdout), polled
+        // every 200 µs beside the caesar_await that waits for the question.
+        let raw_log = rig.task_dir(&id).join("raw.log");
+        let poller = std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline {
+                if std::fs::read_to_string(&raw_log).is_ok_and(|r| r.contains("item/commandExecution/requestApproval"))
+                {
+                    return Some(now_ms());
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            None
+        });
         let t = rig.question(&id).await;
         let seen = now_ms();
         let qid = t["pending_questions"][0]["question_id"].as_str().unwrap().to_owned();
-        let raw = std::fs::read_to_string(rig.task_dir(&id).join("raw.log")).unwrap();
-        let asked = raw
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|v| v["method"] == "item/commandExecution/requestApproval")
-            .and_then(|v| v["params"]["startedAtMs"].as_i64())
-            .unwrap();
+        let asked = poller.join().unwrap().expect("the request reached raw.log");
         let before = now_ms();
         rig.ok("caesar_answer", json!({"task_id": id, "question_id": qid, "answer": "allow"})).await;
         let _ = rig.finish(&id).await;

@@ -57,6 +57,11 @@ pub fn protocol_reason(id: &str) -> &'static str {
              session/new, cancel goes through session/cancel"
         }
         "claude" => "stream-json with the control protocol on stdin (permission prompts bridged in write mode)",
+        "codex" => {
+            "codex app-server session where the installed codex is 0.171 or later: approvals reach the \
+             orchestrator, cancel goes through turn/interrupt, usage limits and 401s are read from \
+             codexErrorInfo; else (and for a resumed session) the one-shot `codex exec --json` stream"
+        }
         _ => "one-shot stream: this CLI offers no session protocol caesar drives",
     }
 }
