@@ -61,6 +61,11 @@ struct Rig {
 
 impl Rig {
     async fn start(script: Vec<Reply>) -> Rig {
+        Rig::start_with(script, 90_000).await
+    }
+
+    /// A rig whose daemon denies an unanswered approval after `permission_timeout_ms`.
+    async fn start_with(script: Vec<Reply>, permission_timeout_ms: u64) -> Rig {
         let server = ModelServer::start(script);
         let mut env = Env::new(&[]);
         let project = env.project.path().to_path_buf();
@@ -98,7 +103,7 @@ impl Rig {
             ("HTTP_PROXY", "http://127.0.0.1:9".to_owned()),
             ("HTTPS_PROXY", "http://127.0.0.1:9".to_owned()),
             ("NO_PROXY", "127.0.0.1,localhost".to_owned()),
-            ("CAESAR_PERMISSION_TIMEOUT_MS", "90000".to_owned()),
+            ("CAESAR_PERMISSION_TIMEOUT_MS", permission_timeout_ms.to_string()),
             ("XDG_CONFIG_HOME", home.join(".config").display().to_string()),
             ("XDG_DATA_HOME", home.join(".local/share").display().to_string()),
             ("XDG_CACHE_HOME", home.join(".cache").display().to_string()),
@@ -295,6 +300,18 @@ async fn codex_app_server_cancel_interrupts_the_turn_and_leaves_no_process() {
 }
 
 #[tokio::test]
+async fn codex_app_server_unanswered_approval_is_declined_after_the_timeout() {
+    let rig = Rig::start_with(vec![escalated("echo t > timeout.txt"), Reply::text("Nobody answered.")], 3_000).await;
+    let id = rig.delegate("Write timeout.txt with the shell.", json!({"mode": "write", "isolation": "worktree"})).await;
+    let t = rig.finish(&id).await;
+    assert_eq!(report_of(&t)["changes"], json!([]), "nothing was written: {t}\n{}", rig.raw(&id));
+    let answer = rig.events(&id).into_iter().find(|e| e["type"] == "answer").expect("the timeout's answer");
+    assert!(answer["answer"].as_str().unwrap().contains("did not answer within 3 s"), "{answer}");
+    let requests = rig.server.model_requests();
+    assert!(requests.len() >= 2 && requests[1].body_text().contains("rejected by user"), "{}", rig.raw(&id));
+}
+
+#[tokio::test]
 async fn codex_app_server_approval_survives_a_daemon_sigkill() {
     let mut rig =
         Rig::start(vec![escalated("echo still > after_restart.txt"), Reply::text("Wrote it after all.")]).await;
@@ -416,7 +433,7 @@ async fn figures_of_the_approval_bridge() {
     ask.sort_unstable();
     answer.sort_unstable();
     println!(
-        "codex app-server approval -> visible to caesar_await: median {} ms, max {} ms ({runs} runs; the approval's startedAtMs is when codex began the item, before it wrote the request)",
+        "codex approval in raw.log -> visible to caesar_await: median {} ms, max {} ms ({runs} runs)",
         ask[runs / 2],
         ask[runs - 1]
     );
