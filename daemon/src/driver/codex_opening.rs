@@ -41,6 +41,15 @@ impl CodexOpening {
         })
     }
 
+    /// Why the opening is over without a turn, for a server whose output ended first.
+    pub fn unanswered(&self) -> Option<&'static str> {
+        match self.phase {
+            Phase::Initializing => Some("codex app-server ended before answering initialize"),
+            Phase::Starting => Some("codex app-server ended before answering thread/start"),
+            _ => None,
+        }
+    }
+
     /// Whether the opening and the turn are over.
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done
