@@ -95,6 +95,9 @@ impl Launch {
             crate::provider::Stdin::Session { protocol: crate::driver::SessionProtocol::Acp, .. } => {
                 crate::driver::DriverKind::Acp
             }
+            crate::provider::Stdin::Session { protocol: crate::driver::SessionProtocol::CodexAppServer, .. } => {
+                crate::driver::DriverKind::CodexAppServer
+            }
         }
     }
 

@@ -45,6 +45,9 @@ pub enum Reply {
     ResponsesItem(Value),
     /// An HTTP error with the wire's error body.
     Error { status: u16, message: String },
+    /// An HTTP answer with exactly this status, these extra headers and this JSON body, whatever
+    /// the wire (codex's usage-limit 429: its `usage_limit_reached` body and `x-codex-*` headers).
+    Raw { status: u16, headers: Vec<(String, String)>, body: Value },
 }
 
 impl Reply {
@@ -341,6 +344,18 @@ fn read_chunked(reader: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
     }
 }
 
+fn write_raw(w: &mut TcpStream, status: u16, headers: &[(String, String)], body: &Value) -> std::io::Result<()> {
+    let body = body.to_string();
+    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    write!(
+        w,
+        "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra}\r\n{body}",
+        reason(status),
+        body.len()
+    )?;
+    w.flush()
+}
+
 fn write_plain(w: &mut TcpStream, status: u16, body: &Value) -> std::io::Result<()> {
     let body = body.to_string();
     write!(
@@ -414,6 +429,7 @@ fn model_of(r: &Request) -> String {
 
 fn write_anthropic(w: &mut TcpStream, r: &Request, reply: &Reply, id: u64) -> std::io::Result<()> {
     let (block, stop) = match reply {
+        Reply::Raw { status, headers, body } => return write_raw(w, *status, headers, body),
         Reply::Error { status, message } => {
             let kind = match status {
                 401 => "authentication_error",
@@ -472,6 +488,7 @@ fn write_anthropic(w: &mut TcpStream, r: &Request, reply: &Reply, id: u64) -> st
 
 fn write_responses(w: &mut TcpStream, r: &Request, reply: &Reply, id: u64) -> std::io::Result<()> {
     let item = match reply {
+        Reply::Raw { status, headers, body } => return write_raw(w, *status, headers, body),
         Reply::Error { status, message } => {
             let code = match status {
                 401 => "invalid_api_key",
@@ -598,6 +615,7 @@ fn gemini_chunk(parts: Vec<Value>) -> Value {
 
 fn write_gemini(w: &mut TcpStream, r: &Request, reply: &Reply) -> std::io::Result<()> {
     let parts = match reply {
+        Reply::Raw { status, headers, body } => return write_raw(w, *status, headers, body),
         Reply::Error { status, message } => {
             let kind = match status {
                 401 => "UNAUTHENTICATED",

@@ -14,6 +14,8 @@
 //! why [`Driver::read_line`] returns lines for the agent as well as events.
 
 pub mod acp;
+pub mod codex_app;
+pub mod codex_opening;
 pub mod opening;
 pub mod stream;
 
@@ -33,6 +35,8 @@ pub enum DriverKind {
     StreamWithControl,
     /// A two-way ACP session (JSON-RPC 2.0 over stdio), opened by the supervisor.
     Acp,
+    /// A two-way `codex app-server` session (JSON-RPC over stdio), opened by the supervisor.
+    CodexAppServer,
 }
 
 /// A two-way session protocol a supervisor opens (see [`opening`]).
@@ -41,6 +45,8 @@ pub enum DriverKind {
 pub enum SessionProtocol {
     /// The Agent Client Protocol.
     Acp,
+    /// `codex app-server`'s JSON-RPC protocol.
+    CodexAppServer,
 }
 
 impl SessionProtocol {
@@ -48,6 +54,7 @@ impl SessionProtocol {
     pub fn as_str(self) -> &'static str {
         match self {
             SessionProtocol::Acp => "acp",
+            SessionProtocol::CodexAppServer => "codex_app_server",
         }
     }
 
@@ -55,6 +62,7 @@ impl SessionProtocol {
     pub fn parse(name: &str) -> Option<SessionProtocol> {
         match name {
             "acp" => Some(SessionProtocol::Acp),
+            "codex_app_server" => Some(SessionProtocol::CodexAppServer),
             _ => None,
         }
     }
@@ -110,6 +118,9 @@ pub trait Driver: Send {
 
 /// The driver of a launch plan.
 pub fn for_launch(launch: &Launch) -> Box<dyn Driver> {
+    if launch.driver_kind() == DriverKind::CodexAppServer {
+        return Box::new(codex_app::CodexAppDriver::new());
+    }
     if launch.driver_kind() == DriverKind::Acp {
         return Box::new(acp::AcpDriver::new(&launch.parser));
     }

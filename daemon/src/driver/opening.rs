@@ -177,6 +177,42 @@ impl AcpOpening {
     }
 }
 
+/// The opening the supervisor carries out, by protocol (codex app-server's is
+/// [`super::codex_opening`]).
+#[derive(Debug, Clone)]
+pub enum Opening {
+    Acp(AcpOpening),
+    CodexAppServer(super::codex_opening::CodexOpening),
+}
+
+impl Opening {
+    /// The opening of `protocol` described by `opening`; `None` when it does not read.
+    pub fn from_json(protocol: super::SessionProtocol, opening: &[u8]) -> Option<Opening> {
+        match protocol {
+            super::SessionProtocol::Acp => AcpOpening::from_json(opening).map(Opening::Acp),
+            super::SessionProtocol::CodexAppServer => {
+                super::codex_opening::CodexOpening::from_json(opening).map(Opening::CodexAppServer)
+            }
+        }
+    }
+
+    /// One complete line of the agent's output (without its newline).
+    pub fn on_line(&mut self, line: &[u8]) -> Step {
+        match self {
+            Opening::Acp(o) => o.on_line(line),
+            Opening::CodexAppServer(o) => o.on_line(line),
+        }
+    }
+
+    /// Why the handshake is over without a prompt, for an agent whose output ended first.
+    pub fn unanswered(&self) -> Option<&'static str> {
+        match self {
+            Opening::Acp(o) => o.unanswered(),
+            Opening::CodexAppServer(o) => o.unanswered(),
+        }
+    }
+}
+
 /// session/new's params with the session to continue.
 fn with_session(new_session: &Value, id: &str) -> Value {
     let mut params = new_session.clone();

@@ -294,6 +294,7 @@ impl Engine {
                 // A provider that speaks a session protocol is driven through it (adapter data).
                 let built = provider::acp::launch(spec.id, &invocation)
                     .map(|acp| provider::acp::with_fallback(acp, provider::build_launch(spec.id, &invocation)))
+                    .or_else(|| self.codex_app_launch(spec.id, program, &invocation))
                     .or_else(|| provider::build_launch(spec.id, &invocation))
                     .ok_or_else(|| Error::Internal(format!("no launch for provider {}", spec.id)))?;
                 for (name, content) in &built.files {

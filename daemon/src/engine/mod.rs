@@ -46,6 +46,7 @@ mod budget;
 mod cancel;
 mod changes;
 mod channel;
+mod codex_choice;
 mod conclude;
 mod delegate;
 mod events;

@@ -98,6 +98,11 @@ pub fn protocol_reason(id: &str) -> &'static str {
             "stream-json with the control protocol on stdin (verified on claude 2.1.197): permission prompts \
              bridged in write mode, cancel sends `interrupt` before signals"
         }
+        "codex" => {
+            "codex app-server session where the installed codex is 0.171 or later: approvals reach the \
+             orchestrator, cancel goes through turn/interrupt, usage limits and 401s are read from \
+             codexErrorInfo; else (and for a resumed session) the one-shot `codex exec --json` stream"
+        }
         _ => "one-shot stream: this CLI offers no session protocol caesar drives",
     }
 }

@@ -30,6 +30,7 @@ mod classify;
 mod claude;
 mod codebuddy;
 mod codex;
+pub mod codex_app;
 mod copilot;
 mod cursor;
 mod gemini;

@@ -369,9 +369,9 @@ fn spawn_agent(
             let (reader, writer) = std::io::pipe()?;
             cmd.stdin(reader);
             let opening = match args.session {
-                Some(crate::driver::SessionProtocol::Acp) => {
+                Some(protocol) => {
                     let bytes = std::fs::read(args.task_dir.join(SESSION_OPENING))?;
-                    Some(crate::driver::opening::AcpOpening::from_json(&bytes).ok_or_else(|| {
+                    Some(crate::driver::opening::Opening::from_json(protocol, &bytes).ok_or_else(|| {
                         std::io::Error::new(std::io::ErrorKind::InvalidData, "the session opening does not read")
                     })?)
                 }

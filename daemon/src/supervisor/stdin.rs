@@ -19,7 +19,7 @@ pub(super) struct StdinControl {
     /// The agent's stdin is closed after the output line starting with this.
     pub(super) close_after: String,
     /// A session protocol's opening, carried out instead of the prefix match.
-    pub(super) opening: Option<crate::driver::opening::AcpOpening>,
+    pub(super) opening: Option<crate::driver::opening::Opening>,
     /// Told when a session's turn ended and its agent did not exit.
     pub(super) turn_over: mpsc::Sender<Msg>,
 }
