@@ -39,6 +39,7 @@ pub mod store;
 pub mod supervisor;
 pub mod tail;
 pub mod task_dir;
+pub mod trust;
 pub mod workshop;
 
 /// The API protocol number this daemon answers `Ping` with.

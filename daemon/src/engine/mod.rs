@@ -61,6 +61,7 @@ mod pulse;
 mod queue;
 mod recovery;
 mod start;
+mod trusting;
 // Issue 17, fan-out: verification in the worktree, groups.
 pub mod groups;
 mod notifications;

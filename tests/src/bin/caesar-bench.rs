@@ -162,7 +162,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
     )?;
     let paths = Paths::under(home.path());
-    let envs = [("CAESAR_HOME", home.path().display().to_string()), ("CAESAR_LOG", "warn".to_owned())];
+    let envs = [
+        ("CAESAR_HOME", home.path().display().to_string()),
+        ("CAESAR_LOG", "warn".to_owned()),
+        ("CAESAR_TRUST_PREFIX", std::env::temp_dir().display().to_string()),
+    ];
     let mut daemon = Command::new(bin_dir.join("caesard"))
         .envs(envs.iter().cloned())
         .stdin(Stdio::null())
@@ -475,6 +479,7 @@ async fn prepare_figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std:
     let envs = [
         ("CAESAR_HOME", home.path().display().to_string()),
         ("CAESAR_LOG", "warn".to_owned()),
+        ("CAESAR_TRUST_PREFIX", std::env::temp_dir().display().to_string()),
         ("CAESAR_PREPARE_PARALLEL", "8".to_owned()),
     ];
     let mut daemon = Command::new(bin_dir.join("caesard"))
