@@ -7,6 +7,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod agent_env;
 pub mod agents;
 pub mod catalog;
 pub mod channel_spec;

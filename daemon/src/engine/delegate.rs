@@ -233,7 +233,7 @@ impl Engine {
                 Launch {
                     program: program.display().to_string(),
                     args,
-                    env: def.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    secret_env: def.env.keys().cloned().collect(),
                     parser: provider::GENERIC.to_owned(),
                     ..Launch::default()
                 }
