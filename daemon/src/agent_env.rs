@@ -60,7 +60,7 @@ pub fn provider_prefixes(provider: &str) -> &'static [&'static str] {
         "claude" => &["ANTHROPIC_", "CLAUDE_", "DISABLE_", "MCP_", "AWS_", "CLOUD_ML_REGION", "VERTEX_"],
         "codex" => &["OPENAI_", "CODEX_", "AZURE_OPENAI_"],
         "gemini" => &["GEMINI_", "GOOGLE_"],
-        "qwen" => &["QWEN_", "DASHSCOPE_", "OPENAI_"],
+        "qwen" => &["QWEN_", "DASHSCOPE_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"],
         "opencode" => &[
             "OPENCODE_",
             "ANTHROPIC_",
