@@ -287,15 +287,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     req.agent = "asker".into();
     req.channel = true;
     let asker = c.delegate(req).await?.into_inner();
+    // The secret is no longer in the agent's environment (issue 19): the
+    // bench, a process of the user's, reads it where the daemon keeps it.
     let raw = std::path::Path::new(&asker.task_dir).join("raw.log");
-    let secret = loop {
-        if let Ok(t) = std::fs::read_to_string(&raw)
-            && let Some(s) = t.lines().next().and_then(|l| l.strip_prefix("CAESAR_CHANNEL_SECRET="))
-        {
-            break s.to_owned();
-        }
+    while !std::fs::read_to_string(&raw).is_ok_and(|t| t.contains("CAESAR_CHANNEL_SECRET")) {
         tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    }
+    let store = caesard::store::Store::open(&paths.state_dir.join("caesar.db")).map_err(|e| e.to_string())?;
+    let secret = store.task(&asker.task_id).map_err(|e| e.to_string())?.ok_or("no asker task")?.secret;
     let scope = pb::ChannelRequest { task_id: asker.task_id.clone(), secret };
     let mut visible = Figure::new("P9a ask→visible to await", "-");
     let mut answered = Figure::new("P9b visible→answer stored", "-");
