@@ -411,6 +411,10 @@ struct RunArgs {
     /// outcome goes into the report (repeatable; default: the role's `verify`).
     #[arg(long = "verify")]
     verify: Vec<String>,
+    /// Where the task runs: `local` or `kubernetes` (default: the role's
+    /// `runner`, else the project's `[runner] kind`).
+    #[arg(long, value_parser = ["local", "kubernetes"])]
+    runner: Option<String>,
     /// Fan out: one task per agent (comma-separated, e.g. codex,gemini,claude),
     /// each in its own worktree; prints their comparison at the end.
     #[arg(long, value_delimiter = ',', conflicts_with = "agent")]

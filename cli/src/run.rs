@@ -40,6 +40,7 @@ pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
             verify: a.verify,
             agents: a.agents,
             attempts: a.attempts.unwrap_or(0),
+            runner: a.runner.unwrap_or_default(),
             ..Default::default()
         })
         .await

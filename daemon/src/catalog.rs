@@ -169,6 +169,9 @@ pub fn options(spec: &ProviderSpec) -> Value {
         "model": if caps.model_selection { json!({"free": true}) } else { Value::Null },
         "effort": if spec.efforts.is_empty() { Value::Null } else { json!({"allowed": spec.efforts}) },
         "session_id": caps.resume,
+        // Issue 15: which protocol caesar speaks with the CLI, and why.
+        "protocol": {"name": crate::provider::acp::protocol_name(spec.id),
+            "reason": crate::provider::acp::protocol_reason(spec.id)},
     })
 }
 

@@ -40,6 +40,19 @@ pub fn main() -> ExitCode {
         {
             return ExitCode::from(crate::runner::kubernetes::pod::main(&args[2..]) as u8);
         }
+        #[cfg(all(unix, feature = "kubernetes"))]
+        Some(crate::runner::kubernetes::pod::POD_ARG0) => {
+            use crate::runner::kubernetes::phases;
+            let code = match args.get(1).map(String::as_str) {
+                Some(phases::FETCH_ARG) => phases::fetch_main(&args[2..]),
+                Some(phases::COLLECT_ARG) => phases::collect_main(&args[2..]),
+                _ => {
+                    eprintln!("caesard __kube: use `pod`, `fetch` or `collect`");
+                    2
+                }
+            };
+            return ExitCode::from(code as u8);
+        }
         Some("--version" | "-V") => {
             println!("caesard {} (API protocol {})", caesar_proto::VERSION, crate::protocol_number());
             return ExitCode::SUCCESS;

@@ -177,6 +177,8 @@ struct RawRole {
     on_blocker: Option<String>,
     /// Commands run in the worktree after the agent ends (issue 17).
     verify: Option<Vec<String>>,
+    /// Where the role's tasks run (issue 16), over `[runner] kind`.
+    runner: Option<crate::runner::settings::RunnerKind>,
 }
 
 fn auto_isolation() -> IsolationPref {
@@ -303,6 +305,9 @@ pub struct Config {
     /// Each role's `verify` commands, by role name (a role redefined in a
     /// later layer takes its own, or none).
     pub role_verify: BTreeMap<String, Vec<String>>,
+    /// Each role's `runner`, by role name (issue 16; a role redefined in a
+    /// later layer takes its own, or none).
+    pub role_runner: BTreeMap<String, crate::runner::settings::RunnerKind>,
     /// `[notify]`: webhooks and a command hook (read from the global layer).
     pub notify: crate::notify::NotifyConfig,
     /// Where each `policy.*` and `worktree.*` field came from; absent means default.
@@ -331,6 +336,7 @@ impl Default for Config {
             bin: BTreeMap::new(),
             http: None,
             role_verify: BTreeMap::new(),
+            role_runner: BTreeMap::new(),
             notify: Default::default(),
             provenance: BTreeMap::new(),
             files: Vec::new(),
@@ -516,6 +522,10 @@ impl Config {
                 },
             };
             self.role_lifecycle.insert(raw.name.clone(), lifecycle);
+            match raw.runner {
+                Some(k) => self.role_runner.insert(raw.name.clone(), k),
+                None => self.role_runner.remove(&raw.name),
+            };
             match raw.verify {
                 Some(v) if v.iter().any(|c| c.trim().is_empty()) => {
                     return Err(bad("verify", format!("of role `{}` holds an empty command: remove it", raw.name)));

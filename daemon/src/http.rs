@@ -265,6 +265,7 @@ pub async fn serve(
     };
     let app = axum::Router::new()
         .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn(crate::http_legacy_tasks::rewrite))
         .layer(axum::middleware::from_fn(move |req: Request, next: Next| guard(g.clone(), req, next)))
         .merge(dashboard.router());
     info!(listen = %config.listen, "MCP over HTTP at http://{}/mcp", config.listen);

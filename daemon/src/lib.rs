@@ -20,6 +20,7 @@ pub mod driver;
 pub mod engine;
 pub mod error;
 pub mod http;
+pub mod http_legacy_tasks;
 pub mod ids;
 pub mod init;
 pub mod lifecycle;

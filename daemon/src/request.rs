@@ -29,4 +29,6 @@ pub struct DelegateInput {
     pub on_blocker: Option<String>,
     /// Verification commands for this delegation; empty for the role's.
     pub verify: Vec<String>,
+    /// `local` or `kubernetes` (issue 16), over the role's and `[runner] kind`.
+    pub runner: Option<String>,
 }

@@ -221,6 +221,7 @@ impl Caesar for Service {
             },
             on_blocker: opt(r.on_blocker),
             verify: r.verify,
+            runner: opt(r.runner),
         };
         // The depth is the daemon's to say, never the request's: 0 for the
         // user, the parent's plus one inside a task.

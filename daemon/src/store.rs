@@ -18,7 +18,9 @@ use crate::runner::RunHandle;
 use crate::workshop::Prepared;
 
 mod lifecycle;
+mod listing;
 pub use lifecycle::AttemptRow;
+pub use listing::ListRow;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = 5;

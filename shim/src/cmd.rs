@@ -89,20 +89,24 @@ pub async fn main() -> ExitCode {
         cwd_is_root: true,
     };
     let shim = server::Shim::new(paths, settings);
-    let running = match shim.serve(rmcp::transport::stdio()).await {
+    let (transport, written) = rewritten_stdio();
+    let running = match shim.serve(transport).await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("caesar-mcp: MCP initialization failed: {e}");
             return ExitCode::from(1);
         }
     };
-    match running.waiting().await {
+    let code = match running.waiting().await {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("caesar-mcp: {e}");
             ExitCode::from(1)
         }
-    }
+    };
+    // Everything rmcp wrote reaches stdout before the process ends.
+    let _ = tokio::time::timeout(Duration::from_secs(5), written).await;
+    code
 }
 
 async fn serve_channel(paths: caesar_proto::paths::Paths) -> ExitCode {
@@ -126,4 +130,50 @@ async fn serve_channel(paths: caesar_proto::paths::Paths) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Stdio with [`crate::legacy_wire`]'s rewriting between it and rmcp: each
+/// inbound line is rewritten before rmcp parses it, each answer that needs
+/// it is patched after rmcp wrote it. A line that is not JSON passes as is.
+fn rewritten_stdio() -> ((tokio::io::DuplexStream, tokio::io::DuplexStream), tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let (to_rmcp, rmcp_reads) = tokio::io::duplex(1 << 20);
+    let (rmcp_writes, from_rmcp) = tokio::io::duplex(1 << 20);
+    let pending = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let inbound = pending.clone();
+    tokio::spawn(async move {
+        let mut to_rmcp = to_rmcp;
+        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let line = match serde_json::from_str::<serde_json::Value>(&line) {
+                Ok(mut v) => {
+                    let patches = crate::legacy_wire::inbound(&mut v);
+                    inbound.lock().unwrap_or_else(|p| p.into_inner()).extend(patches);
+                    v.to_string()
+                }
+                Err(_) => line,
+            };
+            if to_rmcp.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                return;
+            }
+        }
+        // Stdin closed: rmcp sees the end and stops.
+    });
+    let written = tokio::spawn(async move {
+        let mut out = tokio::io::stdout();
+        let mut lines = BufReader::new(from_rmcp).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let line = match serde_json::from_str::<serde_json::Value>(&line) {
+                Ok(mut v) => {
+                    crate::legacy_wire::outbound_by_id(&mut v, &mut pending.lock().unwrap_or_else(|p| p.into_inner()));
+                    v.to_string()
+                }
+                Err(_) => line,
+            };
+            if out.write_all(format!("{line}\n").as_bytes()).await.is_err() || out.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    ((rmcp_reads, rmcp_writes), written)
 }

@@ -9,6 +9,8 @@ pub mod channel;
 pub mod cmd;
 pub mod daemon;
 pub mod error;
+pub mod legacy_tasks;
+pub mod legacy_wire;
 pub mod output;
 pub mod params;
 pub mod schema;

@@ -98,6 +98,9 @@ pub struct DelegateParams {
     /// Fan out: N tasks (2-8) of the same agent or role on the same objective, each in a worktree of its own, as one group.
     #[serde(default)]
     pub attempts: Option<u32>,
+    /// Where the task runs: "local" (this machine) or "kubernetes" (a Job on the cluster of the project's `[runner.kubernetes]`). Defaults to the role's `runner`, else the project's `[runner] kind`.
+    #[serde(default)]
+    pub runner: Option<String>,
 }
 
 /// A task's limits for `caesar_delegate`.

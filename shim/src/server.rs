@@ -88,11 +88,11 @@ impl Shim {
         self.inner.settings.max_chars
     }
 
-    fn daemon(&self) -> &Daemon {
+    pub(crate) fn daemon(&self) -> &Daemon {
         &self.inner.daemon
     }
 
-    async fn dispatch(
+    pub(crate) async fn dispatch(
         &self,
         name: &str,
         args: Value,
@@ -210,6 +210,7 @@ impl Shim {
             verify: p.verify.unwrap_or_default(),
             agents: p.agents.unwrap_or_default(),
             attempts: p.attempts.unwrap_or(0),
+            runner: p.runner.unwrap_or_default(),
         };
         let d = self
             .daemon()
@@ -709,6 +710,18 @@ impl ServerHandler for Shim {
 
     async fn cancel_task(&self, r: CancelTaskParams, _: RequestContext<RoleServer>) -> Result<(), McpError> {
         crate::tasks::cancel(self.daemon(), &r.task_id).await
+    }
+
+    async fn on_custom_request(
+        &self,
+        r: rmcp::model::CustomRequest,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, McpError> {
+        // MCP 2025-11-25's task requests, renamed by crate::legacy_wire.
+        match crate::legacy_tasks::handle(self, &r.method, r.params, ctx).await {
+            Some(answer) => answer.map(rmcp::model::CustomResult),
+            None => Err(McpError::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, r.method, None)),
+        }
     }
 }
 

@@ -242,8 +242,8 @@ async fn watch_redraws_a_screen_on_a_terminal_with_colour_unless_no_color() {
     let env = Env::new(&[]);
     let gate = env.file("gate");
     let g = gate.display().to_string();
-    env.set_agents(&[("gated", &["wait-file", &g, "report", "success", "ok"])]);
-    let o = env.caesar(&["--json", "run", "--detach", "--agent", "gated", "x"]);
+    env.set_agents(&[("gated", &["say", "halfway through the parser", "wait-file", &g, "report", "success", "ok"])]);
+    let o = env.caesar(&["--json", "run", "--detach", "--agent", "gated", "tidy the config parser"]);
     let id = json(stdout(&o).trim())["task_id"].as_str().unwrap().to_owned();
     // `script` gives caesar watch a pseudo-terminal; timeout ends it.
     let run = |no_color: bool| {
@@ -263,6 +263,9 @@ async fn watch_redraws_a_screen_on_a_terminal_with_colour_unless_no_color() {
     assert!(screen.contains("\x1b[2J"), "the screen is redrawn: {screen:?}");
     assert!(screen.contains(&id) && screen.contains("TASK"), "{screen:?}");
     assert!(screen.contains("\x1b[32mrunning"), "colour on a terminal: {screen:?}");
+    // Which task is which: its objective, and its last words.
+    assert!(screen.contains("tidy the config parser"), "the objective under the row: {screen:?}");
+    assert!(screen.contains("halfway through the parser"), "the last reply line: {screen:?}");
     let plain = run(true);
     assert!(plain.contains(&id) && !plain.contains("\x1b[32m"), "NO_COLOR: {plain:?}");
     std::fs::write(&gate, "go").unwrap();

@@ -258,6 +258,17 @@ async fn a_diff_applied_from_the_page_lands_in_the_main_tree_and_a_stale_apply_w
         );
         assert!(msg.as_str().unwrap().contains("nothing was written"), "{msg}");
         b.screenshot("task-stale-apply");
+        // The same refusal over the API: 409 Conflict, with the conflicting file.
+        let r = b.js_async(
+            "const done = arguments[arguments.length - 1];
+             fetch(`/api/task/${arguments[0]}/apply`, {method: 'POST', headers: {'content-type': 'application/json',
+               'x-caesar-csrf': document.querySelector('meta[name=caesar-csrf]').content}, body: '{}'})
+             .then(async (r) => done([r.status, await r.json()]));",
+            json!([editor]),
+        );
+        assert_eq!(r[0], 409, "{r}");
+        assert!(r[1]["error"].as_str().unwrap().contains("nothing was written"), "{r}");
+        assert!(r[1]["conflicts"].to_string().contains("README.md"), "{r}");
     });
     assert_eq!(std::fs::read_to_string(main.join("README.md")).unwrap(), "changed in the main tree meanwhile\n");
     let t = c.status(pb::StatusRequest { task_id: editor.clone() }).await.unwrap().into_inner();
@@ -340,8 +351,201 @@ async fn a_forged_cross_site_post_is_refused() {
 
 /// claude (the real CLI, against the scripted model) asks before running a shell command;
 /// the prompt shows on the task page, and Allow there lets the command run.
+const SUCCESS: &str = r#"{"protocol":"caesar.report/v1","status":"success","summary":"done, all tests pass"}"#;
+
+/// The text of the cell of group `g`'s row `row` for task `t`.
+fn group_cell(b: &Browser, g: &str, row: &str, t: &str) -> String {
+    b.js(
+        "const c = document.querySelector(`section[data-group='${arguments[0]}'] tr[data-row='${arguments[1]}'] td[data-task='${arguments[2]}']`); return c ? c.textContent : null",
+        json!([g, row, t]),
+    )
+    .as_str()
+    .unwrap_or_else(|| panic!("no {row} cell for {t} in {g}"))
+    .to_owned()
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn a_permission_allowed_on_the_page_lets_claude_run_the_tool() {
+async fn the_groups_page_compares_a_groups_members_side_by_side_with_their_overlaps() {
+    let mut env = Env::new(&[
+        ("a1", &["write", "shared.txt", "from a1\n", "write", "only-a1.txt", "1\n", "report-raw", SUCCESS]),
+        ("a2", &["write", "shared.txt", "from a2\n", "report-raw", SUCCESS]),
+        ("a3", &["write", "only-a3.txt", "3\n", "sleep", "200", "report-raw", SUCCESS]),
+    ]);
+    repo(&env);
+    let mut c = env.start_daemon().await;
+    let (b, port) = tokio::task::block_in_place(|| logged_in(&env));
+    tokio::task::block_in_place(|| {
+        b.goto(&format!("http://127.0.0.1:{port}/groups"));
+        b.wait(
+            "the empty page",
+            LONG,
+            "return document.body.dataset.loaded === '0' && document.querySelector('#groups')",
+            json!([]),
+        );
+    });
+    let mut req = env.delegate_request("", "write the files");
+    req.agents = vec!["a1".into(), "a2".into(), "a3".into()];
+    req.mode = "write".into();
+    req.verify = vec!["test -f shared.txt".into()];
+    let d = c.delegate(req).await.unwrap().into_inner();
+    for t in &d.task_ids {
+        await_one(&mut c, t, LONG).await;
+    }
+    let (g, t1, t2, t3) = (d.group_id.clone(), d.task_ids[0].clone(), d.task_ids[1].clone(), d.task_ids[2].clone());
+    tokio::task::block_in_place(|| {
+        // The page follows the change stream: the group appears without a reload.
+        b.wait(
+            "the group, done",
+            LONG,
+            "const s = document.querySelector(`section[data-group='${arguments[0]}']`); return s && s.textContent.includes('done') && s.querySelectorAll('tr[data-row=agent] td').length === 3",
+            json!([g]),
+        );
+        // Verification ends after its task; a reload shows each outcome once stored.
+        let start = std::time::Instant::now();
+        while group_cell(&b, &g, "verification", &t3) != "failed" {
+            assert!(
+                start.elapsed() < LONG,
+                "a3's verification never showed: {}",
+                group_cell(&b, &g, "verification", &t3)
+            );
+            std::thread::sleep(Duration::from_millis(300));
+            b.goto(&format!("http://127.0.0.1:{port}/groups"));
+            b.wait(
+                "the group",
+                LONG,
+                "return document.querySelector(`section[data-group='${arguments[0]}'] tr[data-row=agent] td`)",
+                json!([g]),
+            );
+        }
+        assert_eq!(group_cell(&b, &g, "agent", &t1), "a1");
+        assert_eq!(group_cell(&b, &g, "files", &t1), "2");
+        assert_eq!(group_cell(&b, &g, "files", &t2), "1");
+        assert_eq!(group_cell(&b, &g, "lines", &t1), "+2 −0");
+        assert_eq!(group_cell(&b, &g, "verification", &t1), "passed");
+        assert_eq!(group_cell(&b, &g, "verification", &t3), "failed", "a3 wrote no shared.txt");
+        let overlaps = group_cell(&b, &g, "overlaps", &t1);
+        assert!(overlaps.contains(&t2) && overlaps.contains("shared.txt"), "{overlaps}");
+        assert_eq!(group_cell(&b, &g, "overlaps", &t3), "none");
+        assert!(group_cell(&b, &g, "status", &t1).contains("succeeded"));
+        b.screenshot("groups");
+        // One group by id; a bad id and an unknown one are refused with a message.
+        let r = b.js_async(
+            "const done = arguments[arguments.length - 1];
+             Promise.all(arguments[0].map((u) => fetch(u).then(async (r) => [r.status, await r.json()]))).then(done);",
+            json!([[format!("/api/group/{g}"), "/api/group/g_nothex", "/api/group/g_000000000000"]]),
+        );
+        assert_eq!(r[0][0], 200, "{r}");
+        assert_eq!(r[0][1]["members"].as_array().unwrap().len(), 3, "{r}");
+        assert_eq!(r[1][0], 400, "{r}");
+        assert!(r[1][1]["error"].as_str().unwrap().contains("not a group id"), "{r}");
+        assert_eq!(r[2][0], 404, "{r}");
+        assert!(r[2][1]["error"].as_str().unwrap().contains("no group g_000000000000"), "{r}");
+    });
+}
+
+fn usage(input: u64, output: u64) -> String {
+    json!({"type": "usage", "input_tokens": input, "output_tokens": output}).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_budgets_page_shows_each_tasks_limits_against_its_use() {
+    let (within, over) = (usage(300, 100), usage(700, 0));
+    let mut env = Env::new(&[
+        ("frugal", &["event", &within, "report", "success", "within budget"]),
+        ("spender", &["event", &over, "hang"]),
+        ("free", &["report", "success", "no budget"]),
+    ]);
+    let mut c = env.start_daemon().await;
+    let mut ids = Vec::new();
+    for (agent, tokens) in [("frugal", Some(1000)), ("spender", Some(500)), ("free", None)] {
+        let mut req = env.delegate_request(agent, &format!("spend as {agent}"));
+        req.budget = tokens.map(|t| pb::Budget { tokens: Some(t), ..Default::default() });
+        let id = c.delegate(req).await.unwrap().into_inner().task_id;
+        await_one(&mut c, &id, LONG).await;
+        ids.push(id);
+    }
+    let (b, port) = tokio::task::block_in_place(|| logged_in(&env));
+    tokio::task::block_in_place(|| {
+        b.goto(&format!("http://127.0.0.1:{port}/budgets"));
+        b.wait("the budgets", LONG, "return document.body.dataset.loaded === '2'", json!([]));
+        let cell = |id: &str, col: &str| {
+            b.js(
+                "const c = document.querySelector(`tr[data-id='${arguments[0]}'] td.${arguments[1]}`); return c ? [c.textContent, c.querySelector('.meter') ? c.querySelector('.meter').dataset.pct : null] : null",
+                json!([id, col]),
+            )
+        };
+        assert_eq!(cell(&ids[0], "tokens"), json!(["400 / 1000 (40%)", "40"]));
+        assert_eq!(cell(&ids[1], "tokens"), json!(["700 / 500 (100%)", "100"]));
+        assert_eq!(cell(&ids[1], "exceeded")[0], "tokens", "the limit that stopped it");
+        assert_eq!(cell(&ids[0], "exceeded")[0], "");
+        assert!(cell(&ids[2], "tokens").is_null(), "a task without a budget is not listed");
+        b.screenshot("budgets");
+    });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_radar_page_shows_which_tasks_change_the_same_lines() {
+    let mut env = Env::new(&[
+        ("w1", &["write", "README.md", "hello from w1\n", "report-raw", SUCCESS]),
+        ("w2", &["write", "README.md", "hello from w2\n", "report-raw", SUCCESS]),
+        ("w3", &["write", "other.txt", "w3\n", "report-raw", SUCCESS]),
+    ]);
+    repo(&env);
+    let mut c = env.start_daemon().await;
+    let mut ids = Vec::new();
+    for a in ["w1", "w2", "w3"] {
+        let mut r = env.delegate_request(a, "edit");
+        r.mode = "write".into();
+        r.isolation = "worktree".into();
+        let d = c.delegate(r).await.unwrap().into_inner();
+        await_one(&mut c, &d.task_id, LONG).await;
+        ids.push(d.task_id);
+    }
+    let (b, port) = tokio::task::block_in_place(|| logged_in(&env));
+    tokio::task::block_in_place(|| {
+        b.goto(&format!("http://127.0.0.1:{port}/radar"));
+        b.wait("the radar", LONG, "return document.body.dataset.loaded === '3'", json!([]));
+        let meets = |id: &str| {
+            b.js(
+                "return [...document.querySelectorAll(`tr[data-id='${arguments[0]}']`)].map((r) => [r.dataset.meets, r.querySelector('.paths').textContent, r.querySelector('.hunks').textContent, r.classList.contains('clash')])",
+                json!([id]),
+            )
+        };
+        assert_eq!(meets(&ids[0]), json!([[ids[1], "README.md", "README.md", true]]));
+        assert_eq!(meets(&ids[1]), json!([[ids[0], "README.md", "README.md", true]]));
+        assert_eq!(meets(&ids[2]), json!([["", "", "", false]]), "w3 meets nobody");
+        b.screenshot("radar");
+    });
+    // The user's own edit of README.md shows as a meeting too, once the page reloads.
+    std::fs::write(env.project.path().join("README.md"), "hello by hand\n").unwrap();
+    tokio::task::block_in_place(|| {
+        b.goto(&format!("http://127.0.0.1:{port}/radar"));
+        b.wait(
+            "the uncommitted changes",
+            LONG,
+            "return document.querySelector(`tr[data-id='${arguments[0]}'][data-meets=uncommitted]`)",
+            json!([ids[0]]),
+        );
+        b.screenshot("radar-uncommitted");
+    });
+    // A discarded task leaves the radar.
+    let o = env.caesar(&["discard", &ids[1]]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    tokio::task::block_in_place(|| {
+        b.goto(&format!("http://127.0.0.1:{port}/radar"));
+        b.wait("two tasks", LONG, "return document.body.dataset.loaded === '2'", json!([]));
+        let gone = b.js("return document.querySelector(`tr[data-id='${arguments[0]}']`) === null", json!([ids[1]]));
+        assert_eq!(gone, json!(true));
+    });
+}
+
+/// A daemon whose `claude` is the real CLI against a scripted model that
+/// asks to run `command` with Bash, then says `after`; and a write task in
+/// a worktree delegated to it. Returns the env, client, task id and server.
+async fn claude_asks_to_run(
+    command: &str,
+    after: &str,
+) -> (Env, caesar_proto::client::Client, String, caesar_tests::model_server::ModelServer, tempfile::TempDir) {
     use caesar_tests::model_server::{ModelServer, Reply};
     let claude = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("real-clis/node_modules/.bin/claude");
     assert!(
@@ -349,10 +553,9 @@ async fn a_permission_allowed_on_the_page_lets_claude_run_the_tool() {
         "{} is missing: `npm install --prefix tests/real-clis --no-save --no-audit --no-fund`",
         claude.display()
     );
-    let command = "python3 -c \"open('bridged.txt','w').write('allowed from the page')\"";
     let server = ModelServer::start(vec![
         Reply::tool("Bash", json!({"command": command, "description": "run a command"})),
-        Reply::text("Wrote bridged.txt."),
+        Reply::text(after),
     ]);
     let mut env = Env::new(&[]);
     repo(&env);
@@ -384,25 +587,35 @@ async fn a_permission_allowed_on_the_page_lets_claude_run_the_tool() {
     req.isolation = "worktree".into();
     req.timeout_ms = 120_000;
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    (env, c, id, server, homes)
+}
+
+/// Opens the task page, waits for the permission prompt and presses `answer` (allow or deny).
+fn answer_permission(b: &Browser, port: u16, id: &str, answer: &str, shot: &str) {
+    b.goto(&format!("http://127.0.0.1:{port}/task/{id}"));
+    b.wait(
+        "the permission prompt",
+        Duration::from_secs(120),
+        "return document.querySelector('[data-question] [data-answer=allow]')",
+        json!([]),
+    );
+    assert!(b.text().contains("Bash"), "{}", b.text());
+    b.screenshot(shot);
+    b.click(&format!("[data-question] [data-answer={answer}]"));
+    b.wait(
+        "the answer sent",
+        LONG,
+        "const r = document.querySelector('[data-question] .result.good'); return r && r.textContent",
+        json!([]),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_permission_allowed_on_the_page_lets_claude_run_the_tool() {
+    let command = "python3 -c \"open('bridged.txt','w').write('allowed from the page')\"";
+    let (env, mut c, id, _server, _homes) = claude_asks_to_run(command, "Wrote bridged.txt.").await;
     let (b, port) = tokio::task::block_in_place(|| logged_in(&env));
-    tokio::task::block_in_place(|| {
-        b.goto(&format!("http://127.0.0.1:{port}/task/{id}"));
-        b.wait(
-            "the permission prompt",
-            Duration::from_secs(120),
-            "return document.querySelector('[data-question] [data-answer=allow]')",
-            json!([]),
-        );
-        assert!(b.text().contains("Bash"), "{}", b.text());
-        b.screenshot("task-permission");
-        b.click("[data-question] [data-answer=allow]");
-        b.wait(
-            "the answer sent",
-            LONG,
-            "const r = document.querySelector('[data-question] .result.good'); return r && r.textContent",
-            json!([]),
-        );
-    });
+    tokio::task::block_in_place(|| answer_permission(&b, port, &id, "allow", "task-permission"));
     let t = await_one(&mut c, &id, Duration::from_secs(120)).await;
     assert_eq!(t.status, "succeeded", "{t:?}");
     let r = json(&t.report_json);
@@ -410,6 +623,32 @@ async fn a_permission_allowed_on_the_page_lets_claude_run_the_tool() {
     let o = env.caesar(&["apply", &id]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read_to_string(env.project.path().join("bridged.txt")).unwrap(), "allowed from the page");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_permission_denied_on_the_page_keeps_claude_from_running_the_tool() {
+    let command = "python3 -c \"open('bridged.txt','w').write('should never exist')\"";
+    let (env, mut c, id, server, _homes) = claude_asks_to_run(command, "I was not allowed to write it.").await;
+    let (b, port) = tokio::task::block_in_place(|| logged_in(&env));
+    tokio::task::block_in_place(|| answer_permission(&b, port, &id, "deny", "task-permission-deny"));
+    let t = await_one(&mut c, &id, Duration::from_secs(120)).await;
+    let worktree = json(
+        &std::fs::read_to_string(env.paths.state_dir.join("tasks").join(&id).join("task.json")).unwrap(),
+    )["workspace"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!std::path::Path::new(&worktree).join("bridged.txt").exists(), "the denied command did not run: {t:?}");
+    assert!(!env.project.path().join("bridged.txt").exists());
+    let r = json(&t.report_json);
+    assert!(!r["changes"].to_string().contains("bridged.txt"), "no change from the denied tool: {r}");
+    // Claude heard the refusal: the model's second turn carries it as the tool's result.
+    let asked = server.model_requests();
+    assert!(asked.len() >= 2, "claude went on after the denial: {} requests", asked.len());
+    let last = asked.last().unwrap().body.to_string();
+    assert!(last.contains("tool_result") && last.contains("is_error"), "the denial reached the model: {last}");
+    let logs = env.caesar(&["logs", &id]);
+    assert!(String::from_utf8_lossy(&logs.stdout).contains("deny"), "{}", String::from_utf8_lossy(&logs.stdout));
 }
 
 /// The dashboard's figures for BENCHMARKS.md (not a timed test: it prints, it does not

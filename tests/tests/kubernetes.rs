@@ -34,7 +34,8 @@ impl Sim {
             .args(["--state-dir", &dir.path().join("state").display().to_string()])
             .args(["--port-file", &port_file.display().to_string()])
             .args(["--namespace", "caesar", "--path", &path])
-            .args(extra)
+            // `{dir}` in an argument is the simulator's directory.
+            .args(extra.iter().map(|a| a.replace("{dir}", &dir.path().display().to_string())))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -229,6 +230,210 @@ async fn a_task_runs_as_a_job_and_its_report_and_diff_come_back() {
     assert!(a.applied && a.conflicts.is_empty(), "{a:?}");
     assert_eq!(std::fs::read_to_string(env.project.path().join("README.md")).unwrap(), "hello\nworld\n");
     assert!(env.project.path().join("src/new.rs").exists());
+    // Applied: the task's refs leave the remote (in the background).
+    assert!(eventually(LONG, || task_refs(&sim, &d.task_id).is_empty()).await, "{:?}", task_refs(&sim, &d.task_id));
+}
+
+/// The task's refs on the simulator's git remote.
+fn task_refs(sim: &Sim, task_id: &str) -> Vec<String> {
+    git(&sim.remote(), &["for-each-ref", "--format=%(refname)", &format!("refs/caesar/tasks/{task_id}/")])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A worktree task on the simulator that changed README.md, finished.
+async fn finished_writer(env: &mut Env, sim: &Sim) -> (caesar_proto::client::Client, String) {
+    env.set_agents(&[("writer", &["write", "README.md", "hello\nagain\n", "report", "success", "ok"])]);
+    project(env, sim, "caesar-agent:1", "");
+    let mut c = env.start_daemon().await;
+    let id = c.delegate(env.delegate_request("writer", "x")).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(task_refs(sim, &id).len(), 2, "base and result pushed");
+    (c, id)
+}
+
+#[tokio::test]
+async fn the_agent_container_holds_neither_git_credential() {
+    // The remote is reachable only as `caesar-remote:`, a name that the
+    // git credentials (environment from two Secrets) map to the bare
+    // repository: the init container fetches with one, the collector pushes
+    // with the other, and the agent container has neither.
+    let cred = |secret: &str, token: &str| {
+        [
+            format!("{secret}:GIT_CONFIG_COUNT=1"),
+            format!("{secret}:GIT_CONFIG_KEY_0=url.{{dir}}/remote.git.insteadOf"),
+            format!("{secret}:GIT_CONFIG_VALUE_0=caesar-remote:"),
+            format!("{secret}:{token}"),
+        ]
+        .map(|s| ["--secret".to_owned(), s])
+        .concat()
+    };
+    let args =
+        [cred("git-read", "GIT_READ_TOKEN=r-secret-1"), cred("git-write", "GIT_WRITE_TOKEN=w-secret-2")].concat();
+    let sim = Sim::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    // What the agent sees, from inside: its environment, a search of every
+    // file it can reach for either token (spelled apart so the search's own
+    // text never matches), the git volume, and a push of its own.
+    let scan = r#"[ -n "$CAESAR_POD_ROOT" ] || echo no-pod-root
+if grep -RqsF "hello" "$CAESAR_POD_ROOT/"; then echo scan-reaches-the-workspace; fi
+if grep -RqsF -e "r-secret""-1" -e "w-secret""-2" "$CAESAR_POD_ROOT/" "$HOME" /proc/self/environ; then echo creds-found; else echo creds-absent; fi
+if [ -e "$CAESAR_POD_ROOT/git" ]; then echo git-volume-visible; else echo git-volume-absent; fi
+if git push -q caesar-remote: HEAD:refs/heads/agent 2>/dev/null; then echo agent-pushed; else echo agent-cannot-push; fi"#;
+    let mut env = Env::new(&[]);
+    env.set_agents(&[(
+        "writer",
+        &[
+            "env",
+            "GIT_READ_TOKEN",
+            "env",
+            "GIT_WRITE_TOKEN",
+            "env",
+            "GIT_CONFIG_COUNT",
+            "sh",
+            scan,
+            "write",
+            "README.md",
+            "hello\nfrom a pod without credentials\n",
+            "report",
+            "success",
+            "ok",
+        ],
+    )]);
+    project(&env, &sim, "caesar-agent:1", "git_read_secret = \"git-read\"\ngit_write_secret = \"git-write\"\n");
+    let remote = sim.remote().display().to_string();
+    git(env.project.path(), &["config", &format!("url.{remote}.insteadOf"), "caesar-remote:"]);
+    let local = env.project.path().join(".caesar/config.local.toml");
+    let text = std::fs::read_to_string(&local)
+        .unwrap()
+        .replace(&format!("git_remote = {remote:?}"), "git_remote = \"caesar-remote:\"");
+    std::fs::write(&local, text).unwrap();
+    let mut c = env.start_daemon().await;
+    let id = c.delegate(env.delegate_request("writer", "x")).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{}", t.error);
+    let texts = messages(&all_logs(&mut c, &id).await);
+    for line in [
+        "GIT_READ_TOKEN=",
+        "GIT_WRITE_TOKEN=",
+        "GIT_CONFIG_COUNT=",
+        "scan-reaches-the-workspace",
+        "creds-absent",
+        "git-volume-absent",
+        "agent-cannot-push",
+    ] {
+        assert!(texts.contains(&line.to_owned()), "{line} not in {texts:?}");
+    }
+    assert!(!texts.contains(&"no-pod-root".to_owned()), "{texts:?}");
+    // The result came back through the collector, and applies.
+    assert_eq!(task_refs(&sim, &id).len(), 2);
+    let a = c.apply(pb::ApplyRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert!(a.applied, "{a:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.project.path().join("README.md")).unwrap(),
+        "hello\nfrom a pod without credentials\n"
+    );
+    // The Job: the Secrets only on the init and collector containers; checked
+    // against the official schemas.
+    let job = &sim.get_json("/sim/accepted")[0];
+    let spec = &job["spec"]["template"]["spec"];
+    assert_eq!(spec["initContainers"][0]["envFrom"][0]["secretRef"]["name"], "git-read");
+    assert_eq!(spec["containers"][1]["envFrom"][0]["secretRef"]["name"], "git-write");
+    assert!(spec["containers"][0].get("envFrom").is_none(), "{}", spec["containers"][0]);
+    validate_against_official_schemas(&sim, job);
+}
+
+#[tokio::test]
+async fn refs_go_at_discard_and_a_failed_deletion_is_retried_at_gc() {
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[]);
+    let (mut c, id) = finished_writer(&mut env, &sim).await;
+    // The remote is unreachable when the task is discarded: discard still
+    // answers at once, and the refs stay.
+    let away = sim.dir.path().join("remote.away");
+    std::fs::rename(sim.remote(), &away).unwrap();
+    c.discard(pb::DiscardRequest { task_id: id.clone() }).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    std::fs::rename(&away, sim.remote()).unwrap();
+    assert_eq!(task_refs(&sim, &id).len(), 2, "the deletion failed");
+    assert!(!task_dir(&env, &id).join("kube.released").exists());
+    // The next gc deletes them, and records it.
+    c.gc(pb::GcRequest { older_than_ms: 1, ..Default::default() }).await.unwrap();
+    assert!(task_refs(&sim, &id).is_empty(), "{:?}", task_refs(&sim, &id));
+    assert!(task_dir(&env, &id).join("kube.released").exists());
+    // A gc after that has nothing left to do and does not fail.
+    c.gc(pb::GcRequest { older_than_ms: 1, ..Default::default() }).await.unwrap();
+}
+
+#[tokio::test]
+async fn refs_of_an_undecided_task_go_when_gc_removes_its_worktree() {
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[]);
+    let (mut c, id) = finished_writer(&mut env, &sim).await;
+    // Not forced: the unapplied worktree and its refs are kept.
+    c.gc(pb::GcRequest { older_than_ms: 1, ..Default::default() }).await.unwrap();
+    assert_eq!(task_refs(&sim, &id).len(), 2);
+    let gc = c.gc(pb::GcRequest { older_than_ms: 1, force: true, ..Default::default() }).await.unwrap().into_inner();
+    assert!(gc.items.iter().any(|i| i.task_id == id && i.action == "removed"), "{:?}", gc.items);
+    assert!(task_refs(&sim, &id).is_empty(), "{:?}", task_refs(&sim, &id));
+}
+
+#[tokio::test]
+async fn the_runner_is_chosen_per_role_and_per_delegation() {
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[("quick", &["say", "hi", "report", "success", "ok"])]);
+    project(&env, &sim, "caesar-agent:1", "");
+    // The project runs locally; one role and single delegations go remote.
+    let local = env.project.path().join(".caesar/config.local.toml");
+    let text = std::fs::read_to_string(&local).unwrap().replace("kind = \"kubernetes\"", "kind = \"local\"");
+    std::fs::write(&local, text).unwrap();
+    let shared = env.project.path().join(".caesar/config.toml");
+    std::fs::write(
+        &shared,
+        std::fs::read_to_string(&shared).unwrap()
+            + "[[role]]\nname = \"remote\"\nagents = [\"quick\"]\nmode = \"read-only\"\nrunner = \"kubernetes\"\n",
+    )
+    .unwrap();
+    let mut c = env.start_daemon().await;
+    let ran_remotely = |id: &str| task_dir(&env, id).join("kube.json").exists();
+    let by_role = |runner: &str| pb::DelegateRequest {
+        agent: String::new(),
+        role: "remote".into(),
+        runner: runner.into(),
+        ..env.delegate_request("", "x")
+    };
+    let by_agent = |runner: &str| pb::DelegateRequest {
+        mode: "read_only".into(),
+        runner: runner.into(),
+        ..env.delegate_request("quick", "x")
+    };
+    let mut ids = Vec::new();
+    for (req, remote) in
+        [(by_role(""), true), (by_agent("kubernetes"), true), (by_agent(""), false), (by_role("local"), false)]
+    {
+        let id = c.delegate(req).await.unwrap().into_inner().task_id;
+        let t = await_one(&mut c, &id, LONG).await;
+        assert_eq!(t.status, "succeeded", "{}", t.error);
+        assert_eq!(ran_remotely(&id), remote, "{id}");
+        ids.push(id);
+    }
+    assert_eq!(sim.stats()["jobs"], 2, "two Jobs: the role's task and the delegation's");
+    for id in &ids[..2] {
+        assert_eq!(sim.pods_of(id).len(), 1, "{id} ran on the cluster");
+    }
+    // An unknown runner is refused by name.
+    let e = c.delegate(by_agent("k8s")).await.expect_err("unknown").message().to_owned();
+    assert!(e.contains("`runner`") && e.contains("\"local\" or \"kubernetes\""), "{e}");
+    // Without [runner.kubernetes], a role or a delegation asking for the
+    // cluster is refused with what is missing, and nothing is created.
+    std::fs::remove_file(&local).unwrap();
+    let e = c.delegate(by_role("")).await.expect_err("no cluster").message().to_owned();
+    assert!(e.contains("role `remote`") && e.contains("runner.kubernetes.namespace"), "{e}");
+    let e = c.delegate(by_agent("kubernetes")).await.expect_err("no cluster").message().to_owned();
+    assert!(e.contains("the delegation's `runner") && e.contains("runner.kubernetes.namespace"), "{e}");
+    assert_eq!(sim.stats()["jobs"], 2);
+    assert_eq!(c.list_tasks(pb::ListTasksRequest::default()).await.unwrap().into_inner().tasks.len(), 4);
 }
 
 /// Every Job the runner sent, checked against the official Kubernetes JSON
@@ -276,9 +481,7 @@ async fn a_daemon_killed_mid_task_reattaches_with_no_output_lost_or_repeated() {
     )]);
     project(&env, &sim, "caesar-agent:1", "");
     let mut c = env.start_daemon().await;
-    let mut req = env.delegate_request("gated", "x");
-    req.mode = "read_only".into();
-    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let id = read_only(&mut c, &env, "gated").await;
     assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "before the kill")).await);
     env.kill_daemons().await;
     // The pod goes on while no daemon runs.
@@ -308,9 +511,7 @@ async fn dropped_log_streams_resume_without_gap_or_duplicate() {
     env.set_agents(&[("slow", &steps)]);
     project(&env, &sim, "caesar-agent:1", "");
     let mut c = env.start_daemon().await;
-    let mut req = env.delegate_request("slow", "x");
-    req.mode = "read_only".into();
-    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let id = read_only(&mut c, &env, "slow").await;
     for _ in 0..8 {
         tokio::time::sleep(Duration::from_millis(150)).await;
         assert_eq!(sim.http("POST", "/sim/drop-logs", "").0, 200);
@@ -343,9 +544,7 @@ async fn cancel_deletes_the_job_and_waits_for_its_pod() {
     let mut env = Env::new(&[("hang", &["say", "agent-up", "hang"])]);
     project(&env, &sim, "caesar-agent:1", "");
     let mut c = env.start_daemon().await;
-    let mut req = env.delegate_request("hang", "x");
-    req.mode = "read_only".into();
-    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let id = read_only(&mut c, &env, "hang").await;
     assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "agent-up")).await);
     c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap();
     let t = await_one(&mut c, &id, LONG).await;
@@ -360,9 +559,7 @@ async fn a_job_deleted_behind_caesars_back_fails_the_task_with_the_reason() {
     let mut env = Env::new(&[("hang", &["say", "agent-up", "hang"])]);
     project(&env, &sim, "caesar-agent:1", "");
     let mut c = env.start_daemon().await;
-    let mut req = env.delegate_request("hang", "x");
-    req.mode = "read_only".into();
-    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let id = read_only(&mut c, &env, "hang").await;
     assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "agent-up")).await);
     let job = format!("caesar-{}", id.replace('_', "-"));
     let (code, body) = sim.http(
@@ -383,9 +580,7 @@ async fn evicted_pods_and_lost_nodes_fail_the_task_with_the_kubernetes_reason() 
     project(&env, &sim, "caesar-agent:1", "");
     let mut c = env.start_daemon().await;
     for (fault, reason) in [("evict", "Evicted"), ("lose-node", "NodeLost")] {
-        let mut req = env.delegate_request("hang", "x");
-        req.mode = "read_only".into();
-        let id = c.delegate(req).await.unwrap().into_inner().task_id;
+        let id = read_only(&mut c, &env, "hang").await;
         assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "agent-up")).await);
         let pod = sim.pods_of(&id)[0]["metadata"]["name"].as_str().unwrap().to_owned();
         assert_eq!(sim.http("POST", &format!("/sim/{fault}/caesar/{pod}"), "").0, 200);
@@ -401,13 +596,18 @@ async fn an_image_that_cannot_be_pulled_fails_the_task_at_start() {
     let mut env = Env::new(&[("quick", &["say", "never printed"])]);
     project(&env, &sim, "unpullable/caesar-agent:1", "image_pull_timeout_seconds = 1\n");
     let mut c = env.start_daemon().await;
-    let mut req = env.delegate_request("quick", "x");
-    req.mode = "read_only".into();
-    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let id = read_only(&mut c, &env, "quick").await;
     let t = await_one(&mut c, &id, LONG).await;
     assert_eq!(t.status, "failed");
     assert!(t.error.contains("cannot be pulled") && t.error.contains("ImagePull"), "{}", t.error);
     assert!(eventually(LONG, || sim.pods_of(&id).is_empty()).await, "the Job is deleted");
+}
+
+/// Delegates `agent` read-only on objective "x"; the task's id.
+async fn read_only(c: &mut caesar_proto::client::Client, env: &Env, agent: &str) -> String {
+    let mut req = env.delegate_request(agent, "x");
+    req.mode = "read_only".into();
+    c.delegate(req).await.unwrap().into_inner().task_id
 }
 
 async fn refused(env: &Env, c: &mut caesar_proto::client::Client) -> String {
@@ -475,9 +675,7 @@ async fn a_hundred_tasks_at_once_all_come_back() {
     let mut c = env.start_daemon().await;
     let mut ids = Vec::new();
     for _ in 0..100 {
-        let mut req = env.delegate_request("quick", "x");
-        req.mode = "read_only".into();
-        ids.push(c.delegate(req).await.unwrap().into_inner().task_id);
+        ids.push(read_only(&mut c, &env, "quick").await);
     }
     for id in &ids {
         let t = await_one(&mut c, id, Duration::from_secs(300)).await;
@@ -511,9 +709,7 @@ async fn real_cluster_round_trip() {
     )
     .unwrap();
     let mut c = env.start_daemon().await;
-    let mut req = env.delegate_request("quick", "x");
-    req.mode = "read_only".into();
-    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let id = read_only(&mut c, &env, "quick").await;
     let t = await_one(&mut c, &id, Duration::from_secs(600)).await;
     assert_eq!(t.status, "succeeded", "{}", t.error);
 }
@@ -553,8 +749,9 @@ fn connections_to(pid: u32, port: u16) -> usize {
 
 /// The figures in BENCHMARKS.md ("Kubernetes runner, on k8s-sim"). Not a
 /// timed test: it prints what it measures and asserts only that the tasks
-/// run. `CAESAR_K8S_BENCH_TASKS=100,500 cargo nextest run -p caesar-tests
-/// --test kubernetes --run-ignored only -E 'test(figures)' --no-capture`
+/// run. `CAESAR_K8S_BENCH_TASKS=100,500 [CAESAR_K8S_BENCH_KUBELET=light]
+/// cargo nextest run -p caesar-tests --test kubernetes --run-ignored only
+/// -E 'test(figures)' --no-capture`
 #[tokio::test]
 #[ignore = "measurement, run by hand for BENCHMARKS.md"]
 async fn figures() {
@@ -599,9 +796,7 @@ async fn figures() {
     let mut lat = Vec::new();
     for _ in 0..10 {
         let _ = std::fs::remove_file(&stamps);
-        let mut req = env.delegate_request("latency", "x");
-        req.mode = "read_only".into();
-        let id = c.delegate(req).await.unwrap().into_inner().task_id;
+        let id = read_only(&mut c, &env, "latency").await;
         let mut stream = c
             .watch_events(pb::WatchEventsRequest { task_id: id.clone(), from_seq: 0, follow: true })
             .await
@@ -619,15 +814,25 @@ async fn figures() {
     }
     lat.sort_by(f64::total_cmp);
     println!("FIGURE pod output -> watch_events ms: median {:.1} max {:.1}", lat[5], lat[9]);
+    // The many-task figures: with `CAESAR_K8S_BENCH_KUBELET=light`, on a
+    // second simulator whose kubelet runs no processes (the daemon's side
+    // is the same; the pods' 3 processes each are what it spares).
+    let light = std::env::var("CAESAR_K8S_BENCH_KUBELET").as_deref() == Ok("light");
+    let light_sim = light.then(|| Sim::start(&["--kubelet", "light"]));
+    let sim = match &light_sim {
+        Some(l) => {
+            runner_config(&env, l, "caesar-agent:1", "");
+            l
+        }
+        None => &sim,
+    };
     for n in counts {
         let _ = std::fs::remove_file(&gate);
         let rss0 = rss_kib(pid);
         let t0 = std::time::Instant::now();
         let mut ids = Vec::new();
         for _ in 0..n {
-            let mut req = env.delegate_request("hang", "x");
-            req.mode = "read_only".into();
-            ids.push(c.delegate(req).await.unwrap().into_inner().task_id);
+            ids.push(read_only(&mut c, &env, "hang").await);
         }
         let delegated = t0.elapsed();
         let all_up = eventually(Duration::from_secs(600), || {

@@ -153,3 +153,44 @@ async fn the_http_endpoint_speaks_the_stateless_revision_with_the_workspace_as_a
     assert!(progress.iter().all(|p| p["params"]["progressToken"] == 44), "{progress:?}");
     assert!(!r.to_lowercase().contains("mcp-session-id"), "no session in this revision: {r}");
 }
+
+/// The official Python SDK (mcp 2.3.0, the first with 2026-07-28) through
+/// its high-level `mcp.Client`: it probes `server/discover`, negotiates
+/// 2026-07-28 with caesar-mcp over stdio and with the HTTP endpoint, and
+/// delegates, awaits with progress and gets a `not_found` error under it.
+#[tokio::test]
+async fn the_python_sdk_speaks_the_stateless_revision_over_stdio_and_http() {
+    let mut env = Env::new(&[("modern", &["say", "working", "sleep", "600", "report", "success", "modern done"])]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::create_dir_all(env.home.path().join("config")).unwrap();
+    std::fs::write(env.home.path().join("config/config.toml"), format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"))
+        .unwrap();
+    let mut c = env.start_daemon_with(&[("CAESAR_MCP_PROGRESS_MS", "100")]).await;
+    let token = c.http_token(caesar_proto::pb::HttpTokenRequest { rotate: false }).await.unwrap().into_inner().token;
+    assert!(eventually(LIMIT, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()).await);
+    let version = std::process::Command::new("python3")
+        .args(["-c", "import importlib.metadata as m; print(m.version('mcp'))"])
+        .output()
+        .expect("python3 must be installed");
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_owned();
+    assert!(version.starts_with("2."), "mcp {version:?}: 2026-07-28 needs mcp >= 2.3.0 (`pip install mcp==2.3.0`)");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/mcp_modern_test.py");
+    let out = tokio::process::Command::new("python3")
+        .arg(&script)
+        .current_dir(env.project.path())
+        .envs(env.envs())
+        .env("CAESAR_MCP_BIN", bin_dir().join("caesar-mcp"))
+        .env("CAESAR_MCP_PROGRESS_MS", "100")
+        .env("CAESAR_TEST_URL", format!("http://127.0.0.1:{port}/mcp"))
+        .env("CAESAR_TEST_TOKEN", &token)
+        .env("CAESAR_TEST_WORKSPACE", env.workspace())
+        .env("CAESAR_TEST_AGENT", "modern")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("python modern client: ok"), "{stdout}");
+}

@@ -125,3 +125,263 @@ async fn tasks_cancel_stops_the_daemons_task_and_a_plain_host_keeps_the_plain_re
     let cancelled = ok(&plain.call("caesar_cancel", json!({"task_id": d["task_id"]}), json!({})).await);
     assert_eq!(cancelled["cancelled"], true, "{cancelled} {status}");
 }
+
+// MCP 2025-11-25's experimental tasks: a host that negotiated that revision
+// augments `tools/call` with `task` and gets `{"task": …}`, then polls
+// `tasks/get`, waits on `tasks/result`, lists and cancels, over the same ids.
+
+const LEGACY: &str = "2025-11-25";
+
+/// A caesar-mcp session opened with `initialize` under 2025-11-25.
+async fn legacy_host(env: &Env) -> (Raw, Value) {
+    let mut r = Raw::spawn(env, &[]);
+    let init = r
+        .send(
+            "initialize",
+            json!({"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "caesar-tests", "version": "0"}}),
+        )
+        .await;
+    use tokio::io::AsyncWriteExt;
+    r.stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await.unwrap();
+    (r, init)
+}
+
+async fn legacy_get(shim: &mut Raw, id: &str) -> Value {
+    let r = shim.send("tasks/get", json!({"taskId": id})).await;
+    assert!(r.get("error").is_none(), "tasks/get: {r}");
+    r["result"].clone()
+}
+
+async fn legacy_until(shim: &mut Raw, id: &str, status: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let t = legacy_get(shim, id).await;
+        if t["status"] == status {
+            return t;
+        }
+        assert!(start.elapsed() < LIMIT, "task {id} never became {status}: {t}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The `notifications/tasks/status` seen so far for task `id`, by status.
+fn status_notes(shim: &Raw, id: &str) -> Vec<String> {
+    shim.notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/tasks/status" && n["params"]["taskId"] == id)
+        .map(|n| n["params"]["status"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_2025_11_25_host_augments_a_delegation_with_a_task_polls_it_waits_for_its_result_lists_and_cancels() {
+    let mut env = Env::new(&[
+        ("asker", &["mcp-ask", "keep going?", "report", "success", "asked and answered"]),
+        ("slow", &["sleep", "30000", "report", "success", "late"]),
+    ]);
+    let mut c = env.start_daemon().await;
+    let (mut shim, init) = legacy_host(&env).await;
+    assert_eq!(init["result"]["protocolVersion"], LEGACY, "{init}");
+    let caps = &init["result"]["capabilities"];
+    assert!(caps["tasks"]["requests"]["tools"]["call"].is_object(), "the revision's tasks capability: {init}");
+    assert!(caps["tasks"]["list"].is_object() && caps["tasks"]["cancel"].is_object(), "{init}");
+
+    let tools = shim.send("tools/list", json!({})).await;
+    let tools = tools["result"]["tools"].as_array().unwrap().clone();
+    let delegate = tools.iter().find(|t| t["name"] == "caesar_delegate").unwrap();
+    assert_eq!(delegate["execution"]["taskSupport"], "optional", "{delegate}");
+    let status_tool = tools.iter().find(|t| t["name"] == "caesar_status").unwrap();
+    assert!(status_tool.get("execution").is_none(), "{status_tool}");
+
+    let r = shim
+        .send(
+            "tools/call",
+            json!({"name": "caesar_delegate", "arguments": {"objective": "ask first", "agent": "asker", "channel": true},
+                   "task": {"ttl": 60000}}),
+        )
+        .await;
+    let task = &r["result"]["task"];
+    let id = task["taskId"].as_str().unwrap_or_else(|| panic!("a CreateTaskResult: {r}")).to_owned();
+    assert!(id.starts_with("t_"), "the daemon's own id: {r}");
+    // The agent may have asked already.
+    let created_status = task["status"].as_str().unwrap_or_default().to_owned();
+    assert!(created_status == "working" || created_status == "input_required", "{r}");
+    assert!(task["createdAt"].is_string() && task["lastUpdatedAt"].is_string() && task["ttl"].is_null(), "{r}");
+    assert!(r["result"].get("content").is_none(), "a task, not the tool's result: {r}");
+    let view = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert_eq!(view.agent, "asker");
+
+    // The question: input_required, answered with caesar_answer.
+    let t = legacy_until(&mut shim, &id, "input_required").await;
+    let question = view_question(&mut c, &id).await;
+    assert!(t["statusMessage"].as_str().unwrap().contains(&question), "names the question to answer: {t}");
+    // The host hears of the change too, while connected (unless the task had asked already when created).
+    let start = Instant::now();
+    while created_status == "working" && !status_notes(&shim, &id).contains(&"input_required".to_owned()) {
+        assert!(start.elapsed() < LIMIT, "no input_required notification: {:?}", shim.notifications);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        legacy_get(&mut shim, &id).await;
+    }
+    let a = shim
+        .send(
+            "tools/call",
+            json!({"name": "caesar_answer", "arguments": {"task_id": id, "question_id": question, "answer": "yes"}}),
+        )
+        .await;
+    assert_ne!(a["result"]["isError"], json!(true), "{a}");
+
+    // tasks/result waits for the end and is caesar_await's result for the task.
+    let done = shim.send("tasks/result", json!({"taskId": id})).await;
+    let result = &done["result"];
+    assert_eq!(result["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id.as_str(), "{done}");
+    assert_eq!(result["structuredContent"]["tasks"][&id]["status"], "succeeded", "{done}");
+    assert_eq!(result["structuredContent"]["tasks"][&id]["report"]["summary"], "asked and answered", "{done}");
+    assert!(result.get("resultType").is_none(), "no 2026-07-28 discriminator on this revision: {done}");
+    let t = legacy_until(&mut shim, &id, "completed").await;
+    assert!(t.get("pollInterval").is_none(), "{t}");
+
+    // The status notifications the host got while connected.
+    let start = Instant::now();
+    while !status_notes(&shim, &id).contains(&"completed".to_owned()) {
+        assert!(start.elapsed() < LIMIT, "no completed notification: {:?}", shim.notifications);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        legacy_get(&mut shim, &id).await;
+    }
+
+    // tasks/list: the daemon's tasks, this one among them.
+    let list = shim.send("tasks/list", json!({})).await;
+    let listed = list["result"]["tasks"].as_array().unwrap_or_else(|| panic!("{list}"));
+    assert!(listed.iter().any(|t| t["taskId"] == id.as_str() && t["status"] == "completed"), "{list}");
+
+    // Cancelling an ended task is the caller's error; a running one is cancelled.
+    let r = shim.send("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("already completed"), "{r}");
+    let r = shim
+        .send(
+            "tools/call",
+            json!({"name": "caesar_delegate", "arguments": {"objective": "take long", "agent": "slow"}, "task": {}}),
+        )
+        .await;
+    let slow = r["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{r}")).to_owned();
+    legacy_until(&mut shim, &slow, "working").await;
+    let r = shim.send("tasks/cancel", json!({"taskId": slow})).await;
+    assert_eq!(r["result"]["taskId"], slow.as_str(), "a Task back: {r}");
+    legacy_until(&mut shim, &slow, "cancelled").await;
+    let v = c.status(pb::StatusRequest { task_id: slow.clone() }).await.unwrap().into_inner();
+    assert_eq!(v.status, "cancelled", "the daemon's task is cancelled");
+
+    // Bad requests: an unknown id, a tool that does not run as a task.
+    let r = shim.send("tasks/get", json!({"taskId": "t_000000000000"})).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().starts_with("not_found: "), "{r}");
+    let r = shim.send("tools/call", json!({"name": "caesar_status", "arguments": {"task_id": id}, "task": {}})).await;
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("only caesar_delegate"), "{r}");
+
+    // The same host without `task`: the plain result, and caesar_await.
+    let r = shim
+        .send("tools/call", json!({"name": "caesar_delegate", "arguments": {"objective": "plain", "agent": "asker"}}))
+        .await;
+    let d = ok(&r["result"]);
+    assert_eq!(d["status"], "running", "{d}");
+    let aw = shim
+        .send(
+            "tools/call",
+            json!({"name": "caesar_await", "arguments": {"task_ids": [d["task_id"]], "timeout_ms": 300}}),
+        )
+        .await;
+    assert!(ok(&aw["result"])["tasks"][d["task_id"].as_str().unwrap()].is_object(), "{aw}");
+}
+
+/// The pending question id of task `id`, from the daemon.
+async fn view_question(c: &mut caesar_proto::client::Client, id: &str) -> String {
+    let v = c.status(pb::StatusRequest { task_id: id.to_owned() }).await.unwrap().into_inner();
+    v.pending_questions.first().map(|q| q.question_id.clone()).unwrap_or_else(|| panic!("no question: {v:?}"))
+}
+
+/// One raw HTTP/1.1 POST of a 2025-11-25 JSON-RPC request; returns the answer to `id`.
+fn post_legacy(port: u16, token: &str, id: u64, method: &str, params: Value) -> Value {
+    use std::io::{Read, Write};
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nMCP-Protocol-Version: {LEGACY}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    body.lines()
+        .map(|l| l.strip_prefix("data:").unwrap_or(l).trim())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|m| m["id"] == json!(id))
+        .unwrap_or_else(|| panic!("no answer {id} to {method}: {out}"))
+}
+
+#[tokio::test]
+async fn the_http_endpoint_serves_the_2025_11_25_tasks_over_the_daemons_ids() {
+    let mut env = Env::new(&[
+        ("quick", &["sleep", "800", "report", "success", "over http"]),
+        ("slow", &["sleep", "30000", "report", "success", "late"]),
+    ]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::create_dir_all(env.home.path().join("config")).unwrap();
+    std::fs::write(env.home.path().join("config/config.toml"), format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"))
+        .unwrap();
+    let mut c = env.start_daemon().await;
+    let token = c.http_token(pb::HttpTokenRequest { rotate: false }).await.unwrap().into_inner().token;
+    assert!(eventually(LIMIT, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()).await);
+
+    let init = post_legacy(
+        port,
+        &token,
+        1,
+        "initialize",
+        json!({"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}),
+    );
+    assert!(init["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"].is_object(), "{init}");
+
+    let ws = env.workspace();
+    let r = post_legacy(
+        port,
+        &token,
+        2,
+        "tools/call",
+        json!({"name": "caesar_delegate", "arguments": {"objective": "go", "agent": "quick", "workspace": ws}, "task": {"ttl": 1000}}),
+    );
+    let id = r["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{r}")).to_owned();
+    let v = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert_eq!(v.agent, "quick");
+    let t = post_legacy(port, &token, 3, "tasks/get", json!({"taskId": id}));
+    assert!(t["result"]["status"] == "working" || t["result"]["status"] == "completed", "{t}");
+
+    let done = post_legacy(port, &token, 4, "tasks/result", json!({"taskId": id}));
+    assert_eq!(done["result"]["structuredContent"]["tasks"][&id]["report"]["summary"], "over http", "{done}");
+    assert_eq!(done["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id.as_str());
+    assert_eq!(post_legacy(port, &token, 5, "tasks/get", json!({"taskId": id}))["result"]["status"], "completed");
+    let list = post_legacy(port, &token, 6, "tasks/list", json!({}));
+    assert!(list["result"]["tasks"].as_array().unwrap().iter().any(|t| t["taskId"] == id.as_str()), "{list}");
+
+    let r = post_legacy(
+        port,
+        &token,
+        7,
+        "tools/call",
+        json!({"name": "caesar_delegate", "arguments": {"objective": "long", "agent": "slow", "workspace": ws}, "task": {}}),
+    );
+    let slow = r["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{r}")).to_owned();
+    let r = post_legacy(port, &token, 8, "tasks/cancel", json!({"taskId": slow}));
+    assert_eq!(r["result"]["taskId"], slow.as_str(), "{r}");
+    assert!(
+        eventually(LIMIT, || {
+            post_legacy(port, &token, 9, "tasks/get", json!({"taskId": slow}))["result"]["status"] == "cancelled"
+        })
+        .await
+    );
+    let r = post_legacy(port, &token, 10, "tasks/get", json!({"taskId": "t_000000000000"}));
+    assert!(r["error"]["message"].as_str().unwrap_or_default().starts_with("not_found: "), "{r}");
+}

@@ -410,7 +410,9 @@ async fn the_channel_is_injected_where_the_cli_can_load_it_and_warned_elsewhere(
     // which the supervisor sends from session.open.json, so there is no warning.
     assert!(!d.warnings.contains_key("channel_warning"), "{:?}", d.warnings);
     await_one(&mut c, &d.task_id, LONG).await;
-    assert!(recorded_args(&env, "gemini").contains(&"--acp".to_owned()));
+    // The stand-in replays a stream and cannot answer the session: the supervisor ran the
+    // stream command after it (the fallback, tests/tests/acp_sessions.rs), which it recorded last.
+    assert!(!recorded_args(&env, "gemini").contains(&"--acp".to_owned()));
     let opening = json(
         &std::fs::read_to_string(env.paths.state_dir.join("tasks").join(&d.task_id).join("session.open.json")).unwrap(),
     );
@@ -425,6 +427,7 @@ async fn the_channel_is_injected_where_the_cli_can_load_it_and_warned_elsewhere(
             .any(|e| e["name"] == "CAESAR_TASK_ID" && e["value"] == d.task_id.as_str())
     );
     assert!(opening["prompt"].to_string().contains("ask_orchestrator"), "the brief names the tools");
+    assert!(opening["fallback"]["args"].as_array().is_some_and(|a| !a.is_empty()), "the stream argv: {opening}");
 }
 
 #[tokio::test]

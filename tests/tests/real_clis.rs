@@ -607,7 +607,15 @@ async fn codex_ask_orchestrator_answer_reaches_the_model() {
 async fn api_errors_block(cli: Cli) {
     let rig = auth_error_blocks(cli).await;
     // opencode and copilot retry a 429 (at once, given `retry-after: 0`): every try gets one.
-    rig.server.set_script(vec![Reply::error(429, "slow down"); 10]);
+    // [V] opencode 1.18 under ACP answers the prompt with {"code":-32603,"message":"Internal
+    // error: <the API's message>","data":{"errorName":"APIError"}}: no status, no error type, so
+    // only the message can say it is a rate limit. Its case gets the API's real wording.
+    let message = if cli == Cli::Opencode {
+        "Number of request tokens has exceeded your per-minute rate limit"
+    } else {
+        "slow down"
+    };
+    rig.server.set_script(vec![Reply::error(429, message); 10]);
     let id = rig.delegate("Say hello again.", json!({"mode": "read-only"})).await;
     let t = rig.finish(&id).await;
     let r = report_of(&t);

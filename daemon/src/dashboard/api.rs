@@ -98,14 +98,53 @@ pub(super) fn view_json(v: &TaskView) -> Value {
     })
 }
 
-/// The listing: tasks needing an answer first, then newest first.
+/// A list row as the page shows it: the fields of [`view_json`] the list
+/// uses, from one store query (no report body, no launch).
+pub(super) fn entry_json(e: &crate::engine::ListEntry) -> Value {
+    let r = &e.row;
+    let questions: Vec<Value> = r
+        .questions
+        .iter()
+        .map(|(id, q, options)| json!({ "id": id, "question": q, "options": options, "permission": id.starts_with("p_") }))
+        .collect();
+    json!({
+        "id": r.id,
+        "status": r.status.as_str(),
+        "agent": r.agent,
+        "role": r.role,
+        "mode": r.mode,
+        "isolation": r.isolation,
+        "model": r.model,
+        "objective": r.objective,
+        "workspace": r.workspace,
+        "created_ms": r.created_ms,
+        "started_ms": r.started_ms,
+        "finished_ms": r.finished_ms,
+        "exit_code": r.exit_code,
+        "error": r.error,
+        "blocker": r.blocker,
+        "event_count": r.event_count,
+        "queue_position": r.queue_position,
+        "phase": e.phase.map(|p| p.as_str()),
+        "activity": e.activity.as_ref().map(|a| json!({
+            "kind": a.kind, "tool": a.tool_name, "state": a.state, "at_ms": a.at_ms,
+        })),
+        "output_tail": e.output.as_ref().map(|(t, _)| t.as_str()),
+        "output_at_ms": e.output.as_ref().map(|(_, at)| *at),
+        "questions": questions,
+        "report_status": r.report_status,
+        "changes": r.changes_state,
+        "now_ms": crate::clock::now_ms(),
+    })
+}
+
+/// The listing: tasks needing an answer first, then newest first; one
+/// store query for all of it.
 pub(super) fn listing(hub: &Hub, limit: u32) -> Result<Value, Error> {
-    let mut views = hub.engine().list(&[], limit.clamp(1, MAX_TASKS))?;
-    // Stable: newest first within each group.
-    views.sort_by_key(|v| v.pending_questions.is_empty());
+    let entries = hub.engine().list_entries(limit.clamp(1, MAX_TASKS))?;
     let total = hub.engine().store().count_status(TaskStatus::Pending)?
         + hub.engine().store().count_status(TaskStatus::Running)?;
-    Ok(json!({ "tasks": views.iter().map(view_json).collect::<Vec<_>>(), "active": total }))
+    Ok(json!({ "tasks": entries.iter().map(entry_json).collect::<Vec<_>>(), "active": total }))
 }
 
 /// `GET /api/tasks?limit=N`.

@@ -21,6 +21,19 @@ pub(super) struct Login {
     used: bool,
 }
 
+impl Login {
+    /// Why this link cannot log in at `now`, if it cannot.
+    fn admit(&self, now: Instant) -> Result<(), &'static str> {
+        if self.used {
+            return Err("this login link was used already (each link logs in once)");
+        }
+        if now.duration_since(self.issued) >= LOGIN_VALID {
+            return Err("this login link has expired (links are valid for 5 minutes)");
+        }
+        Ok(())
+    }
+}
+
 /// A logged-in browser.
 #[derive(Debug, Clone)]
 pub(super) struct Session {
@@ -50,12 +63,7 @@ impl Hub {
         let Some(login) = found else {
             return Err("this login link is not valid");
         };
-        if login.used {
-            return Err("this login link was used already (each link logs in once)");
-        }
-        if login.issued.elapsed() >= LOGIN_VALID {
-            return Err("this login link has expired (links are valid for 5 minutes)");
-        }
+        login.admit(Instant::now())?;
         login.used = true;
         drop(logins);
         let id = format!("{}{}", crate::ids::secret(), crate::ids::secret());
@@ -220,6 +228,18 @@ mod tests {
         assert!(!host_allowed("127.0.0.1:4001", 4000));
         assert!(!host_allowed("evil.example:4000", 4000));
         assert!(!host_allowed("127.0.0.1", 4000));
+    }
+
+    #[test]
+    fn a_link_logs_in_once_and_only_within_five_minutes() {
+        use std::time::Duration;
+        let issued = Instant::now();
+        let fresh = Login { issued, used: false };
+        assert_eq!(fresh.admit(issued + LOGIN_VALID - Duration::from_secs(1)), Ok(()));
+        let expired = fresh.admit(issued + LOGIN_VALID).unwrap_err();
+        assert!(expired.contains("expired") && expired.contains("5 minutes"), "{expired}");
+        let used = Login { issued, used: true }.admit(issued).unwrap_err();
+        assert!(used.contains("used already"), "{used}");
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //!
 //! Rooms: [`auth`] (one-time login links, session cookies, Host, Origin and
 //! CSRF checks), [`api`] (JSON views and the actions), [`sse`] (the live
-//! streams), [`pages`] (the HTML shell and the embedded assets).
+//! streams), [`pages`] (the HTML shell and the embedded assets),
+//! [`orchestra`] (groups, budgets and the conflict radar).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -25,6 +26,7 @@ use crate::error::{Error, Result};
 
 mod api;
 mod auth;
+mod orchestra;
 mod pages;
 mod sse;
 
@@ -92,6 +94,9 @@ impl Hub {
             .route("/task/{id}", get(pages::task))
             .route("/agents", get(pages::agents))
             .route("/health", get(pages::health))
+            .route("/groups", get(pages::groups))
+            .route("/budgets", get(pages::budgets))
+            .route("/radar", get(pages::radar))
             .route("/login", get(auth::login))
             .route("/assets/{name}", get(pages::asset))
             .route("/api/tasks", get(api::tasks))
@@ -106,6 +111,10 @@ impl Hub {
             .route("/api/task/{id}/discard", post(api::discard))
             .route("/api/agents", get(api::agents))
             .route("/api/health", get(api::health))
+            .route("/api/groups", get(orchestra::groups))
+            .route("/api/group/{id}", get(orchestra::group))
+            .route("/api/budgets", get(orchestra::budgets))
+            .route("/api/radar", get(orchestra::radar))
             .with_state(self.clone());
         let hub = self.clone();
         routes.layer(axum::middleware::from_fn(move |req, next| auth::guard(hub.clone(), req, next)))

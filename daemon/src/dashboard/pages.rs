@@ -50,8 +50,14 @@ fn html(status: StatusCode, body: String) -> Response {
         .into_response()
 }
 
-const NAV: &[(&str, &str, &str)] =
-    &[("tasks", "/", "Tasks"), ("agents", "/agents", "Agents & roles"), ("health", "/health", "Health")];
+const NAV: &[(&str, &str, &str)] = &[
+    ("tasks", "/", "Tasks"),
+    ("groups", "/groups", "Groups"),
+    ("budgets", "/budgets", "Budgets"),
+    ("radar", "/radar", "Conflict radar"),
+    ("agents", "/agents", "Agents & roles"),
+    ("health", "/health", "Health"),
+];
 
 fn shell(page: &str, title: &str, csrf: &str, data: &str) -> String {
     let nav: String = NAV
@@ -113,6 +119,21 @@ pub(super) async fn agents(Extension(s): Extension<Session>) -> Response {
 /// `GET /health`: what doctor says.
 pub(super) async fn health(Extension(s): Extension<Session>) -> Response {
     html(StatusCode::OK, shell("health", "Health", &s.csrf, ""))
+}
+
+/// `GET /groups`: fan-out groups side by side.
+pub(super) async fn groups(Extension(s): Extension<Session>) -> Response {
+    html(StatusCode::OK, shell("groups", "Groups", &s.csrf, ""))
+}
+
+/// `GET /budgets`: each budgeted task's limits against its use.
+pub(super) async fn budgets(Extension(s): Extension<Session>) -> Response {
+    html(StatusCode::OK, shell("budgets", "Budgets", &s.csrf, ""))
+}
+
+/// `GET /radar`: the conflict radar.
+pub(super) async fn radar(Extension(s): Extension<Session>) -> Response {
+    html(StatusCode::OK, shell("radar", "Conflict radar", &s.csrf, ""))
 }
 
 /// `GET /assets/{name}`: the embedded script and style sheet.

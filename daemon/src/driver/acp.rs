@@ -23,19 +23,67 @@ use super::{Decision, Driver, DriverKind, Reading};
 /// runs the provider's one-shot stream command instead; from there on the output is a stream.
 pub const FALLBACK_MARKER: &str = "caesar: the ACP handshake failed";
 
+/// How many lines (and bytes) of output before the agent's first JSON-RPC message are held
+/// back: should the handshake fail, the stream fallback prints its own account, and what the
+/// session's agent printed (raw.log keeps it) must not be read twice, as two blockers.
+const HELD_LINES: usize = 1000;
+const HELD_BYTES: usize = 1 << 20;
+
 /// Reads an ACP agent, or its stream fallback.
 pub struct AcpDriver {
     provider: String,
     parser: AcpParser,
     /// Set once the supervisor fell back to the stream command.
     fallback: Option<StreamDriver>,
+    /// Output before the first JSON-RPC message, held back (see [`HELD_LINES`]).
+    held: Vec<String>,
+    held_bytes: usize,
+    /// The agent spoke JSON-RPC (or held output overflowed): nothing more is held.
+    opened: bool,
 }
 
 impl AcpDriver {
     /// The driver of provider (or generic agent) `provider` over ACP.
     pub fn new(provider: &str) -> AcpDriver {
-        AcpDriver { provider: provider.to_owned(), parser: AcpParser::default(), fallback: None }
+        AcpDriver {
+            provider: provider.to_owned(),
+            parser: AcpParser::default(),
+            fallback: None,
+            held: Vec::new(),
+            held_bytes: 0,
+            opened: false,
+        }
     }
+
+    /// Reads the held lines, in order, into `parsed`.
+    fn release(&mut self, parsed: &mut Parsed) {
+        self.opened = true;
+        for line in std::mem::take(&mut self.held) {
+            merge(parsed, self.parser.parse_line(&line, Stream::Stdout));
+        }
+        self.held_bytes = 0;
+    }
+}
+
+/// Whether `line` is the agent's error answer to caesar's `initialize` or `session/new`: held
+/// back with the output before it, since the stream fallback may follow and give its own
+/// account (a session refused for want of a login would otherwise block a run that works).
+fn is_handshake_error(line: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(line.trim()).is_ok_and(|v| {
+        v.get("error").is_some()
+            && v.get("method").is_none()
+            && matches!(v.get("id").and_then(serde_json::Value::as_u64), Some(acp::ID_INITIALIZE | acp::ID_NEW_SESSION))
+    })
+}
+
+/// Appends `more` to `into` (later values win).
+fn merge(into: &mut Parsed, more: Parsed) {
+    into.events.extend(more.events);
+    into.session_id = more.session_id.or(into.session_id.take());
+    into.final_text = more.final_text.or(into.final_text.take());
+    into.usage = more.usage.or(into.usage.take());
+    into.blocker = more.blocker.or(into.blocker.take());
+    into.permission = more.permission.or(into.permission.take());
 }
 
 impl Driver for AcpDriver {
@@ -44,20 +92,42 @@ impl Driver for AcpDriver {
             return stream.read_line(line);
         }
         if line.starts_with(FALLBACK_MARKER) {
+            // What the session's agent printed before it failed stays in raw.log only.
+            self.held.clear();
+            self.opened = true;
             let mut parsed = self.parser.finish();
             parsed.events.push(crate::oacp::EventBody::Progress { message: line.trim().to_owned(), pct: None });
             self.fallback = Some(StreamDriver::new(&self.provider, DriverKind::Stream));
             return Reading { parsed, replies: Vec::new() };
         }
-        let parsed = self.parser.parse_line(line, Stream::Stdout);
+        let mut parsed = Parsed::default();
+        if line.len() >= crate::tail::MAX_LINE {
+            // A piece of a line longer than the tail hands out whole (a flood): no message fits
+            // it, and scanning megabytes for JSON or blocker phrases is what would cost.
+            parsed.events.push(acp::unrecognized(line));
+            return Reading { parsed, replies: Vec::new() };
+        }
+        if !self.opened {
+            let hold = !acp::is_jsonrpc(line) || is_handshake_error(line);
+            if hold && self.held.len() < HELD_LINES && self.held_bytes + line.len() <= HELD_BYTES {
+                self.held_bytes += line.len();
+                self.held.push(line.to_owned());
+                return Reading::default();
+            }
+            self.release(&mut parsed);
+        }
+        merge(&mut parsed, self.parser.parse_line(line, Stream::Stdout));
         Reading { parsed, replies: self.parser.take_replies() }
     }
 
     fn finish(&mut self) -> Parsed {
-        match &mut self.fallback {
-            Some(stream) => stream.finish(),
-            None => self.parser.finish(),
+        if let Some(stream) = &mut self.fallback {
+            return stream.finish();
         }
+        let mut parsed = Parsed::default();
+        self.release(&mut parsed);
+        merge(&mut parsed, self.parser.finish());
+        parsed
     }
 
     fn answers_requests(&self) -> bool {
@@ -114,6 +184,8 @@ mod tests {
     #[test]
     fn bad_input_is_unrecognized_and_unknown_requests_get_an_error() {
         let mut d = AcpDriver::new("qwen");
+        // In an open session (output before the first JSON-RPC message is held back).
+        d.read_line(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
         for line in
             ["{not json", "[1,2]", r#"{"jsonrpc":"2.0","id":77,"result":{}}"#, r#"{"jsonrpc":"2.0","method":"x/y"}"#]
         {
@@ -133,6 +205,62 @@ mod tests {
             panic!("{:?}", r.parsed.events.len())
         };
         assert!(line.len() < 5000, "an unrecognized line is kept short");
+    }
+
+    #[test]
+    fn output_before_the_session_is_held_and_dropped_on_fallback() {
+        // A session that opens: the stderr line before it is read, in order, with the answer.
+        let mut d = AcpDriver::new("gemini");
+        assert!(d.read_line("Loaded cached credentials.").parsed.events.is_empty());
+        let r = d.read_line(r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s9"}}"#);
+        assert_eq!(r.parsed.session_id.as_deref(), Some("s9"));
+        assert!(!r.parsed.events.is_empty(), "the held line is read now: {:?}", r.parsed.events);
+        // A handshake that fails: the agent's own words before the marker are not read (the
+        // stream's account follows), so one 401 makes one blocker.
+        let mut d = AcpDriver::new("copilot");
+        assert!(d.read_line("Error: 401 unauthorized").parsed.blocker.is_none());
+        let r = d.read_line(&format!("{FALLBACK_MARKER}: the agent ended before answering initialize; x"));
+        assert!(r.parsed.blocker.is_none() && r.parsed.events.len() == 1, "{:?}", r.parsed);
+        // The session refused (an error to initialize) then the fallback: the refusal's words
+        // are not a blocker of the run that follows.
+        let mut d = AcpDriver::new("copilot");
+        let refused = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Authentication required"}}"#;
+        assert!(d.read_line(refused).parsed.blocker.is_none());
+        let r = d.read_line(&format!("{FALLBACK_MARKER}: initialize failed: Authentication required; x"));
+        assert!(r.parsed.blocker.is_none(), "{:?}", r.parsed);
+        // With no fallback the refusal is read at the end, as the run's failure.
+        let mut d = AcpDriver::new("qwen");
+        d.read_line(refused);
+        assert!(d.finish().blocker.is_some(), "the refusal blocks on auth");
+        // Held output with no session at all is read at the end.
+        let mut d = AcpDriver::new("qwen");
+        d.read_line("Error: Authentication required");
+        let end = d.finish();
+        assert!(!end.events.is_empty(), "read at the end: {:?}", end.events);
+    }
+
+    #[test]
+    fn copilots_error_words_and_opencodes_prompt_error_are_blockers() {
+        let mut d = AcpDriver::new("copilot");
+        d.read_line(r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}"#);
+        let chunk = |t: &str| {
+            serde_json::json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{
+                "sessionUpdate":"agent_message_chunk","content":{"type":"text","text":t}}}})
+            .to_string()
+        };
+        // [V] captured from copilot 1.0 --acp against the scripted server's 401.
+        let r = d.read_line(&chunk("Error: Authentication failed with provider at http://127.0.0.1:1 (HTTP 401).\n  Check your COPILOT_PROVIDER_API_KEY."));
+        assert_eq!(r.parsed.blocker.map(|b| b.kind), Some(crate::oacp::BlockerKind::Auth));
+        let r = d.read_line(&chunk("Error: Too many requests (HTTP 429)."));
+        assert_eq!(r.parsed.blocker.map(|b| b.kind), Some(crate::oacp::BlockerKind::RateLimit));
+        // Ordinary words that mention an error are the answer, not a blocker.
+        let r = d.read_line(&chunk("No error: the 401 page renders."));
+        assert!(r.parsed.blocker.is_none());
+        // [V] opencode 1.18: the prompt's error carries only the API's message.
+        let mut d = AcpDriver::new("opencode");
+        d.read_line(r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}"#);
+        let r = d.read_line(r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error: Number of request tokens has exceeded your per-minute rate limit","data":{"service":"session","errorName":"APIError"}}}"#);
+        assert_eq!(r.parsed.blocker.map(|b| b.kind), Some(crate::oacp::BlockerKind::RateLimit));
     }
 
     #[test]

@@ -33,12 +33,30 @@ enum Phase {
     Done,
 }
 
+/// The provider's one-shot stream command, run instead of the session when the handshake fails
+/// before the prompt is sent (never after: a turn that started is never run twice).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Fallback {
+    /// The stream argv, without the program (which is the session's).
+    pub args: Vec<String>,
+    /// Environment the stream command needs on top of the session's.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+}
+
 /// The opening of one ACP session.
 #[derive(Debug, Clone)]
 pub struct AcpOpening {
     new_session: Value,
     prompt: Value,
     phase: Phase,
+    fallback: Option<Fallback>,
+    /// The handshake failed (the phase is then `Done` with no prompt sent).
+    failed: bool,
+    /// The session to continue, where the task resumes one.
+    resume: Option<String>,
+    /// The session being loaded or resumed (the agent advertised it): its answer carries no id.
+    continuing: Option<String>,
 }
 
 /// The most of one output line the opening looks at; answers to caesar's three requests are
@@ -54,7 +72,31 @@ impl AcpOpening {
             new_session: v.get("new_session")?.clone(),
             prompt: v.get("prompt")?.clone(),
             phase: Phase::Initializing,
+            fallback: v.get("fallback").and_then(|f| serde_json::from_value(f.clone()).ok()),
+            failed: false,
+            resume: v.get("resume").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned),
+            continuing: None,
         })
+    }
+
+    /// The stream command to fall back on, where the adapter has one.
+    pub fn fallback(&self) -> Option<&Fallback> {
+        self.fallback.as_ref()
+    }
+
+    /// Whether the prompt went to the agent: from then on a failure is the turn's, and the
+    /// stream fallback is no longer allowed.
+    pub fn prompt_sent(&self) -> bool {
+        matches!(self.phase, Phase::Prompting | Phase::Done) && !self.failed
+    }
+
+    /// Why the handshake is over without a prompt, for an agent whose output ended first.
+    pub fn unanswered(&self) -> Option<&'static str> {
+        match self.phase {
+            Phase::Initializing => Some("the agent ended before answering initialize"),
+            Phase::Opening => Some("the agent ended before answering session/new"),
+            _ => None,
+        }
     }
 
     /// Whether the handshake and the turn are over.
@@ -78,18 +120,39 @@ impl AcpOpening {
             (Phase::Initializing, ID_INITIALIZE) => {
                 if let Some(e) = error {
                     self.phase = Phase::Done;
+                    self.failed = true;
                     return Step::Failed(format!("initialize failed: {e}"));
                 }
                 self.phase = Phase::Opening;
+                let caps = v.get("result").and_then(|r| r.get("agentCapabilities")).unwrap_or(&Value::Null);
+                let (method, params) = match &self.resume {
+                    // `session/resume` continues without replaying the history; `session/load`
+                    // replays it first (the parser reads the replay as history, not as work).
+                    Some(id) if caps.pointer("/sessionCapabilities/resume").is_some_and(|r| !r.is_null()) => {
+                        ("session/resume", with_session(&self.new_session, id))
+                    }
+                    Some(id) if caps.get("loadSession").and_then(Value::as_bool) == Some(true) => {
+                        ("session/load", with_session(&self.new_session, id))
+                    }
+                    _ => ("session/new", self.new_session.clone()),
+                };
+                if method != "session/new" {
+                    self.continuing = self.resume.clone();
+                }
                 Step::Write(
-                    json!({"jsonrpc": "2.0", "id": ID_NEW_SESSION, "method": "session/new", "params": self.new_session})
-                        .to_string(),
+                    json!({"jsonrpc": "2.0", "id": ID_NEW_SESSION, "method": method, "params": params}).to_string(),
                 )
             }
             (Phase::Opening, ID_NEW_SESSION) => {
-                let session = v.get("result").and_then(|r| r.get("sessionId")).and_then(Value::as_str);
+                let session = v
+                    .get("result")
+                    .and_then(|r| r.get("sessionId"))
+                    .and_then(Value::as_str)
+                    .or(self.continuing.as_deref().filter(|_| v.get("result").is_some()))
+                    .map(str::to_owned);
                 match (error, session) {
                     (None, Some(session)) => {
+                        let session = session.as_str();
                         self.phase = Phase::Prompting;
                         Step::Write(
                             json!({"jsonrpc": "2.0", "id": ID_PROMPT, "method": "session/prompt",
@@ -99,7 +162,9 @@ impl AcpOpening {
                     }
                     (e, _) => {
                         self.phase = Phase::Done;
-                        Step::Failed(format!("session/new failed: {}", e.unwrap_or_else(|| "no sessionId".to_owned())))
+                        self.failed = true;
+                        let what = if self.continuing.is_some() { "session/load" } else { "session/new" };
+                        Step::Failed(format!("{what} failed: {}", e.unwrap_or_else(|| "no sessionId".to_owned())))
                     }
                 }
             }
@@ -110,6 +175,13 @@ impl AcpOpening {
             _ => Step::Nothing,
         }
     }
+}
+
+/// session/new's params with the session to continue.
+fn with_session(new_session: &Value, id: &str) -> Value {
+    let mut params = new_session.clone();
+    params["sessionId"] = Value::from(id);
+    params
 }
 
 fn trim(line: &[u8]) -> &[u8] {
@@ -157,6 +229,64 @@ mod tests {
             o.on_line(br#"{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"Authentication required"}}"#);
         assert_eq!(step, Step::Failed("session/new failed: Authentication required".into()));
         assert_eq!(o.on_line(br#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}"#), Step::Nothing);
+        assert!(!o.prompt_sent(), "a failed handshake sent no prompt");
         assert!(AcpOpening::from_json(b"{}").is_none());
+    }
+
+    #[test]
+    fn a_resumed_session_is_loaded_where_the_agent_offers_it() {
+        let mut v = crate::provider::acp::opening("/w", None, "go on");
+        v["resume"] = Value::from("old-1");
+        let resuming = || AcpOpening::from_json(v.to_string().as_bytes()).unwrap();
+        // loadSession advertised: session/load with the id; its answer has no id of its own.
+        let mut o = resuming();
+        let Step::Write(load) =
+            o.on_line(br#"{"jsonrpc":"2.0","id":1,"result":{"agentCapabilities":{"loadSession":true}}}"#)
+        else {
+            panic!()
+        };
+        let load: Value = serde_json::from_str(&load).unwrap();
+        assert_eq!(
+            (load["method"].as_str(), load["params"]["sessionId"].as_str()),
+            (Some("session/load"), Some("old-1"))
+        );
+        assert_eq!(load["params"]["cwd"], "/w");
+        let Step::Write(prompt) = o.on_line(br#"{"jsonrpc":"2.0","id":2,"result":{}}"#) else { panic!() };
+        assert!(prompt.contains("\"sessionId\":\"old-1\"") && prompt.contains("go on"), "{prompt}");
+        // session/resume preferred where offered.
+        let mut o = resuming();
+        let Step::Write(r) = o.on_line(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"agentCapabilities":{"loadSession":true,"sessionCapabilities":{"resume":{}}}}}"#,
+        ) else {
+            panic!()
+        };
+        assert!(r.contains("session/resume"), "{r}");
+        // Neither: a new session.
+        let mut o = resuming();
+        let Step::Write(n) = o.on_line(br#"{"jsonrpc":"2.0","id":1,"result":{"agentCapabilities":{}}}"#) else {
+            panic!()
+        };
+        assert!(n.contains("session/new") && !n.contains("old-1"), "{n}");
+        // A load that fails says so (and the stream fallback, with its own --resume, may run).
+        let mut o = resuming();
+        o.on_line(br#"{"jsonrpc":"2.0","id":1,"result":{"agentCapabilities":{"loadSession":true}}}"#);
+        let step = o.on_line(br#"{"jsonrpc":"2.0","id":2,"error":{"code":-32002,"message":"Session not found"}}"#);
+        assert_eq!(step, Step::Failed("session/load failed: Session not found".into()));
+    }
+
+    #[test]
+    fn the_fallback_is_read_and_allowed_only_before_the_prompt() {
+        let mut v = crate::provider::acp::opening("/w", None, "do it");
+        v["fallback"] = serde_json::json!({"args": ["-p", "do it"], "env": [["K", "V"]]});
+        let mut o = AcpOpening::from_json(v.to_string().as_bytes()).unwrap();
+        assert_eq!(o.fallback().unwrap().args, ["-p", "do it"]);
+        assert_eq!(o.fallback().unwrap().env, [("K".to_owned(), "V".to_owned())]);
+        assert_eq!(o.unanswered(), Some("the agent ended before answering initialize"));
+        o.on_line(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        assert_eq!(o.unanswered(), Some("the agent ended before answering session/new"));
+        o.on_line(br#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}"#);
+        assert!(o.prompt_sent());
+        assert_eq!(o.unanswered(), None, "once the prompt is sent there is no falling back");
+        assert!(opening().fallback().is_none());
     }
 }

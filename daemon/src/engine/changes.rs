@@ -43,6 +43,7 @@ impl Engine {
             return Err(Error::Precondition(format!("task {id}'s changes were discarded")));
         }
         let Some(p) = self.prepared(&record).filter(|p| p.isolation == Isolation::Worktree) else {
+            self.release_remote_soon(&record);
             return Ok(workshop::ApplyResult {
                 applied: true,
                 already_applied: false,
@@ -55,6 +56,7 @@ impl Engine {
         if result.applied || result.already_applied {
             self.store.set_changes_state(id, ChangesState::Applied)?;
             self.pulse(id);
+            self.release_remote_soon(&record);
         }
         Ok(result)
     }
@@ -70,6 +72,7 @@ impl Engine {
         }
         self.store.set_changes_state(id, ChangesState::Discarded)?;
         self.pulse(id);
+        self.release_remote_soon(&record);
         Ok(())
     }
 
@@ -87,6 +90,14 @@ impl Engine {
         )?;
         let mut items = Vec::new();
         for record in finished {
+            // Remote refs of decided tasks (a release apply or discard
+            // could not finish is retried here), whatever their worktree.
+            if !dry_run
+                && record.changes_state.is_some()
+                && let Some(e) = self.release_remote_now(&record)
+            {
+                tracing::warn!(task_id = record.id, error = e, "remote refs kept");
+            }
             let Some(p) = self.prepared(&record).filter(|p| p.isolation == Isolation::Worktree) else { continue };
             let Some(worktree) = p.worktree.clone() else { continue };
             if !worktree.exists() {
@@ -124,6 +135,12 @@ impl Engine {
             } else {
                 workshop::remove(&p, force)
             };
+            if removal.is_ok()
+                && record.changes_state.is_none()
+                && let Some(e) = self.release_remote_now(&record)
+            {
+                tracing::warn!(task_id = record.id, error = e, "remote refs kept");
+            }
             match removal {
                 Ok(r) => items.push(GcItem {
                     bytes,

@@ -268,6 +268,7 @@ impl Engine {
                 };
                 // A provider that speaks a session protocol is driven through it (adapter data).
                 let built = provider::acp::launch(spec.id, &invocation)
+                    .map(|acp| provider::acp::with_fallback(acp, provider::build_launch(spec.id, &invocation)))
                     .or_else(|| provider::build_launch(spec.id, &invocation))
                     .ok_or_else(|| Error::Internal(format!("no launch for provider {}", spec.id)))?;
                 for (name, content) in &built.files {
@@ -315,7 +316,17 @@ impl Engine {
         launch.max_parallel = config.policy.max_parallel;
         // `[runner]` (issue 16): a Kubernetes task is refused here, before
         // anything is recorded or created, when its Job could not be.
-        launch.kube = config.runner.for_task().map_err(|(key, why)| Error::Invalid(format!("`{key}` {why}")))?;
+        let asked = match input.runner.as_deref().filter(|r| !r.trim().is_empty()) {
+            Some(r) => Some(crate::runner::settings::RunnerKind::parse(r).map_err(Error::Invalid)?),
+            None => None,
+        };
+        let role_runner =
+            resolution.role.as_ref().and_then(|r| config.role_runner.get(&r.name).map(|k| (r.name.as_str(), *k)));
+        let (kind, chosen_by) = crate::runner::settings::choose(asked, role_runner, config.runner.kind);
+        launch.kube = config
+            .runner
+            .for_kind(kind)
+            .map_err(|(key, why)| Error::Invalid(format!("{chosen_by} needs a cluster, but `{key}` {why}")))?;
         if let Some(k) = &launch.kube {
             crate::runner::multi::refuse_remote(&launch).map_err(Error::Precondition)?;
             crate::runner::multi::preflight(k, &id).await.map_err(Error::Precondition)?;

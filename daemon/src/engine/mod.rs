@@ -50,6 +50,8 @@ mod conclude;
 mod delegate;
 mod events;
 mod fallback;
+mod listing;
+pub use listing::ListEntry;
 mod monitor;
 mod nested;
 mod network;
@@ -60,6 +62,7 @@ mod projects;
 mod pulse;
 mod queue;
 mod recovery;
+mod remote_refs;
 mod start;
 mod trusting;
 // Issue 17, fan-out: verification in the worktree, groups.

@@ -27,6 +27,9 @@ pub const ID_NEW_SESSION: u64 = 2;
 /// The JSON-RPC id of caesar's `session/prompt`.
 pub const ID_PROMPT: u64 = 3;
 
+/// ACP's error code for "authentication required" (the spec's `auth_required`).
+pub const AUTH_REQUIRED: i64 = -32000;
+
 /// The ACP version caesar speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
 
@@ -36,25 +39,51 @@ pub fn acp_args(id: &str) -> Option<&'static [&'static str]> {
     match id {
         // [V] 0.61: `--acp` (also `--experimental-acp`).
         "gemini" => Some(&["--acp"]),
-        // opencode 1.18 speaks ACP (`opencode acp`, [V]) but stays on its stream: under ACP its
-        // 401 and 429 end the turn with no error caesar maps to a blocker yet, and it runs bash
-        // without asking unless its own `permission` config says `ask`.
-        // copilot 1.0 speaks ACP with `--acp --stdio` ([V] by hand and in real_sessions: allow
-        // and deny bridged), but in ACP mode it asks for every edit and every MCP tool, which its
-        // stream launch pre-approves; until those approvals are passed in ACP mode too it stays
-        // on the stream. [[agent]] protocol = "acp" is not wired yet either.
+        // [V] 1.18: the `acp` subcommand. Its permissions come from its config (below).
+        "opencode" => Some(&["acp"]),
+        // [V] 1.0: `--acp` with `--stdio` (the default transport is stdio too).
+        "copilot" => Some(&["--acp", "--stdio"]),
         // [V] 0.24: `--acp`.
         "qwen" => Some(&["--acp"]),
+        // Unverified (none of the three installs here), from their documentation:
+        // [D] cursor.com/docs/cli/acp: `agent acp` (the binary caesar runs is `cursor-agent`),
+        // root options before the subcommand; it asks through session/request_permission.
+        "cursor-agent" => Some(&["acp"]),
+        // [D] xai-org/grok-build docs/user-guide/15-agent-mode.md: `grok agent stdio`; without
+        // `--always-approve` it asks through session/request_permission.
+        "grok" => Some(&["agent", "stdio"]),
+        // [D] codebuddy.ai/docs/cli/acp: `codebuddy --acp`.
+        "codebuddy" => Some(&["--acp"]),
         _ => None,
+    }
+}
+
+/// Whether caesar's ACP launch of built-in provider `id` was only read from the CLI's
+/// documentation, never run here.
+pub fn unverified(id: &str) -> bool {
+    matches!(id, "cursor-agent" | "grok" | "codebuddy")
+}
+
+/// The protocol built-in provider `id` is driven through, for `caesar agents describe`.
+pub fn protocol_name(id: &str) -> &'static str {
+    match (acp_args(id), id) {
+        (Some(_), _) => "acp",
+        (None, "claude") => "stream-json-control",
+        (None, _) => "stream",
     }
 }
 
 /// Why a built-in provider speaks the protocol it does, for `caesar agents describe`.
 pub fn protocol_reason(id: &str) -> &'static str {
     match id {
-        "gemini" | "qwen" => {
+        "gemini" | "qwen" | "opencode" | "copilot" => {
             "ACP session: permission prompts reach the orchestrator, the return channel goes through \
-             session/new, cancel goes through session/cancel"
+             session/new, cancel goes through session/cancel; the stream command runs instead when \
+             the handshake fails at start"
+        }
+        "cursor-agent" | "grok" | "codebuddy" => {
+            "ACP session, unverified: taken from the CLI's documentation and never run against it \
+             here; the stream command runs instead when the handshake fails at start"
         }
         "claude" => "stream-json with the control protocol on stdin (permission prompts bridged in write mode)",
         _ => "one-shot stream: this CLI offers no session protocol caesar drives",
@@ -65,7 +94,16 @@ pub fn protocol_reason(id: &str) -> &'static str {
 /// the command line, and the opening the supervisor sends.
 pub fn launch(id: &str, inv: &Invocation) -> Option<Launch> {
     let base = acp_args(id)?;
-    let mut args: Vec<String> = base.iter().map(|a| s(a)).collect();
+    let mut args: Vec<String> = Vec::new();
+    match (id, inv.model) {
+        // [D] root options go before the subcommand (`agent --api-key … acp`).
+        ("cursor-agent", Some(m)) => args.extend([s("--model"), s(m)]),
+        // Unverified: options between `agent` and `stdio`, as `--always-approve` is documented.
+        ("grok", Some(m)) => args.extend([s("agent"), s("-m"), s(m)]),
+        _ => {}
+    }
+    let skip = usize::from(id == "grok" && inv.model.is_some());
+    args.extend(base.iter().skip(skip).map(|a| s(a)));
     let mut env = Vec::new();
     match id {
         "gemini" => {
@@ -87,14 +125,88 @@ pub fn launch(id: &str, inv: &Invocation) -> Option<Launch> {
                 args.extend([s("-m"), s(m)]);
             }
         }
+        "opencode" => {
+            // [V] opencode takes no flags in ACP mode: the model and the permissions go in the
+            // config it merges from OPENCODE_CONFIG_CONTENT. Shell commands ask (so they reach
+            // the orchestrator), edits are allowed in write mode and denied in read-only mode.
+            let mut config = json!({"permission": {
+                "edit": if inv.mode == Mode::Write { "allow" } else { "deny" },
+                "bash": "ask", "webfetch": "ask"}});
+            if let Some(m) = inv.model {
+                config["model"] = json!(m);
+            }
+            env.push((s("OPENCODE_CONFIG_CONTENT"), config.to_string()));
+            env.push((s("OPENCODE_DISABLE_AUTOUPDATE"), s("1")));
+        }
         "copilot" => {
+            // [V] in ACP mode copilot asks for every tool it has not been told to allow: edits
+            // are pre-approved in write mode (as its stream launch does with --allow-all-tools),
+            // the return channel's server always; shell commands ask.
+            if inv.mode == Mode::Write {
+                args.push(s("--allow-tool=write"));
+            }
+            if let Some(m) = &inv.mcp {
+                // [V] 1.0 in ACP mode does not load the stdio servers of session/new (the model
+                // is told "Tool 'caesar-ask_orchestrator' does not exist"): the channel goes on
+                // the command line, as in its stream launch.
+                let tools: Vec<Value> = if m.tools.is_empty() {
+                    vec![Value::from("*")]
+                } else {
+                    m.tools.iter().map(|t| Value::from(*t)).collect()
+                };
+                let config =
+                    super::mcp_servers_json(m, &[("type", Value::from("local")), ("tools", Value::from(tools))]);
+                args.extend([s("--additional-mcp-config"), config.to_string()]);
+                args.push(format!("--allow-tool={}", m.name));
+            }
+            if let Some(m) = inv.model {
+                args.extend([s("--model"), s(m)]);
+            }
+            env.push((s("COPILOT_AUTO_UPDATE"), s("false")));
+        }
+        // Unverified: codebuddy copies claude's flags.
+        "codebuddy" => {
             if let Some(m) = inv.model {
                 args.extend([s("--model"), s(m)]);
             }
         }
+        // [3P] keeps grok from updating itself mid-run, as in its stream launch.
+        "grok" => env.push((s("GROK_DISABLE_AUTOUPDATER"), s("1"))),
         _ => {}
     }
-    Some(Launch { args, env, stdin: session_stdin(inv.workspace, inv.mcp.as_ref(), inv.prompt), ..Launch::default() })
+    // copilot takes the channel on its command line (above), not in session/new.
+    let mcp = inv.mcp.as_ref().filter(|_| id != "copilot");
+    let mut stdin = session_stdin(inv.workspace, mcp, inv.prompt);
+    if let (Some(id), Stdin::Session { opening, .. }) = (inv.resume_session, &mut stdin)
+        && let Ok(mut v) = serde_json::from_str::<Value>(opening)
+    {
+        // The supervisor continues it with session/resume or session/load where the agent
+        // advertises either (see crate::driver::opening), else opens a new one.
+        v["resume"] = Value::from(id);
+        *opening = v.to_string();
+    }
+    Some(Launch { args, env, stdin, ..Launch::default() })
+}
+
+/// `acp` with the provider's one-shot stream launch as its fallback (see
+/// [`crate::driver::opening::Fallback`]): its argv and environment go in the opening, its task
+/// files with the session's. A stream that needs stdin (a control protocol) or files in the
+/// workspace (the channel of gemini, qwen, cursor-agent and grok) runs without those: the
+/// fallback is a one-shot run without the return channel there.
+pub fn with_fallback(mut acp: Launch, stream: Option<Launch>) -> Launch {
+    let Some(stream) = stream.filter(|l| l.stdin == Stdin::Null) else { return acp };
+    if let Stdin::Session { opening, .. } = &mut acp.stdin
+        && let Ok(mut v) = serde_json::from_str::<Value>(opening)
+    {
+        v["fallback"] = json!({"args": stream.args, "env": stream.env});
+        *opening = v.to_string();
+    }
+    for (name, content) in stream.files {
+        if !acp.files.iter().any(|(n, _)| *n == name) {
+            acp.files.push((name, content));
+        }
+    }
+    acp
 }
 
 /// The stdin of an ACP session: `initialize` first, then the opening the supervisor sends as
@@ -170,6 +282,11 @@ pub struct AcpParser {
     segment: String,
     /// Lines to write back (errors for requests caesar does not serve).
     replies: Vec<String>,
+    /// The session is being loaded: the agent replays its history (which starts with the
+    /// user's words) before it answers session/load. Replayed turns are not this task's work.
+    replaying: bool,
+    /// The agent answered session/new (or session/load).
+    opened: bool,
 }
 
 impl AcpParser {
@@ -191,12 +308,28 @@ impl AcpParser {
 
     fn update(&mut self, p: &mut Parsed, update: &Value, line: &str) {
         let kind = str_at(update, "sessionUpdate").unwrap_or_default();
+        if kind == "user_message_chunk" && !self.opened {
+            self.replaying = true;
+        }
+        if self.replaying {
+            return;
+        }
         if !matches!(kind, "agent_message_chunk" | "agent_thought_chunk") {
             self.flush(p);
         }
         match kind {
             "agent_message_chunk" => {
                 let text = text_of(update.get("content"));
+                // [V] copilot 1.0 reports a failed model call as the turn's words, then ends it
+                // with end_turn: "Error: Authentication failed with provider at … (HTTP 401)".
+                // With no structured error to read, the text is classified (auth, rate limit).
+                if let Some(failure) = text.trim_start().strip_prefix("Error:") {
+                    self.flush(p);
+                    let failure = format!("the agent reports an error:{}", truncate(failure, 500));
+                    error(p, &failure, true);
+                    self.base.classify(p, &failure);
+                    return;
+                }
                 self.pending.push_str(text);
                 self.segment.push_str(text);
             }
@@ -314,6 +447,16 @@ impl AcpParser {
         });
     }
 
+    /// A failed request's blocker: ACP's `auth_required` error (-32000) is one from structure;
+    /// anything else is read from its text.
+    fn classify_failure(&mut self, p: &mut Parsed, v: &Value, text: &str) {
+        if v.pointer("/error/code").and_then(Value::as_i64) == Some(AUTH_REQUIRED) {
+            self.base.blocker(p, crate::oacp::BlockerKind::Auth, text);
+        } else {
+            self.base.classify(p, text);
+        }
+    }
+
     fn response(&mut self, p: &mut Parsed, v: &Value, line: &str) {
         let id = v.get("id").and_then(Value::as_u64);
         let failure = v.get("error").map(|e| {
@@ -326,11 +469,19 @@ impl AcpParser {
         let result = v.get("result").unwrap_or(&Value::Null);
         match id {
             Some(ID_INITIALIZE) | Some(ID_NEW_SESSION) => {
+                if id == Some(ID_NEW_SESSION) {
+                    // Whatever a loaded session replayed before its answer was history.
+                    self.opened = true;
+                    self.replaying = false;
+                    self.pending.clear();
+                    self.pending_thought.clear();
+                    self.segment.clear();
+                }
                 if let Some(msg) = failure {
                     let what = if id == Some(ID_INITIALIZE) { "initialize" } else { "session/new" };
                     let text = format!("the ACP {what} failed: {msg}");
                     error(p, &text, true);
-                    self.base.classify(p, &text);
+                    self.classify_failure(p, v, &text);
                 } else if let Some(session) = str_at(result, "sessionId") {
                     self.base.session(p, session);
                 }
@@ -340,7 +491,7 @@ impl AcpParser {
                 if let Some(msg) = failure {
                     let text = format!("the turn failed: {msg}");
                     error(p, &text, true);
-                    self.base.classify(p, &text);
+                    self.classify_failure(p, v, &text);
                     return;
                 }
                 if let Some(usage) = usage_of(result) {
@@ -438,7 +589,16 @@ fn usage_of(result: &Value) -> Option<Usage> {
     })
 }
 
+/// `line` as an `unrecognized` event, cut to its first 2,000 characters.
+pub fn unrecognized(line: &str) -> EventBody {
+    EventBody::Unrecognized { line: truncate(line, 2000) }
+}
+
 /// Whether `line` is an ACP JSON-RPC message at all (the fallback marker is not).
 pub fn is_jsonrpc(line: &str) -> bool {
     json_object(line.trim()).is_some_and(|v| str_at(&v, "jsonrpc") == Some("2.0"))
 }
+
+#[cfg(test)]
+#[path = "acp_tests.rs"]
+mod tests;

@@ -126,4 +126,14 @@ pub trait Runner: Send + Sync {
 
     /// Makes sure nothing of a run whose supervision vanished goes on.
     fn kill_remains(&self, task_id: &str, dir: &TaskDir);
+
+    /// Lets go of what a finished run left outside this machine once its
+    /// changes are applied, discarded or collected (a Kubernetes task's
+    /// refs on the git remote); `repo` is a repository to run git in.
+    /// Idempotent; true when something was released now. An error is
+    /// retried at the next gc.
+    fn release(&self, task_id: &str, dir: &TaskDir, repo: &Path) -> std::result::Result<bool, String> {
+        let _ = (task_id, dir, repo);
+        Ok(false)
+    }
 }

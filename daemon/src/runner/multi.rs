@@ -153,4 +153,8 @@ impl Runner for Runners {
     fn kill_remains(&self, task_id: &str, dir: &TaskDir) {
         self.for_dir(dir).kill_remains(task_id, dir);
     }
+
+    fn release(&self, task_id: &str, dir: &TaskDir, repo: &std::path::Path) -> std::result::Result<bool, String> {
+        self.for_dir(dir).release(task_id, dir, repo)
+    }
 }

@@ -19,6 +19,39 @@ pub enum RunnerKind {
     Kubernetes,
 }
 
+impl RunnerKind {
+    /// Parses a runner named by a delegation (`runner: "kubernetes"`).
+    pub fn parse(s: &str) -> Result<RunnerKind, String> {
+        match s.trim() {
+            "local" => Ok(RunnerKind::Local),
+            "kubernetes" => Ok(RunnerKind::Kubernetes),
+            other => Err(format!("`runner` is \"{other}\": use \"local\" or \"kubernetes\"")),
+        }
+    }
+
+    /// Its name in config and requests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunnerKind::Local => "local",
+            RunnerKind::Kubernetes => "kubernetes",
+        }
+    }
+}
+
+/// Which runner a task gets, and who chose it: the delegation's `runner`,
+/// else its role's `runner`, else `[runner] kind`.
+pub fn choose(
+    asked: Option<RunnerKind>,
+    role: Option<(&str, RunnerKind)>,
+    project: RunnerKind,
+) -> (RunnerKind, String) {
+    match (asked, role) {
+        (Some(k), _) => (k, format!("the delegation's `runner = \"{}\"`", k.as_str())),
+        (None, Some((name, k))) => (k, format!("role `{name}`'s `runner = \"{}\"`", k.as_str())),
+        (None, None) => (project, format!("`[runner] kind = \"{}\"`", project.as_str())),
+    }
+}
+
 /// Requests and limits of the agent container, Kubernetes quantities.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -61,6 +94,15 @@ pub struct KubeSettings {
     /// daemon (push) and from the pod (fetch, push of the result).
     #[serde(default)]
     pub git_remote: String,
+    /// The Secret whose keys are the environment of the pod's init
+    /// container that fetches the base (e.g. `GIT_CONFIG_COUNT`,
+    /// `GIT_CONFIG_KEY_0=http.extraHeader`, `GIT_CONFIG_VALUE_0=Authorization: …`).
+    /// The agent container never sees it.
+    #[serde(default)]
+    pub git_read_secret: Option<String>,
+    /// The same for the collector container that pushes `…/result`.
+    #[serde(default)]
+    pub git_write_secret: Option<String>,
     /// Seconds a finished Job is kept (`ttlSecondsAfterFinished`).
     #[serde(default = "default_ttl")]
     pub ttl_seconds: u32,
@@ -99,6 +141,8 @@ pub struct RawKube {
     pub node_selector: Option<BTreeMap<String, String>>,
     pub credentials_secret: Option<String>,
     pub git_remote: Option<String>,
+    pub git_read_secret: Option<String>,
+    pub git_write_secret: Option<String>,
     pub ttl_seconds: Option<u32>,
     pub image_pull_timeout_seconds: Option<u32>,
 }
@@ -145,6 +189,8 @@ impl RunnerConfig {
             set!(node_selector);
             set!(opt credentials_secret);
             set!(git_remote);
+            set!(opt git_read_secret);
+            set!(opt git_write_secret);
             set!(ttl_seconds);
             set!(image_pull_timeout_seconds);
         }
@@ -154,7 +200,13 @@ impl RunnerConfig {
     /// The cluster settings a task gets, `None` for the local runner; an
     /// error (key, fix) when `kind = "kubernetes"` lacks what a Job needs.
     pub fn for_task(&self) -> Result<Option<KubeSettings>, (String, String)> {
-        if self.kind == RunnerKind::Local {
+        self.for_kind(self.kind)
+    }
+
+    /// The cluster settings of a task run by `kind` (chosen by its role or
+    /// its delegation rather than by `[runner] kind`); the same errors.
+    pub fn for_kind(&self, kind: RunnerKind) -> Result<Option<KubeSettings>, (String, String)> {
+        if kind == RunnerKind::Local {
             return Ok(None);
         }
         let k = &self.kubernetes;
@@ -198,6 +250,19 @@ mod tests {
         c.merge(parse("[runner.kubernetes]\nnamespace = \"b\"\ngit_remote = \"/srv/r.git\"\n")).expect("merges");
         let k = c.for_task().expect("complete").expect("kubernetes");
         assert_eq!((k.namespace.as_str(), k.image.as_str(), k.ttl_seconds), ("b", "i:1", 604800));
+    }
+
+    #[test]
+    fn the_delegation_then_the_role_then_the_project_choose() {
+        use RunnerKind::*;
+        assert_eq!(choose(Some(Local), Some(("r", Kubernetes)), Kubernetes).0, Local);
+        assert_eq!(choose(None, Some(("r", Kubernetes)), Local).0, Kubernetes);
+        assert!(choose(None, Some(("r", Kubernetes)), Local).1.contains("role `r`"));
+        assert_eq!(choose(None, None, Kubernetes).0, Kubernetes);
+        assert_eq!(RunnerKind::parse("kubernetes"), Ok(Kubernetes));
+        assert!(RunnerKind::parse("k8s").expect_err("unknown").contains("\"local\" or \"kubernetes\""));
+        let c = RunnerConfig::default();
+        assert_eq!(c.for_kind(Kubernetes).expect_err("no cluster").0, "runner.kubernetes.namespace");
     }
 
     #[test]

@@ -211,6 +211,8 @@ enum Msg {
     Signal,
     /// The session's turn ended a while ago and the agent is still there.
     TurnOver,
+    /// The session's handshake failed: the agent is stopped (and the stream fallback may run).
+    HandshakeFailed,
 }
 
 /// Runs the supervisor to completion. Returns the process exit code.
@@ -249,7 +251,6 @@ pub fn run(args: SuperviseArgs) -> i32 {
     // With a cap or a stdin protocol, output goes through a pipe that this
     // process copies into raw.log (up to the cap); otherwise straight into
     // the file.
-    let mut copier = None;
     let (tx, rx) = mpsc::channel();
     let turn_over = tx.clone();
     // Kernel confinement (issue 19): the ruleset is built here, before the
@@ -269,65 +270,8 @@ pub fn run(args: SuperviseArgs) -> i32 {
         }
     };
     let sandbox_fd = sandbox.as_ref().map_or(-1, |s| s.raw());
-    let spawned = (|| -> std::io::Result<std::process::Child> {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new(&args.program);
-        cmd.args(&args.args).process_group(0).env_remove(crate::sandbox::ENV);
-        // std gives the child this process's signal mask, in which the stop
-        // signals are blocked for the sigwait thread: left so, the agent
-        // never sees the SIGTERM of a cancel or a timeout and always dies by
-        // SIGKILL after the grace, with no chance to clean up.
-        // SAFETY: pthread_sigmask is async-signal-safe, and the closure
-        // touches nothing else between fork and exec.
-        // The sandbox's two system calls are as safe there.
-        unsafe {
-            cmd.pre_exec(move || {
-                pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).map_err(std::io::Error::from)?;
-                crate::sandbox::restrict_in_child(sandbox_fd)
-            });
-        }
-        let stdin = match &args.stdin_close_after {
-            Some(prefix) => {
-                let (reader, writer) = std::io::pipe()?;
-                cmd.stdin(reader);
-                let opening = match args.session {
-                    Some(crate::driver::SessionProtocol::Acp) => {
-                        let bytes = std::fs::read(args.task_dir.join(SESSION_OPENING))?;
-                        Some(crate::driver::opening::AcpOpening::from_json(&bytes).ok_or_else(|| {
-                            std::io::Error::new(std::io::ErrorKind::InvalidData, "the session opening does not read")
-                        })?)
-                    }
-                    None => None,
-                };
-                Some(StdinControl {
-                    writer: forward_stdin(&args.task_dir, writer)?,
-                    close_after: prefix.clone(),
-                    opening,
-                    turn_over,
-                })
-            }
-            None => {
-                cmd.stdin(Stdio::null());
-                None
-            }
-        };
-        if args.log_cap > 0 || stdin.is_some() {
-            let (reader, writer) = std::io::pipe()?;
-            cmd.stdout(writer.try_clone()?).stderr(writer);
-            let child = cmd.spawn();
-            // The command (and its copies of the pipes' ends) is dropped
-            // here, so the output pipe ends when the agent's tree is gone.
-            drop(cmd);
-            let child = child?;
-            let out = log.try_clone()?;
-            let cap = if args.log_cap > 0 { args.log_cap } else { u64::MAX };
-            copier = Some(std::thread::spawn(move || copy_capped(reader, out, cap, stdin)));
-            Ok(child)
-        } else {
-            cmd.stdout(log.try_clone()?).stderr(log.try_clone()?).spawn()
-        }
-    })();
-    let mut child = match spawned {
+    let spawned = spawn_agent(&args, &args.args, &[], true, &log, sandbox_fd, turn_over.clone());
+    let (child, mut copier) = match spawned {
         Ok(c) => c,
         Err(e) => {
             let message = format!("cannot start `{}`: {e}", args.program);
@@ -336,9 +280,134 @@ pub fn run(args: SuperviseArgs) -> i32 {
             return 0;
         }
     };
+    let mut agent_pid = started(&args.task_dir, child, &tx);
+    let signals = tx.clone();
+    std::thread::spawn(move || {
+        while stop.wait().is_ok() {
+            if signals.send(Msg::Signal).is_err() {
+                break;
+            }
+        }
+    });
+
+    // A grace past ten minutes would leave an agent that ignores SIGTERM
+    // running for as long as it likes; past that it is cut to ten minutes.
+    let grace = Duration::from_millis(args.grace_ms.min(MAX_GRACE_MS));
+    let remaining = || Duration::from_millis((args.deadline_ms - crate::clock::now_ms()).max(0) as u64);
+    let mut record = wait_agent(agent_pid, grace, remaining, &rx);
+    record.leftovers_killed = kill_leftovers(agent_pid, grace);
+    let mut outcome = copier.take().map(|c| c.join().unwrap_or_default()).unwrap_or_default();
+    // The stream fallback: the session could not be opened (its prompt was never sent), the
+    // run was neither cancelled nor out of time, and the adapter has a stream command.
+    let fallback = args
+        .session
+        .and_then(|_| std::fs::read(args.task_dir.join(SESSION_OPENING)).ok())
+        .and_then(|bytes| crate::driver::opening::AcpOpening::from_json(&bytes))
+        .and_then(|o| o.fallback().cloned());
+    let mut cancelled = record.terminated || record.timed_out;
+    // A stop signal that came while the first agent was ending is a cancel all the same.
+    while let Ok(m) = rx.try_recv() {
+        cancelled |= matches!(m, Msg::Signal);
+    }
+    if let (Some(why), Some(fallback), false) = (outcome.handshake_failed.take(), fallback, cancelled) {
+        let _ = writeln!(&log, "{}: {why}; running the stream command", crate::driver::acp::FALLBACK_MARKER);
+        match spawn_agent(&args, &fallback.args, &fallback.env, false, &log, sandbox_fd, turn_over) {
+            Ok((next, next_copier)) => {
+                agent_pid = started(&args.task_dir, next, &tx);
+                let leftovers = record.leftovers_killed;
+                record = wait_agent(agent_pid, grace, remaining, &rx);
+                record.leftovers_killed = leftovers + kill_leftovers(agent_pid, grace);
+                let more = next_copier.map(|c| c.join().unwrap_or_default()).unwrap_or_default();
+                outcome.dropped += more.dropped;
+            }
+            Err(e) => {
+                let message = format!("cannot start the stream fallback `{}`: {e}", args.program);
+                let _ = writeln!(&log, "caesar: {message}");
+                record.spawn_error = Some(message);
+            }
+        }
+    }
+    record.output_dropped_bytes = outcome.dropped;
+    record.finished_ms = crate::clock::now_ms();
+    write_exit(&args.task_dir, &record);
+    0
+}
+
+/// Starts the agent (`argv` after the program, `env` on top of this process's): stdin per the
+/// task's protocol when `protocol` (else `/dev/null`), output through the capped copier when
+/// there is a cap or a protocol. Returns the child and the copier's thread.
+#[cfg(unix)]
+#[allow(clippy::type_complexity)]
+fn spawn_agent(
+    args: &SuperviseArgs,
+    argv: &[String],
+    env: &[(String, String)],
+    protocol: bool,
+    log: &File,
+    sandbox_fd: i32,
+    turn_over: mpsc::Sender<Msg>,
+) -> std::io::Result<(std::process::Child, Option<std::thread::JoinHandle<stdin::CopyOutcome>>)> {
+    use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(&args.program);
+    cmd.args(argv).envs(env.iter().map(|(k, v)| (k, v))).process_group(0).env_remove(crate::sandbox::ENV);
+    // std gives the child this process's signal mask, in which the stop
+    // signals are blocked for the sigwait thread: left so, the agent
+    // never sees the SIGTERM of a cancel or a timeout and always dies by
+    // SIGKILL after the grace, with no chance to clean up.
+    // SAFETY: pthread_sigmask is async-signal-safe, and the closure
+    // touches nothing else between fork and exec.
+    // The sandbox's two system calls are as safe there.
+    unsafe {
+        cmd.pre_exec(move || {
+            pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).map_err(std::io::Error::from)?;
+            crate::sandbox::restrict_in_child(sandbox_fd)
+        });
+    }
+    let stdin = match args.stdin_close_after.as_ref().filter(|_| protocol) {
+        Some(prefix) => {
+            let (reader, writer) = std::io::pipe()?;
+            cmd.stdin(reader);
+            let opening = match args.session {
+                Some(crate::driver::SessionProtocol::Acp) => {
+                    let bytes = std::fs::read(args.task_dir.join(SESSION_OPENING))?;
+                    Some(crate::driver::opening::AcpOpening::from_json(&bytes).ok_or_else(|| {
+                        std::io::Error::new(std::io::ErrorKind::InvalidData, "the session opening does not read")
+                    })?)
+                }
+                None => None,
+            };
+            let writer = forward_stdin(&args.task_dir, writer)?;
+            Some(StdinControl { writer, close_after: prefix.clone(), opening, turn_over })
+        }
+        None => {
+            cmd.stdin(Stdio::null());
+            None
+        }
+    };
+    if args.log_cap > 0 || stdin.is_some() {
+        let (reader, writer) = std::io::pipe()?;
+        cmd.stdout(writer.try_clone()?).stderr(writer);
+        let child = cmd.spawn();
+        // The command (and its copies of the pipes' ends) is dropped
+        // here, so the output pipe ends when the agent's tree is gone.
+        drop(cmd);
+        let child = child?;
+        let out = log.try_clone()?;
+        let cap = if args.log_cap > 0 { args.log_cap } else { u64::MAX };
+        let copier = std::thread::spawn(move || copy_capped(reader, out, cap, stdin));
+        Ok((child, Some(copier)))
+    } else {
+        Ok((cmd.stdout(log.try_clone()?).stderr(log.try_clone()?).spawn()?, None))
+    }
+}
+
+/// Records the started agent in `agent.json` and starts the thread that waits for it.
+/// Returns its pid.
+fn started(task_dir: &Path, mut child: std::process::Child, tx: &mpsc::Sender<Msg>) -> u32 {
     let agent_pid = child.id();
     let _ = write_atomic(
-        &args.task_dir.join(AGENT_FILE),
+        &task_dir.join(AGENT_FILE),
         &serde_json::to_vec(&AgentStarted {
             pid: agent_pid,
             started_ms: crate::clock::now_ms(),
@@ -348,37 +417,38 @@ pub fn run(args: SuperviseArgs) -> i32 {
         })
         .unwrap_or_default(),
     );
-
     let waiter = tx.clone();
     std::thread::spawn(move || {
         let _ = waiter.send(Msg::Exited(child.wait()));
     });
-    std::thread::spawn(move || {
-        while stop.wait().is_ok() {
-            if tx.send(Msg::Signal).is_err() {
-                break;
-            }
-        }
-    });
+    agent_pid
+}
 
-    // A grace past ten minutes would leave an agent that ignores SIGTERM
-    // running for as long as it likes; past that it is cut to ten minutes.
-    let grace = Duration::from_millis(args.grace_ms.min(MAX_GRACE_MS));
+/// Waits for agent `agent_pid` to end, stopping its tree on a stop signal, at the deadline
+/// (`remaining` is the time left), once its session's turn is over, or when its handshake
+/// failed. Returns the exit record so far (no leftovers, output or finish time yet).
+#[cfg(unix)]
+fn wait_agent(
+    agent_pid: u32,
+    grace: Duration,
+    remaining: impl Fn() -> Duration,
+    rx: &mpsc::Receiver<Msg>,
+) -> ExitRecord {
     let mut record = ExitRecord::default();
-    let remaining = || Duration::from_millis((args.deadline_ms - crate::clock::now_ms()).max(0) as u64);
     let status = match rx.recv_timeout(remaining()) {
         Ok(Msg::Exited(status)) => status,
         Ok(Msg::Signal) => {
             record.terminated = true;
-            stop_tree(agent_pid, grace, &rx)
+            stop_tree(agent_pid, grace, rx)
         }
         Ok(Msg::TurnOver) => {
             record.session_ended = true;
-            stop_tree(agent_pid, grace, &rx)
+            stop_tree(agent_pid, grace, rx)
         }
+        Ok(Msg::HandshakeFailed) => stop_tree(agent_pid, grace, rx),
         Err(_) => {
             record.timed_out = true;
-            stop_tree(agent_pid, grace, &rx)
+            stop_tree(agent_pid, grace, rx)
         }
     };
     match status {
@@ -394,14 +464,7 @@ pub fn run(args: SuperviseArgs) -> i32 {
         }
         Err(e) => record.spawn_error = Some(format!("lost the agent's exit status: {e}")),
     }
-    // The agent is gone; anything of its tree still alive is a leftover.
-    record.leftovers_killed = kill_leftovers(agent_pid, grace);
-    if let Some(copier) = copier {
-        record.output_dropped_bytes = copier.join().unwrap_or(0);
-    }
-    record.finished_ms = crate::clock::now_ms();
-    write_exit(&args.task_dir, &record);
-    0
+    record
 }
 
 fn exit_now() -> ExitRecord {

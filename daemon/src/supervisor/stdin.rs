@@ -70,11 +70,25 @@ pub(super) fn forward_stdin(task_dir: &Path, writer: std::io::PipeWriter) -> std
     Ok(shared)
 }
 
+/// What the output copier saw by the end of the agent's output.
+#[derive(Debug, Default)]
+pub(super) struct CopyOutcome {
+    /// Bytes dropped past the raw log's cap.
+    pub(super) dropped: u64,
+    /// The session's handshake failed, or the agent's output ended before it was over: why.
+    /// The prompt was never sent, so the stream fallback may run.
+    pub(super) handshake_failed: Option<String>,
+}
+
 /// Copies the agent's output into raw.log up to `cap` bytes, then drops the
-/// rest, saying so in raw.log. Returns how many bytes were dropped. With a
-/// stdin protocol, it also closes the agent's stdin after the line that ends
-/// the agent's turn.
-pub(super) fn copy_capped(mut from: std::io::PipeReader, mut to: File, cap: u64, stdin: Option<StdinControl>) -> u64 {
+/// rest, saying so in raw.log. With a stdin protocol, it also closes the
+/// agent's stdin after the line that ends the agent's turn.
+pub(super) fn copy_capped(
+    mut from: std::io::PipeReader,
+    mut to: File,
+    cap: u64,
+    stdin: Option<StdinControl>,
+) -> CopyOutcome {
     use std::io::Read;
     let mut buf = vec![0u8; 64 * 1024];
     let (mut kept, mut dropped) = (0u64, 0u64);
@@ -84,6 +98,7 @@ pub(super) fn copy_capped(mut from: std::io::PipeReader, mut to: File, cap: u64,
     let mut stdin = stdin;
     // A session's current output line, up to the opening's cap.
     let mut line: Vec<u8> = Vec::new();
+    let mut handshake_failed = None;
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) => break,
@@ -97,8 +112,15 @@ pub(super) fn copy_capped(mut from: std::io::PipeReader, mut to: File, cap: u64,
             kept += keep as u64;
         }
         if let Some(control) = stdin.as_mut().filter(|c| c.opening.is_some()) {
-            if session_lines(control, &buf[..n], &mut line, &mut to) {
-                stdin = None;
+            match session_lines(control, &buf[..n], &mut line, &mut to) {
+                None => {}
+                Some(SessionEnd::TurnOver) => stdin = None,
+                Some(SessionEnd::Failed(why)) => {
+                    // Stopped at once: an agent refused its session is not left waiting.
+                    let _ = control.turn_over.send(Msg::HandshakeFailed);
+                    handshake_failed = Some(why);
+                    stdin = None;
+                }
             }
         } else if let Some(control) = &stdin {
             let prefix = control.close_after.as_bytes();
@@ -134,16 +156,27 @@ pub(super) fn copy_capped(mut from: std::io::PipeReader, mut to: File, cap: u64,
     if dropped > 0 {
         let _ = writeln!(to, "caesar: {dropped} bytes of output were dropped past the raw log cap of {cap} bytes");
     }
-    dropped
+    if let Some(why) = stdin.as_ref().and_then(|c| c.opening.as_ref()).and_then(|o| o.unanswered()) {
+        handshake_failed = Some(why.to_owned());
+    }
+    CopyOutcome { dropped, handshake_failed }
+}
+
+/// How a session's opening ended, as the output copier sees it.
+enum SessionEnd {
+    /// The prompt's turn is over.
+    TurnOver,
+    /// The handshake failed before the prompt was sent: why.
+    Failed(String),
 }
 
 /// Feeds a session's opening the complete lines in `bytes` (`line` holds the current partial
-/// one) and writes what it says on the agent's stdin. Returns whether stdin was closed: the
-/// turn is over (the agent gets [`SESSION_LINGER`] to exit) or the handshake failed (said in
-/// raw.log).
-fn session_lines(control: &mut StdinControl, bytes: &[u8], line: &mut Vec<u8>, log: &mut File) -> bool {
+/// one) and writes what it says on the agent's stdin. Returns how it ended once stdin was
+/// closed: the turn is over (the agent gets [`SESSION_LINGER`] to exit) or the handshake
+/// failed (said in raw.log).
+fn session_lines(control: &mut StdinControl, bytes: &[u8], line: &mut Vec<u8>, log: &mut File) -> Option<SessionEnd> {
     use crate::driver::opening::{MAX_OPENING_LINE, Step};
-    let Some(opening) = control.opening.as_mut() else { return false };
+    let opening = control.opening.as_mut()?;
     for &b in bytes {
         if b != b'\n' {
             if line.len() < MAX_OPENING_LINE {
@@ -168,16 +201,16 @@ fn session_lines(control: &mut StdinControl, bytes: &[u8], line: &mut Vec<u8>, l
                     std::thread::sleep(SESSION_LINGER);
                     let _ = tx.send(Msg::TurnOver);
                 });
-                return true;
+                return Some(SessionEnd::TurnOver);
             }
             Step::Failed(why) => {
                 slot.take();
                 let _ = writeln!(log, "caesar: the ACP session could not be opened: {why}");
-                return true;
+                return Some(SessionEnd::Failed(why));
             }
         }
     }
-    false
+    None
 }
 
 /// Writes one line to the stdin of a task's agent through its FIFO. Fails at

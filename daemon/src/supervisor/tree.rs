@@ -37,7 +37,7 @@ pub(super) fn stop_tree(agent_pid: u32, grace: Duration, rx: &mpsc::Receiver<Msg
     loop {
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(Msg::Exited(status)) => return status,
-            Ok(Msg::Signal | Msg::TurnOver) => continue,
+            Ok(Msg::Signal | Msg::TurnOver | Msg::HandshakeFailed) => continue,
             Err(_) => break,
         }
     }
@@ -45,7 +45,7 @@ pub(super) fn stop_tree(agent_pid: u32, grace: Duration, rx: &mpsc::Receiver<Msg
     loop {
         match rx.recv() {
             Ok(Msg::Exited(status)) => return status,
-            Ok(Msg::Signal | Msg::TurnOver) => continue,
+            Ok(Msg::Signal | Msg::TurnOver | Msg::HandshakeFailed) => continue,
             Err(_) => return Err(std::io::Error::other("the wait thread is gone")),
         }
     }

@@ -28,6 +28,8 @@
 //! fallback agent running (`--runs` samples), and the budget tally and
 //! network watch per event.
 //!
+//! `--acp` measures only ACP's permission round trip (issue 15, `caesar-bench-acp`).
+//!
 //! `--quick` shrinks P8 to 100,000 events and P10 to 5 s.
 //!
 //! `--prepare` measures only preparation, on a repository whose
@@ -148,6 +150,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // The conflict radar's figures (issue 17) live in their own binary.
         let ok = Command::new(bin_dir.join("caesar-bench-radar")).args(&args[1..]).status()?.success();
         return if ok { Ok(()) } else { Err("caesar-bench-radar failed".into()) };
+    }
+    if args.iter().any(|a| a == "--acp") {
+        // ACP's permission round trip (issue 15) lives in its own binary.
+        let ok = Command::new(bin_dir.join("caesar-bench-acp")).args(&args[1..]).status()?.success();
+        return if ok { Ok(()) } else { Err("caesar-bench-acp failed".into()) };
     }
     let home = tempfile::Builder::new().prefix("cb").tempdir_in("/tmp")?;
     let project = tempfile::tempdir()?;

@@ -6,6 +6,7 @@
 //!
 //! Usage: k8s-sim --state-dir DIR --port-file FILE [--namespace NS]...
 //!        [--forbid VERB:RESOURCE]... [--path PATH] [--secret NAME:KEY=VALUE]...
+//!        [--kubelet light]
 
 use std::io::Read;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ fn main() {
             }
             "--path" => cfg.path = v,
             "--split-at" => cfg.split_at = v.parse().unwrap_or(0),
+            "--kubelet" => cfg.light = v == "light",
             "--secret" => {
                 if let Some((name, kv)) = v.split_once(':')
                     && let Some((k, val)) = kv.split_once('=')

@@ -411,7 +411,10 @@ async fn pod_log(State(sim): State<Arc<Sim>>, Path((ns, name)): Path<(String, St
     if !containers.contains(&container.as_str()) {
         return fail(400, "BadRequest", &format!("container {container} is not valid for pod {name}"));
     }
-    let state = &pod["status"]["containerStatuses"][0]["state"];
+    let statuses = pod["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
+    let state =
+        statuses.iter().find(|c| c["name"] == container.as_str()).map(|c| c["state"].clone()).unwrap_or_default();
+    let state = &state;
     if state.get("running").is_none() && state.get("terminated").is_none() {
         let why = state["waiting"]["reason"].as_str().unwrap_or("ContainerCreating");
         return fail(
@@ -436,7 +439,7 @@ async fn pod_log(State(sim): State<Arc<Sim>>, Path((ns, name)): Path<(String, St
     };
     let follow = q.get("follow").is_some_and(|f| f == "true");
     let timestamps = q.get("timestamps").is_some_and(|f| f == "true");
-    let log = sim.log(&ns, &name);
+    let log = sim.log(&ns, &name, &container);
     let generation = sim.log_generation.load(Ordering::Acquire);
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(256);
     let sim2 = sim.clone();

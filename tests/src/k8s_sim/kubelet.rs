@@ -59,8 +59,47 @@ fn container_status(name: &str, image: &str, state: Value) -> Value {
     json!([{"name": name, "image": image, "imageID": "", "ready": false, "restartCount": 0, "state": state}])
 }
 
+/// Sets the status of the `i`th container of `field` (`containerStatuses`
+/// or `initContainerStatuses`), the others kept (waiting until they run).
+fn set_status(sim: &Arc<Sim>, ns: &str, pod: &str, field: &str, i: usize, state: Value, phase: Option<&str>) {
+    sim.update("pods", ns, pod, |p| {
+        let spec_field = if field == "initContainerStatuses" { "initContainers" } else { "containers" };
+        let specs = p["spec"][spec_field].as_array().cloned().unwrap_or_default();
+        let mut list = p["status"][field].as_array().cloned().unwrap_or_default();
+        if list.len() != specs.len() {
+            list = specs
+                .iter()
+                .map(|c| {
+                    json!({"name": c["name"], "image": c["image"], "imageID": "", "ready": false, "restartCount": 0,
+                        "state": {"waiting": {"reason": if field == "initContainerStatuses" { "PodInitializing" } else { "ContainerCreating" }}}})
+                })
+                .collect();
+        }
+        if let Some(entry) = list.get_mut(i) {
+            entry["state"] = state;
+            entry["ready"] = json!(entry["state"].get("running").is_some());
+        }
+        p["status"][field] = json!(list);
+        if let Some(ph) = phase {
+            p["status"]["phase"] = json!(ph);
+        }
+    });
+}
+
+/// The pod's processes, by pod.
+fn procs_of(sim: &Sim, ns: &str, pod: &str) -> Vec<i32> {
+    sim.procs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&(ns.to_owned(), pod.to_owned()))
+        .cloned()
+        .unwrap_or_default()
+}
+
 async fn run_pod(sim: Arc<Sim>, ns: String, job: String, pod: String, obj: Value, deadline: Option<u64>) {
-    let c = obj["spec"]["containers"][0].clone();
+    let inits: Vec<Value> = obj["spec"]["initContainers"].as_array().cloned().unwrap_or_default();
+    let mains: Vec<Value> = obj["spec"]["containers"].as_array().cloned().unwrap_or_default();
+    let c = mains.first().cloned().unwrap_or_default();
     let cname = c["name"].as_str().unwrap_or("").to_owned();
     let image = c["image"].as_str().unwrap_or("").to_owned();
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -78,103 +117,19 @@ async fn run_pod(sim: Arc<Sim>, ns: String, job: String, pod: String, obj: Value
         }
         return;
     }
-    // The container's environment: its env, its envFrom Secrets.
-    let mut env: Vec<(String, String)> = Vec::new();
-    for src in c["envFrom"].as_array().into_iter().flatten() {
-        let name = src["secretRef"]["name"].as_str().unwrap_or("");
-        match sim.cfg.secrets.get(name) {
-            Some(keys) => env.extend(keys.iter().map(|(k, v)| (k.clone(), v.clone()))),
-            None => {
-                let st = json!({"waiting": {"reason": "CreateContainerConfigError", "message": format!("secret \"{name}\" not found")}});
-                sim.update("pods", &ns, &pod, |p| {
-                    p["status"]["containerStatuses"] = container_status(&cname, &image, st)
-                });
-                return;
-            }
-        }
+    if sim.cfg.light {
+        let argv: Vec<String> = c["command"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .chain(c["args"].as_array().into_iter().flatten())
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect();
+        return light_pod(sim, ns, job, pod, cname, image, argv).await;
     }
-    for e in c["env"].as_array().into_iter().flatten() {
-        if let (Some(n), Some(v)) = (e["name"].as_str(), e["value"].as_str()) {
-            env.push((n.to_owned(), v.to_owned()));
-        }
-    }
-    let root = sim.cfg.state_dir.join("pods").join(&pod);
-    let work = root.join(c["workingDir"].as_str().unwrap_or("").trim_start_matches('/'));
-    let _ = std::fs::create_dir_all(&work);
-    let term_path =
-        root.join(c["terminationMessagePath"].as_str().unwrap_or("dev/termination-log").trim_start_matches('/'));
-    let argv: Vec<String> = c["command"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .chain(c["args"].as_array().into_iter().flatten())
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
-    let Some(program) = argv.first().cloned() else { return };
-    let resolved = sim.cfg.path.split(':').map(|d| std::path::Path::new(d).join(&program)).find(|p| p.is_file());
-    let mut cmd = tokio::process::Command::new(resolved.clone().unwrap_or_else(|| program.clone().into()));
-    cmd.args(&argv[1..])
-        .current_dir(&work)
-        .env_clear()
-        .env("PATH", &sim.cfg.path)
-        .env("HOME", root.join("home"))
-        .env("CAESAR_POD_ROOT", &root)
-        .env("HOSTNAME", &pod)
-        .envs(env)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
     // Deleted or evicted before it started: it never runs.
     if stopped_early(&sim, &ns, &job, &pod) {
         return;
-    }
-    let mut child = match cmd.spawn() {
-        Ok(ch) => ch,
-        Err(e) => {
-            let msg = format!("failed to create containerd task: exec: \"{program}\": {e}");
-            let (ts, _) = now_ts();
-            let st = json!({"terminated": {"exitCode": 128, "reason": "StartError", "message": msg, "finishedAt": ts[..19].to_owned() + "Z"}});
-            sim.update("pods", &ns, &pod, |p| {
-                p["status"]["phase"] = json!("Failed");
-                p["status"]["containerStatuses"] = container_status(&cname, &image, st);
-            });
-            job_finished(&sim, &ns, &job, false, "BackoffLimitExceeded");
-            return;
-        }
-    };
-    let pid = child.id().unwrap_or(0) as i32;
-    sim.procs.lock().unwrap_or_else(|p| p.into_inner()).insert((ns.clone(), pod.clone()), pid);
-    // A deletion or an eviction that came while it was being spawned.
-    if sim
-        .lock()
-        .pods
-        .get(&(ns.clone(), pod.clone()))
-        .is_none_or(|p| p["metadata"].get("deletionTimestamp").is_some() || p["status"]["reason"].is_string())
-    {
-        let (sim, ns, pod) = (sim.clone(), ns.clone(), pod.clone());
-        tokio::spawn(async move { terminate(&sim, &ns, &pod, 2).await });
-    }
-    let (started, _) = now_ts();
-    let st = json!({"running": {"startedAt": started[..19].to_owned() + "Z"}});
-    sim.update("pods", &ns, &pod, |p| {
-        p["status"]["phase"] = json!("Running");
-        p["status"]["startTime"] = json!(started[..19].to_owned() + "Z");
-        p["status"]["containerStatuses"] = container_status(&cname, &image, st);
-    });
-    let log = sim.log(&ns, &pod);
-    let split = if sim.cfg.split_at == 0 { 16 * 1024 } else { sim.cfg.split_at };
-    let mut readers = Vec::new();
-    for out in [
-        child.stdout.take().map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
-        child.stderr.take().map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        let log = log.clone();
-        readers.push(tokio::spawn(async move { copy_log(out, log, split).await }));
     }
     if let Some(secs) = deadline {
         let (sim, ns, job, pod) = (sim.clone(), ns.clone(), job.clone(), pod.clone());
@@ -187,13 +142,196 @@ async fn run_pod(sim: Arc<Sim>, ns: String, job: String, pod: String, obj: Value
             }
         });
     }
+    let (started, _) = now_ts();
+    let started = started[..19].to_owned() + "Z";
+    // Init containers, one after the other, each to its successful end.
+    for (i, ic) in inits.iter().enumerate() {
+        if stopped_early(&sim, &ns, &job, &pod) {
+            return;
+        }
+        let Some(term) = run_container(&sim, &ns, &pod, ic, "initContainerStatuses", i).await else { return };
+        // Deleted while initializing: gone once its init process is.
+        if stopped_early(&sim, &ns, &job, &pod) {
+            return;
+        }
+        if term["exitCode"] != 0 {
+            sim.update("pods", &ns, &pod, |p| p["status"]["phase"] = json!("Failed"));
+            job_finished(&sim, &ns, &job, false, "BackoffLimitExceeded");
+            remove_if_deleting(&sim, &ns, &pod);
+            return;
+        }
+    }
+    if stopped_early(&sim, &ns, &job, &pod) {
+        return;
+    }
+    sim.update("pods", &ns, &pod, |p| {
+        p["status"]["phase"] = json!("Running");
+        p["status"]["startTime"] = json!(started);
+    });
+    // Then the containers, all at once.
+    let all = mains.iter().enumerate().map(|(i, mc)| run_container(&sim, &ns, &pod, mc, "containerStatuses", i));
+    let terms = futures_util::future::join_all(all).await;
+    if terms.iter().any(Option::is_none) {
+        // One never started (its status says why); the rest are stopped.
+        terminate(&sim, &ns, &pod, 2).await;
+        return;
+    }
+    let ok = terms.iter().flatten().all(|t| t["exitCode"] == 0);
+    let deadline_hit = sim
+        .lock()
+        .jobs
+        .get(&(ns.clone(), job.clone()))
+        .is_some_and(|j| j["metadata"]["annotations"]["sim/deadline"] == "1");
+    sim.update("pods", &ns, &pod, |p| {
+        p["status"]["phase"] = json!(if ok { "Succeeded" } else { "Failed" });
+        if deadline_hit {
+            p["status"]["reason"] = json!("DeadlineExceeded");
+            p["status"]["message"] = json!("Pod was active on the node longer than the specified deadline");
+        }
+    });
+    let why = if deadline_hit { "DeadlineExceeded" } else { "BackoffLimitExceeded" };
+    job_finished(&sim, &ns, &job, ok && !deadline_hit, why);
+    remove_if_deleting(&sim, &ns, &pod);
+}
+
+/// Whether the pod is being deleted or was evicted/lost.
+fn stopping(sim: &Sim, ns: &str, pod: &str) -> bool {
+    sim.lock()
+        .pods
+        .get(&(ns.to_owned(), pod.to_owned()))
+        .is_none_or(|p| p["metadata"].get("deletionTimestamp").is_some() || p["status"]["reason"].is_string())
+}
+
+/// A pod being deleted goes once its processes have.
+fn remove_if_deleting(sim: &Arc<Sim>, ns: &str, pod: &str) {
+    let deleting = sim
+        .lock()
+        .pods
+        .get(&(ns.to_owned(), pod.to_owned()))
+        .is_some_and(|p| p["metadata"].get("deletionTimestamp").is_some());
+    if deleting {
+        remove_pod(sim, ns, pod);
+    }
+}
+
+/// Runs one container of the pod as a local process, in a directory of its
+/// own (`<pod>/c/<name>`, its `CAESAR_POD_ROOT`) where each of its volume
+/// mounts is a link to the pod's one directory of that volume, so two
+/// containers share exactly the volumes they both mount. Its status is kept
+/// in `field[i]`; its `terminated` state once it ended, `None` when it never
+/// started (a missing Secret).
+async fn run_container(sim: &Arc<Sim>, ns: &str, pod: &str, c: &Value, field: &str, i: usize) -> Option<Value> {
+    let cname = c["name"].as_str().unwrap_or("").to_owned();
+    // The container's environment: its env, its envFrom Secrets.
+    let mut env: Vec<(String, String)> = Vec::new();
+    for src in c["envFrom"].as_array().into_iter().flatten() {
+        let name = src["secretRef"]["name"].as_str().unwrap_or("");
+        match sim.cfg.secrets.get(name) {
+            Some(keys) => env.extend(keys.iter().map(|(k, v)| (k.clone(), v.clone()))),
+            None => {
+                let st = json!({"waiting": {"reason": "CreateContainerConfigError", "message": format!("secret \"{name}\" not found")}});
+                set_status(sim, ns, pod, field, i, st, None);
+                return None;
+            }
+        }
+    }
+    for e in c["env"].as_array().into_iter().flatten() {
+        if let (Some(n), Some(v)) = (e["name"].as_str(), e["value"].as_str()) {
+            env.push((n.to_owned(), v.to_owned()));
+        }
+    }
+    let pod_root = sim.cfg.state_dir.join("pods").join(pod);
+    let root = pod_root.join("c").join(&cname);
+    let _ = std::fs::create_dir_all(&root);
+    for m in c["volumeMounts"].as_array().into_iter().flatten() {
+        let (Some(v), Some(at)) = (m["name"].as_str(), m["mountPath"].as_str()) else { continue };
+        let vol = pod_root.join("volumes").join(v);
+        let link = root.join(at.trim_start_matches('/'));
+        let _ = std::fs::create_dir_all(&vol);
+        if let Some(parent) = link.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let _ = std::os::unix::fs::symlink(&vol, &link);
+    }
+    let work = root.join(c["workingDir"].as_str().unwrap_or("").trim_start_matches('/'));
+    let _ = std::fs::create_dir_all(&work);
+    let term_path =
+        root.join(c["terminationMessagePath"].as_str().unwrap_or("dev/termination-log").trim_start_matches('/'));
+    let argv: Vec<String> = c["command"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(c["args"].as_array().into_iter().flatten())
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    let program = argv.first().cloned().unwrap_or_default();
+    let resolved = sim.cfg.path.split(':').map(|d| std::path::Path::new(d).join(&program)).find(|p| p.is_file());
+    let mut cmd = tokio::process::Command::new(resolved.clone().unwrap_or_else(|| program.clone().into()));
+    cmd.args(argv.get(1..).unwrap_or_default())
+        .current_dir(&work)
+        .env_clear()
+        .env("PATH", &sim.cfg.path)
+        .env("HOME", root.join("home"))
+        .env("CAESAR_POD_ROOT", &root)
+        .env("HOSTNAME", pod)
+        .envs(env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    if stopping(sim, ns, pod) {
+        return Some(json!({"exitCode": 137, "reason": "Error"}));
+    }
+    let (started, _) = now_ts();
+    let started = started[..19].to_owned() + "Z";
+    let mut child = match cmd.spawn() {
+        Ok(ch) => ch,
+        Err(e) => {
+            let msg = format!("failed to create containerd task: exec: \"{program}\": {e}");
+            let (ts, _) = now_ts();
+            let term = json!({"exitCode": 128, "reason": "StartError", "message": msg, "finishedAt": ts[..19].to_owned() + "Z"});
+            set_status(sim, ns, pod, field, i, json!({"terminated": term}), None);
+            return Some(term);
+        }
+    };
+    let pid = child.id().unwrap_or(0) as i32;
+    sim.procs.lock().unwrap_or_else(|p| p.into_inner()).entry((ns.to_owned(), pod.to_owned())).or_default().push(pid);
+    // A deletion or an eviction that came while it was being spawned.
+    if stopping(sim, ns, pod) {
+        let (sim, ns, pod) = (sim.clone(), ns.to_owned(), pod.to_owned());
+        tokio::spawn(async move { terminate(&sim, &ns, &pod, 2).await });
+    }
+    set_status(sim, ns, pod, field, i, json!({"running": {"startedAt": started}}), None);
+    let log = sim.log(ns, pod, &cname);
+    let split = if sim.cfg.split_at == 0 { 16 * 1024 } else { sim.cfg.split_at };
+    let mut readers = Vec::new();
+    for out in [
+        child.stdout.take().map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
+        child.stderr.take().map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let log = log.clone();
+        readers.push(tokio::spawn(async move { copy_log(out, log, split).await }));
+    }
     let status = child.wait().await;
     for r in readers {
         let _ = r.await;
     }
     log.done.store(true, Ordering::Release);
     log.notify.notify_waiters();
-    sim.procs.lock().unwrap_or_else(|p| p.into_inner()).remove(&(ns.clone(), pod.clone()));
+    {
+        let mut procs = sim.procs.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (ns.to_owned(), pod.to_owned());
+        if let Some(list) = procs.get_mut(&key) {
+            list.retain(|p| *p != pid);
+            if list.is_empty() {
+                procs.remove(&key);
+            }
+        }
+    }
     use std::os::unix::process::ExitStatusExt;
     let (code, signal) = match &status {
         Ok(s) => (s.code(), s.signal()),
@@ -204,40 +342,21 @@ async fn run_pod(sim: Arc<Sim>, ns: String, job: String, pod: String, obj: Value
     message.truncate(4096);
     let message = String::from_utf8_lossy(&message).into_owned();
     let (finished, _) = now_ts();
-    let lost =
-        sim.lock().pods.get(&(ns.clone(), pod.clone())).and_then(|p| p["status"]["reason"].as_str().map(str::to_owned));
+    let lost = sim
+        .lock()
+        .pods
+        .get(&(ns.to_owned(), pod.to_owned()))
+        .and_then(|p| p["status"]["reason"].as_str().map(str::to_owned));
     let reason = if exit_code == 0 { "Completed" } else { "Error" };
-    let mut term = json!({"exitCode": exit_code, "reason": reason, "startedAt": started[..19].to_owned() + "Z", "finishedAt": finished[..19].to_owned() + "Z"});
+    let mut term = json!({"exitCode": exit_code, "reason": reason, "startedAt": started, "finishedAt": finished[..19].to_owned() + "Z"});
     if !message.is_empty() && lost.as_deref() != Some("NodeLost") {
         term["message"] = json!(message);
     }
     if let Some(s) = signal {
         term["signal"] = json!(s);
     }
-    let deadline_hit = sim
-        .lock()
-        .jobs
-        .get(&(ns.clone(), job.clone()))
-        .is_some_and(|j| j["metadata"]["annotations"]["sim/deadline"] == "1");
-    sim.update("pods", &ns, &pod, |p| {
-        p["status"]["phase"] = json!(if exit_code == 0 { "Succeeded" } else { "Failed" });
-        if deadline_hit {
-            p["status"]["reason"] = json!("DeadlineExceeded");
-            p["status"]["message"] = json!("Pod was active on the node longer than the specified deadline");
-        }
-        p["status"]["containerStatuses"] = container_status(&cname, &image, json!({"terminated": term}));
-    });
-    let why = if deadline_hit { "DeadlineExceeded" } else { "BackoffLimitExceeded" };
-    job_finished(&sim, &ns, &job, exit_code == 0 && !deadline_hit, why);
-    // A pod being deleted goes once its process has.
-    let deleting = sim
-        .lock()
-        .pods
-        .get(&(ns.clone(), pod.clone()))
-        .is_some_and(|p| p["metadata"].get("deletionTimestamp").is_some());
-    if deleting {
-        remove_pod(&sim, &ns, &pod);
-    }
+    set_status(sim, ns, pod, field, i, json!({"terminated": term.clone()}), None);
+    Some(term)
 }
 
 /// A pod deleted or evicted before its process started: removed (deleted)
@@ -321,20 +440,25 @@ fn job_finished(sim: &Arc<Sim>, ns: &str, job: &str, ok: bool, reason: &str) {
     }
 }
 
-/// Stops a pod's process: SIGTERM to its group, `grace` seconds, SIGKILL.
+/// Stops a pod's processes: SIGTERM to their groups, `grace` seconds, SIGKILL.
 pub async fn terminate(sim: &Arc<Sim>, ns: &str, pod: &str, grace: u64) {
-    let pid = sim.procs.lock().unwrap_or_else(|p| p.into_inner()).get(&(ns.to_owned(), pod.to_owned())).copied();
-    let Some(pid) = pid else { return };
-    let pg = nix::unistd::Pid::from_raw(pid);
-    let _ = nix::sys::signal::killpg(pg, nix::sys::signal::Signal::SIGTERM);
+    let pids = procs_of(sim, ns, pod);
+    if pids.is_empty() {
+        return;
+    }
+    for pid in &pids {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::Signal::SIGTERM);
+    }
     let until = std::time::Instant::now() + Duration::from_secs(grace);
     while std::time::Instant::now() < until {
-        if !sim.procs.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&(ns.to_owned(), pod.to_owned())) {
+        if procs_of(sim, ns, pod).is_empty() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    let _ = nix::sys::signal::killpg(pg, nix::sys::signal::Signal::SIGKILL);
+    for pid in procs_of(sim, ns, pod) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
     kill_tree(sim, pod);
 }
 
@@ -343,12 +467,12 @@ pub async fn terminate(sim: &Arc<Sim>, ns: &str, pod: &str, grace: u64) {
 /// die with it, whatever groups they made).
 fn kill_tree(sim: &Sim, pod: &str) {
     let root = sim.cfg.state_dir.join("pods").join(pod);
-    let needle = format!("CAESAR_POD_ROOT={}", root.display()).into_bytes();
+    let needle = format!("CAESAR_POD_ROOT={}/", root.display()).into_bytes();
     let Ok(rd) = std::fs::read_dir("/proc") else { return };
     for e in rd.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
         let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
-        if env.split(|&b| b == 0).any(|v| v == needle.as_slice()) {
+        if env.split(|&b| b == 0).any(|v| v.starts_with(&needle)) {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
     }
@@ -370,7 +494,7 @@ pub async fn delete_pod(sim: &Arc<Sim>, ns: &str, pod: &str, grace: Option<u64>)
         return;
     };
     let grace = grace.or_else(|| p["spec"]["terminationGracePeriodSeconds"].as_u64()).unwrap_or(30);
-    let running = sim.procs.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&(ns.to_owned(), pod.to_owned()));
+    let running = !procs_of(sim, ns, pod).is_empty();
     let finished = p["status"]["phase"] == "Succeeded"
         || p["status"]["phase"] == "Failed"
         || p["status"]["containerStatuses"][0]["state"].get("waiting").is_some();
@@ -450,8 +574,7 @@ pub fn lose_node(sim: &Arc<Sim>, ns: &str, pod: &str) {
         p["status"]["reason"] = json!("NodeLost");
         p["status"]["message"] = json!("Node sim-node-1 which was running pod is unresponsive");
     });
-    let pid = sim.procs.lock().unwrap_or_else(|p| p.into_inner()).get(&(ns.to_owned(), pod.to_owned())).copied();
-    if let Some(pid) = pid {
+    for pid in procs_of(sim, ns, pod) {
         let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
     }
     kill_tree(sim, pod);
@@ -459,10 +582,93 @@ pub fn lose_node(sim: &Arc<Sim>, ns: &str, pod: &str) {
 
 /// Stops every pod process (the simulator is stopping).
 pub fn kill_all(sim: &Sim) {
-    let pods: Vec<(String, i32)> =
-        sim.procs.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|((_, p), pid)| (p.clone(), *pid)).collect();
-    for (pod, pid) in pods {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    let pods: Vec<(String, Vec<i32>)> = sim
+        .procs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|((_, p), pids)| (p.clone(), pids.clone()))
+        .collect();
+    for (pod, pids) in pods {
+        for pid in pids {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
         kill_tree(sim, &pod);
+    }
+}
+
+/// A pod of the light kubelet ([`super::SimConfig::light`]): no process.
+/// Its log is the frames `caesard __kube pod` would write for an agent
+/// that prints `agent-up`, and, once the file after `wait-file` in its
+/// arguments exists, an ending that says no result was pushed.
+async fn light_pod(
+    sim: Arc<Sim>,
+    ns: String,
+    job: String,
+    pod: String,
+    cname: String,
+    image: String,
+    argv: Vec<String>,
+) {
+    use caesard::runner::kubernetes::{frames, pod::Ending};
+    let gate = argv.iter().position(|a| a == "wait-file").and_then(|i| argv.get(i + 1)).cloned();
+    let (started, _) = now_ts();
+    let started = started[..19].to_owned() + "Z";
+    let st = json!({"running": {"startedAt": started}});
+    sim.update("pods", &ns, &pod, |p| {
+        p["status"]["phase"] = json!("Running");
+        p["status"]["startTime"] = json!(started);
+        p["status"]["containerStatuses"] = container_status(&cname, &image, st);
+    });
+    let log = sim.log(&ns, &pod, &cname);
+    let push = |line: String| {
+        let (ts, nanos) = now_ts();
+        log.records.lock().unwrap_or_else(|p| p.into_inner()).push(Record { ts, nanos, data: line.into_bytes() });
+        log.notify.notify_waiters();
+    };
+    let out = b"agent-up\n";
+    push(frames::chunk(0, out));
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let deleting = sim
+            .lock()
+            .pods
+            .get(&(ns.clone(), pod.clone()))
+            .is_none_or(|p| p["metadata"].get("deletionTimestamp").is_some());
+        if deleting {
+            break;
+        }
+        if gate.as_ref().is_some_and(|g| std::path::Path::new(g).exists()) {
+            break;
+        }
+    }
+    let ending = Ending {
+        exit: caesard::supervisor::ExitRecord {
+            exit_code: Some(0),
+            finished_ms: caesard::clock::now_ms(),
+            ..Default::default()
+        },
+        error: Some("the light kubelet ran no agent and pushed no result".to_owned()),
+        raw_len: out.len() as u64,
+        ..Default::default()
+    };
+    let json = serde_json::to_string(&ending).unwrap_or_default();
+    push(frames::exit(json.as_bytes()));
+    log.done.store(true, Ordering::Release);
+    log.notify.notify_waiters();
+    let (finished, _) = now_ts();
+    let term = json!({"exitCode": 0, "reason": "Completed", "message": json, "startedAt": started, "finishedAt": finished[..19].to_owned() + "Z"});
+    sim.update("pods", &ns, &pod, |p| {
+        p["status"]["phase"] = json!("Succeeded");
+        p["status"]["containerStatuses"] = container_status(&cname, &image, json!({"terminated": term}));
+    });
+    job_finished(&sim, &ns, &job, true, "");
+    let deleting = sim
+        .lock()
+        .pods
+        .get(&(ns.clone(), pod.clone()))
+        .is_some_and(|p| p["metadata"].get("deletionTimestamp").is_some());
+    if deleting {
+        remove_pod(&sim, &ns, &pod);
     }
 }

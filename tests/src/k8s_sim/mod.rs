@@ -37,6 +37,12 @@ pub struct SimConfig {
     /// Lines longer than this are split into several log records, as
     /// containerd does at 16 KiB.
     pub split_at: usize,
+    /// The light kubelet (`--kubelet light`, for the 500-task figure): a
+    /// pod runs no process; the kubelet writes the framed output of an agent
+    /// that says `agent-up` and waits for the file its `wait-file` argument
+    /// names, then ends it, so the daemon's side (watch, log streams,
+    /// mirrors, monitors) is measured without 1,500 local processes.
+    pub light: bool,
 }
 
 /// One log record of a container: its time and its bytes (a whole line
@@ -82,7 +88,7 @@ pub struct Sim {
     pub changes: tokio::sync::broadcast::Sender<Change>,
     pub logs: Mutex<HashMap<(String, String), Arc<LogBuf>>>,
     /// Pod processes: (ns, pod) → process group id.
-    pub procs: Mutex<HashMap<(String, String), i32>>,
+    pub procs: Mutex<HashMap<(String, String), Vec<i32>>>,
     /// Bumped to cut every open log stream.
     pub log_generation: AtomicU64,
     pub open_log_streams: AtomicUsize,
@@ -197,8 +203,9 @@ impl Sim {
     }
 
     /// The log of a pod's container, made on first use.
-    pub fn log(&self, ns: &str, pod: &str) -> Arc<LogBuf> {
-        self.logs.lock().unwrap_or_else(|p| p.into_inner()).entry((ns.to_owned(), pod.to_owned())).or_default().clone()
+    pub fn log(&self, ns: &str, pod: &str, container: &str) -> Arc<LogBuf> {
+        let key = (ns.to_owned(), format!("{pod}/{container}"));
+        self.logs.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_default().clone()
     }
 
     /// Whether RBAC lets the client do this.

@@ -271,23 +271,33 @@ pub fn job_semantics(job: &Value) -> Result<(), Refusal> {
     }
     let volumes: Vec<&str> =
         spec["volumes"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
-    for (i, c) in containers.iter().enumerate() {
+    // Init containers and containers are checked alike, and their names
+    // are unique across both lists.
+    let inits = spec["initContainers"].as_array().cloned().unwrap_or_default();
+    let mut seen = std::collections::BTreeSet::new();
+    let listed = inits.iter().enumerate().map(|(i, c)| ("initContainers", i, c));
+    for (list, i, c) in listed.chain(containers.iter().enumerate().map(|(i, c)| ("containers", i, c))) {
         let cname = c["name"].as_str().unwrap_or("");
         if !dns_label(cname) {
             return invalid(format!(
-                "Job.batch \"{name}\" is invalid: spec.template.spec.containers[{i}].name: Invalid value: \"{cname}\""
+                "Job.batch \"{name}\" is invalid: spec.template.spec.{list}[{i}].name: Invalid value: \"{cname}\""
+            ));
+        }
+        if !seen.insert(cname.to_owned()) {
+            return invalid(format!(
+                "Job.batch \"{name}\" is invalid: spec.template.spec.{list}[{i}].name: Duplicate value: \"{cname}\""
             ));
         }
         if c["image"].as_str().is_none_or(|s| s.trim().is_empty()) {
             return invalid(format!(
-                "Job.batch \"{name}\" is invalid: spec.template.spec.containers[{i}].image: Required value"
+                "Job.batch \"{name}\" is invalid: spec.template.spec.{list}[{i}].image: Required value"
             ));
         }
         for m in c["volumeMounts"].as_array().into_iter().flatten() {
             let v = m["name"].as_str().unwrap_or("");
             if !volumes.contains(&v) {
                 return invalid(format!(
-                    "Job.batch \"{name}\" is invalid: spec.template.spec.containers[{i}].volumeMounts.name: Not found: \"{v}\""
+                    "Job.batch \"{name}\" is invalid: spec.template.spec.{list}[{i}].volumeMounts.name: Not found: \"{v}\""
                 ));
             }
         }
@@ -298,7 +308,7 @@ pub fn job_semantics(job: &Value) -> Result<(), Refusal> {
                 && !n.starts_with(|c: char| c.is_ascii_digit());
             if !ok {
                 return invalid(format!(
-                    "Job.batch \"{name}\" is invalid: spec.template.spec.containers[{i}].env.name: Invalid value: \"{n}\""
+                    "Job.batch \"{name}\" is invalid: spec.template.spec.{list}[{i}].env.name: Invalid value: \"{n}\""
                 ));
             }
         }

@@ -17,6 +17,10 @@ pub const CONTAINER: &str = "agent";
 pub const TERMINATION_LOG: &str = "/dev/termination-log";
 /// The pod's working area (an emptyDir).
 pub const WS: &str = "/ws";
+/// The init container that fetches the base (with the read credential).
+pub const FETCH_CONTAINER: &str = "fetch";
+/// The container that pushes the result (with the write credential).
+pub const COLLECT_CONTAINER: &str = "collect";
 
 /// The Job's name for a task id: `caesar-` and the id as a DNS label.
 pub fn job_name(task_id: &str) -> String {
@@ -56,17 +60,13 @@ pub struct JobInput<'a> {
 }
 
 /// The command the agent container runs: `caesard __kube pod …`.
-pub fn pod_command(input: &JobInput<'_>, settings: &KubeSettings) -> Vec<String> {
+pub fn pod_command(input: &JobInput<'_>) -> Vec<String> {
     let mut v: Vec<String> = [
         "caesard",
         super::pod::POD_ARG0,
         super::pod::POD_ARG1,
         "--task-id",
         input.task_id,
-        "--remote",
-        &settings.git_remote,
-        "--base",
-        input.base_oid,
         "--deadline-ms",
         &input.deadline_ms.to_string(),
         "--grace-ms",
@@ -98,7 +98,7 @@ pub fn job_json(input: &JobInput<'_>, settings: &KubeSettings) -> Value {
     let mut container = json!({
         "name": CONTAINER,
         "image": settings.image,
-        "command": pod_command(input, settings),
+        "command": pod_command(input),
         "workingDir": WS,
         "env": env,
         "terminationMessagePath": TERMINATION_LOG,
@@ -126,6 +126,31 @@ pub fn job_json(input: &JobInput<'_>, settings: &KubeSettings) -> Value {
     if !requests.is_empty() || !limits.is_empty() {
         container["resources"] = json!({"requests": requests, "limits": limits});
     }
+    // The git phases: their own containers, each with one credential and
+    // the `git` volume the agent container does not mount.
+    let phase = |name: &str, arg: &str, secret: &Option<String>, extra: &[&str]| {
+        let mut command: Vec<String> = ["caesard", super::pod::POD_ARG0, arg, "--remote", &settings.git_remote]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect();
+        command.extend(["--base".to_owned(), input.base_oid.to_owned()]);
+        let mut c = json!({
+            "name": name,
+            "image": settings.image,
+            "command": command,
+            "workingDir": WS,
+            "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+            "volumeMounts": [{"name": "work", "mountPath": WS}, {"name": "git", "mountPath": super::phases::GIT_VOLUME}],
+        });
+        if let Some(secret) = secret {
+            c["envFrom"] = json!([{"secretRef": {"name": secret}}]);
+        }
+        c
+    };
+    let fetch = phase(FETCH_CONTAINER, super::phases::FETCH_ARG, &settings.git_read_secret, &[]);
+    let collect =
+        phase(COLLECT_CONTAINER, super::phases::COLLECT_ARG, &settings.git_write_secret, &["--task-id", input.task_id]);
     let labels =
         json!({TASK_LABEL: input.task_id, MANAGED_LABEL: "caesar", "caesar.dev/agent": label_value(input.agent)});
     let mut pod_spec = json!({
@@ -134,8 +159,9 @@ pub fn job_json(input: &JobInput<'_>, settings: &KubeSettings) -> Value {
         "enableServiceLinks": false,
         // More than the supervisor's grace, plus the time to push the result.
         "terminationGracePeriodSeconds": input.grace_ms / 1000 + 15,
-        "containers": [container],
-        "volumes": [{"name": "work", "emptyDir": {}}],
+        "initContainers": [fetch],
+        "containers": [container, collect],
+        "volumes": [{"name": "work", "emptyDir": {}}, {"name": "git", "emptyDir": {}}],
     });
     if let Some(sa) = &settings.service_account {
         pod_spec["serviceAccountName"] = json!(sa);
@@ -230,6 +256,8 @@ mod tests {
             image: "registry.example:5000/caesar/agent:1.2".into(),
             git_remote: "https://git.example/r.git".into(),
             credentials_secret: Some("caesar-provider-keys".into()),
+            git_read_secret: Some("git-read".into()),
+            git_write_secret: Some("git-write".into()),
             ttl_seconds: 600,
             ..Default::default()
         }
@@ -263,6 +291,13 @@ mod tests {
         assert_eq!(c["command"][0], "caesard");
         assert_eq!(c["envFrom"][0]["secretRef"]["name"], "caesar-provider-keys");
         assert!(!job.to_string().contains("ANTHROPIC"), "no credential value in the spec");
+        // Neither git credential, nor the git volume, reaches the agent container.
+        assert_eq!(c["envFrom"].as_array().map(Vec::len), Some(1));
+        assert!(!c["volumeMounts"].to_string().contains("/git"));
+        assert_eq!(pod["initContainers"][0]["name"], FETCH_CONTAINER);
+        assert_eq!(pod["initContainers"][0]["envFrom"][0]["secretRef"]["name"], "git-read");
+        assert_eq!(pod["containers"][1]["name"], COLLECT_CONTAINER);
+        assert_eq!(pod["containers"][1]["envFrom"][0]["secretRef"]["name"], "git-write");
         // The typed client type accepts it.
         let _: k8s_openapi::api::batch::v1::Job = serde_json::from_value(job).expect("a Job");
     }

@@ -17,6 +17,7 @@ pub mod client;
 pub mod follow;
 pub mod frames;
 pub mod manifest;
+pub mod phases;
 pub mod pod;
 pub mod status;
 pub mod watch;
@@ -62,6 +63,9 @@ pub struct Meta {
 
 /// The marker file's name.
 pub const META_FILE: &str = "kube.json";
+
+/// Written once the task's refs are gone from the remote.
+pub const RELEASED_FILE: &str = "kube.released";
 
 impl Meta {
     /// Reads a task's `kube.json`.
@@ -233,8 +237,16 @@ impl KubeRunner {
 /// The task directory's small files the pod needs (task.json, the report
 /// schema, provider files, stdin.initial), as `{name: base64}` JSON.
 fn task_files(dir: &TaskDir) -> String {
-    const SKIP: &[&str] =
-        &["raw.log", "events.jsonl", "exit.json", "agent.json", "mirror.json", META_FILE, "supervisor.log"];
+    const SKIP: &[&str] = &[
+        "raw.log",
+        "events.jsonl",
+        "exit.json",
+        "agent.json",
+        "mirror.json",
+        META_FILE,
+        RELEASED_FILE,
+        "supervisor.log",
+    ];
     let mut files = BTreeMap::new();
     let mut total = 0usize;
     if let Ok(rd) = std::fs::read_dir(dir.root()) {
@@ -344,6 +356,20 @@ impl Runner for KubeRunner {
 
     fn exit_record(&self, dir: &TaskDir) -> Option<ExitRecord> {
         crate::supervisor::read_exit(dir.root())
+    }
+
+    fn release(&self, task_id: &str, dir: &TaskDir, repo: &std::path::Path) -> std::result::Result<bool, String> {
+        let Some(meta) = Meta::load(dir) else { return Ok(false) };
+        let marker = dir.root().join(RELEASED_FILE);
+        if marker.exists() {
+            return Ok(false);
+        }
+        // The workspace's repository knows a remote named in its config;
+        // the task's own workdir may be gone (a collected worktree).
+        let repo = if repo.is_dir() { repo } else { meta.workdir.as_path() };
+        workspace::delete_refs(repo, &meta.remote, task_id)?;
+        crate::supervisor::write_atomic(&marker, b"{}").map_err(|e| format!("cannot record the release: {e}"))?;
+        Ok(true)
     }
 
     fn kill_remains(&self, _task_id: &str, dir: &TaskDir) {

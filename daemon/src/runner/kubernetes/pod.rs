@@ -46,23 +46,17 @@ pub struct Ending {
 #[derive(Debug, Clone)]
 struct PodArgs {
     task_id: String,
-    remote: String,
-    base: String,
     sup: SuperviseArgs,
 }
 
 fn parse(argv: &[String]) -> Result<PodArgs, String> {
     let mut task_id = None;
-    let mut remote = None;
-    let mut base = None;
     let mut rest = Vec::new();
     let mut i = 0;
     while i < argv.len() {
         let value = || argv.get(i + 1).cloned().ok_or_else(|| format!("{} needs a value", argv[i]));
         match argv[i].as_str() {
             "--task-id" => task_id = Some(value()?),
-            "--remote" => remote = Some(value()?),
-            "--base" => base = Some(value()?),
             _ => {
                 rest = argv[i..].to_vec();
                 break;
@@ -74,12 +68,7 @@ fn parse(argv: &[String]) -> Result<PodArgs, String> {
     let mut sup_argv = vec!["--task-dir".to_owned(), String::new()];
     sup_argv.extend(rest);
     let sup = SuperviseArgs::parse(&sup_argv)?;
-    Ok(PodArgs {
-        task_id: task_id.ok_or("--task-id is required")?,
-        remote: remote.ok_or("--remote is required")?,
-        base: base.ok_or("--base is required")?,
-        sup,
-    })
+    Ok(PodArgs { task_id: task_id.ok_or("--task-id is required")?, sup })
 }
 
 /// Runs the pod's side of a task; the container's exit code.
@@ -135,8 +124,13 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path) -> Ending {
     if let Err(e) = std::fs::create_dir_all(tdir).and_then(|_| std::fs::create_dir_all(repo)) {
         return fail(format!("cannot create the pod's workspace: {e}"));
     }
-    if let Err(e) = fetch_base(repo, &args.remote, &args.base) {
-        return fail(format!("cannot fetch the task's workspace from {}: {e}", args.remote));
+    // The init container fetched the base (it holds the read credential).
+    let notes = repo.parent().unwrap_or(repo).join(super::phases::NOTES);
+    if let Ok(e) = std::fs::read_to_string(notes.join(super::phases::FETCH_ERROR)) {
+        return fail(e);
+    }
+    if !repo.join(".git").exists() {
+        return fail("the init container left no workspace".to_owned());
     }
     if let Err(e) = write_files(tdir) {
         return fail(format!("cannot write the task's files: {e}"));
@@ -171,6 +165,7 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path) -> Ending {
         set.add(Signal::SIGTERM);
         set.add(Signal::SIGINT);
         while set.wait().is_ok() {
+            STOPPING.store(true, std::sync::atomic::Ordering::Release);
             supervisor::request_stop(pid);
         }
     });
@@ -200,11 +195,10 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path) -> Ending {
         finished_ms: crate::clock::now_ms(),
         ..Default::default()
     });
-    let (result, error) = match push_result(repo, &args.remote, &args.task_id) {
-        Ok(oid) => (Some(oid), None),
-        Err(e) => (None, Some(format!("cannot push the task's result to {}: {e}", args.remote))),
-    };
-    Ending { exit, result, error, raw_len: sent }
+    // The collector container (it holds the write credential) commits and
+    // pushes the result once it sees the agent is done.
+    let pushed = collected(&notes, STOPPING.load(std::sync::atomic::Ordering::Acquire));
+    Ending { exit, result: pushed.result, error: pushed.error, raw_len: sent }
 }
 
 /// Sends what raw.log gained since `sent` as chunk frames; the bytes sent.
@@ -228,50 +222,29 @@ fn send_new(raw: &Path, sent: &mut u64, out: &mut impl Write) -> u64 {
     total
 }
 
-fn git(repo: &Path, args: &[&str]) -> Result<String, String> {
-    let o = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if o.status.success() {
-        Ok(String::from_utf8_lossy(&o.stdout).trim().to_owned())
-    } else {
-        Err(format!("git {}: {}", args.first().unwrap_or(&""), String::from_utf8_lossy(&o.stderr).trim()))
-    }
-}
+/// Set once the pod is being stopped: the collector is then given seconds,
+/// not minutes.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-fn fetch_base(repo: &Path, remote: &str, base: &str) -> Result<(), String> {
-    git(repo, &["init", "-q"])?;
-    git(repo, &["fetch", "-q", "--no-tags", remote, base])?;
-    git(repo, &["checkout", "-q", "--detach", "FETCH_HEAD"])?;
-    Ok(())
-}
-
-fn push_result(repo: &Path, remote: &str, task_id: &str) -> Result<String, String> {
-    git(repo, &["add", "-A"])?;
-    if !git(repo, &["status", "--porcelain"])?.is_empty() {
-        git(
-            repo,
-            &[
-                "-c",
-                "user.name=caesar",
-                "-c",
-                "user.email=caesar@localhost",
-                "commit",
-                "-q",
-                "--no-verify",
-                "-m",
-                "caesar: task result",
-            ],
-        )?;
+/// Says the agent is done and waits for the collector's word on the result.
+fn collected(notes: &Path, stopping: bool) -> super::phases::Pushed {
+    use super::phases::{AGENT_DONE, PUSHED, Pushed};
+    let _ = std::fs::create_dir_all(notes);
+    if let Err(e) = std::fs::write(notes.join(AGENT_DONE), b"1") {
+        return Pushed { result: None, error: Some(format!("cannot tell the collector the agent is done: {e}")) };
     }
-    let oid = git(repo, &["rev-parse", "HEAD"])?;
-    let refspec = format!("+{oid}:{}", super::manifest::result_ref(task_id));
-    git(repo, &["push", "-q", remote, &refspec])?;
-    Ok(oid)
+    let patience = Duration::from_secs(if stopping { 5 } else { 600 });
+    let until = Instant::now() + patience;
+    while Instant::now() < until {
+        if let Ok(bytes) = std::fs::read(notes.join(PUSHED)) {
+            return serde_json::from_slice(&bytes).unwrap_or_else(|e| Pushed {
+                result: None,
+                error: Some(format!("the collector's answer does not parse: {e}")),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Pushed { result: None, error: Some(format!("the collector container pushed no result within {patience:?}")) }
 }
 
 fn write_files(tdir: &Path) -> std::io::Result<()> {

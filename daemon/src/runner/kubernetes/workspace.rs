@@ -87,8 +87,19 @@ pub fn apply_result(
     r.map(|_| ())
 }
 
-/// Deletes the task's refs on the remote (best effort: an unreachable remote keeps them).
+/// Deletes the task's refs on the remote, those it still has (so a
+/// deletion that half happened, or happened before a crash, completes).
 pub fn delete_refs(repo: &Path, remote: &str, task_id: &str) -> Result<(), String> {
-    git(repo, None, &["push", "-q", "--no-verify", remote, "--delete", &base_ref(task_id), &result_ref(task_id)])
-        .map(|_| ())
+    let pattern = format!("refs/caesar/tasks/{task_id}/*");
+    let listed = git(repo, None, &["ls-remote", "--refs", remote, &pattern])
+        .map_err(|e| format!("cannot list the task's refs on {remote}: {e}"))?;
+    let present: Vec<&str> = listed.lines().filter_map(|l| l.split_whitespace().nth(1)).collect();
+    let known = [base_ref(task_id), result_ref(task_id)];
+    let doomed: Vec<&str> = present.into_iter().filter(|r| known.iter().any(|k| k == r)).collect();
+    if doomed.is_empty() {
+        return Ok(());
+    }
+    let mut args = vec!["push", "-q", "--no-verify", remote, "--delete"];
+    args.extend(doomed);
+    git(repo, None, &args).map(|_| ()).map_err(|e| format!("cannot delete the task's refs on {remote}: {e}"))
 }

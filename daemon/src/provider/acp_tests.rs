@@ -1,0 +1,93 @@
+//! The ACP launches caesar builds, argv by argv: the verified four and the three taken from
+//! their documentation (cursor-agent, grok, codebuddy), resume and the stream fallback.
+
+use super::*;
+use crate::provider::{Invocation, McpServer};
+
+fn inv<'a>(mode: Mode, model: Option<&'a str>, mcp: Option<McpServer<'a>>, resume: Option<&'a str>) -> Invocation<'a> {
+    Invocation {
+        prompt: "do it",
+        mode,
+        model,
+        effort: None,
+        resume_session: resume,
+        workspace: "/w",
+        output_schema_path: None,
+        mcp,
+        network: None,
+    }
+}
+
+fn opening_of(l: &Launch) -> Value {
+    match &l.stdin {
+        Stdin::Session { opening, .. } => serde_json::from_str(opening).unwrap(),
+        other => panic!("not a session: {other:?}"),
+    }
+}
+
+#[test]
+fn cursor_grok_and_codebuddy_get_their_documented_acp_argv_and_say_they_are_unverified() {
+    let cursor = launch("cursor-agent", &inv(Mode::Write, Some("sonnet-4"), None, None)).unwrap();
+    assert_eq!(cursor.args, ["--model", "sonnet-4", "acp"]);
+    assert_eq!(launch("cursor-agent", &inv(Mode::ReadOnly, None, None, None)).unwrap().args, ["acp"]);
+    let grok = launch("grok", &inv(Mode::Write, Some("grok-4"), None, None)).unwrap();
+    assert_eq!(grok.args, ["agent", "-m", "grok-4", "stdio"]);
+    assert!(grok.env.contains(&("GROK_DISABLE_AUTOUPDATER".to_owned(), "1".to_owned())));
+    assert_eq!(launch("grok", &inv(Mode::ReadOnly, None, None, None)).unwrap().args, ["agent", "stdio"]);
+    assert!(!grok.args.iter().any(|a| a == "--always-approve"), "grok asks, it is not pre-approved");
+    let buddy = launch("codebuddy", &inv(Mode::Write, Some("m1"), None, None)).unwrap();
+    assert_eq!(buddy.args, ["--acp", "--model", "m1"]);
+    for id in ["cursor-agent", "grok", "codebuddy"] {
+        assert!(unverified(id), "{id}");
+        assert_eq!(protocol_name(id), "acp");
+        assert!(protocol_reason(id).contains("unverified"), "{id}: {}", protocol_reason(id));
+    }
+    for id in ["gemini", "qwen", "opencode", "copilot"] {
+        assert!(!unverified(id) && !protocol_reason(id).contains("unverified"), "{id}");
+    }
+    assert_eq!(protocol_name("claude"), "stream-json-control");
+    assert_eq!(protocol_name("codex"), "stream");
+}
+
+#[test]
+fn opencode_and_copilot_ask_for_commands_and_get_the_channel() {
+    let args = [s("--channel")];
+    let env = [(s("CAESAR_TASK_ID"), s("t1"))];
+    let mcp = McpServer { name: "caesar", command: "/bin/caesar-mcp", args: &args, env: &env, tools: &[] };
+    let oc = launch("opencode", &inv(Mode::ReadOnly, Some("anthropic/x"), Some(mcp), None)).unwrap();
+    assert_eq!(oc.args, ["acp"]);
+    let config = oc.env.iter().find(|(k, _)| k == "OPENCODE_CONFIG_CONTENT").map(|(_, v)| v.clone()).unwrap();
+    let config: Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(config["permission"]["edit"], "deny");
+    assert_eq!(config["permission"]["bash"], "ask");
+    assert_eq!(config["model"], "anthropic/x");
+    assert_eq!(opening_of(&oc)["new_session"]["mcpServers"][0]["name"], "caesar", "opencode's channel in session/new");
+    let w = launch("opencode", &inv(Mode::Write, None, None, None)).unwrap();
+    assert!(w.env.iter().any(|(k, v)| k == "OPENCODE_CONFIG_CONTENT" && v.contains(r#""edit":"allow""#)));
+
+    let cp = launch("copilot", &inv(Mode::Write, None, Some(mcp), None)).unwrap();
+    assert_eq!(&cp.args[..2], ["--acp", "--stdio"]);
+    assert!(cp.args.contains(&s("--allow-tool=write")) && cp.args.contains(&s("--allow-tool=caesar")), "{:?}", cp.args);
+    let at = cp.args.iter().position(|a| a == "--additional-mcp-config").expect("the channel on the command line");
+    assert!(cp.args[at + 1].contains("/bin/caesar-mcp"));
+    assert_eq!(opening_of(&cp)["new_session"]["mcpServers"], serde_json::json!([]), "not twice");
+    let ro = launch("copilot", &inv(Mode::ReadOnly, None, None, None)).unwrap();
+    assert!(!ro.args.iter().any(|a| a.starts_with("--allow-tool")), "read-only pre-approves nothing");
+}
+
+#[test]
+fn a_resumed_task_carries_its_session_and_the_stream_fallback_its_argv() {
+    let l = launch("gemini", &inv(Mode::ReadOnly, None, None, Some("sess-9"))).unwrap();
+    assert_eq!(opening_of(&l)["resume"], "sess-9");
+    assert!(opening_of(&launch("gemini", &inv(Mode::ReadOnly, None, None, None)).unwrap()).get("resume").is_none());
+    let i = inv(Mode::ReadOnly, None, None, Some("sess-9"));
+    let with = with_fallback(launch("copilot", &i).unwrap(), crate::provider::build_launch("copilot", &i));
+    let fallback = &opening_of(&with)["fallback"];
+    let argv: Vec<&str> = fallback["args"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(argv.contains(&"--output-format") && argv.contains(&"--resume=sess-9"), "{argv:?}");
+    assert!(fallback["env"].to_string().contains("COPILOT_AUTO_UPDATE"));
+    // claude's stream needs its stdin: no fallback is offered for a launch like that.
+    let claude = crate::provider::build_launch("claude", &inv(Mode::Write, None, None, None));
+    let same = with_fallback(launch("gemini", &i).unwrap(), claude);
+    assert!(opening_of(&same).get("fallback").is_none());
+}
