@@ -16,6 +16,7 @@ mod pipe;
 mod render;
 mod run;
 mod service;
+mod trust_cmd;
 mod ui;
 mod watch;
 
@@ -163,6 +164,18 @@ enum Command {
     Protocol {
         #[command(subcommand)]
         action: ProtocolAction,
+    },
+    /// Trust this project's .caesar config as it is now (its setup, agents, [bin], policy relaxations,
+    /// prompt files take effect only once trusted; a changed file needs trust again).
+    Trust {
+        /// A project directory or one of its .caesar/config*.toml files (default: the current directory).
+        path: Option<String>,
+        /// List what is trusted.
+        #[arg(long, conflicts_with = "revoke")]
+        list: bool,
+        /// Withdraw trust from the path and everything beneath it.
+        #[arg(long)]
+        revoke: bool,
     },
     /// Manage the daemon.
     Daemon {
@@ -563,6 +576,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Agents { action } => agents(action, json).await,
         Command::Doctor => doctor(json).await,
+        Command::Trust { path, list, revoke } => trust_cmd::run(connect().await?, path, list, revoke, json).await,
         Command::Ui { no_open } => Ok(ui::run(connect().await?, cwd_string(), no_open, json).await?),
         Command::Init { global, force } => init(global, force, json).await,
         Command::Completions { shell } => {

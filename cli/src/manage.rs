@@ -112,9 +112,12 @@ pub(crate) async fn agents(action: AgentsAction, json: bool) -> Result<u8, Failu
                 .into_inner();
             if json {
                 let agents: Vec<Value> = r.agents.iter().map(render::agent_json).collect();
-                println!("{}", json!({ "agents": agents }));
+                println!("{}", json!({ "agents": agents, "warnings": r.warnings }));
             } else {
                 render::print_agents(&r.agents);
+                for w in &r.warnings {
+                    eprintln!("warning: {w}");
+                }
             }
         }
         AgentsAction::Enable { agent, layer } => {

@@ -17,6 +17,11 @@ pub struct Launch {
     /// Extra environment on top of the `CAESAR_*` variables.
     #[serde(default)]
     pub env: Vec<(String, String)>,
+    /// The names of the `[[agent]] env` variables (issue 19): their values
+    /// are secrets, so they are never stored; the start reads them from
+    /// the config and hands them to the supervisor's environment only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_env: Vec<String>,
     /// Which line parser reads the output: a provider id, or `generic`.
     pub parser: String,
     /// Facts found while resolving (network, model), added to the report.

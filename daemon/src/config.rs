@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::oacp::Mode;
 
+mod gate;
+pub use gate::UntrustedLayer;
+
 /// An OACP generic agent declared with `[[agent]]`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -328,6 +331,9 @@ pub struct Config {
     pub budget: crate::lifecycle::Limits,
     /// Each role's `budget` and `on_blocker`, by role name (issue 17).
     pub role_lifecycle: BTreeMap<String, crate::lifecycle::RoleLifecycle>,
+    /// Project and local layers read without the user's trust, and what of
+    /// each was ignored (issue 19; `crate::trust`).
+    pub untrusted: Vec<UntrustedLayer>,
 }
 
 impl Default for Config {
@@ -348,6 +354,7 @@ impl Default for Config {
             runner: Default::default(),
             budget: Default::default(),
             role_lifecycle: BTreeMap::new(),
+            untrusted: Vec::new(),
         }
     }
 }
@@ -373,8 +380,20 @@ fn anchor_bin(config_file: &Path, bin: String) -> String {
 }
 
 impl Config {
-    /// Loads and merges the three layers for `project` over the defaults.
+    /// Loads and merges the three layers for `project` over the defaults,
+    /// trusting every layer (for tools that only read or edit files; the
+    /// engine loads through [`Config::load_gated`]).
     pub fn load(global_dir: &Path, project: &Path) -> Result<Config> {
+        Config::load_inner(global_dir, project, None)
+    }
+
+    /// As [`Config::load`], but a project or local layer that `gate` does
+    /// not trust loses what could run code or widen policy (issue 19).
+    pub fn load_gated(global_dir: &Path, project: &Path, gate: &dyn crate::trust::Gate) -> Result<Config> {
+        Config::load_inner(global_dir, project, Some(gate))
+    }
+
+    fn load_inner(global_dir: &Path, project: &Path, trust: Option<&dyn crate::trust::Gate>) -> Result<Config> {
         let mut config = Config::default();
         for (path, origin) in layer_paths(global_dir, project) {
             // A project's layers come from its repository: a committed link
@@ -394,7 +413,20 @@ impl Config {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(Error::io_at("cannot read", &path, e)),
             };
-            let layer = parse_layer(&path, &text)?;
+            let mut layer = parse_layer(&path, &text)?;
+            if let Some(g) = trust
+                && origin != Origin::Global
+                && !g.trusts(&path, &text)
+            {
+                let ignored = gate::strip(&mut layer, &config);
+                if !ignored.is_empty() {
+                    config.untrusted.push(UntrustedLayer {
+                        file: path.clone(),
+                        project: project.to_path_buf(),
+                        ignored,
+                    });
+                }
+            }
             config.merge(&path, &text, layer, origin)?;
             config.files.push(path);
         }

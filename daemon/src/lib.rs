@@ -7,6 +7,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod agent_env;
 pub mod agents;
 pub mod catalog;
 pub mod channel_spec;
@@ -40,6 +41,7 @@ pub mod store;
 pub mod supervisor;
 pub mod tail;
 pub mod task_dir;
+pub mod trust;
 pub mod workshop;
 
 /// The API protocol number this daemon answers `Ping` with.

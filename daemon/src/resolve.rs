@@ -69,6 +69,11 @@ pub fn agent_target<'a>(config: &'a Config, project: &Path, agent_id: &str) -> R
     }
     let mut known: Vec<&str> = config.agents.iter().map(|(a, _)| a.id.as_str()).collect();
     known.extend(provider::all().iter().map(|s| s.id).filter(|id| config.agent(id).is_none()));
+    // Declared in a layer the user has not trusted (issue 19): say so, and how.
+    let wanted = format!("[[agent]] {agent_id}");
+    if let Some(u) = config.untrusted.iter().find(|u| u.ignored.contains(&wanted)) {
+        return Err(Error::Precondition(format!("agent `{agent_id}` is not available: {}", u.warning())));
+    }
     Err(Error::NotFound(format!(
         "unknown agent `{agent_id}`: use one of {}, or declare it as [[agent]] in {}/.caesar/config.toml",
         known.join(", "),

@@ -512,10 +512,12 @@ impl Caesar for Service {
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
         let workspace = req.into_inner().workspace;
         let engine = self.engine.clone();
-        let agents = tokio::task::spawn_blocking(move || engine.list_agents(&workspace))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))??;
-        Ok(Response::new(pb::ListAgentsResponse { agents: agents.into_iter().map(agent_info).collect() }))
+        let (agents, warnings) = tokio::task::spawn_blocking(move || {
+            engine.list_agents(&workspace).map(|a| (a, engine.untrusted_warnings(&workspace)))
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(pb::ListAgentsResponse { agents: agents.into_iter().map(agent_info).collect(), warnings }))
     }
 
     async fn describe_agent(
@@ -671,6 +673,31 @@ impl Caesar for Service {
             base_url: o.base_url,
             opened_on_demand: o.opened_on_demand,
             login_valid_secs: crate::dashboard::LOGIN_VALID.as_secs() as u32,
+        }))
+    }
+
+    // ---- Trust (issue 19).
+
+    async fn trust(&self, req: Request<pb::TrustRequest>) -> Result<Response<pb::TrustResponse>, Status> {
+        let caller = self.caller(&req).await?;
+        let r = req.into_inner();
+        if r.action != "list" {
+            // An agent trusting its own repository's config would widen its own authority.
+            caller.require_user(&format!("trust {}", r.action))?;
+        }
+        let engine = self.engine.clone();
+        let entries = tokio::task::spawn_blocking(move || engine.trust(&r.action, &r.path))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(pb::TrustResponse {
+            entries: entries
+                .into_iter()
+                .map(|e| pb::TrustEntry {
+                    path: e.path,
+                    sha256: e.sha256,
+                    trusted_at: crate::clock::rfc3339(e.trusted_ms),
+                })
+                .collect(),
         }))
     }
 }

@@ -35,6 +35,12 @@ pub struct SandboxSpec {
     /// the entries beside the protected one, level by level.
     #[serde(default)]
     pub protect: Vec<PathBuf>,
+    /// Kept out of reach beneath a writable ancestor too, but a writable
+    /// path named inside one stays writable (the daemon's state directory,
+    /// with the task's own directory in it; a project's main tree, with a
+    /// worktree task's worktree in it).
+    #[serde(default)]
+    pub shield: Vec<PathBuf>,
 }
 
 /// The Landlock ABI this kernel offers, `None` where it offers none.
@@ -60,9 +66,6 @@ pub fn describe(read_only: bool) -> String {
                  another task's processes are not walled off)"
             .to_owned(),
         Some(abi) => {
-            if abi < 6 && !read_only {
-                return format!("landlock ABI {abi}: nothing applied to write tasks (signal scoping needs ABI 6)");
-            }
             let scopes = if abi >= 6 {
                 "signals and abstract sockets scoped to the task"
             } else {
@@ -71,7 +74,7 @@ pub fn describe(read_only: bool) -> String {
             let writes = if read_only {
                 "writes confined to its task directory, temp, /dev and its CLI's state directories (the workspace is read-only)"
             } else {
-                "writes not confined (write mode)"
+                "writes confined to its worktree (or its workspace, in place), its task directory, temp, /dev and its CLI's state directories (not the rest of the home directory, nor caesar's state, config and socket directories)"
             };
             format!(
                 "landlock ABI {abi}: a domain of its own (no ptrace or memory reads of other tasks), {scopes}, {writes}"
@@ -151,7 +154,52 @@ pub fn for_task(
             writable.push(PathBuf::from(v));
         }
     }
-    SandboxSpec { confine_writes: true, writable, protect: vec![workspace.to_path_buf()] }
+    SandboxSpec { confine_writes: true, writable, protect: vec![workspace.to_path_buf()], shield: Vec::new() }
+}
+
+/// The spec of a write task (issue 19): writes confined to `workdir` (its
+/// worktree, or the workspace in place), the task directory, temp, `/dev`,
+/// `$HOME/.cache`, `$HOME/.npm` and the CLI's state. A worktree's git
+/// metadata in the main repository (its own `worktrees/<name>`, objects,
+/// refs and logs, not hooks or config) stays writable so that git works in
+/// it. `shield` (caesar's state, config and socket directories; the main
+/// tree of a worktree task) is carved out of every writable ancestor.
+pub fn for_write_task(
+    task_dir: &Path,
+    workdir: &Path,
+    shield: &[PathBuf],
+    provider: &str,
+    env: &[(String, String)],
+) -> SandboxSpec {
+    if has_own_sandbox(provider) {
+        return SandboxSpec::default();
+    }
+    let mut spec = for_task(true, task_dir, workdir, "", env);
+    spec.protect.clear();
+    spec.writable.extend(state_paths(provider));
+    spec.writable.push(workdir.to_path_buf());
+    if let Some(common) = worktree_git_dirs(workdir) {
+        spec.writable.extend(common);
+    }
+    spec.shield = shield.to_vec();
+    spec
+}
+
+/// A provider's state directories under `$HOME`.
+fn state_paths(provider: &str) -> Vec<PathBuf> {
+    let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) else {
+        return Vec::new();
+    };
+    state_dirs(provider).iter().map(|d| home.join(d)).collect()
+}
+
+/// For a linked worktree (its `.git` is a file naming `gitdir: …`): its own
+/// git directory, and the main repository's objects, refs and logs.
+fn worktree_git_dirs(workdir: &Path) -> Option<Vec<PathBuf>> {
+    let text = crate::safe_fs::read_to_string_capped(&workdir.join(".git"), 4096).ok()?;
+    let gitdir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
+    let common = gitdir.parent()?.parent()?.to_path_buf();
+    Some(vec![gitdir, common.join("objects"), common.join("refs"), common.join("logs")])
 }
 
 /// The writable paths with every protected path carved out: a writable
@@ -159,29 +207,39 @@ pub fn for_task(
 /// level (symbolic links skipped: a rule through one would reach its
 /// target). Entries made later directly in those ancestors are refused.
 pub fn carve(writable: &[PathBuf], protect: &[PathBuf]) -> Vec<PathBuf> {
+    carve_all(writable, protect, &[])
+}
+
+/// [`carve`] with `shield` paths too: carved out of their writable
+/// ancestors like protected ones, but a writable path named inside a
+/// shielded one is kept.
+pub fn carve_all(writable: &[PathBuf], protect: &[PathBuf], shield: &[PathBuf]) -> Vec<PathBuf> {
+    let hidden: Vec<&PathBuf> = protect.iter().chain(shield).collect();
     let mut out = Vec::new();
     for w in writable {
-        let Some(p) = protect.iter().find(|p| p.starts_with(w)) else {
-            if !protect.iter().any(|p| w.starts_with(p)) {
-                out.push(w.clone());
-            }
+        if protect.iter().any(|p| w.starts_with(p)) {
             continue;
-        };
-        let Ok(rel) = p.strip_prefix(w) else { continue };
-        let mut cur = w.clone();
-        for comp in rel.components() {
-            if let Ok(entries) = std::fs::read_dir(&cur) {
-                for entry in entries.flatten() {
-                    let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
-                    if entry.file_name() != comp.as_os_str() && !is_link {
-                        out.push(entry.path());
-                    }
-                }
-            }
-            cur.push(comp);
         }
+        carve_dir(w, &hidden, &mut out);
     }
     out
+}
+
+/// Pushes `w`, or, where a hidden path lies strictly beneath it, the
+/// entries of `w` around it, level by level (links skipped).
+fn carve_dir(w: &Path, hidden: &[&PathBuf], out: &mut Vec<PathBuf>) {
+    if !hidden.iter().any(|h| h.starts_with(w) && h.as_path() != w) {
+        out.push(w.to_path_buf());
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(w) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) || hidden.iter().any(|h| h.as_path() == path) {
+            continue;
+        }
+        carve_dir(&path, hidden, out);
+    }
 }
 
 /// A ruleset ready for the agent, built by the supervisor before it forks.
@@ -213,7 +271,7 @@ pub fn prepare(spec: &SandboxSpec) -> Result<Option<Prepared>, String> {
     let mut created = ruleset.create().map_err(e)?;
     if spec.confine_writes {
         make_home_dirs(&spec.writable);
-        let writable = carve(&spec.writable, &spec.protect);
+        let writable = carve_all(&spec.writable, &spec.protect, &spec.shield);
         created = created.add_rules(path_beneath_rules(&writable, AccessFs::from_write(ABI::V3))).map_err(e)?;
     }
     let fd: Option<std::os::fd::OwnedFd> = created.into();

@@ -38,6 +38,10 @@ pub enum ConnectError {
     ProtocolMismatch { socket: PathBuf, daemon_version: String, daemon_protocol: u32, active: u32 },
     #[error("{0}")]
     ForeignDaemon(ipc::ForeignPeer),
+    #[error(
+        "no caesard answers at {socket}, and this process runs inside a caesar task ({why}): a daemon started from here would inherit the task's sandbox and environment, so none is started. Start caesard outside the task (`caesar daemon start` from your own shell)"
+    )]
+    InsideTask { socket: PathBuf, why: String },
     #[error("cannot resolve caesar's directories: {0}")]
     Paths(#[from] std::io::Error),
 }
@@ -139,11 +143,25 @@ pub async fn connect_or_start(paths: &Paths) -> Result<Client, ConnectError> {
     // The daemon gets the socket as CAESAR_SOCKET (below), which it takes
     // as the user's own choice of directory and does not check: a directory
     // caesar picked itself is checked here first (not a symlink, ours, 0700).
+    if let Some(why) = inside_task() {
+        return Err(ConnectError::InsideTask { socket: paths.socket.clone(), why });
+    }
     if !paths.socket_overridden {
         paths.ensure_dirs()?;
     }
     start_daemon(paths)?;
     wait_until_ready(paths, Duration::from_secs(10)).await
+}
+
+/// Whether this process runs inside a caesar task (issue 19): beneath a
+/// task supervisor (the kernel's ancestry, which an agent cannot hide), or
+/// with a task's `CAESAR_TASK_ID` in its environment. Says which.
+pub fn inside_task() -> Option<String> {
+    let me = crate::peer::PeerInfo::of(Some(std::process::id()), u32::MAX);
+    if let Some(s) = me.ancestry.iter().find(|a| a.comm == crate::peer::SUPERVISOR_COMM) {
+        return Some(format!("beneath the task supervisor pid {}", s.pid));
+    }
+    std::env::var("CAESAR_TASK_ID").ok().filter(|v| !v.is_empty()).map(|id| format!("CAESAR_TASK_ID={id}"))
 }
 
 /// The caesard binary: `CAESAR_DAEMON_BIN`, else the one beside this

@@ -127,15 +127,15 @@ call='{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit_rep
     let victim = c.delegate(req).await.unwrap().into_inner().task_id;
     std::fs::write(env.file("victim"), &victim).unwrap();
     assert!(eventually(LONG, || env.file("victim.pid").exists()).await);
-    // The secret as an agent could find it (caesar.db is readable to it; on
-    // a kernel without Landlock, so is the victim's /proc/<pid>/environ).
+    // The victim's environment, readable from /proc, holds no secret and
+    // no key of the daemon's own environment (issue 19) ...
     let pid = std::fs::read_to_string(env.file("victim.pid")).unwrap();
     let environ = std::fs::read(format!("/proc/{}/environ", pid.trim())).unwrap();
-    let stolen = environ
-        .split(|b| *b == 0)
-        .find_map(|v| v.strip_prefix(b"CAESAR_CHANNEL_SECRET="))
-        .map(|v| String::from_utf8_lossy(v).into_owned())
-        .unwrap();
+    let text = String::from_utf8_lossy(&environ);
+    assert!(!text.contains("CAESAR_CHANNEL_SECRET") && text.contains("CAESAR_TASK_ID="), "{text}");
+    // ... but caesar.db is readable to an agent where the kernel does not confine reads.
+    let db = rusqlite::Connection::open(env.paths.state_dir.join("caesar.db")).unwrap();
+    let stolen: String = db.query_row("SELECT secret FROM tasks WHERE id = ?1", [&victim], |r| r.get(0)).unwrap();
     assert_eq!(stolen.len(), 32);
     std::fs::write(env.file("leaked"), &stolen).unwrap();
     let mut req = env.delegate_request("attacker", "the attacker");

@@ -245,6 +245,8 @@ impl Rig {
             ("ANTHROPIC_API_KEY", "test-key-1".to_owned()),
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
             ("FAKE_KEY", "test-key-1".to_owned()),
+            // Not a provider prefix: passed to agents by name (issue 19, `agent_env.rs`).
+            ("CAESAR_PASS_ENV", "FAKE_KEY,npm_config_*".to_owned()),
             // Anything but the model server goes to a dead port.
             ("HTTP_PROXY", "http://127.0.0.1:9".to_owned()),
             ("HTTPS_PROXY", "http://127.0.0.1:9".to_owned()),

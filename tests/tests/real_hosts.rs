@@ -364,6 +364,8 @@ fn host_env(
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
         ("CLAUDE_CODE_MAX_RETRIES", "0".to_owned()),
         ("FAKE_KEY", "test-key-1".to_owned()),
+        // Not a provider prefix: passed to agents by name (issue 19, `agent_env.rs`).
+        ("CAESAR_PASS_ENV", "FAKE_KEY,npm_config_*".to_owned()),
         ("HTTP_PROXY", "http://127.0.0.1:9".to_owned()),
         ("HTTPS_PROXY", "http://127.0.0.1:9".to_owned()),
         ("NO_PROXY", "127.0.0.1,localhost".to_owned()),

@@ -151,6 +151,7 @@ impl Rig {
             ("OPENCODE_DISABLE_LSP_DOWNLOAD", "true".to_owned()),
             ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "true".to_owned()),
             ("npm_config_registry", "http://127.0.0.1:9".to_owned()),
+            ("CAESAR_PASS_ENV", "npm_config_*".to_owned()),
             ("COPILOT_PROVIDER_BASE_URL", url.clone()),
             ("COPILOT_PROVIDER_TYPE", "anthropic".to_owned()),
             ("COPILOT_PROVIDER_API_KEY", "test-key-1".to_owned()),

@@ -98,6 +98,11 @@ impl Engine {
         if let Some(problem) = config_problem {
             warnings.insert("config_warning".to_owned(), format!("{problem}; delegating with the last good config"));
         }
+        // Repository configs the user has not trusted (issue 19): what was ignored.
+        for (i, u) in config.untrusted.iter().enumerate() {
+            let key = if i == 0 { "untrusted_config".to_owned() } else { format!("untrusted_config_{}", i + 1) };
+            warnings.insert(key, u.warning());
+        }
         let agent_id = resolution.agent.clone();
         let (mode, timeout_ms) = (resolution.mode, resolution.timeout_ms);
         let isolation = workshop::decide(&workspace, resolution.isolation, mode, config.policy.allow_inplace_write)?;
@@ -257,7 +262,7 @@ impl Engine {
                 Launch {
                     program: program.display().to_string(),
                     args,
-                    env: def.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    secret_env: def.env.keys().cloned().collect(),
                     parser: provider::GENERIC.to_owned(),
                     stdin,
                     ..Launch::default()
@@ -317,6 +322,14 @@ impl Engine {
                 }
             }
         };
+        // gemini skips its own folder-trust check only in a folder the user
+        // trusted with `caesar trust` (issue 19); elsewhere it decides itself.
+        if launch.parser == "gemini"
+            && !(config.untrusted.is_empty()
+                && crate::trust::TrustStore::new(&self.paths.state_dir).trusts_folder(&project))
+        {
+            launch.args.retain(|a| a != "--skip-trust");
+        }
         launch.findings = resolution.findings.clone();
         launch.channel = channel;
         launch.parent = parent.map(|p| p.id.clone());

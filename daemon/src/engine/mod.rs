@@ -66,6 +66,7 @@ mod queue;
 mod recovery;
 mod remote_refs;
 mod start;
+mod trusting;
 // Issue 17, fan-out: verification in the worktree, groups.
 pub mod groups;
 mod notifications;

@@ -28,7 +28,8 @@ impl Engine {
     /// the last version that did is served instead, with the problem; with
     /// no such version the error is returned.
     pub(super) fn load_config(&self, project: &Path) -> Result<(Config, Option<String>)> {
-        match Config::load(&self.paths.config_dir, project) {
+        match Config::load_gated(&self.paths.config_dir, project, &crate::trust::TrustStore::new(&self.paths.state_dir))
+        {
             Ok(config) => {
                 self.projects
                     .good
@@ -88,6 +89,12 @@ impl Engine {
                 }
             })
             .collect();
+        // Untrusted repository configs (issue 19): what was ignored, and the command to run.
+        if !workspace.is_empty()
+            && let Ok((config, _)) = self.config_for(workspace)
+        {
+            problems.extend(config.untrusted.iter().map(|u| u.warning()));
+        }
         problems.sort();
         (self.store.integrity_check(), problems)
     }
@@ -135,6 +142,7 @@ impl Engine {
             "bin": config.bin.iter().map(|(k, (b, o))| (k.clone(), serde_json::json!({"bin": b, "origin": o.as_str()}))).collect::<serde_json::Map<_, _>>(),
             "provenance": config.provenance,
             "files": config.files,
+            "untrusted": config.untrusted.iter().map(|u| serde_json::json!({"file": u.file, "ignored": u.ignored, "warning": u.warning()})).collect::<Vec<_>>(),
         }))
     }
 
@@ -173,7 +181,11 @@ impl Engine {
             return Err(Error::Invalid(format!("workspace `{}` is not an absolute directory", workspace.display())));
         }
         let project = project_root(workspace);
-        let config = Config::load(&self.paths.config_dir, &project)?;
+        let config = Config::load_gated(
+            &self.paths.config_dir,
+            &project,
+            &crate::trust::TrustStore::new(&self.paths.state_dir),
+        )?;
         crate::init::init_project(&project, force, &|host| resolve::program_of(&config, host).is_some())
     }
 

@@ -45,24 +45,65 @@ impl Engine {
         let mut env = vec![
             ("CAESAR_AGENT".to_owned(), record.agent.clone()),
             ("CAESAR_DEPTH".to_owned(), (record.depth + 1).to_string()),
+            // Which adapter's variables the runner passes (`agent_env.rs`).
+            ("CAESAR_PROVIDER".to_owned(), launch.parser.clone()),
         ];
         env.extend(launch.env.iter().cloned());
+        if !launch.secret_env.is_empty() {
+            // `[[agent]] env` values, read now from the config (never stored).
+            let project = crate::config::project_root(std::path::Path::new(&record.workspace));
+            if let Ok((config, _)) = self.load_config(&project)
+                && let Some(def) = config.agent(&record.agent)
+            {
+                env.extend(
+                    def.env.iter().filter(|(k, _)| launch.secret_env.contains(k)).map(|(k, v)| (k.clone(), v.clone())),
+                );
+            }
+        }
         if launch.channel {
             // What the in-agent channel server needs to reach this task, and
             // only this task.
-            env.push(("CAESAR_CHANNEL_SECRET".to_owned(), record.secret.clone()));
+            // The secret stays out of a local agent's environment (issue 19):
+            // another task could read it from /proc/<pid>/environ, and inside
+            // its own tree the transport speaks for the task. A cluster
+            // task's channel comes from outside every local tree and needs it.
+            if launch.kube.is_some() {
+                env.push(("CAESAR_CHANNEL_SECRET".to_owned(), record.secret.clone()));
+            }
             env.push(("CAESAR_SOCKET".to_owned(), self.paths.socket.display().to_string()));
         }
         // Kernel confinement (issue 19; `sandbox.rs`): the supervisor applies
         // it to the agent; a read-only task's temp files go to its own dir.
         let read_only = record.mode == crate::oacp::Mode::ReadOnly;
-        if read_only {
+        {
             let tmp = dir.root().join("tmp");
             std::fs::create_dir_all(&tmp).map_err(|e| Error::io_at("cannot create", &tmp, e))?;
             env.push(("TMPDIR".to_owned(), tmp.display().to_string()));
         }
         let workspace = std::path::PathBuf::from(&record.workspace);
-        let mut sandbox = crate::sandbox::for_task(read_only, dir.root(), &workdir, &launch.parser, &env);
+        // caesar's own directories are out of every task's reach (issue 19);
+        // a worktree task's main tree too.
+        // (Beneath the temp directory, which stays writable to every task,
+        // carving them out would refuse new entries beside them: there they
+        // are not shielded, and SECURITY.md says so.)
+        let mut shield: Vec<std::path::PathBuf> =
+            [&self.paths.state_dir, &self.paths.config_dir, &self.paths.runtime_dir]
+                .into_iter()
+                .cloned()
+                .chain(self.paths.socket.parent().map(std::path::Path::to_path_buf))
+                .filter(|d| !d.starts_with(std::env::temp_dir()) && !d.starts_with("/tmp"))
+                .collect();
+        if workdir != workspace {
+            shield.push(crate::config::project_root(&workspace));
+        }
+        let mut sandbox = if read_only {
+            crate::sandbox::for_task(read_only, dir.root(), &workdir, &launch.parser, &env)
+        } else {
+            crate::sandbox::for_write_task(dir.root(), &workdir, &shield, &launch.parser, &env)
+        };
+        if read_only && sandbox.confine_writes {
+            sandbox.shield = shield;
+        }
         if read_only {
             sandbox.protect.push(crate::config::project_root(&workspace));
             sandbox.protect.push(workspace);

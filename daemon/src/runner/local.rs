@@ -62,6 +62,9 @@ impl Runner for LocalRunner {
             args: spec.args.to_vec(),
         };
         let mut cmd = tokio::process::Command::new(&self.supervisor_exe);
+        // Not the daemon's whole environment: an allowlist for the adapter (issue 19).
+        let provider = spec.env.iter().find(|(k, _)| k == "CAESAR_PROVIDER").map(|(_, v)| v.as_str()).unwrap_or("");
+        cmd.env_clear().envs(crate::agent_env::allowed(provider, std::env::vars_os()));
         cmd.args(sargs.to_argv())
             .current_dir(spec.workdir)
             // [V] opencode takes its working directory from PWD, which the daemon inherited

@@ -73,6 +73,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut daemon = Command::new(bin_dir.join("caesard"))
             .env("CAESAR_HOME", home.path())
             .env("CAESAR_LOG", "warn,caesar::radar=debug")
+            .env("CAESAR_TRUST_PREFIX", std::env::temp_dir())
             .env("CAESAR_KILL_GRACE_MS", "200")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -169,7 +169,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
     )?;
     let paths = Paths::under(home.path());
-    let envs = [("CAESAR_HOME", home.path().display().to_string()), ("CAESAR_LOG", "warn".to_owned())];
+    let envs = [
+        ("CAESAR_HOME", home.path().display().to_string()),
+        ("CAESAR_LOG", "warn".to_owned()),
+        ("CAESAR_TRUST_PREFIX", std::env::temp_dir().display().to_string()),
+    ];
     let mut daemon = Command::new(bin_dir.join("caesard"))
         .envs(envs.iter().cloned())
         .stdin(Stdio::null())
@@ -290,15 +294,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     req.agent = "asker".into();
     req.channel = true;
     let asker = c.delegate(req).await?.into_inner();
+    // The secret is no longer in the agent's environment (issue 19): the
+    // bench, a process of the user's, reads it where the daemon keeps it.
     let raw = std::path::Path::new(&asker.task_dir).join("raw.log");
-    let secret = loop {
-        if let Ok(t) = std::fs::read_to_string(&raw)
-            && let Some(s) = t.lines().next().and_then(|l| l.strip_prefix("CAESAR_CHANNEL_SECRET="))
-        {
-            break s.to_owned();
-        }
+    while !std::fs::read_to_string(&raw).is_ok_and(|t| t.contains("CAESAR_CHANNEL_SECRET")) {
         tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    }
+    let store = caesard::store::Store::open(&paths.state_dir.join("caesar.db")).map_err(|e| e.to_string())?;
+    let secret = store.task(&asker.task_id).map_err(|e| e.to_string())?.ok_or("no asker task")?.secret;
     let scope = pb::ChannelRequest { task_id: asker.task_id.clone(), secret };
     let mut visible = Figure::new("P9a ask→visible to await", "-");
     let mut answered = Figure::new("P9b visible→answer stored", "-");
@@ -482,6 +485,7 @@ async fn prepare_figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std:
     let envs = [
         ("CAESAR_HOME", home.path().display().to_string()),
         ("CAESAR_LOG", "warn".to_owned()),
+        ("CAESAR_TRUST_PREFIX", std::env::temp_dir().display().to_string()),
         ("CAESAR_PREPARE_PARALLEL", "8".to_owned()),
     ];
     let mut daemon = Command::new(bin_dir.join("caesard"))

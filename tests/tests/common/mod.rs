@@ -79,6 +79,9 @@ impl Env {
             ("CAESAR_HOME", self.home.path().display().to_string()),
             ("CAESAR_KILL_GRACE_MS", "300".to_owned()),
             ("CAESAR_LOG", "debug".to_owned()),
+            // The user trusts the temporary projects these tests make
+            // (issue 19; `tests/tests/trust.rs` runs without this).
+            ("CAESAR_TRUST_PREFIX", std::env::temp_dir().display().to_string()),
         ]
     }
 

@@ -35,6 +35,7 @@ pub async fn figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std::err
     let mut daemon = Command::new(bin_dir.join("caesard"))
         .env("CAESAR_HOME", home.path())
         .env("CAESAR_LOG", "warn")
+        .env("CAESAR_TRUST_PREFIX", std::env::temp_dir())
         .env("CAESAR_KILL_GRACE_MS", "300")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

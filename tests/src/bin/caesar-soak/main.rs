@@ -418,6 +418,7 @@ async fn soak(opts: &Options) -> Result<(), String> {
         envs: vec![
             ("CAESAR_HOME", home_env.clone()),
             ("CAESAR_LOG", "info".to_owned()),
+            ("CAESAR_TRUST_PREFIX", std::env::temp_dir().display().to_string()),
             ("CAESAR_KILL_GRACE_MS", "300".to_owned()),
         ],
         paths: paths.clone(),
