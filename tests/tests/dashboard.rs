@@ -516,16 +516,22 @@ async fn the_radar_page_shows_which_tasks_change_the_same_lines() {
         assert_eq!(meets(&ids[2]), json!([["", "", "", false]]), "w3 meets nobody");
         b.screenshot("radar");
     });
-    // The user's own edit of README.md shows as a meeting too, once the page reloads.
+    // The user's own edit of README.md shows as a meeting too, once the
+    // background radar has rescanned the tree (every few seconds: a plain
+    // edit moves neither HEAD nor the index) and the page reloads.
     std::fs::write(env.project.path().join("README.md"), "hello by hand\n").unwrap();
     tokio::task::block_in_place(|| {
-        b.goto(&format!("http://127.0.0.1:{port}/radar"));
-        b.wait(
-            "the uncommitted changes",
-            LONG,
-            "return document.querySelector(`tr[data-id='${arguments[0]}'][data-meets=uncommitted]`)",
-            json!([ids[0]]),
-        );
+        let until = std::time::Instant::now() + LONG;
+        let seen = "return document.body.dataset.loaded === '3' && document.querySelector(`tr[data-id='${arguments[0]}'][data-meets=uncommitted]`) !== null";
+        loop {
+            b.goto(&format!("http://127.0.0.1:{port}/radar"));
+            b.wait("the radar", LONG, "return document.body.dataset.loaded === '3'", json!([]));
+            if b.js(seen, json!([ids[0]])) == json!(true) {
+                break;
+            }
+            assert!(std::time::Instant::now() < until, "timed out waiting for the uncommitted changes: {}", b.text());
+            std::thread::sleep(Duration::from_millis(500));
+        }
         b.screenshot("radar-uncommitted");
     });
     // A discarded task leaves the radar.

@@ -154,6 +154,9 @@ async fn a_shell_and_a_codex_started_shim_share_one_daemon() {
     assert_eq!(status["pid"].as_u64(), Some(pid as u64), "{status}");
 
     // A task delegated from the shell is seen by a codex-started caesar-mcp.
+    // The project's `[[agent]]` counts once the user trusts its config.
+    let trust = h.caesar(Shape::Shell, &["trust"]);
+    assert!(trust.status.success(), "{}", String::from_utf8_lossy(&trust.stderr));
     let run = h.caesar(Shape::Shell, &["run", "--agent", "ok", "--detach", "x"]);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let task = String::from_utf8_lossy(&run.stdout).trim().to_owned();

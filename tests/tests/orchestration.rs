@@ -322,6 +322,7 @@ async fn real_codex_without_network_is_blocked_network() {
             ("CODEX_HOME", &codex_home_s),
             ("HOME", &home),
             ("FAKE_KEY", "k"),
+            ("CAESAR_PASS_ENV", "FAKE_KEY"),
         ])
         .await;
     let mut req = env.delegate_request("codex", "say hi");

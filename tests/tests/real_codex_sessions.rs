@@ -100,6 +100,9 @@ impl Rig {
             ("HOME", home.display().to_string()),
             ("CODEX_HOME", codex_home.display().to_string()),
             ("FAKE_KEY", "test-key-1".to_owned()),
+            // The agent's environment is an allowlist (issue 19): codex's
+            // custom `env_key` is passed by name.
+            ("CAESAR_PASS_ENV", "FAKE_KEY,npm_config_*".to_owned()),
             ("HTTP_PROXY", "http://127.0.0.1:9".to_owned()),
             ("HTTPS_PROXY", "http://127.0.0.1:9".to_owned()),
             ("NO_PROXY", "127.0.0.1,localhost".to_owned()),

@@ -139,7 +139,7 @@ impl Engine {
         }
         run.budget.stopping = true;
         info!(task_id = %run.id, limit, "budget reached: stopping the agent");
-        self.notify_budget(&run.id, &format!("{limit}: {detail}"));
+        self.notify_budget(&run.id, &format!("budget ({limit}): {detail}"));
         if let Some(handle) = &run.handle {
             self.runner.request_stop(handle);
         }

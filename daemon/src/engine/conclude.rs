@@ -51,6 +51,8 @@ impl Engine {
                 } else if let Some(crate::oacp::Blocker { kind, message, .. }) = &run.blocker {
                     let status = if e.exit_code == Some(0) { TaskStatus::Succeeded } else { TaskStatus::Failed };
                     (status, Ending::Blocked { kind: kind.as_str().to_owned(), message: message.clone() }, None)
+                } else if let Some(why) = run.failure.clone().filter(|_| e.exit_code == Some(0)) {
+                    (TaskStatus::Failed, Ending::Failed(why.clone()), Some(why))
                 } else if e.terminated {
                     let why =
                         "the task's supervisor was told to stop (SIGTERM) by someone other than caesar".to_owned();

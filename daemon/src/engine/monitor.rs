@@ -34,6 +34,8 @@ pub(super) struct Run {
     pub(super) messages: String,
     pub(super) session_id: Option<String>,
     pub(super) blocker: Option<Blocker>,
+    /// The session said the turn failed ([`Parsed::failure`]), whatever the exit code.
+    pub(super) failure: Option<String>,
     /// The runner's handle, to stop the run when a blocker makes the rest
     /// of it pointless, and to answer the agent.
     pub(super) handle: Option<RunHandle>,
@@ -70,6 +72,7 @@ impl Run {
             messages: String::new(),
             session_id,
             blocker: None,
+            failure: None,
             handle,
             live,
             permission_deadlines: Vec::new(),
@@ -196,6 +199,9 @@ impl Engine {
         }
         if let Some(text) = parsed.final_text {
             run.final_text = Some(text);
+        }
+        if let Some(why) = parsed.failure {
+            run.failure.get_or_insert(why);
         }
         let mut changed = false;
         if let Some(session) = parsed.session_id

@@ -365,7 +365,9 @@ impl CodexAppParser {
             "interrupted" => error(p, "the turn was interrupted", false),
             "failed" => {
                 let e = turn.get("error").unwrap_or(&Value::Null);
-                error(p, &format!("the turn failed: {}", str_at(e, "message").unwrap_or("no reason given")), true);
+                let why = format!("the turn failed: {}", str_at(e, "message").unwrap_or("no reason given"));
+                error(p, &why, true);
+                p.failure = Some(truncate(&why, 500));
                 self.structured_blocker(p, e);
             }
             other => error(p, &format!("the turn ended as `{}`", truncate(other, 50)), false),

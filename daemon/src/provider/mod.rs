@@ -69,6 +69,9 @@ pub struct Parsed {
     pub blocker: Option<Blocker>,
     /// The CLI asks, on its control protocol, whether it may use a tool.
     pub permission: Option<PermissionAsk>,
+    /// A session protocol says the agent's turn failed. Its server exits 0 all the same
+    /// (codex app-server), so this, not the exit code, decides the task failed.
+    pub failure: Option<String>,
 }
 
 /// A CLI's request for permission to use a tool (claude's `can_use_tool` control request). The
