@@ -690,6 +690,37 @@ async fn cancel_leaves_no_process(cli: Cli) {
     }
 }
 
+/// At a budget the agent is asked to stop through its protocol first (issue 17, item 4):
+/// claude gets `interrupt`, takes it, and the report is partial with the budget finding.
+#[tokio::test]
+async fn claude_at_its_budget_is_interrupted_first_and_reports_partial() {
+    let rig = Rig::start(Cli::Claude, vec![Cli::Claude.shell("sleep 300")]).await;
+    let id = rig
+        .delegate("Wait a long time.", json!({"mode": "write", "isolation": "worktree", "budget": {"wall_ms": 8000}}))
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let t = loop {
+        let t = rig.ok("caesar_status", json!({"task_id": id})).await;
+        if t["status"] != "running" && t["status"] != "pending" {
+            break t;
+        }
+        if let Some(q) = t["pending_questions"].as_array().and_then(|q| q.first()) {
+            let qid = q["question_id"].as_str().unwrap();
+            let _ = rig.call("caesar_answer", json!({"task_id": id, "question_id": qid, "answer": "allow"})).await;
+        }
+        assert!(Instant::now() < deadline, "the budget never stopped the task: {t}\n{}", rig.debug(&id));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let t = if t["report"].is_null() { rig.finish(&id).await } else { t };
+    assert_eq!(t["status"], "failed", "{t}");
+    assert_eq!(t["report_status"], "partial", "{t}");
+    let findings = t["report"]["findings"].to_string();
+    assert!(findings.contains("budget"), "{t}");
+    let events = std::fs::read_to_string(rig.task_dir(&id).join("events.jsonl")).unwrap_or_default();
+    assert!(events.contains("claude accepted the interrupt"), "{events}\n{}", rig.debug(&id));
+    assert!(rig.processes_of(&id).is_empty(), "processes of the run are left");
+}
+
 #[tokio::test]
 async fn claude_cancel_mid_run_leaves_no_process() {
     cancel_leaves_no_process(Cli::Claude).await;

@@ -122,9 +122,11 @@ impl Engine {
         run.budget.stopping = self.store.budget_stop(&run.id).ok().flatten().is_some();
     }
 
-    /// At a limit: records the stop, then asks the agent to stop (SIGTERM to
-    /// its tree, then the grace, then SIGKILL: no driver offers an
-    /// interrupt yet). Called by the monitor after each read.
+    /// At a limit: records the stop, then asks the agent to stop and hand
+    /// back what it has: the driver's interrupt first where its protocol has
+    /// one (claude's `interrupt`, ACP's `session/cancel`, codex's
+    /// `turn/interrupt`), then, after the protocol's wait, SIGTERM to its
+    /// tree, the grace and SIGKILL. Called by the monitor after each read.
     pub(super) fn check_budget(&self, run: &mut Run) {
         if run.budget.stopping || !run.budget.is_active() {
             return;
@@ -140,9 +142,23 @@ impl Engine {
         run.budget.stopping = true;
         info!(task_id = %run.id, limit, "budget reached: stopping the agent");
         self.notify_budget(&run.id, &format!("budget ({limit}): {detail}"));
-        if let Some(handle) = &run.handle {
-            self.runner.request_stop(handle);
+        let Some(handle) = run.handle.clone() else { return };
+        let interrupted = run
+            .driver
+            .cancel_line(run.session_id.as_deref())
+            .is_some_and(|line| self.runner.write_stdin(&run.dir, &line).is_ok());
+        if !interrupted {
+            self.runner.request_stop(&handle);
+            return;
         }
+        info!(task_id = %run.id, "budget reached: interrupt sent through the agent's protocol");
+        // The signals stay the backstop: an agent that ended its turn has
+        // exited by then, and stopping a gone supervisor is a no-op.
+        let runner = Arc::clone(&self.runner);
+        tokio::spawn(async move {
+            tokio::time::sleep(super::cancel::PROTOCOL_CANCEL_WAIT).await;
+            runner.request_stop(&handle);
+        });
     }
 }
 

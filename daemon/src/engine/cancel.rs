@@ -93,4 +93,4 @@ impl Engine {
 }
 
 /// How long a cancelled session's agent has to end its turn and exit before it is signalled.
-const PROTOCOL_CANCEL_WAIT: Duration = Duration::from_secs(3);
+pub(super) const PROTOCOL_CANCEL_WAIT: Duration = Duration::from_secs(3);
