@@ -24,6 +24,7 @@ pub mod http_legacy_tasks;
 pub mod ids;
 pub mod init;
 pub mod lifecycle;
+pub mod marked;
 pub mod notify;
 pub mod oacp;
 pub mod policy;

@@ -166,6 +166,13 @@ pub struct EndpointState {
     pub failed: u64,
 }
 
+impl EndpointState {
+    /// An endpoint nothing has been sent to yet: fine until it fails.
+    fn fresh() -> EndpointState {
+        EndpointState { ok: true, last_error: String::new(), at_ms: 0, delivered: 0, failed: 0 }
+    }
+}
+
 /// Delivers notifications in the background and keeps each endpoint's state.
 #[derive(Debug, Default)]
 pub struct Notifier {
@@ -236,26 +243,14 @@ impl Notifier {
 
     fn mark_trouble(&self, endpoint: &str, error: &str) {
         let mut map = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
-        let e = map.entry(endpoint.to_owned()).or_insert(EndpointState {
-            ok: true,
-            last_error: String::new(),
-            at_ms: 0,
-            delivered: 0,
-            failed: 0,
-        });
+        let e = map.entry(endpoint.to_owned()).or_insert_with(EndpointState::fresh);
         e.last_error = format!("{error} (retrying)");
         e.at_ms = now_ms();
     }
 
     fn record(&self, endpoint: &str, outcome: Result<(), String>) {
         let mut map = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
-        let e = map.entry(endpoint.to_owned()).or_insert(EndpointState {
-            ok: true,
-            last_error: String::new(),
-            at_ms: 0,
-            delivered: 0,
-            failed: 0,
-        });
+        let e = map.entry(endpoint.to_owned()).or_insert_with(EndpointState::fresh);
         e.at_ms = now_ms();
         match outcome {
             Ok(()) => {

@@ -36,9 +36,7 @@ async fn rig() -> (Env, caesar_proto::client::Client, PathBuf) {
     .unwrap();
     std::fs::write(project.join(".gitignore"), ".caesar/\n").unwrap();
     std::fs::write(project.join("README.md"), "hello\n").unwrap();
-    git(&project, &["init", "-q"]);
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-q", "-m", "base"]);
+    commit_base(&project);
     let c = env.start_daemon().await;
     (env, c, log)
 }

@@ -155,13 +155,7 @@ async fn bad_json_rpc_is_unrecognized_and_the_session_goes_on() {
         raw(&env, &id)
     );
     assert_eq!(t.status, "succeeded", "{}", t.report_json);
-    let status = std::fs::read_to_string(format!("/proc/{daemon}/status")).unwrap();
-    let peak_kb: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap();
+    let peak_kb = peak_rss_kb(daemon);
     assert!(peak_kb < 100 * 1024, "the daemon's peak memory stays bounded: {peak_kb} kB after a 100 MB line");
 }
 

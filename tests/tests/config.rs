@@ -17,6 +17,22 @@ fn write_config(env: &Env, text: &str) {
     std::fs::write(env.project.path().join(".caesar/config.toml"), text).unwrap();
 }
 
+/// Writes `head` and two agents: `gated`, which succeeds once the returned gate file exists, and
+/// `quick`, which succeeds at once.
+fn gated_and_quick(env: &Env, head: &str) -> std::path::PathBuf {
+    let gate = env.file("gate");
+    let g = gate.display().to_string();
+    write_config(
+        env,
+        &format!(
+            "{head}{}{}",
+            agent_entry("gated", &["wait-file", &g, "report", "success", "ok"]),
+            agent_entry("quick", &["report", "success", "ok"])
+        ),
+    );
+    gate
+}
+
 fn agent_entry(id: &str, args: &[&str]) -> String {
     format!(
         "[[agent]]\nid = {id:?}\nbin = {:?}\nargs = {}\n",
@@ -146,16 +162,7 @@ async fn a_model_the_agent_cannot_take_is_refused_when_explicit_and_dropped_when
 #[tokio::test]
 async fn max_parallel_queues_fifo_and_a_queued_task_can_be_cancelled() {
     let mut env = Env::new(&[]);
-    let gate = env.file("gate");
-    let g = gate.display().to_string();
-    write_config(
-        &env,
-        &format!(
-            "[policy]\nmax_parallel = 1\n{}{}",
-            agent_entry("gated", &["wait-file", &g, "report", "success", "ok"]),
-            agent_entry("quick", &["report", "success", "ok"])
-        ),
-    );
+    let gate = gated_and_quick(&env, "[policy]\nmax_parallel = 1\n");
     let mut c = env.start_daemon().await;
     let first = c.delegate(env.delegate_request("gated", "1")).await.unwrap().into_inner();
     assert_eq!(first.status, "running");
@@ -246,16 +253,7 @@ async fn the_cli_edits_one_layer_at_a_time_and_keeps_comments() {
 #[tokio::test]
 async fn two_write_tasks_never_share_a_tree_but_readers_go_ahead() {
     let mut env = Env::new(&[]);
-    let gate = env.file("gate");
-    let g = gate.display().to_string();
-    write_config(
-        &env,
-        &format!(
-            "{}{}",
-            agent_entry("gated", &["wait-file", &g, "report", "success", "ok"]),
-            agent_entry("quick", &["report", "success", "ok"])
-        ),
-    );
+    let gate = gated_and_quick(&env, "");
     let mut c = env.start_daemon().await;
     let writer = c.delegate(env.delegate_request("gated", "write 1")).await.unwrap().into_inner();
     let second = c.delegate(env.delegate_request("quick", "write 2")).await.unwrap().into_inner();

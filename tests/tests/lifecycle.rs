@@ -344,12 +344,6 @@ async fn a_flood_past_the_raw_log_cap_is_dropped_said_and_memory_stays_bounded()
         .unwrap()
         .into_inner();
     assert!(raw.raw.contains("dropped past the raw log cap of 4194304 bytes"), "{}", raw.raw);
-    let status = std::fs::read_to_string(format!("/proc/{daemon}/status")).unwrap();
-    let peak_kb: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap();
+    let peak_kb = peak_rss_kb(daemon);
     assert!(peak_kb < 200 * 1024, "the daemon's peak RSS stayed bounded: {peak_kb} KiB");
 }

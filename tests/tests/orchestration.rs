@@ -124,9 +124,7 @@ async fn a_task_that_changed_files_is_not_re_run_elsewhere() {
     );
     let p = env.project.path().to_path_buf();
     std::fs::write(p.join(".gitignore"), ".caesar/\n").unwrap();
-    git(&p, &["init", "-q"]);
-    git(&p, &["add", "-A"]);
-    git(&p, &["commit", "-q", "-m", "base"]);
+    commit_base(&p);
     let mut c = env.start_daemon().await;
     let d = c.delegate(role_request(&env, "pair")).await.unwrap().into_inner();
     let t = await_one(&mut c, &d.task_id, LONG).await;

@@ -12,6 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use caesar_proto::client::Client;
 use caesar_proto::pb;
 use common::*;
 
@@ -34,12 +35,27 @@ fn quota_once(env: &Env, after: &str) -> String {
     )
 }
 
-async fn status(c: &mut caesar_proto::client::Client, id: &str) -> pb::TaskView {
+/// A daemon whose one agent, `solo`, runs [`quota_once`] with `after`, and the task delegated
+/// to it with a 60 s deadline and `on_blocker` (the default when empty). The `Env` keeps the
+/// daemon alive.
+async fn quota_task(after: &str, on_blocker: &str) -> (Env, Client, pb::DelegateResponse) {
+    let mut env = Env::new(&[]);
+    let script = quota_once(&env, after);
+    env.set_agents(&[("solo", &["sh", &script])]);
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("solo", "do the thing");
+    req.on_blocker = on_blocker.to_owned();
+    req.timeout_ms = 60_000;
+    let d = c.delegate(req).await.unwrap().into_inner();
+    (env, c, d)
+}
+
+async fn status(c: &mut Client, id: &str) -> pb::TaskView {
     c.status(pb::StatusRequest { task_id: id.to_owned() }).await.unwrap().into_inner()
 }
 
 /// Polls the task's status until it shows `parked_until`.
-async fn until_parked(c: &mut caesar_proto::client::Client, id: &str) -> pb::TaskView {
+async fn until_parked(c: &mut Client, id: &str) -> pb::TaskView {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let t = status(c, id).await;
@@ -60,13 +76,7 @@ fn titles(t: &pb::TaskView) -> Vec<String> {
 
 #[tokio::test]
 async fn a_quota_with_a_reset_parks_the_task_and_the_agent_resumes_it_under_one_id() {
-    let mut env = Env::new(&[]);
-    let script = quota_once(&env, "2 seconds");
-    env.set_agents(&[("solo", &["sh", &script])]);
-    let mut c = env.start_daemon().await;
-    let mut req = env.delegate_request("solo", "do the thing");
-    req.timeout_ms = 60_000;
-    let d = c.delegate(req).await.unwrap().into_inner();
+    let (env, mut c, d) = quota_task("2 seconds", "").await;
     // Named without a role: no chain to fall back on, so the default parks.
     let t = until_parked(&mut c, &d.task_id).await;
     assert_eq!((t.task_id.as_str(), t.status.as_str(), t.phase.as_str()), (d.task_id.as_str(), "pending", "parked"));
@@ -115,14 +125,7 @@ fn caesar_now_ms() -> i64 {
 
 #[tokio::test]
 async fn a_parked_task_is_cancelled_and_never_resumes() {
-    let mut env = Env::new(&[]);
-    let script = quota_once(&env, "3 seconds");
-    env.set_agents(&[("solo", &["sh", &script])]);
-    let mut c = env.start_daemon().await;
-    let mut req = env.delegate_request("solo", "do the thing");
-    req.on_blocker = "park".to_owned();
-    req.timeout_ms = 60_000;
-    let d = c.delegate(req).await.unwrap().into_inner();
+    let (_env, mut c, d) = quota_task("3 seconds", "park").await;
     until_parked(&mut c, &d.task_id).await;
     let r = c.cancel(pb::CancelRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
     assert!(r.cancelled, "{r:?}");
@@ -136,13 +139,7 @@ async fn a_parked_task_is_cancelled_and_never_resumes() {
 
 #[tokio::test]
 async fn a_park_survives_a_daemon_sigkill_and_resumes_once() {
-    let mut env = Env::new(&[]);
-    let script = quota_once(&env, "3 seconds");
-    env.set_agents(&[("solo", &["sh", &script])]);
-    let mut c = env.start_daemon().await;
-    let mut req = env.delegate_request("solo", "do the thing");
-    req.timeout_ms = 60_000;
-    let d = c.delegate(req).await.unwrap().into_inner();
+    let (mut env, mut c, d) = quota_task("3 seconds", "").await;
     let parked = until_parked(&mut c, &d.task_id).await;
     env.kill_daemons().await;
     let mut c = env.start_daemon().await;
@@ -156,14 +153,7 @@ async fn a_park_survives_a_daemon_sigkill_and_resumes_once() {
 
 #[tokio::test]
 async fn a_reset_past_the_deadline_is_not_parked() {
-    let mut env = Env::new(&[]);
-    let script = quota_once(&env, "2 hours");
-    env.set_agents(&[("solo", &["sh", &script])]);
-    let mut c = env.start_daemon().await;
-    let mut req = env.delegate_request("solo", "do the thing");
-    req.on_blocker = "park".to_owned();
-    req.timeout_ms = 60_000;
-    let d = c.delegate(req).await.unwrap().into_inner();
+    let (_env, mut c, d) = quota_task("2 hours", "park").await;
     let t = await_one(&mut c, &d.task_id, LONG).await;
     assert_eq!((t.report_status.as_str(), t.blocker.as_str()), ("blocked", "rate_limit"), "{t:?}");
     assert!(t.attempts.is_empty() && t.parked_until.is_empty(), "{t:?}");
@@ -222,7 +212,7 @@ fn usage(input: u64, output: u64) -> String {
 }
 
 /// Whether the task has stored a `usage` event.
-async fn has_usage(c: &mut caesar_proto::client::Client, id: &str) -> bool {
+async fn has_usage(c: &mut Client, id: &str) -> bool {
     let logs = c.logs(pb::LogsRequest { task_id: id.to_owned(), limit: 100, ..Default::default() }).await.unwrap();
     logs.into_inner().events_json.iter().any(|e| json(e)["type"] == "usage")
 }
@@ -238,9 +228,7 @@ async fn a_group_budget_stops_every_task_of_the_group_and_survives_a_restart() {
     ]);
     let p = env.project.path().to_path_buf();
     std::fs::write(p.join(".gitignore"), ".caesar/\n").unwrap();
-    git(&p, &["init", "-q"]);
-    git(&p, &["add", "-A"]);
-    git(&p, &["commit", "-q", "-m", "base", "--allow-empty"]);
+    commit_base(&p);
     let mut c = env.start_daemon().await;
     let mut req = env.delegate_request("", "share the budget");
     req.agents = vec!["g1".into(), "g2".into()];

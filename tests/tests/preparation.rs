@@ -25,9 +25,7 @@ fn project(env: &Env, setup: &str) {
     let section = format!("[worktree]\nsetup = [{setup:?}]\n\n[policy]\nmax_parallel = 8\n\n");
     std::fs::write(p.join(".caesar/config.toml"), section + &config).unwrap();
     std::fs::write(p.join("README.md"), "hello\n").unwrap();
-    git(p, &["init", "-q"]);
-    git(p, &["add", "-A"]);
-    git(p, &["commit", "-q", "-m", "base"]);
+    commit_base(p);
 }
 
 async fn status(c: &mut Client, id: &str) -> pb::TaskView {

@@ -43,6 +43,16 @@ fn stand_in(env: &Env, provider: &str, capture: &Path, stderr: Option<&Path>, co
     script
 }
 
+/// Rewrites the project's config to run each `(provider, binary)` from that binary (stand-ins),
+/// claude allowed.
+fn use_bins(env: &Env, bins: &[(&str, &Path)]) {
+    let mut config = "[policy]\nallow_recursion = true\n[bin]\n".to_owned();
+    for (provider, bin) in bins {
+        config.push_str(&format!("{provider} = {:?}\n", bin.display().to_string()));
+    }
+    std::fs::write(env.project.path().join(".caesar/config.toml"), config).unwrap();
+}
+
 fn recorded_args(env: &Env, provider: &str) -> Vec<String> {
     std::fs::read_to_string(env.home.path().join(format!("{provider}.args")))
         .unwrap_or_default()
@@ -231,12 +241,7 @@ async fn every_provider_replays_its_capture_to_the_expected_report() {
     for case in CASES {
         let script =
             stand_in(&env, case.provider, &fixture(case.capture), case.stderr.map(fixture).as_deref(), case.exit);
-        let bins = format!(
-            "[policy]\nallow_recursion = true\n[bin]\n{} = {:?}\n",
-            case.provider,
-            script.display().to_string()
-        );
-        std::fs::write(env.project.path().join(".caesar/config.toml"), bins).unwrap();
+        use_bins(&env, &[(case.provider, &script)]);
         let mut req = env.delegate_request(case.provider, "replay");
         req.mode = "read-only".into();
         let id = c
@@ -284,15 +289,7 @@ async fn a_session_resumes_with_its_own_provider_only() {
     let mut env = Env::new(&[]);
     let claude = stand_in(&env, "claude", &fixture("captures-local/claude-text-only.jsonl"), None, 0);
     let codex = stand_in(&env, "codex", &fixture("captures-local/codex-text-only.jsonl"), None, 0);
-    std::fs::write(
-        env.project.path().join(".caesar/config.toml"),
-        format!(
-            "[policy]\nallow_recursion = true\n[bin]\nclaude = {:?}\ncodex = {:?}\n",
-            claude.display().to_string(),
-            codex.display().to_string()
-        ),
-    )
-    .unwrap();
+    use_bins(&env, &[("claude", &claude), ("codex", &codex)]);
     let mut c = env.start_daemon().await;
     let first = c.delegate(env.delegate_request("claude", "first")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &first, LONG).await;
@@ -371,15 +368,7 @@ async fn the_channel_is_injected_where_the_cli_can_load_it_and_warned_elsewhere(
     let mut env = Env::new(&[]);
     let claude = stand_in(&env, "claude", &fixture("captures-local/claude-text-only.jsonl"), None, 0);
     let gemini = stand_in(&env, "gemini", &fixture("captures-local/gemini-text.jsonl"), None, 0);
-    std::fs::write(
-        env.project.path().join(".caesar/config.toml"),
-        format!(
-            "[policy]\nallow_recursion = true\n[bin]\nclaude = {:?}\ngemini = {:?}\n",
-            claude.display().to_string(),
-            gemini.display().to_string()
-        ),
-    )
-    .unwrap();
+    use_bins(&env, &[("claude", &claude), ("gemini", &gemini)]);
     let mut c = env.start_daemon().await;
     let mut req = env.delegate_request("claude", "with a channel");
     req.channel = true;
@@ -434,11 +423,7 @@ async fn the_channel_is_injected_where_the_cli_can_load_it_and_warned_elsewhere(
 async fn codex_answers_in_the_report_schema_and_its_answer_is_the_report() {
     let mut env = Env::new(&[]);
     let codex = stand_in(&env, "codex", &fixture("captures-caesar/codex.jsonl"), None, 0);
-    std::fs::write(
-        env.project.path().join(".caesar/config.toml"),
-        format!("[bin]\ncodex = {:?}\n", codex.display().to_string()),
-    )
-    .unwrap();
+    use_bins(&env, &[("codex", &codex)]);
     let mut c = env.start_daemon().await;
     let id = c.delegate(env.delegate_request("codex", "report natively")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;

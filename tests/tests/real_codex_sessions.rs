@@ -4,8 +4,8 @@
 //! answered deny (it does not run and the model is told), a cancel through `turn/interrupt`
 //! with no process left, a pending approval surviving a daemon SIGKILL, a read-only task's
 //! escalation refused by caesar itself, and the usage-limit 429 and the 401 as blockers read
-//! from codex's structured errors. The harness is a slimmer copy of real_sessions.rs's (own
-//! HOME and CODEX_HOME, a dead proxy, no retries).
+//! from codex's structured errors. The rig is the one of real_clis.rs and real_sessions.rs,
+//! `common/real_cli.rs` (own HOME and CODEX_HOME, a dead proxy, no retries).
 //!
 //! With `CAESAR_UPDATE_CAPTURES=1` each run's raw stream is saved under
 //! `daemon/tests/fixtures/sessions/codex_app_server_*.jsonl`, which the driver's replay test reads.
@@ -14,33 +14,17 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "common/real_cli.rs"]
+mod real_cli;
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use caesar_tests::model_server::{ModelServer, Reply};
+use caesar_tests::model_server::Reply;
 use common::*;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
+use real_cli::{Captures, Cli, Rig, Setup, report_of};
 use serde_json::{Value, json};
 
 const TASK_LIMIT_MS: u64 = 120_000;
-
-fn codex_bin() -> PathBuf {
-    let dir = match std::env::var_os("CAESAR_REAL_CLIS") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("real-clis/node_modules/.bin"),
-    };
-    let bin = dir.join("codex");
-    assert!(
-        bin.exists(),
-        "{} is missing: `npm install --prefix tests/real-clis --no-save --no-audit --no-fund`",
-        bin.display()
-    );
-    bin
-}
 
 /// A command codex runs outside its sandbox, which makes it ask ([V] 0.171 under `on-request`:
 /// the same command without `require_escalated` runs unasked in the sandbox).
@@ -51,185 +35,17 @@ fn escalated(command: &str) -> Reply {
     )
 }
 
-struct Rig {
-    env: Env,
-    daemon_env: Vec<(&'static str, String)>,
-    server: ModelServer,
-    mcp: RunningService<RoleClient, ()>,
-    homes: tempfile::TempDir,
-}
-
 impl Rig {
+    /// This file's rig: codex under [`TASK_LIMIT_MS`], its JSON-RPC saved as session captures.
     async fn start(script: Vec<Reply>) -> Rig {
         Rig::start_with(script, 90_000).await
     }
 
     /// A rig whose daemon denies an unanswered approval after `permission_timeout_ms`.
     async fn start_with(script: Vec<Reply>, permission_timeout_ms: u64) -> Rig {
-        let server = ModelServer::start(script);
-        let mut env = Env::new(&[]);
-        let project = env.project.path().to_path_buf();
-        std::fs::write(
-            project.join(".caesar/config.toml"),
-            format!("[bin]\ncodex = {:?}\n", codex_bin().display().to_string()),
-        )
-        .unwrap();
-        std::fs::write(project.join("README.md"), "hello\n").unwrap();
-        std::fs::write(project.join(".gitignore"), ".caesar/\n").unwrap();
-        git(&project, &["init", "-q"]);
-        git(&project, &["add", "-A"]);
-        git(&project, &["commit", "-q", "-m", "base"]);
-        // codex refuses helper binaries under /tmp: keep the homes in the target directory.
-        let homes = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let home = homes.path().join("home");
-        let codex_home = homes.path().join("codex");
-        for d in [&home, &codex_home] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        std::fs::write(
-            codex_home.join("config.toml"),
-            format!(
-                "model = \"gpt-5-codex\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\n\
-                 base_url = \"{}/v1\"\nenv_key = \"FAKE_KEY\"\nwire_api = \"responses\"\n\
-                 request_max_retries = 0\nstream_max_retries = 0\n",
-                server.url()
-            ),
-        )
-        .unwrap();
-        let daemon_env: Vec<(&'static str, String)> = vec![
-            ("HOME", home.display().to_string()),
-            ("CODEX_HOME", codex_home.display().to_string()),
-            ("FAKE_KEY", "test-key-1".to_owned()),
-            // The agent's environment is an allowlist (issue 19): codex's
-            // custom `env_key` is passed by name.
-            ("CAESAR_PASS_ENV", "FAKE_KEY,npm_config_*".to_owned()),
-            ("HTTP_PROXY", "http://127.0.0.1:9".to_owned()),
-            ("HTTPS_PROXY", "http://127.0.0.1:9".to_owned()),
-            ("NO_PROXY", "127.0.0.1,localhost".to_owned()),
-            ("CAESAR_PERMISSION_TIMEOUT_MS", permission_timeout_ms.to_string()),
-            ("XDG_CONFIG_HOME", home.join(".config").display().to_string()),
-            ("XDG_DATA_HOME", home.join(".local/share").display().to_string()),
-            ("XDG_CACHE_HOME", home.join(".cache").display().to_string()),
-            ("XDG_STATE_HOME", home.join(".local/state").display().to_string()),
-        ];
-        let extra: Vec<(&str, &str)> = daemon_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        env.start_daemon_with(&extra).await;
-        let mut cmd = tokio::process::Command::new(bin_dir().join("caesar-mcp"));
-        cmd.args(["--root", &env.workspace()]).current_dir(&project).envs(env.envs());
-        let log = std::fs::File::create(env.file("shim.log")).unwrap();
-        let (transport, _) = TokioChildProcess::builder(cmd).stderr(log).spawn().unwrap();
-        let mcp = ().serve(transport).await.expect("initialize caesar-mcp");
-        Rig { env, daemon_env, server, mcp, homes }
+        let setup = Setup::new(TASK_LIMIT_MS, permission_timeout_ms, Captures::SessionsJsonRpc);
+        Rig::launch(Cli::Codex, script, setup).await
     }
-
-    async fn restart_daemon(&mut self) {
-        self.env.kill_daemons().await;
-        let extra: Vec<(&str, &str)> = self.daemon_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.env.start_daemon_with(&extra).await;
-    }
-
-    async fn call(&self, tool: &str, args: Value) -> CallToolResult {
-        let Value::Object(args) = args else { panic!("arguments must be an object") };
-        self.mcp.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args)).await.unwrap()
-    }
-
-    async fn ok(&self, tool: &str, args: Value) -> Value {
-        let r = self.call(tool, args).await;
-        let text = r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default();
-        assert_ne!(r.is_error, Some(true), "{tool} failed: {text}");
-        r.structured_content.unwrap_or_else(|| serde_json::from_str(&text).unwrap())
-    }
-
-    async fn delegate(&self, objective: &str, extra: Value) -> String {
-        let mut args = json!({"objective": objective, "agent": "codex", "timeout": TASK_LIMIT_MS});
-        for (k, v) in extra.as_object().unwrap() {
-            args[k] = v.clone();
-        }
-        let d = self.ok("caesar_delegate", args).await;
-        d["task_id"].as_str().unwrap_or_else(|| panic!("no task id: {d}")).to_owned()
-    }
-
-    async fn finish(&self, id: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_millis(TASK_LIMIT_MS + 30_000);
-        loop {
-            let a = self
-                .ok("caesar_await", json!({"task_ids": [id], "timeout_ms": 30_000, "wake_on_attention": false}))
-                .await;
-            let t = a["tasks"][id].clone();
-            if t.get("report").is_some() {
-                self.save_capture(id);
-                return t;
-            }
-            assert!(Instant::now() < deadline, "task {id} did not end: {t}\n{}", self.raw(id));
-        }
-    }
-
-    /// Awaits until the task has a pending question (or ends), and returns its view.
-    async fn question(&self, id: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_millis(TASK_LIMIT_MS);
-        loop {
-            let a = self.ok("caesar_await", json!({"task_ids": [id], "timeout_ms": 30_000})).await;
-            let t = a["tasks"][id].clone();
-            if t["pending_questions"].as_array().is_some_and(|q| !q.is_empty()) || t.get("report").is_some() {
-                return t;
-            }
-            assert!(Instant::now() < deadline, "no question from {id}: {t}\n{}", self.raw(id));
-        }
-    }
-
-    fn task_dir(&self, id: &str) -> PathBuf {
-        self.env.paths.state_dir.join("tasks").join(id)
-    }
-
-    fn raw(&self, id: &str) -> String {
-        let raw = std::fs::read_to_string(self.task_dir(id).join("raw.log")).unwrap_or_default();
-        format!("raw.log:\n{}", raw.chars().take(20_000).collect::<String>())
-    }
-
-    /// The task's normalized events.
-    fn events(&self, id: &str) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.task_dir(id).join("events.jsonl")).unwrap_or_default();
-        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
-    }
-
-    fn save_capture(&self, id: &str) {
-        if std::env::var_os("CAESAR_UPDATE_CAPTURES").is_none() {
-            return;
-        }
-        let test = std::thread::current().name().unwrap_or("run").rsplit("::").next().unwrap_or("run").to_owned();
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../daemon/tests/fixtures/sessions");
-        std::fs::create_dir_all(&dir).unwrap();
-        let raw = std::fs::read_to_string(self.task_dir(id).join("raw.log")).unwrap_or_default();
-        // Only the server's JSON-RPC: its tracing on stderr names this machine's paths and times.
-        let raw: String = raw
-            .lines()
-            .filter(|l| l.starts_with('{'))
-            .map(|l| {
-                l.replace(&self.env.workspace(), "/project")
-                    .replace(&self.env.home.path().display().to_string(), "/caesar-home")
-                    .replace(&self.homes.path().display().to_string(), "/cli-homes")
-                    + "\n"
-            })
-            .collect();
-        std::fs::write(dir.join(format!("{test}.jsonl")), raw).unwrap();
-    }
-
-    fn processes_of(&self, id: &str) -> Vec<u32> {
-        let needle = format!("CAESAR_TASK_ID={id}");
-        let mut pids = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-            let Ok(environ) = std::fs::read(e.path().join("environ")) else { continue };
-            if environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) && alive(pid) {
-                pids.push(pid);
-            }
-        }
-        pids
-    }
-}
-
-fn report_of(t: &Value) -> &Value {
-    t.get("report").unwrap_or_else(|| panic!("no report: {t}"))
 }
 
 /// The task ran on `codex app-server`, and its `started` event says so.

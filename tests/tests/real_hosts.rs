@@ -10,21 +10,25 @@
 //! no warning about caesar. The skill `caesar init` deposits is checked the same way: the first
 //! model request names it, or it does not (and the test says which hosts read which location).
 //!
-//! Isolation as in `real_clis.rs`: the hosts' own HOME, CLAUDE_CONFIG_DIR, CODEX_HOME and XDG
-//! dirs, a proxy on a dead loopback port, no retries, a daemon under a scratch CAESAR_HOME.
+//! Isolation as in `real_clis.rs`, through the same homes and environment (`common/real_cli.rs`):
+//! the hosts' own HOME, CLAUDE_CONFIG_DIR, CODEX_HOME and XDG dirs, a proxy on a dead loopback
+//! port, no retries, a daemon under a scratch CAESAR_HOME.
 //! Each run prints a `real-host` line with its timings (the time from the model's tool call to
 //! the host's next model request, which carries caesar's answer).
 
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "common/real_cli.rs"]
+mod real_cli;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use caesar_tests::model_server::{ModelServer, Reply, Request, last_id};
 use common::*;
+use real_cli::{Cli as Host, CliHomes, real_clis_dir, seed_project};
 use serde_json::{Value, json};
 
 /// The most one host's scenario may take.
@@ -33,38 +37,7 @@ const HOST_LIMIT: Duration = Duration::from_secs(150);
 /// The skill's description, as `caesar init` writes it (daemon/src/init.rs).
 const SKILL_DESCRIPTION: &str = "Delegate coding work to other agent CLIs";
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Host {
-    Claude,
-    Codex,
-    Gemini,
-    Opencode,
-    Copilot,
-    Qwen,
-}
-
 impl Host {
-    fn id(self) -> &'static str {
-        match self {
-            Host::Claude => "claude",
-            Host::Codex => "codex",
-            Host::Gemini => "gemini",
-            Host::Opencode => "opencode",
-            Host::Copilot => "copilot",
-            Host::Qwen => "qwen",
-        }
-    }
-
-    fn bin(self) -> PathBuf {
-        let bin = real_clis().join(self.id());
-        assert!(
-            bin.exists(),
-            "{} is missing: install the real CLIs with `npm install --prefix tests/real-clis --no-save --no-audit --no-fund` (README, tests)",
-            bin.display()
-        );
-        bin
-    }
-
     /// The host's non-interactive run of `prompt`, allowed to call caesar's tools.
     fn args(self, prompt: &str) -> Vec<String> {
         let v: &[&str] = match self {
@@ -85,23 +58,13 @@ impl Host {
     /// A call to caesar's `tool` as this host names it.
     fn call(self, tool: &str, input: Value) -> Reply {
         match self {
-            // [V] codex offers a server's tools as one `namespace` tool, `mcp__<server>`.
-            Host::Codex => Reply::ResponsesItem(json!({
-                "type": "function_call", "id": format!("fc_{tool}"), "call_id": format!("call_{tool}"),
-                "namespace": "mcp__caesar", "name": tool, "arguments": input.to_string(), "status": "completed"})),
-            // [V] qwen 0.24 defers MCP tools behind its `tool_search`: they are not in the
-            // request's tools list, but its registry takes them by their full name.
-            Host::Qwen => Reply::tool(&format!("mcp__caesar__{tool}"), input),
+            // [V] codex offers a server's tools as one `namespace` tool, `mcp__<server>`; qwen
+            // 0.24 defers MCP tools behind its `tool_search`: they are not in the request's
+            // tools list, but its registry takes them by their full name.
+            Host::Codex | Host::Qwen => self.channel(tool, input),
             // The others: whatever name in the request's tools list ends with the tool's.
             _ => Reply::tool_ending(tool, input),
         }
-    }
-}
-
-fn real_clis() -> PathBuf {
-    match std::env::var_os("CAESAR_REAL_CLIS") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("real-clis/node_modules/.bin"),
     }
 }
 
@@ -171,7 +134,7 @@ struct Run {
     stderr: String,
     status: Option<std::process::ExitStatus>,
     install: String,
-    _homes: tempfile::TempDir,
+    _homes: CliHomes,
 }
 
 impl Run {
@@ -214,29 +177,11 @@ impl Run {
         let config = project.join(".caesar/config.toml");
         let declared = std::fs::read_to_string(&config).unwrap();
         std::fs::write(&config, format!("{declared}\n{extra_config}")).unwrap();
-        std::fs::write(project.join("README.md"), "hello\n").unwrap();
-        std::fs::write(project.join(".gitignore"), ".caesar/\n").unwrap();
+        seed_project(&project);
 
-        // codex refuses helper binaries under /tmp: keep the homes in the target directory.
-        let homes = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let home = homes.path().join("home");
-        let codex_home = homes.path().join("codex");
-        let claude_config = homes.path().join("claude");
-        let xdg_config = home.join(".config");
-        for d in [
-            &home,
-            &codex_home,
-            &claude_config,
-            &xdg_config.join("opencode"),
-            &home.join(".gemini"),
-            &home.join(".qwen"),
-        ] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        write_host_configs(&server, &home, &codex_home, &xdg_config);
-
-        let path = format!("{}:{}", real_clis().display(), std::env::var("PATH").unwrap_or_default());
-        let host_env = host_env(&server, &home, &codex_home, &claude_config, &xdg_config, &path);
+        let homes = CliHomes::new(&server);
+        let path = format!("{}:{}", real_clis_dir().display(), std::env::var("PATH").unwrap_or_default());
+        let host_env = host_env(&server, &homes, &path);
         // The daemon sees the hosts on PATH: `caesar init` deposits skills for those it finds.
         env.start_daemon_with(&[("PATH", path.as_str())]).await;
 
@@ -248,9 +193,7 @@ impl Run {
         if let Some(dir) = drop_skills {
             std::fs::remove_dir_all(project.join(dir).join("skills/caesar")).unwrap();
         }
-        git(&project, &["init", "-q"]);
-        git(&project, &["add", "-A"]);
-        git(&project, &["commit", "-q", "-m", "base"]);
+        commit_base(&project);
 
         let install = install(host, &env, &host_env, codex_server);
 
@@ -308,87 +251,18 @@ fn clip(s: &str, n: usize) -> String {
     if s.chars().count() <= n { s.to_owned() } else { format!("{}…", s.chars().take(n).collect::<String>()) }
 }
 
-fn write_host_configs(server: &ModelServer, home: &Path, codex_home: &Path, xdg_config: &Path) {
-    std::fs::write(
-        home.join(".gemini/settings.json"),
-        json!({"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
-            "privacy": {"usageStatisticsEnabled": false}, "general": {"maxAttempts": 1}})
-        .to_string(),
-    )
-    .unwrap();
-    std::fs::write(
-        home.join(".qwen/settings.json"),
-        json!({"security": {"auth": {"selectedType": "anthropic"}}, "model": {"name": "claude-sonnet-4-5"}})
-            .to_string(),
-    )
-    .unwrap();
-    std::fs::write(
-        xdg_config.join("opencode/opencode.json"),
-        json!({"model": "anthropic/claude-sonnet-4-5",
-            "provider": {"anthropic": {"options": {"baseURL": format!("{}/v1", server.url()), "apiKey": "test-key-1"}}}})
-        .to_string(),
-    )
-    .unwrap();
-    std::fs::write(
-        codex_home.join("config.toml"),
-        format!(
-            "model = \"gpt-5-codex\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\n\
-             base_url = \"{}/v1\"\nenv_key = \"FAKE_KEY\"\nwire_api = \"responses\"\n\
-             request_max_retries = 0\nstream_max_retries = 0\n",
-            server.url()
-        ),
-    )
-    .unwrap();
-}
-
-fn host_env(
-    server: &ModelServer,
-    home: &Path,
-    codex_home: &Path,
-    claude_config: &Path,
-    xdg_config: &Path,
-    path: &str,
-) -> Vec<(String, String)> {
-    let url = server.url();
-    let d = |p: &Path| p.display().to_string();
+/// The host's whole environment: the CLIs' (their homes, the model server, the dead proxy) and
+/// what a login shell would give, no retries for claude, and `path` as PATH.
+fn host_env(server: &ModelServer, homes: &CliHomes, path: &str) -> Vec<(String, String)> {
     [
         ("PATH", path.to_owned()),
-        ("HOME", d(home)),
         ("USER", "caesar-test".to_owned()),
         ("LANG", "C.UTF-8".to_owned()),
         ("TERM", "dumb".to_owned()),
-        ("CLAUDE_CONFIG_DIR", d(claude_config)),
-        ("CODEX_HOME", d(codex_home)),
-        ("ANTHROPIC_BASE_URL", url.clone()),
-        ("ANTHROPIC_API_KEY", "test-key-1".to_owned()),
-        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
         ("CLAUDE_CODE_MAX_RETRIES", "0".to_owned()),
-        ("FAKE_KEY", "test-key-1".to_owned()),
-        // Not a provider prefix: passed to agents by name (issue 19, `agent_env.rs`).
-        ("CAESAR_PASS_ENV", "FAKE_KEY,npm_config_*".to_owned()),
-        ("HTTP_PROXY", "http://127.0.0.1:9".to_owned()),
-        ("HTTPS_PROXY", "http://127.0.0.1:9".to_owned()),
-        ("NO_PROXY", "127.0.0.1,localhost".to_owned()),
-        ("XDG_CONFIG_HOME", d(xdg_config)),
-        ("XDG_DATA_HOME", d(&home.join(".local/share"))),
-        ("XDG_CACHE_HOME", d(&home.join(".cache"))),
-        ("XDG_STATE_HOME", d(&home.join(".local/state"))),
-        ("GOOGLE_GEMINI_BASE_URL", url.clone()),
-        ("GEMINI_API_KEY", "test-key-1".to_owned()),
-        ("GEMINI_CLI_NO_RELAUNCH", "true".to_owned()),
-        ("OPENCODE_DISABLE_MODELS_FETCH", "1".to_owned()),
-        ("OPENCODE_DISABLE_AUTOUPDATE", "1".to_owned()),
-        ("OPENCODE_DISABLE_LSP_DOWNLOAD", "true".to_owned()),
-        ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "true".to_owned()),
-        ("npm_config_registry", "http://127.0.0.1:9".to_owned()),
-        ("COPILOT_PROVIDER_BASE_URL", url),
-        ("COPILOT_PROVIDER_TYPE", "anthropic".to_owned()),
-        ("COPILOT_PROVIDER_API_KEY", "test-key-1".to_owned()),
-        ("COPILOT_MODEL", "claude-sonnet-4-5".to_owned()),
-        ("COPILOT_OFFLINE", "true".to_owned()),
-        ("COPILOT_AUTO_UPDATE", "false".to_owned()),
     ]
     .into_iter()
+    .chain(homes.env(server))
     .map(|(k, v)| (k.to_owned(), v))
     .collect()
 }

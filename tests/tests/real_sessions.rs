@@ -4,7 +4,7 @@
 //! does not run), `ask_orchestrator` over the return channel given through session/new, a
 //! cancel through session/cancel with no process left, a pending permission that survives
 //! a daemon SIGKILL, and a resumed session (session/load for copilot, session/resume for
-//! opencode) whose model sees the first turn. The harness is a slimmer copy of real_clis.rs's
+//! opencode) whose model sees the first turn. The rig is real_clis.rs's, `common/real_cli.rs`
 //! (same isolation: own HOME and XDG dirs, a dead proxy, no retries).
 //!
 //! With `CAESAR_UPDATE_CAPTURES=1` each run's raw stream is saved under
@@ -13,258 +13,23 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "common/real_cli.rs"]
+mod real_cli;
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use caesar_tests::model_server::{ModelServer, Reply};
+use caesar_tests::model_server::Reply;
 use common::*;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
-use serde_json::{Value, json};
+use real_cli::{Captures, Cli, Rig, Setup, report_of};
+use serde_json::json;
 
 const TASK_LIMIT_MS: u64 = 120_000;
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Cli {
-    Gemini,
-    Qwen,
-    Opencode,
-    Copilot,
-}
-
-impl Cli {
-    fn id(self) -> &'static str {
-        match self {
-            Cli::Gemini => "gemini",
-            Cli::Qwen => "qwen",
-            Cli::Opencode => "opencode",
-            Cli::Copilot => "copilot",
-        }
-    }
-
-    fn bin(self) -> PathBuf {
-        let dir = match std::env::var_os("CAESAR_REAL_CLIS") {
-            Some(d) => PathBuf::from(d),
-            None => Path::new(env!("CARGO_MANIFEST_DIR")).join("real-clis/node_modules/.bin"),
-        };
-        let bin = dir.join(self.id());
-        assert!(
-            bin.exists(),
-            "{} is missing: `npm install --prefix tests/real-clis --no-save --no-audit --no-fund`",
-            bin.display()
-        );
-        bin
-    }
-
-    /// A shell command as the model calls it.
-    fn shell(self, command: &str) -> Reply {
-        match self {
-            Cli::Gemini | Cli::Qwen => Reply::tool("run_shell_command", json!({"command": command})),
-            Cli::Opencode | Cli::Copilot => {
-                Reply::tool("bash", json!({"command": command, "description": "run a command"}))
-            }
-        }
-    }
-
-    /// A return-channel tool as the CLI names it ([V] captures-local/*-mcp.jsonl).
-    fn channel(self, tool: &str, input: Value) -> Reply {
-        match self {
-            Cli::Gemini => Reply::tool(&format!("mcp_caesar_{tool}"), input),
-            Cli::Qwen => Reply::tool(&format!("mcp__caesar__{tool}"), input),
-            Cli::Opencode => Reply::tool(&format!("caesar_{tool}"), input),
-            Cli::Copilot => Reply::tool(&format!("caesar-{tool}"), input),
-        }
-    }
-}
-
-struct Rig {
-    cli: Cli,
-    env: Env,
-    daemon_env: Vec<(&'static str, String)>,
-    server: ModelServer,
-    mcp: RunningService<RoleClient, ()>,
-    _homes: tempfile::TempDir,
-}
-
 impl Rig {
+    /// This file's rig: `cli` under [`TASK_LIMIT_MS`], its streams saved as session captures.
     async fn start(cli: Cli, script: Vec<Reply>) -> Rig {
-        let server = ModelServer::start(script);
-        let mut env = Env::new(&[]);
-        let project = env.project.path().to_path_buf();
-        std::fs::write(
-            project.join(".caesar/config.toml"),
-            format!("[bin]\n{} = {:?}\n", cli.id(), cli.bin().display().to_string()),
-        )
-        .unwrap();
-        std::fs::write(project.join("README.md"), "hello\n").unwrap();
-        std::fs::write(project.join(".gitignore"), ".caesar/\n").unwrap();
-        git(&project, &["init", "-q"]);
-        git(&project, &["add", "-A"]);
-        git(&project, &["commit", "-q", "-m", "base"]);
-        let homes = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let home = homes.path().join("home");
-        let xdg_config = home.join(".config");
-        for d in [&home, &xdg_config.join("opencode"), &home.join(".gemini"), &home.join(".qwen")] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        std::fs::write(
-            home.join(".gemini/settings.json"),
-            json!({"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
-                "privacy": {"usageStatisticsEnabled": false}, "general": {"maxAttempts": 1}})
-            .to_string(),
-        )
-        .unwrap();
-        std::fs::write(
-            home.join(".qwen/settings.json"),
-            json!({"security": {"auth": {"selectedType": "anthropic"}}, "model": {"name": "claude-sonnet-4-5"}})
-                .to_string(),
-        )
-        .unwrap();
-        std::fs::write(
-            xdg_config.join("opencode/opencode.json"),
-            json!({"model": "anthropic/claude-sonnet-4-5",
-                "provider": {"anthropic": {"options": {"baseURL": format!("{}/v1", server.url()), "apiKey": "test-key-1"}}}})
-            .to_string(),
-        )
-        .unwrap();
-        let url = server.url();
-        let daemon_env: Vec<(&'static str, String)> = vec![
-            ("HOME", home.display().to_string()),
-            ("ANTHROPIC_BASE_URL", url.clone()),
-            ("ANTHROPIC_API_KEY", "test-key-1".to_owned()),
-            ("HTTP_PROXY", "http://127.0.0.1:9".to_owned()),
-            ("HTTPS_PROXY", "http://127.0.0.1:9".to_owned()),
-            ("NO_PROXY", "127.0.0.1,localhost".to_owned()),
-            ("CAESAR_PERMISSION_TIMEOUT_MS", "90000".to_owned()),
-            ("XDG_CONFIG_HOME", xdg_config.display().to_string()),
-            ("XDG_DATA_HOME", home.join(".local/share").display().to_string()),
-            ("XDG_CACHE_HOME", home.join(".cache").display().to_string()),
-            ("XDG_STATE_HOME", home.join(".local/state").display().to_string()),
-            ("GOOGLE_GEMINI_BASE_URL", url.clone()),
-            ("GEMINI_API_KEY", "test-key-1".to_owned()),
-            ("GEMINI_CLI_NO_RELAUNCH", "true".to_owned()),
-            ("OPENCODE_DISABLE_MODELS_FETCH", "1".to_owned()),
-            ("OPENCODE_DISABLE_AUTOUPDATE", "1".to_owned()),
-            ("OPENCODE_DISABLE_LSP_DOWNLOAD", "true".to_owned()),
-            ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "true".to_owned()),
-            ("npm_config_registry", "http://127.0.0.1:9".to_owned()),
-            ("CAESAR_PASS_ENV", "npm_config_*".to_owned()),
-            ("COPILOT_PROVIDER_BASE_URL", url.clone()),
-            ("COPILOT_PROVIDER_TYPE", "anthropic".to_owned()),
-            ("COPILOT_PROVIDER_API_KEY", "test-key-1".to_owned()),
-            ("COPILOT_MODEL", "claude-sonnet-4-5".to_owned()),
-            ("COPILOT_OFFLINE", "true".to_owned()),
-            ("COPILOT_AUTO_UPDATE", "false".to_owned()),
-        ];
-        let extra: Vec<(&str, &str)> = daemon_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        env.start_daemon_with(&extra).await;
-        let mut cmd = tokio::process::Command::new(bin_dir().join("caesar-mcp"));
-        cmd.args(["--root", &env.workspace()]).current_dir(&project).envs(env.envs());
-        let log = std::fs::File::create(env.file("shim.log")).unwrap();
-        let (transport, _) = TokioChildProcess::builder(cmd).stderr(log).spawn().unwrap();
-        let mcp = ().serve(transport).await.expect("initialize caesar-mcp");
-        Rig { cli, env, daemon_env, server, mcp, _homes: homes }
+        Rig::launch(cli, script, Setup::new(TASK_LIMIT_MS, 90_000, Captures::Sessions)).await
     }
-
-    async fn restart_daemon(&mut self) {
-        self.env.kill_daemons().await;
-        let extra: Vec<(&str, &str)> = self.daemon_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.env.start_daemon_with(&extra).await;
-    }
-
-    async fn call(&self, tool: &str, args: Value) -> CallToolResult {
-        let Value::Object(args) = args else { panic!("arguments must be an object") };
-        self.mcp.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args)).await.unwrap()
-    }
-
-    async fn ok(&self, tool: &str, args: Value) -> Value {
-        let r = self.call(tool, args).await;
-        let text = r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default();
-        assert_ne!(r.is_error, Some(true), "{tool} failed: {text}");
-        r.structured_content.unwrap_or_else(|| serde_json::from_str(&text).unwrap())
-    }
-
-    async fn delegate(&self, objective: &str, extra: Value) -> String {
-        let mut args = json!({"objective": objective, "agent": self.cli.id(), "timeout": TASK_LIMIT_MS});
-        for (k, v) in extra.as_object().unwrap() {
-            args[k] = v.clone();
-        }
-        let d = self.ok("caesar_delegate", args).await;
-        assert!(d.get("warnings").is_none_or(|w| w.get("channel_warning").is_none()), "no channel warning: {d}");
-        d["task_id"].as_str().unwrap_or_else(|| panic!("no task id: {d}")).to_owned()
-    }
-
-    async fn finish(&self, id: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_millis(TASK_LIMIT_MS + 30_000);
-        loop {
-            let a = self
-                .ok("caesar_await", json!({"task_ids": [id], "timeout_ms": 30_000, "wake_on_attention": false}))
-                .await;
-            let t = a["tasks"][id].clone();
-            if t.get("report").is_some() {
-                self.save_capture(id);
-                return t;
-            }
-            assert!(Instant::now() < deadline, "task {id} did not end: {t}\n{}", self.raw(id));
-        }
-    }
-
-    /// Awaits until the task has a pending question (or ends), and returns its view.
-    async fn question(&self, id: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_millis(TASK_LIMIT_MS);
-        loop {
-            let a = self.ok("caesar_await", json!({"task_ids": [id], "timeout_ms": 30_000})).await;
-            let t = a["tasks"][id].clone();
-            if t["pending_questions"].as_array().is_some_and(|q| !q.is_empty()) || t.get("report").is_some() {
-                return t;
-            }
-            assert!(Instant::now() < deadline, "no question from {id}: {t}\n{}", self.raw(id));
-        }
-    }
-
-    fn task_dir(&self, id: &str) -> PathBuf {
-        self.env.paths.state_dir.join("tasks").join(id)
-    }
-
-    fn raw(&self, id: &str) -> String {
-        let raw = std::fs::read_to_string(self.task_dir(id).join("raw.log")).unwrap_or_default();
-        format!("raw.log:\n{}", raw.chars().take(20_000).collect::<String>())
-    }
-
-    fn save_capture(&self, id: &str) {
-        if std::env::var_os("CAESAR_UPDATE_CAPTURES").is_none() {
-            return;
-        }
-        let test = std::thread::current().name().unwrap_or("run").rsplit("::").next().unwrap_or("run").to_owned();
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../daemon/tests/fixtures/sessions");
-        std::fs::create_dir_all(&dir).unwrap();
-        let raw = std::fs::read_to_string(self.task_dir(id).join("raw.log")).unwrap_or_default();
-        let raw = raw
-            .replace(&self.env.workspace(), "/project")
-            .replace(&self.env.home.path().display().to_string(), "/caesar-home")
-            .replace(&self._homes.path().display().to_string(), "/cli-homes");
-        std::fs::write(dir.join(format!("{test}.jsonl")), raw).unwrap();
-    }
-
-    fn processes_of(&self, id: &str) -> Vec<u32> {
-        let needle = format!("CAESAR_TASK_ID={id}");
-        let mut pids = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-            let Ok(environ) = std::fs::read(e.path().join("environ")) else { continue };
-            if environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) && alive(pid) {
-                pids.push(pid);
-            }
-        }
-        pids
-    }
-}
-
-fn report_of(t: &Value) -> &Value {
-    t.get("report").unwrap_or_else(|| panic!("no report: {t}"))
 }
 
 /// A shell command in a write task asks; `allow` lets it run and the file is in the diff.

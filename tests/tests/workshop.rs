@@ -20,9 +20,7 @@ fn repo(env: &Env) {
     let p = env.project.path();
     std::fs::write(p.join("README.md"), "hello\n").unwrap();
     std::fs::write(p.join(".gitignore"), ".caesar/config.local.toml\n").unwrap();
-    git(p, &["init", "-q"]);
-    git(p, &["add", "-A"]);
-    git(p, &["commit", "-q", "-m", "base"]);
+    commit_base(p);
 }
 
 #[tokio::test]

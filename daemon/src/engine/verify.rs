@@ -109,28 +109,7 @@ fn is_assignment(word: &str) -> bool {
 /// Kills every process carrying the task's [`VERIFY_MARKER`] (Linux), with
 /// its group. Returns how many were found.
 pub fn kill_verifications_of(task_id: &str) -> usize {
-    let marker = format!("{VERIFY_MARKER}={task_id}");
-    let me = std::process::id() as i32;
-    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
-    let mut found = 0;
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        if pid == me {
-            continue;
-        }
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
-        if environ.split(|&b| b == 0).any(|var| var == marker.as_bytes()) {
-            found += 1;
-            #[cfg(unix)]
-            {
-                use nix::sys::signal::{Signal, kill, killpg};
-                let pid = nix::unistd::Pid::from_raw(pid);
-                let _ = killpg(pid, Signal::SIGKILL);
-                let _ = kill(pid, Signal::SIGKILL);
-            }
-        }
-    }
-    found
+    crate::marked::kill_marked(VERIFY_MARKER, task_id)
 }
 
 /// Applies a verification to the report: the outcome, `verified_by`, and

@@ -61,16 +61,7 @@ impl Store {
     pub fn insert_group(&self, g: &GroupRecord) -> Result<()> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
-        tx.execute(
-            "INSERT INTO groups (id, created_ms, objective, workspace) VALUES (?1, ?2, ?3, ?4)",
-            params![g.id, g.created_ms, g.objective, g.workspace],
-        )?;
-        for (i, t) in g.task_ids.iter().enumerate() {
-            tx.execute(
-                "INSERT INTO group_tasks (group_id, position, task_id) VALUES (?1, ?2, ?3)",
-                params![g.id, i as i64, t],
-            )?;
-        }
+        insert_group_on(&tx, g)?;
         tx.commit()?;
         Ok(())
     }
@@ -84,16 +75,7 @@ impl Store {
         for t in tasks {
             Store::insert_task_on(&tx, t)?;
         }
-        tx.execute(
-            "INSERT INTO groups (id, created_ms, objective, workspace) VALUES (?1, ?2, ?3, ?4)",
-            params![g.id, g.created_ms, g.objective, g.workspace],
-        )?;
-        for (i, t) in g.task_ids.iter().enumerate() {
-            tx.execute(
-                "INSERT INTO group_tasks (group_id, position, task_id) VALUES (?1, ?2, ?3)",
-                params![g.id, i as i64, t],
-            )?;
-        }
+        insert_group_on(&tx, g)?;
         tx.commit()?;
         Ok(())
     }
@@ -119,6 +101,21 @@ impl Store {
             .query_row("SELECT group_id FROM group_tasks WHERE task_id = ?1", params![task_id], |r| r.get(0))
             .optional()?)
     }
+}
+
+/// The group's row and its members', on a transaction of the caller's.
+fn insert_group_on(conn: &rusqlite::Connection, g: &GroupRecord) -> Result<()> {
+    conn.execute(
+        "INSERT INTO groups (id, created_ms, objective, workspace) VALUES (?1, ?2, ?3, ?4)",
+        params![g.id, g.created_ms, g.objective, g.workspace],
+    )?;
+    for (i, t) in g.task_ids.iter().enumerate() {
+        conn.execute(
+            "INSERT INTO group_tasks (group_id, position, task_id) VALUES (?1, ?2, ?3)",
+            params![g.id, i as i64, t],
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

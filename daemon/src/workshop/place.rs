@@ -234,24 +234,7 @@ pub(crate) fn run_setup(setup: &Setup<'_>, commands: &[String]) -> Result<(), Wo
 /// whose environment carries the task's [`SETUP_MARKER`], with its group.
 /// Returns how many were found. For a daemon that died while setup ran.
 pub fn kill_setups_of(task_id: &str) -> usize {
-    let marker = format!("{SETUP_MARKER}={task_id}");
-    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
-    let mut found = 0;
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
-        if environ.split(|&b| b == 0).any(|var| var == marker.as_bytes()) {
-            found += 1;
-            #[cfg(unix)]
-            {
-                use nix::sys::signal::{Signal, kill, killpg};
-                let pid = nix::unistd::Pid::from_raw(pid);
-                let _ = killpg(pid, Signal::SIGKILL);
-                let _ = kill(pid, Signal::SIGKILL);
-            }
-        }
-    }
-    found
+    crate::marked::kill_marked(SETUP_MARKER, task_id)
 }
 
 fn cap(output: &str) -> String {
@@ -308,10 +291,7 @@ fn run_one(setup: &Setup<'_>, command: &str) -> Result<(Option<i32>, String), Wo
 
 fn kill_group(child: &mut std::process::Child) {
     #[cfg(unix)]
-    {
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-    }
+    crate::supervisor::kill_group(child.id());
     let _ = child.kill();
     let _ = child.wait();
 }

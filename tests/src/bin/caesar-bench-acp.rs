@@ -11,12 +11,10 @@
 //! `caesar-bench --acp` runs it too.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use caesar_proto::client;
-use caesar_proto::paths::Paths;
 use caesar_proto::pb;
+use caesar_tests::bench::{BenchDaemon, commit_project};
 
 fn now_ns() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
@@ -24,17 +22,6 @@ fn now_ns() -> u128 {
 
 fn stamps(path: &Path) -> Vec<u128> {
     std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
-}
-
-fn git(dir: &Path, args: &[&str]) -> Result<(), Box<dyn std::error::Error>> {
-    let ok = Command::new("git")
-        .args(["-c", "user.name=b", "-c", "user.email=b@b", "-c", "init.defaultBranch=main"])
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .status()?
-        .success();
-    if ok { Ok(()) } else { Err(format!("git {args:?} failed").into()) }
 }
 
 fn print(name: &str, target: &str, mut v: Vec<f64>) {
@@ -75,22 +62,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(&script, format!("#!/bin/sh\nexec '{}' {steps}\n", bin_dir.join("fake-acp").display()))?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
-    std::fs::create_dir_all(p.join(".caesar"))?;
-    std::fs::write(p.join(".caesar/config.toml"), format!("[bin]\nqwen = {:?}\n", script.display().to_string()))?;
-    std::fs::write(p.join(".gitignore"), ".caesar/\n")?;
-    git(p, &["init", "-q"])?;
-    git(p, &["add", "-A"])?;
-    git(p, &["commit", "-qm", "base"])?;
-    let paths = Paths::under(home.path());
-    let mut daemon = Command::new(bin_dir.join("caesard"))
-        .env("CAESAR_HOME", home.path())
-        .env("CAESAR_LOG", "warn")
-        .env("CAESAR_KILL_GRACE_MS", "200")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut c = client::wait_until_ready(&paths, Duration::from_secs(20)).await?;
+    commit_project(p, &format!("[bin]\nqwen = {:?}\n", script.display().to_string()))?;
+    let mut daemon = BenchDaemon::start(&bin_dir, home.path(), "warn", &[("CAESAR_KILL_GRACE_MS", "200")]).await?;
+    let c = &mut daemon.client;
     let d = c
         .delegate(pb::DelegateRequest {
             objective: "ask many times".into(),
@@ -140,14 +114,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     print("ACP-a permission request→visible to await", "≤ 5 ms", visible);
     print("ACP-b caesar_answer→response written to the agent", "≤ 5 ms", written);
-    let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
-    let _ = tokio::time::timeout(Duration::from_secs(30), async {
-        while daemon.try_wait().ok().flatten().is_none() {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await;
-    let _ = daemon.kill();
-    let _ = daemon.wait();
+    daemon.stop().await;
     Ok(())
 }

@@ -8,23 +8,9 @@
 //! `caesar-bench-permissions [--rounds N]`.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use caesar_proto::client;
-use caesar_proto::paths::Paths;
 use caesar_proto::pb;
-
-fn git(dir: &Path, args: &[&str]) -> Result<(), Box<dyn std::error::Error>> {
-    let ok = Command::new("git")
-        .args(["-c", "user.name=b", "-c", "user.email=b@b", "-c", "init.defaultBranch=main"])
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .status()?
-        .success();
-    if ok { Ok(()) } else { Err(format!("git {args:?} failed").into()) }
-}
+use caesar_tests::bench::{BenchDaemon, commit_project};
 
 /// CLOCK_MONOTONIC in nanoseconds, the clock Python's `time.monotonic_ns` reads.
 fn monotonic_ns() -> i64 {
@@ -53,24 +39,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let home = tempfile::Builder::new().prefix("cp").tempdir_in("/tmp")?;
     let project = tempfile::tempdir()?;
     let p = project.path();
-    std::fs::create_dir_all(p.join(".caesar"))?;
-    std::fs::write(p.join(".gitignore"), ".caesar/\n")?;
-    std::fs::write(
-        p.join(".caesar/config.toml"),
-        format!("[policy]\nallow_recursion = true\n\n[bin]\nclaude = {:?}\n", agent.display().to_string()),
+    commit_project(
+        p,
+        &format!("[policy]\nallow_recursion = true\n\n[bin]\nclaude = {:?}\n", agent.display().to_string()),
     )?;
-    git(p, &["init", "-q"])?;
-    git(p, &["add", "-A"])?;
-    git(p, &["commit", "-qm", "base"])?;
-    let paths = Paths::under(home.path());
-    let mut daemon = Command::new(bin_dir.join("caesard"))
-        .env("CAESAR_HOME", home.path())
-        .env("CAESAR_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut c = client::wait_until_ready(&paths, Duration::from_secs(20)).await?;
+    let mut daemon = BenchDaemon::start(&bin_dir, home.path(), "warn", &[]).await?;
+    let c = &mut daemon.client;
     let d = c
         .delegate(pb::DelegateRequest {
             objective: format!("bench {rounds}"),
@@ -118,7 +92,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let max = v.iter().copied().fold(0.0, f64::max);
         println!("| {name} | {:.2} | {:.2} | {max:.2} | ≤ 5 ms |", percentile(v, 0.5), percentile(v, 0.95));
     }
-    let _ = daemon.kill();
-    let _ = daemon.wait();
+    daemon.stop().await;
     Ok(())
 }

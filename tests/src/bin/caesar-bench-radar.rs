@@ -8,29 +8,17 @@
 //! `caesar-bench-radar [--files N,N] [--tasks N,N,...]`; `caesar-bench --radar` runs it too.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use caesar_proto::client;
 use caesar_proto::paths::Paths;
 use caesar_proto::pb;
+use caesar_tests::bench::{BenchDaemon, commit_project};
 
 fn list(args: &[String], name: &str, default: &[usize]) -> Vec<usize> {
     match args.iter().position(|a| a == name) {
         Some(i) => args.get(i + 1).map(|v| v.split(',').filter_map(|n| n.parse().ok()).collect()).unwrap_or_default(),
         None => default.to_vec(),
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> Result<(), Box<dyn std::error::Error>> {
-    let ok = Command::new("git")
-        .args(["-c", "user.name=b", "-c", "user.email=b@b", "-c", "init.defaultBranch=main"])
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .status()?
-        .success();
-    if ok { Ok(()) } else { Err(format!("git {args:?} failed").into()) }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -59,27 +47,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             std::fs::write(dir.join(format!("f{i}.txt")), format!("line one of {i}\nline two\nline three\n"))?;
         }
         std::fs::write(p.join("shared.txt"), "a\nb\nc\n")?;
-        std::fs::create_dir_all(p.join(".caesar"))?;
-        std::fs::write(
-            p.join(".caesar/config.toml"),
-            format!(
+        commit_project(
+            p,
+            &format!(
                 "[policy]\nmax_parallel = 64\n\n[[agent]]\nid = \"edit\"\nbin = {fake:?}\nargs = [\"write\", \"shared.txt\", \"changed\\n\", \"sh\", \"echo x >> d0/f0.txt\", \"say\", \"ready\", \"hang\"]\n"
             ),
         )?;
-        git(p, &["init", "-q"])?;
-        git(p, &["add", "-A"])?;
-        git(p, &["commit", "-qm", "base"])?;
         let paths = Paths::under(home.path());
-        let mut daemon = Command::new(bin_dir.join("caesard"))
-            .env("CAESAR_HOME", home.path())
-            .env("CAESAR_LOG", "warn,caesar::radar=debug")
-            .env("CAESAR_TRUST_PREFIX", std::env::temp_dir())
-            .env("CAESAR_KILL_GRACE_MS", "200")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let mut c = client::wait_until_ready(&paths, Duration::from_secs(20)).await?;
+        let mut daemon =
+            BenchDaemon::start(&bin_dir, home.path(), "warn,caesar::radar=debug", &[("CAESAR_KILL_GRACE_MS", "200")])
+                .await?;
+        let c = &mut daemon.client;
         let mut ids: Vec<String> = Vec::new();
         for &want in &steps {
             while ids.len() < want {
@@ -147,15 +125,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 refreshes as f64 / secs
             );
         }
-        let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
-        let _ = tokio::time::timeout(Duration::from_secs(30), async {
-            while daemon.try_wait().ok().flatten().is_none() {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-        .await;
-        let _ = daemon.kill();
-        let _ = daemon.wait();
+        daemon.stop().await;
     }
     Ok(())
 }

@@ -61,6 +61,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use caesar_proto::client;
 use caesar_proto::paths::Paths;
 use caesar_proto::pb;
+use caesar_tests::bench::{BenchDaemon, git};
 use serde_json::{Value, json};
 
 #[path = "caesar-bench/lifecycle.rs"]
@@ -169,18 +170,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
     )?;
     let paths = Paths::under(home.path());
+    // The daemon's environment, which caesar-mcp gets too.
     let envs = [
         ("CAESAR_HOME", home.path().display().to_string()),
         ("CAESAR_LOG", "warn".to_owned()),
         ("CAESAR_TRUST_PREFIX", std::env::temp_dir().display().to_string()),
     ];
-    let mut daemon = Command::new(bin_dir.join("caesard"))
-        .envs(envs.iter().cloned())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut c = client::wait_until_ready(&paths, Duration::from_secs(20)).await?;
+    let daemon = BenchDaemon::start(&bin_dir, home.path(), "warn", &[]).await?;
+    let mut c = daemon.client.clone();
     let ours = McpCommand {
         program: bin_dir.join("caesar-mcp").display().to_string(),
         args: vec!["--root".into(), project.path().display().to_string()],
@@ -203,11 +200,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         std::fs::write(project.path().join(".caesar/config.toml"), agent)?;
         let result = compare_mcp(&ours, &theirs, runs, agent_ms, &stamp);
-        let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
-        let _ = daemon.wait();
+        daemon.stop().await;
         return result;
     }
-    let daemon_pid = daemon.id();
+    let daemon_pid = daemon.pid();
     // P10: the daemon idle, fresh, before any load.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let cpu0 = proc_cpu_ticks(daemon_pid);
@@ -452,8 +448,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ] {
         f.print();
     }
-    let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
-    let _ = daemon.wait();
+    daemon.stop().await;
     Ok(())
 }
 
@@ -473,28 +468,11 @@ async fn prepare_figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std:
         ),
     )?;
     std::fs::write(p.join("README.md"), "bench\n")?;
-    for args in
-        [&["init", "-q"][..], &["add", "-A"], &["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "base"]]
-    {
-        let ok = Command::new("git").args(args).current_dir(p).stdout(Stdio::null()).status()?.success();
-        if !ok {
-            return Err(format!("git {args:?} failed").into());
-        }
+    for args in [&["init", "-q"][..], &["add", "-A"], &["commit", "-qm", "base"]] {
+        git(p, args)?;
     }
-    let paths = Paths::under(home.path());
-    let envs = [
-        ("CAESAR_HOME", home.path().display().to_string()),
-        ("CAESAR_LOG", "warn".to_owned()),
-        ("CAESAR_TRUST_PREFIX", std::env::temp_dir().display().to_string()),
-        ("CAESAR_PREPARE_PARALLEL", "8".to_owned()),
-    ];
-    let mut daemon = Command::new(bin_dir.join("caesard"))
-        .envs(envs.iter().cloned())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut c = client::wait_until_ready(&paths, Duration::from_secs(20)).await?;
+    let daemon = BenchDaemon::start(bin_dir, home.path(), "warn", &[("CAESAR_PREPARE_PARALLEL", "8")]).await?;
+    let mut c = daemon.client.clone();
     let request = |objective: String| pb::DelegateRequest {
         objective,
         agent: "stamp".into(),
@@ -550,8 +528,7 @@ async fn prepare_figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std:
     println!("| figure | min | median | max | target |\n|---|---|---|---|---|");
     answer.print();
     eight.print();
-    let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
-    let _ = daemon.wait();
+    daemon.stop().await;
     Ok(())
 }
 

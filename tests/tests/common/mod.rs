@@ -236,3 +236,21 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// Makes `dir` a git repository whose one commit, `base`, holds what it has.
+pub fn commit_base(dir: &Path) {
+    git(dir, &["init", "-q"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "base"]);
+}
+
+/// A process's peak resident memory in KiB (`VmHWM` of its `/proc/<pid>/status`).
+pub fn peak_rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the process's status");
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM in the process's status")
+}

@@ -4,12 +4,11 @@
 
 use std::hint::black_box;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use caesar_proto::client;
-use caesar_proto::paths::Paths;
 use caesar_proto::pb;
+use caesar_tests::bench::BenchDaemon;
 use caesard::engine::{Meter, NetWatch};
 use caesard::lifecycle::Limits;
 use caesard::oacp::{EventBody, Usage};
@@ -31,17 +30,8 @@ pub async fn figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std::err
              [[role]]\nname = \"pair\"\nagents = [\"first\", \"second\"]\nmode = \"read-only\"\n"
         ),
     )?;
-    let paths = Paths::under(home.path());
-    let mut daemon = Command::new(bin_dir.join("caesard"))
-        .env("CAESAR_HOME", home.path())
-        .env("CAESAR_LOG", "warn")
-        .env("CAESAR_TRUST_PREFIX", std::env::temp_dir())
-        .env("CAESAR_KILL_GRACE_MS", "300")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut c = client::wait_until_ready(&paths, Duration::from_secs(20)).await?;
+    let daemon = BenchDaemon::start(bin_dir, home.path(), "warn", &[("CAESAR_KILL_GRACE_MS", "300")]).await?;
+    let mut c = daemon.client.clone();
     let mut fallback = Figure::new("quota blocker printed → fallback agent running (ms)", "—");
     for i in 0..runs {
         let _ = std::fs::remove_file(&stamp);
@@ -63,8 +53,7 @@ pub async fn figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std::err
         fallback.samples.push((stamps[1].saturating_sub(stamps[0])) as f64 / 1e6);
     }
     let mut parked = parking_figure(&mut c, home.path(), project.path(), runs).await?;
-    let _ = c.shutdown(pb::ShutdownRequest { cancel_tasks: true, only_if_idle: false }).await;
-    let _ = daemon.wait();
+    daemon.stop().await;
 
     // The per-event cost: a mix of a working agent's events.
     let events = [

@@ -236,26 +236,16 @@ pub(crate) async fn check(s: &mut Soak, c: &mut Client, paths: &Paths, home: &Pa
 /// Processes whose environment carries `CAESAR_HOME=home`: the daemon, and
 /// every supervisor, agent and channel it started.
 pub(crate) fn processes_of(home: &Path) -> Vec<(u32, String)> {
-    let needle = format!("CAESAR_HOME={}", home.display());
-    let me = std::process::id();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     let mut found = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        if pid == me {
+    for pid in caesard::marked::marked_processes("CAESAR_HOME", &home.display().to_string()) {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // A zombie is gone already, only not yet reaped.
+        if stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')) {
             continue;
         }
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
-        if environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            // A zombie is gone already, only not yet reaped.
-            if stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')) {
-                continue;
-            }
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            let cmd = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            found.push((pid, cmd.trim().to_owned()));
-        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        found.push((pid, cmd.trim().to_owned()));
     }
     found
 }
