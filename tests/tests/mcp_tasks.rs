@@ -126,6 +126,45 @@ async fn tasks_cancel_stops_the_daemons_task_and_a_plain_host_keeps_the_plain_re
     assert_eq!(cancelled["cancelled"], true, "{cancelled} {status}");
 }
 
+/// The extension's task notifications over stdio: a `subscriptions/listen`
+/// naming the task is acknowledged, tells of the task until it ends, and
+/// ends with its result, all under the listen's subscription id.
+#[tokio::test]
+async fn over_stdio_subscriptions_listen_follows_a_task_until_it_ends() {
+    let mut env = Env::new(&[("quick", &["sleep", "300", "report", "success", "followed"])]);
+    env.start_daemon().await;
+    let mut shim = tasks_host(&env);
+    let r = shim.call("caesar_delegate", json!({"objective": "follow me", "agent": "quick"}), json!({})).await;
+    let id = r["taskId"].as_str().unwrap().to_owned();
+
+    let end = shim.request("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), json!({})).await;
+    assert!(end.get("error").is_none(), "{end}");
+    let sub = end["id"].clone();
+    assert_eq!(end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], sub, "{end}");
+    let notes: Vec<&Value> = shim
+        .notifications
+        .iter()
+        .filter(|n| n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == sub)
+        .collect();
+    assert_eq!(
+        notes.first().map(|n| &n["method"]),
+        Some(&json!("notifications/subscriptions/acknowledged")),
+        "{notes:?}"
+    );
+    let last = notes.last().unwrap();
+    assert_eq!(
+        (&last["method"], &last["params"]["status"]),
+        (&json!("notifications/tasks"), &json!("completed")),
+        "{last}"
+    );
+    assert_eq!(last["params"]["result"]["structuredContent"]["tasks"][&id]["report"]["summary"], "followed", "{last}");
+
+    // Ids that are not a list are the caller's error, named.
+    let r = shim.request("subscriptions/listen", json!({"notifications": {"taskIds": id}}), json!({})).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("`notifications.taskIds`"), "{r}");
+}
+
 // MCP 2025-11-25's experimental tasks: a host that negotiated that revision
 // augments `tools/call` with `task` and gets `{"task": …}`, then polls
 // `tasks/get`, waits on `tasks/result`, lists and cancels, over the same ids.
