@@ -173,6 +173,8 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         parked_reason: v.lifecycle.parked.map(|(_, r)| r).unwrap_or_default(),
         conflicts_with: Vec::new(),
         radar_age_ms: None,
+        mcp_ttl_ms: None,
+        mcp_expired: false,
     }
 }
 
@@ -313,6 +315,7 @@ impl Caesar for Service {
         self.reach(&caller, "status", &id)?;
         let mut v = task_view(self.engine.status(&id)?, false);
         (v.conflicts_with, v.radar_age_ms) = crate::rpc_fanout::conflicts_with(&self.engine, &v.task_id);
+        crate::rpc_mcp_tasks::annotate(&self.engine, &id, &mut v)?;
         // Status is a snapshot: the report itself is for Await.
         v.report_json.clear();
         Ok(Response::new(v))
@@ -699,6 +702,24 @@ impl Caesar for Service {
                 })
                 .collect(),
         }))
+    }
+
+    // ---- MCP tasks (issue 18).
+
+    async fn set_mcp_task_ttl(
+        &self,
+        req: Request<pb::SetMcpTaskTtlRequest>,
+    ) -> Result<Response<pb::SetMcpTaskTtlResponse>, Status> {
+        let caller = self.caller(&req).await?;
+        Ok(Response::new(crate::rpc_mcp_tasks::set_ttl(&self.engine, &caller, req.into_inner())?))
+    }
+
+    async fn list_tasks_page(
+        &self,
+        req: Request<pb::ListTasksPageRequest>,
+    ) -> Result<Response<pb::ListTasksPageResponse>, Status> {
+        let caller = self.caller(&req).await?;
+        Ok(Response::new(crate::rpc_mcp_tasks::page(&self.engine, &caller, req.into_inner())?))
     }
 }
 

@@ -23,7 +23,7 @@ pub use lifecycle::AttemptRow;
 pub use listing::ListRow;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1: the first schema.
@@ -97,7 +97,12 @@ const MIGRATIONS: &[&str] = &[
     fanout::MIGRATION,
     // 5 -> 6 (issue 17): quota parks and group budgets (`store/parking.rs`).
     parking::MIGRATION,
+    // 6 -> 7 (issue 18): MCP task handle ttls (`store/mcp_tasks.rs`).
+    mcp_tasks::MIGRATION,
 ];
+
+mod mcp_tasks;
+pub use mcp_tasks::PageCursor;
 
 mod parking;
 pub use parking::ParkRow;

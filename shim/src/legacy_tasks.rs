@@ -8,21 +8,33 @@
 //! `CreateTaskResult` (`{"task": {…}}`) whose `taskId` is the daemon's task
 //! id; `tasks/get` and `tasks/cancel` answer a `Task`, `tasks/result` waits
 //! for the task to end and answers `caesar_await`'s result for it (with the
-//! `related-task` metadata), `tasks/list` lists the daemon's recent tasks,
-//! and while the host stays connected it gets `notifications/tasks/status`
-//! on every status change. Status: pending or running is `working`, a
-//! pending question `input_required` (answered with `caesar_answer`: this
-//! server sends no elicitation requests), succeeded `completed`, cancelled
-//! `cancelled`, any other end `failed`.
+//! `related-task` metadata; [`crate::legacy_result`]), `tasks/list` pages
+//! through the daemon's tasks, newest first (an opaque `nextCursor` while
+//! more remain; the store reads one page per request), and while the host
+//! stays connected it gets `notifications/tasks/status` on every status
+//! change. Status: pending or running is `working`, a pending question
+//! `input_required` (answered with `caesar_answer`, or through the
+//! elicitation `tasks/result` sends a host that declared elicitation),
+//! succeeded `completed`, cancelled `cancelled`, any other end `failed`.
+//!
+//! `task.ttl`: the handle gets the ttl asked for (at least 1 s), stored in
+//! the daemon before the answer and reported as `ttl` in every `Task`; none
+//! asked is `ttl: null` (unlimited: caesar keeps its tasks, gc removes only
+//! finished worktrees). Once the ttl from creation has passed, the MCP
+//! handle is expired: `tasks/get|result|cancel` answer -32602 saying so and
+//! `tasks/list` leaves it out, while the daemon keeps the task itself
+//! (`caesar_status`, `caesar status`) as it keeps every task: nothing of
+//! the user's is deleted early.
 
 use std::time::Duration;
 
 use caesar_proto::pb;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, CustomNotification, ServerNotification};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+use crate::legacy_result::{self, notify};
 use crate::legacy_wire::PREFIX;
 use crate::server::Shim;
 use crate::tools;
@@ -30,8 +42,9 @@ use crate::tools;
 /// How often a host should poll, and how often the status watcher looks.
 const POLL_MS: u64 = 1000;
 const WATCH: Duration = Duration::from_millis(300);
-/// How many tasks `tasks/list` lists (the daemon's newest).
-const LIST_LIMIT: u32 = 100;
+/// How many tasks one `tasks/list` page holds, unless
+/// `CAESAR_MCP_TASKS_PAGE` (1..=1000) says otherwise.
+const PAGE: u32 = 50;
 
 /// Answers a renamed 2025-11-25 request (`method` under [`PREFIX`]); `None`
 /// when `method` is not one.
@@ -45,7 +58,7 @@ pub async fn handle(
     Some(match method {
         "tools/call" => create(shim, params, ctx).await,
         "tasks/get" => match task_id_param(params.as_ref()) {
-            Ok(id) => crate::tasks::view(shim.daemon(), &id).await.map(|v| task_json(&v)),
+            Ok(id) => live_view(shim, &id).await.map(|v| task_json(&v)),
             Err(e) => Err(e),
         },
         "tasks/cancel" => match task_id_param(params.as_ref()) {
@@ -53,10 +66,10 @@ pub async fn handle(
             Err(e) => Err(e),
         },
         "tasks/result" => match task_id_param(params.as_ref()) {
-            Ok(id) => result(shim, &id, &ctx).await,
+            Ok(id) => legacy_result::result(shim, &id, &ctx).await,
             Err(e) => Err(e),
         },
-        "tasks/list" => list(shim).await,
+        "tasks/list" => list(shim, params.as_ref()).await,
         other => Err(McpError::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, other.to_owned(), None)),
     })
 }
@@ -81,7 +94,7 @@ pub fn status_of(v: &pb::TaskView) -> &'static str {
     }
 }
 
-fn terminal(status: &str) -> bool {
+pub(crate) fn terminal(status: &str) -> bool {
     matches!(status, "completed" | "failed" | "cancelled")
 }
 
@@ -110,8 +123,8 @@ pub fn task_json(v: &pb::TaskView) -> Value {
         "statusMessage": message,
         "createdAt": created,
         "lastUpdatedAt": updated,
-        // The daemon keeps its tasks: no expiry.
-        "ttl": null,
+        // The ttl the host asked for, as chosen; none is unlimited (the daemon keeps its tasks).
+        "ttl": v.mcp_ttl_ms,
     });
     if !terminal(status) {
         t["pollInterval"] = json!(POLL_MS);
@@ -124,12 +137,41 @@ fn now() -> String {
     caesar_proto::civil::rfc3339_seconds(secs as i64)
 }
 
+/// The daemon's view of task `id`, refused as the revision says once its
+/// MCP handle's ttl has passed.
+pub(crate) async fn live_view(shim: &Shim, id: &str) -> Result<pb::TaskView, McpError> {
+    let v = crate::tasks::view(shim.daemon(), id).await?;
+    if v.mcp_expired {
+        return Err(McpError::invalid_params(
+            format!(
+                "not_found: task {id} has expired: its ttl of {} ms from creation has passed, so its MCP task is gone; \
+                 caesar keeps the task itself: caesar_status {{task_id: {id}}} (or `caesar status {id}`) shows it",
+                v.mcp_ttl_ms.unwrap_or_default()
+            ),
+            None,
+        ));
+    }
+    Ok(v)
+}
+
+/// The `task.ttl` a request asked for: `None` when absent or null.
+fn requested_ttl(task: Option<&Value>) -> Result<Option<u64>, McpError> {
+    match task.and_then(|t| t.get("ttl")) {
+        None | Some(Value::Null) => Ok(None),
+        Some(t) => t.as_u64().map(Some).ok_or_else(|| {
+            McpError::invalid_params(
+                format!("validation_error: `task.ttl` is {t}: give whole milliseconds (e.g. 60000), or leave it out"),
+                None,
+            )
+        }),
+    }
+}
+
 /// `tools/call` with `task`: delegate, answer the task, watch it.
 async fn create(shim: &Shim, params: Option<Value>, ctx: RequestContext<RoleServer>) -> Result<Value, McpError> {
     let mut params = params.unwrap_or_else(|| json!({}));
-    if let Some(o) = params.as_object_mut() {
-        o.remove("task");
-    }
+    let task = params.as_object_mut().and_then(|o| o.remove("task"));
+    let ttl = requested_ttl(task.as_ref())?;
     let p: CallToolRequestParams = serde_json::from_value(params)
         .map_err(|e| McpError::invalid_params(format!("validation_error: bad tools/call params: {e}"), None))?;
     if p.name != tools::DELEGATE {
@@ -156,16 +198,27 @@ async fn create(shim: &Shim, params: Option<Value>, ctx: RequestContext<RoleServ
         // A delegation that made no task stays its isError result.
         return plain(&result);
     };
+    if let Some(ttl) = ttl {
+        // Stored before the handle is answered, so every later request sees it.
+        let req = pb::SetMcpTaskTtlRequest { task_id: id.clone(), ttl_ms: ttl };
+        shim.daemon()
+            .call(move |mut c| {
+                let req = req.clone();
+                async move { c.set_mcp_task_ttl(req).await }
+            })
+            .await
+            .map_err(crate::tasks::protocol)?;
+    }
     let v = crate::tasks::view(shim.daemon(), &id).await?;
     let task = task_json(&v);
-    let first = task["status"].as_str().unwrap_or_default().to_owned();
+    shim.told().status_changed(&id, task["status"].as_str().unwrap_or_default());
     let watcher = shim.clone();
-    tokio::spawn(async move { watch(watcher, peer, id, first).await });
+    tokio::spawn(async move { watch(watcher, peer, id).await });
     Ok(json!({ "task": task }))
 }
 
 /// A tool result as this revision writes it (no 2026-07-28 discriminator).
-fn plain(r: &CallToolResult) -> Result<Value, McpError> {
+pub(crate) fn plain(r: &CallToolResult) -> Result<Value, McpError> {
     let mut out = serde_json::to_value(r).map_err(|e| McpError::internal_error(e.to_string(), None))?;
     if let Some(o) = out.as_object_mut() {
         o.remove("resultType");
@@ -174,7 +227,7 @@ fn plain(r: &CallToolResult) -> Result<Value, McpError> {
 }
 
 async fn cancel(shim: &Shim, id: &str) -> Result<Value, McpError> {
-    let v = crate::tasks::view(shim.daemon(), id).await?;
+    let v = live_view(shim, id).await?;
     let status = status_of(&v);
     if terminal(status) {
         return Err(McpError::invalid_params(
@@ -186,55 +239,49 @@ async fn cancel(shim: &Shim, id: &str) -> Result<Value, McpError> {
     Ok(task_json(&crate::tasks::view(shim.daemon(), id).await?))
 }
 
-/// `tasks/result`: waits for the end, then answers caesar_await's result.
-async fn result(shim: &Shim, id: &str, ctx: &RequestContext<RoleServer>) -> Result<Value, McpError> {
-    loop {
-        let v = crate::tasks::view(shim.daemon(), id).await?;
-        if crate::tasks::ended(&v) {
-            let args = json!({"task_ids": [v.task_id], "timeout_ms": 1000});
-            let r = shim.dispatch(tools::AWAIT, args, ctx).await.unwrap_or_else(|e| e.into_result());
-            let mut out = plain(&r)?;
-            out["_meta"]["io.modelcontextprotocol/related-task"] = json!({"taskId": v.task_id});
-            return Ok(out);
-        }
-        tokio::select! {
-            _ = ctx.ct.cancelled() => {
-                return Err(McpError::internal_error("internal_error: tasks/result was cancelled", None));
-            }
-            _ = tokio::time::sleep(WATCH) => {}
-        }
-    }
+/// The `tasks/list` page size.
+fn page_size() -> u32 {
+    std::env::var("CAESAR_MCP_TASKS_PAGE").ok().and_then(|p| p.parse::<u32>().ok()).unwrap_or(PAGE).clamp(1, 1000)
 }
 
-async fn list(shim: &Shim) -> Result<Value, McpError> {
-    let req = pb::ListTasksRequest { statuses: Vec::new(), limit: LIST_LIMIT };
+/// `tasks/list`: one page of the daemon's tasks, newest first; expired
+/// handles are left out (so a page may be short), `nextCursor` while more remain.
+async fn list(shim: &Shim, params: Option<&Value>) -> Result<Value, McpError> {
+    let cursor = match params.and_then(|p| p.get("cursor")) {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(c)) => c.clone(),
+        Some(other) => {
+            return Err(McpError::invalid_params(
+                format!("validation_error: `cursor` is {other}: pass the nextCursor string of the previous page"),
+                None,
+            ));
+        }
+    };
+    let req = pb::ListTasksPageRequest { limit: page_size(), cursor };
     let r = shim
         .daemon()
         .call(move |mut c| {
             let req = req.clone();
-            async move { c.list_tasks(req).await }
+            async move { c.list_tasks_page(req).await }
         })
         .await
-        .map_err(|e| McpError::internal_error(format!("{}: {}", e.code.as_str(), e.message), None))?;
-    Ok(json!({ "tasks": r.tasks.iter().map(task_json).collect::<Vec<_>>() }))
+        .map_err(crate::tasks::protocol)?;
+    let tasks: Vec<Value> = r.tasks.iter().filter(|v| !v.mcp_expired).map(task_json).collect();
+    let mut out = json!({ "tasks": tasks });
+    if !r.next_cursor.is_empty() {
+        out["nextCursor"] = json!(r.next_cursor);
+    }
+    Ok(out)
 }
 
 /// Sends `notifications/tasks/status` on each status change until the task
-/// ends or the host is gone.
-async fn watch(shim: Shim, peer: rmcp::service::Peer<RoleServer>, id: String, mut last: String) {
+/// ends, its handle expires or the host is gone.
+async fn watch(shim: Shim, peer: rmcp::service::Peer<RoleServer>, id: String) {
     loop {
         tokio::time::sleep(WATCH).await;
-        let Ok(v) = crate::tasks::view(shim.daemon(), &id).await else { return };
+        let Ok(v) = live_view(&shim, &id).await else { return };
         let t = task_json(&v);
-        let status = t["status"].as_str().unwrap_or_default().to_owned();
-        if status != last {
-            let n = CustomNotification::new("notifications/tasks/status", Some(t));
-            if peer.send_notification(ServerNotification::CustomNotification(n)).await.is_err() {
-                return;
-            }
-            last = status;
-        }
-        if terminal(&last) {
+        if !notify(&shim, &peer, &t).await || terminal(t["status"].as_str().unwrap_or_default()) {
             return;
         }
     }

@@ -10,7 +10,10 @@
 //! [`PREFIX`], which rmcp hands the server whole as a custom request;
 //! outbound, the `initialize` result of a pre-2026 session gains
 //! `capabilities.tasks` and a pre-2026 `tools/list` result marks
-//! `caesar_delegate` as `taskSupport: "optional"`. The stdio server
+//! `caesar_delegate` as `taskSupport: "optional"`. A `subscriptions/listen`
+//! naming `notifications.taskIds` (the 2026-07-28 extension's, a field
+//! rmcp's filter does not know) is renamed to [`crate::task_listen::METHOD`].
+//! The stdio server
 //! ([`crate::cmd`]) and the daemon's HTTP endpoint both use them.
 
 use serde_json::{Value, json};
@@ -61,6 +64,11 @@ fn one_inbound(m: &mut Value, out: &mut Vec<(Value, Patch)>) {
         && (TASK_METHODS.contains(&method.as_str()) || (method == "tools/call" && m.pointer("/params/task").is_some()));
     if rename {
         m["method"] = Value::String(format!("{PREFIX}{method}"));
+        return;
+    }
+    // The Tasks extension's `taskIds`, which rmcp's listen filter drops.
+    if method == "subscriptions/listen" && m.pointer("/params/notifications/taskIds").is_some() {
+        m["method"] = Value::String(crate::task_listen::METHOD.to_owned());
         return;
     }
     let Some(id) = id else { return };
@@ -138,6 +146,15 @@ mod unit {
         let mut modern_get = json!({"id": 7, "method": "tasks/get", "params": {"taskId": "t_1", "_meta": meta}});
         inbound(&mut modern_get);
         assert_eq!(modern_get["method"], "tasks/get");
+
+        let mut listen = json!({"id": 8, "method": "subscriptions/listen",
+            "params": {"notifications": {"taskIds": ["t_1"]}, "_meta": meta}});
+        inbound(&mut listen);
+        assert_eq!(listen["method"], crate::task_listen::METHOD);
+        let mut other = json!({"id": 9, "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": true}, "_meta": meta}});
+        inbound(&mut other);
+        assert_eq!(other["method"], "subscriptions/listen", "rmcp's own categories stay rmcp's");
     }
 
     #[test]

@@ -60,6 +60,8 @@ struct Inner {
     daemon: Daemon,
     settings: Settings,
     tools: Vec<Tool>,
+    /// The 2025-11-25 task statuses and questions this connection was told of.
+    told: crate::legacy_result::Told,
 }
 
 impl Shim {
@@ -72,7 +74,7 @@ impl Shim {
     /// the daemon's own HTTP endpoint).
     pub fn over(daemon: Daemon, settings: Settings) -> Shim {
         let tools = settings.tools.iter().filter_map(|n| tools::definition(n)).collect();
-        Shim { inner: Arc::new(Inner { daemon, settings, tools }) }
+        Shim { inner: Arc::new(Inner { daemon, settings, tools, told: Default::default() }) }
     }
 
     /// The tools a request may see: the server's set, narrowed by the HTTP
@@ -90,6 +92,10 @@ impl Shim {
 
     pub(crate) fn daemon(&self) -> &Daemon {
         &self.inner.daemon
+    }
+
+    pub(crate) fn told(&self) -> &crate::legacy_result::Told {
+        &self.inner.told
     }
 
     pub(crate) async fn dispatch(
@@ -694,14 +700,7 @@ impl ServerHandler for Shim {
     }
 
     async fn get_task(&self, r: GetTaskParams, ctx: RequestContext<RoleServer>) -> Result<GetTaskResult, McpError> {
-        let v = crate::tasks::view(self.daemon(), &r.task_id).await?;
-        let result = if crate::tasks::ended(&v) {
-            let args = serde_json::json!({"task_ids": [v.task_id], "timeout_ms": 1000});
-            Some(self.dispatch(tools::AWAIT, args, &ctx).await.unwrap_or_else(|e| e.into_result()))
-        } else {
-            None
-        };
-        crate::tasks::detail(v, result)
+        crate::task_listen::detailed(self, &r.task_id, &ctx).await
     }
 
     async fn update_task(&self, r: UpdateTaskParams, _: RequestContext<RoleServer>) -> Result<(), McpError> {
@@ -717,7 +716,11 @@ impl ServerHandler for Shim {
         r: rmcp::model::CustomRequest,
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, McpError> {
-        // MCP 2025-11-25's task requests, renamed by crate::legacy_wire.
+        // The extension's task subscriptions and MCP 2025-11-25's task
+        // requests, renamed by crate::legacy_wire.
+        if r.method == crate::task_listen::METHOD {
+            return crate::task_listen::listen(self, r.params, ctx).await.map(rmcp::model::CustomResult);
+        }
         match crate::legacy_tasks::handle(self, &r.method, r.params, ctx).await {
             Some(answer) => answer.map(rmcp::model::CustomResult),
             None => Err(McpError::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, r.method, None)),

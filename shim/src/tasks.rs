@@ -56,7 +56,8 @@ fn now() -> String {
     caesar_proto::civil::rfc3339_seconds(secs as i64)
 }
 
-fn protocol(e: ToolError) -> McpError {
+/// A daemon error as a protocol error (the caller's mistakes as invalid params).
+pub(crate) fn protocol(e: ToolError) -> McpError {
     // An unknown task id is the caller's mistake: invalid params, with the code in the text.
     match e.code {
         crate::error::ErrorCode::NotFound | crate::error::ErrorCode::Validation => {
@@ -111,6 +112,8 @@ pub fn detail(v: pb::TaskView, result: Option<CallToolResult>) -> Result<GetTask
         ),
     };
     let mut task = Task::new(v.task_id.clone(), payload.status(), created, updated).with_status_message(message);
+    // A ttl a 2025-11-25 host asked for bounds the same handle here; none is unlimited.
+    task.ttl_ms = v.mcp_ttl_ms;
     if !payload.status().is_terminal() {
         task = task.with_poll_interval_ms(POLL_MS);
     }

@@ -74,27 +74,40 @@ async fn the_stateless_revision_discovers_delegates_from_the_cwd_awaits_with_pro
 
 /// One raw HTTP/1.1 POST of a 2026-07-28 JSON-RPC request (with the
 /// revision's headers); returns the whole response.
-fn post_2026(port: u16, token: &str, id: u64, method: &str, mut params: Value) -> String {
+fn post_2026(port: u16, token: &str, id: u64, method: &str, params: Value) -> String {
+    post_2026_as(port, token, id, method, params, json!({}))
+}
+
+/// [`post_2026`] from a client declaring `capabilities`.
+fn post_2026_as(port: u16, token: &str, id: u64, method: &str, params: Value, capabilities: Value) -> String {
     use std::io::{Read, Write};
-    if !params["_meta"].is_object() {
-        params["_meta"] = json!({});
-    }
-    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(REVISION);
-    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
-    params["_meta"]["io.modelcontextprotocol/clientInfo"] = json!({"name": "raw", "version": "0"});
-    let name = params["name"].as_str().map(|n| format!("Mcp-Name: {n}\r\n")).unwrap_or_default();
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+    let (headers, body) = request_2026(token, id, method, params, capabilities);
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(LIMIT)).unwrap();
     write!(
         s,
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nMCP-Protocol-Version: {REVISION}\r\nMcp-Method: {method}\r\n{name}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out
+}
+
+/// The revision's headers and the JSON-RPC body of one request from a
+/// client declaring `capabilities`.
+fn request_2026(token: &str, id: u64, method: &str, mut params: Value, capabilities: Value) -> (String, String) {
+    if !params["_meta"].is_object() {
+        params["_meta"] = json!({});
+    }
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(REVISION);
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = capabilities;
+    params["_meta"]["io.modelcontextprotocol/clientInfo"] = json!({"name": "raw", "version": "0"});
+    let name = params["name"].as_str().map(|n| format!("Mcp-Name: {n}\r\n")).unwrap_or_default();
+    let headers =
+        format!("Authorization: Bearer {token}\r\nMCP-Protocol-Version: {REVISION}\r\nMcp-Method: {method}\r\n{name}");
+    (headers, json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string())
 }
 
 /// The JSON-RPC messages in an HTTP response body (plain JSON or SSE `data:` lines).
@@ -193,4 +206,80 @@ async fn the_python_sdk_speaks_the_stateless_revision_over_stdio_and_http() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("python modern client: ok"), "{stdout}");
+}
+
+/// The Tasks extension's status notifications over HTTP: `subscriptions/listen`
+/// naming task ids streams the acknowledgement, then `notifications/tasks`
+/// (a full DetailedTask) per change, and ends once the tasks have ended.
+#[tokio::test]
+async fn over_http_subscriptions_listen_streams_notifications_tasks_until_the_task_ends() {
+    let mut env = Env::new(&[("asker", &["mcp-ask", "go on?", "report", "success", "listened"])]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::create_dir_all(env.home.path().join("config")).unwrap();
+    std::fs::write(env.home.path().join("config/config.toml"), format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"))
+        .unwrap();
+    let mut c = env.start_daemon().await;
+    let token = c.http_token(caesar_proto::pb::HttpTokenRequest { rotate: false }).await.unwrap().into_inner().token;
+    assert!(eventually(LIMIT, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()).await);
+    let tasks = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+
+    let args = json!({"objective": "go", "agent": "asker", "channel": true, "workspace": env.workspace()});
+    let r = post_2026_as(
+        port,
+        &token,
+        1,
+        "tools/call",
+        json!({"name": "caesar_delegate", "arguments": args}),
+        tasks.clone(),
+    );
+    let handle = answer(&r, 1);
+    assert_eq!(handle["result"]["resultType"], "task", "{handle}");
+    let id = handle["result"]["taskId"].as_str().unwrap().to_owned();
+
+    // A host without the extension is told which capability it lacks.
+    let listen = json!({"notifications": {"taskIds": [id]}});
+    let r = answer(&post_2026(port, &token, 2, "subscriptions/listen", listen.clone()), 2);
+    assert_eq!(r["error"]["code"], -32021, "{r}");
+    assert!(
+        r["error"]["data"]["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "{r}"
+    );
+
+    // The task waits on its question until the stream has told of it; then it is answered.
+    let listen = json!({"notifications": {"taskIds": [id, "t_000000000000"]}});
+    let (headers, body) = request_2026(&token, 3, "subscriptions/listen", listen, tasks);
+    let mut stream = Streamed::post(port, &headers, body);
+    let mut all = Vec::new();
+    while let Some(m) = stream.next().await {
+        if m["method"] == "notifications/tasks" && m["params"]["status"] == "input_required" {
+            let asked = m["params"]["inputRequests"].as_object().unwrap_or_else(|| panic!("{m}"));
+            let (question, request) = asked.iter().next().unwrap();
+            assert_eq!(request["params"]["message"], "go on?", "{m}");
+            let a = caesar_proto::pb::AnswerRequest {
+                task_id: id.clone(),
+                question_id: question.clone(),
+                answer: "yes".into(),
+            };
+            c.answer(a).await.unwrap();
+        }
+        let end = m["id"] == 3;
+        all.push(m);
+        if end {
+            break;
+        }
+    }
+    let ack = all.first().unwrap_or_else(|| panic!("nothing streamed"));
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "the acknowledgement comes first: {all:?}");
+    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]), "only the known task is followed: {ack}");
+    assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 3, "{ack}");
+    let notes: Vec<&Value> = all.iter().filter(|m| m["method"] == "notifications/tasks").collect();
+    let statuses: Vec<&str> = notes.iter().map(|n| n["params"]["status"].as_str().unwrap()).collect();
+    assert!(statuses.contains(&"input_required"), "{all:?}");
+    assert_eq!(statuses.last(), Some(&"completed"), "{all:?}");
+    let done = notes.last().unwrap();
+    assert_eq!(done["params"]["taskId"], id.as_str());
+    assert_eq!(done["params"]["result"]["structuredContent"]["tasks"][&id]["report"]["summary"], "listened", "{done}");
+    let end = all.last().unwrap();
+    assert_eq!(end["id"], 3, "the stream ends with the listen's result once the task ended: {all:?}");
+    assert_eq!(end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 3, "{end}");
 }

@@ -126,6 +126,45 @@ async fn tasks_cancel_stops_the_daemons_task_and_a_plain_host_keeps_the_plain_re
     assert_eq!(cancelled["cancelled"], true, "{cancelled} {status}");
 }
 
+/// The extension's task notifications over stdio: a `subscriptions/listen`
+/// naming the task is acknowledged, tells of the task until it ends, and
+/// ends with its result, all under the listen's subscription id.
+#[tokio::test]
+async fn over_stdio_subscriptions_listen_follows_a_task_until_it_ends() {
+    let mut env = Env::new(&[("quick", &["sleep", "300", "report", "success", "followed"])]);
+    env.start_daemon().await;
+    let mut shim = tasks_host(&env);
+    let r = shim.call("caesar_delegate", json!({"objective": "follow me", "agent": "quick"}), json!({})).await;
+    let id = r["taskId"].as_str().unwrap().to_owned();
+
+    let end = shim.request("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), json!({})).await;
+    assert!(end.get("error").is_none(), "{end}");
+    let sub = end["id"].clone();
+    assert_eq!(end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], sub, "{end}");
+    let notes: Vec<&Value> = shim
+        .notifications
+        .iter()
+        .filter(|n| n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == sub)
+        .collect();
+    assert_eq!(
+        notes.first().map(|n| &n["method"]),
+        Some(&json!("notifications/subscriptions/acknowledged")),
+        "{notes:?}"
+    );
+    let last = notes.last().unwrap();
+    assert_eq!(
+        (&last["method"], &last["params"]["status"]),
+        (&json!("notifications/tasks"), &json!("completed")),
+        "{last}"
+    );
+    assert_eq!(last["params"]["result"]["structuredContent"]["tasks"][&id]["report"]["summary"], "followed", "{last}");
+
+    // Ids that are not a list are the caller's error, named.
+    let r = shim.request("subscriptions/listen", json!({"notifications": {"taskIds": id}}), json!({})).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("`notifications.taskIds`"), "{r}");
+}
+
 // MCP 2025-11-25's experimental tasks: a host that negotiated that revision
 // augments `tools/call` with `task` and gets `{"task": …}`, then polls
 // `tasks/get`, waits on `tasks/result`, lists and cancels, over the same ids.
@@ -206,7 +245,8 @@ async fn a_2025_11_25_host_augments_a_delegation_with_a_task_polls_it_waits_for_
     // The agent may have asked already.
     let created_status = task["status"].as_str().unwrap_or_default().to_owned();
     assert!(created_status == "working" || created_status == "input_required", "{r}");
-    assert!(task["createdAt"].is_string() && task["lastUpdatedAt"].is_string() && task["ttl"].is_null(), "{r}");
+    assert!(task["createdAt"].is_string() && task["lastUpdatedAt"].is_string(), "{r}");
+    assert_eq!(task["ttl"], 60000, "the ttl asked for: {r}");
     assert!(r["result"].get("content").is_none(), "a task, not the tool's result: {r}");
     let view = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
     assert_eq!(view.agent, "asker");
@@ -351,9 +391,10 @@ async fn the_http_endpoint_serves_the_2025_11_25_tasks_over_the_daemons_ids() {
         &token,
         2,
         "tools/call",
-        json!({"name": "caesar_delegate", "arguments": {"objective": "go", "agent": "quick", "workspace": ws}, "task": {"ttl": 1000}}),
+        json!({"name": "caesar_delegate", "arguments": {"objective": "go", "agent": "quick", "workspace": ws}, "task": {"ttl": 600000}}),
     );
     let id = r["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{r}")).to_owned();
+    assert_eq!(r["result"]["task"]["ttl"], 600000, "{r}");
     let v = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
     assert_eq!(v.agent, "quick");
     let t = post_legacy(port, &token, 3, "tasks/get", json!({"taskId": id}));
@@ -384,4 +425,230 @@ async fn the_http_endpoint_serves_the_2025_11_25_tasks_over_the_daemons_ids() {
     );
     let r = post_legacy(port, &token, 10, "tasks/get", json!({"taskId": "t_000000000000"}));
     assert!(r["error"]["message"].as_str().unwrap_or_default().starts_with("not_found: "), "{r}");
+}
+
+// Round 3 of issue 18: tasks/list pages, the requested ttl, and the
+// elicitation tasks/result sends a 2025-11-25 host that declared it.
+
+/// A 2025-11-25 session whose `initialize` declares `capabilities`.
+async fn legacy_host_with(env: &Env, extra: &[(&str, &str)], capabilities: Value) -> Raw {
+    let mut r = Raw::spawn(env, extra);
+    let init = r
+        .send(
+            "initialize",
+            json!({"protocolVersion": LEGACY, "capabilities": capabilities, "clientInfo": {"name": "caesar-tests", "version": "0"}}),
+        )
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], LEGACY, "{init}");
+    r.write(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    r
+}
+
+/// A task-augmented caesar_delegate; the `task` answered.
+async fn legacy_delegate(shim: &mut Raw, args: Value, task: Value) -> Value {
+    let r = shim.send("tools/call", json!({"name": "caesar_delegate", "arguments": args, "task": task})).await;
+    assert!(r["result"]["task"]["taskId"].is_string(), "a CreateTaskResult: {r}");
+    r["result"]["task"].clone()
+}
+
+#[tokio::test]
+async fn tasks_list_pages_through_every_task_once_with_an_opaque_cursor() {
+    let mut env = Env::new(&[("quick", &["report", "success", "quick"])]);
+    env.start_daemon().await;
+    let mut shim = legacy_host_with(&env, &[("CAESAR_MCP_TASKS_PAGE", "3")], json!({})).await;
+    let mut made = Vec::new();
+    for i in 0..7 {
+        let t =
+            legacy_delegate(&mut shim, json!({"objective": format!("number {i}"), "agent": "quick"}), json!({})).await;
+        made.push(t["taskId"].as_str().unwrap().to_owned());
+    }
+
+    let mut seen: Vec<String> = Vec::new();
+    let mut cursor: Option<Value> = None;
+    let mut pages = 0;
+    loop {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let r = shim.send("tasks/list", params).await;
+        let page = r["result"]["tasks"].as_array().unwrap_or_else(|| panic!("{r}")).clone();
+        assert!(page.len() <= 3, "a page holds at most CAESAR_MCP_TASKS_PAGE tasks: {r}");
+        assert!(page.iter().all(|t| t["createdAt"].is_string() && t["status"].is_string()), "{r}");
+        seen.extend(page.iter().map(|t| t["taskId"].as_str().unwrap().to_owned()));
+        pages += 1;
+        match r["result"].get("nextCursor") {
+            Some(c) => cursor = Some(c.clone()),
+            None => break,
+        }
+        assert!(pages < 10, "the cursor must end: {seen:?}");
+    }
+    assert_eq!(pages, 3, "7 tasks in pages of 3: {seen:?}");
+    // Every task once, newest first.
+    made.reverse();
+    assert_eq!(seen, made);
+
+    // A cursor caesar did not give is the caller's error.
+    let r = shim.send("tasks/list", json!({"cursor": "page-2"})).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("`cursor`"), "{r}");
+    let r = shim.send("tasks/list", json!({"cursor": 2})).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}
+
+#[tokio::test]
+async fn the_requested_ttl_is_the_handles_and_once_it_passes_the_handle_expires_while_caesar_keeps_the_task() {
+    let mut env = Env::new(&[("quick", &["report", "success", "kept"])]);
+    let mut c = env.start_daemon().await;
+    let mut shim = legacy_host_with(&env, &[], json!({})).await;
+
+    let short = legacy_delegate(&mut shim, json!({"objective": "brief", "agent": "quick"}), json!({"ttl": 1500})).await;
+    assert_eq!(short["ttl"], 1500, "the chosen ttl is the one asked: {short}");
+    let id = short["taskId"].as_str().unwrap().to_owned();
+    let tiny = legacy_delegate(&mut shim, json!({"objective": "tiny", "agent": "quick"}), json!({"ttl": 0})).await;
+    assert_eq!(tiny["ttl"], 1000, "raised to the shortest ttl caesar gives: {tiny}");
+    let kept = legacy_delegate(&mut shim, json!({"objective": "kept", "agent": "quick"}), json!({})).await;
+    assert!(kept["ttl"].is_null(), "none asked: unlimited, caesar keeps its tasks: {kept}");
+    let kept_id = kept["taskId"].as_str().unwrap().to_owned();
+    let long = legacy_delegate(&mut shim, json!({"objective": "long", "agent": "quick"}), json!({"ttl": 600000})).await;
+    let long_id = long["taskId"].as_str().unwrap().to_owned();
+    let r = shim
+        .send("tools/call", json!({"name": "caesar_delegate", "arguments": {"objective": "x", "agent": "quick"}, "task": {"ttl": "soon"}}))
+        .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("`task.ttl`"), "{r}");
+
+    // Within its ttl a handle answers, with its ttl (a long one, so a slow machine cannot make this late).
+    let t = shim.send("tasks/get", json!({"taskId": long_id})).await;
+    assert_eq!(t["result"]["ttl"], 600000, "{t}");
+
+    // Once the short one's ttl from creation has passed: expired for MCP (get, result, cancel; left out of the list)...
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let r = shim.send(method, json!({"taskId": id})).await;
+        assert_eq!(r["error"]["code"], -32602, "{method}: {r}");
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(message.contains("has expired") && message.contains("caesar_status"), "{method}: {r}");
+    }
+    let list = shim.send("tasks/list", json!({})).await;
+    let listed: Vec<&str> =
+        list["result"]["tasks"].as_array().unwrap().iter().filter_map(|t| t["taskId"].as_str()).collect();
+    assert!(
+        !listed.contains(&id.as_str()) && listed.contains(&kept_id.as_str()) && listed.contains(&long_id.as_str()),
+        "{list}"
+    );
+    // ...while caesar keeps the task, its report and its record.
+    let status = ok(&shim.call_legacy("caesar_status", json!({"task_id": id})).await);
+    assert_eq!(status["task_id"], id.as_str(), "{status}");
+    let v = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert!(v.mcp_expired && v.mcp_ttl_ms == Some(1500), "{v:?}");
+    let t = shim.send("tasks/get", json!({"taskId": kept_id})).await;
+    assert!(t["result"]["taskId"] == kept_id.as_str() && t["result"]["ttl"].is_null(), "{t}");
+
+    // The same handles under 2026-07-28 (the extension's tasks/get): the same ttl, the same expiry.
+    let mut modern = tasks_host(&env);
+    let r = modern.request("tasks/get", json!({"taskId": id}), json!({})).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("has expired"), "{r}");
+    assert_eq!(get(&mut modern, &long_id).await["ttlMs"], 600000);
+    assert!(get(&mut modern, &kept_id).await["ttlMs"].is_null());
+}
+
+#[tokio::test]
+async fn tasks_result_asks_a_hosts_elicitation_for_the_agents_question_and_delivers_the_answer() {
+    let mut env = Env::new(&[("asker", &["mcp-ask", "keep going?", "report", "success", "asked and answered"])]);
+    env.start_daemon().await;
+    let mut shim = legacy_host_with(&env, &[], json!({"elicitation": {"form": {}}})).await;
+    let task = legacy_delegate(
+        &mut shim,
+        json!({"objective": "ask first", "agent": "asker", "channel": true}),
+        json!({"ttl": 600000}),
+    )
+    .await;
+    let id = task["taskId"].as_str().unwrap().to_owned();
+
+    shim.write(json!({"jsonrpc": "2.0", "id": 900, "method": "tasks/result", "params": {"taskId": id}})).await;
+    let mut statuses = Vec::new();
+    let mut elicited = 0;
+    let done = loop {
+        let m = shim.next_message().await;
+        if m["id"] == 900 {
+            break m;
+        }
+        if m["method"] == "notifications/tasks/status" && m["params"]["taskId"] == id.as_str() {
+            statuses.push(m["params"]["status"].as_str().unwrap().to_owned());
+        }
+        if m["method"] == "elicitation/create" {
+            elicited += 1;
+            let p = &m["params"];
+            assert_eq!(p["message"], "keep going?", "{m}");
+            assert_eq!(p["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id.as_str(), "{m}");
+            assert_eq!(p["requestedSchema"]["required"], json!(["answer"]), "{m}");
+            shim.write(
+                json!({"jsonrpc": "2.0", "id": m["id"], "result": {"action": "accept", "content": {"answer": "yes"}}}),
+            )
+            .await;
+        }
+    };
+    assert_eq!(elicited, 1, "one elicitation for the one question: {statuses:?}");
+    let result = &done["result"];
+    assert_eq!(result["structuredContent"]["tasks"][&id]["report"]["summary"], "asked and answered", "{done}");
+    assert!(task["status"] == "input_required" || statuses.contains(&"input_required".to_owned()), "{statuses:?}");
+    assert_eq!(statuses.last().map(String::as_str), Some("completed"), "{statuses:?}");
+    let mut deduped = statuses.clone();
+    deduped.dedup();
+    assert_eq!(deduped, statuses, "each change told once: {statuses:?}");
+    let logs = ok(&shim.call_legacy("caesar_logs", json!({"task_id": id, "limit": 100})).await);
+    assert!(logs.to_string().contains("ask_orchestrator: Answer: yes"), "the answer reached the agent: {logs}");
+}
+
+#[tokio::test]
+async fn over_http_tasks_result_streams_the_status_notifications_before_the_result() {
+    let mut env = Env::new(&[("asker", &["mcp-ask", "keep going?", "report", "success", "answered over http"])]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::create_dir_all(env.home.path().join("config")).unwrap();
+    std::fs::write(env.home.path().join("config/config.toml"), format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"))
+        .unwrap();
+    let mut c = env.start_daemon().await;
+    let token = c.http_token(pb::HttpTokenRequest { rotate: false }).await.unwrap().into_inner().token;
+    assert!(eventually(LIMIT, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()).await);
+
+    let args = json!({"objective": "ask", "agent": "asker", "channel": true, "workspace": env.workspace()});
+    let r =
+        post_legacy(port, &token, 1, "tools/call", json!({"name": "caesar_delegate", "arguments": args, "task": {}}));
+    let id = r["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{r}")).to_owned();
+
+    // tasks/result holds its response stream open until the end, telling each change meanwhile:
+    // the question is answered once that stream said the task waits on it.
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result", "params": {"taskId": id}}).to_string();
+    let mut stream =
+        Streamed::post(port, &format!("Authorization: Bearer {token}\r\nMCP-Protocol-Version: {LEGACY}\r\n"), body);
+    let mut messages = Vec::new();
+    while let Some(m) = stream.next().await {
+        if m["method"] == "notifications/tasks/status" && m["params"]["status"] == "input_required" {
+            let question = view_question(&mut c, &id).await;
+            c.answer(pb::AnswerRequest { task_id: id.clone(), question_id: question, answer: "yes".into() })
+                .await
+                .unwrap();
+        }
+        let end = m["id"] == 2;
+        messages.push(m);
+        if end {
+            break;
+        }
+    }
+    let statuses: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/tasks/status")
+        .map(|m| {
+            assert_eq!(m["params"]["taskId"], id.as_str(), "{m}");
+            assert!(m["params"]["createdAt"].is_string(), "the full Task: {m}");
+            m["params"]["status"].as_str().unwrap()
+        })
+        .collect();
+    assert!(statuses.contains(&"input_required"), "{messages:?}");
+    assert_eq!(statuses.last(), Some(&"completed"), "{messages:?}");
+    let last = messages.last().unwrap();
+    assert_eq!(last["id"], 2, "the result comes last: {messages:?}");
+    assert_eq!(last["result"]["structuredContent"]["tasks"][&id]["report"]["summary"], "answered over http", "{last}");
 }

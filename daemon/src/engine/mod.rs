@@ -52,6 +52,7 @@ mod delegate;
 mod events;
 mod fallback;
 mod listing;
+pub mod mcp_tasks;
 pub use listing::ListEntry;
 mod monitor;
 mod nested;

@@ -14,6 +14,9 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use crate::common::*;
 
+mod http;
+pub use http::Streamed;
+
 /// The revision spoken.
 pub const REVISION: &str = "2026-07-28";
 /// The most one step may take.
@@ -87,6 +90,30 @@ impl Raw {
             assert!(v.get("id").is_none() || v.get("method").is_some(), "an answer to another request: {v}");
             self.notifications.push(v);
         }
+    }
+
+    /// Writes one JSON-RPC message (a request whose answer is read with
+    /// [`Raw::next_message`], or a response to the server's request).
+    pub async fn write(&mut self, message: Value) {
+        self.stdin.write_all(format!("{message}\n").as_bytes()).await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    /// The next message the server writes, whatever it is.
+    pub async fn next_message(&mut self) -> Value {
+        let line = tokio::time::timeout(LIMIT, self.lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no message in {LIMIT:?}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("caesar-mcp closed stdout"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// A tool call in a session opened with `initialize` (no per-request `_meta`).
+    pub async fn call_legacy(&mut self, tool: &str, args: Value) -> Value {
+        let r = self.send("tools/call", json!({"name": tool, "arguments": args})).await;
+        assert!(r.get("error").is_none(), "{tool}: protocol error {r}");
+        r["result"].clone()
     }
 
     pub async fn call(&mut self, tool: &str, args: Value, meta: Value) -> Value {
