@@ -1,0 +1,202 @@
+//! The workspace over the API server (`[runner.kubernetes] workspace =
+//! "api"`), for clusters without a git server both sides reach.
+//!
+//! In: the task's frozen base becomes a commit with no parent (the tree
+//! alone: the smallest bundle) and a git bundle in the task directory; the
+//! mirror streams it over `pods/exec` into `caesard __kube receive`, run in
+//! the pod's init container, which waits for it. Out: the collector bundles
+//! the result commit on `/git` (a volume the agent container does not
+//! mount) and lingers; the mirror reads it with `caesard __kube result`
+//! over `pods/exec`, checks that it is one commit on the base, keeps it as
+//! `refs/caesar/tasks/<id>/result` in the local repository, lays it into
+//! the worktree as the git path does, then says `caesard __kube taken`.
+//! No credential is in the pod: the daemon's own right to `create` on
+//! `pods/exec` carries both ways.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::AttachParams;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::Meta;
+use super::manifest::{COLLECT_CONTAINER, FETCH_CONTAINER, result_ref};
+use super::phases::{BUNDLE_REF, RECEIVE_ARG, RESULT_ARG, TAKEN_ARG};
+use super::pod::POD_ARG0;
+use super::watch::Cluster;
+use super::workspace::{self, git};
+
+/// The base bundle's file in the task directory.
+pub const BASE_FILE: &str = "kube-base.bundle";
+/// The result bundle's file in the task directory.
+pub const RESULT_FILE: &str = "kube-result.bundle";
+
+/// Makes the base commit (no parent) and its bundle in `scratch`; the
+/// commit's id.
+pub fn make_base(workdir: &Path, task_id: &str, scratch: &Path) -> Result<String, String> {
+    let oid = workspace::snapshot_commit(workdir, task_id, scratch, true)?;
+    let top = workspace::top_of(workdir)?;
+    // A bundle names its commits by refs: they are made in a scratch
+    // repository, never in the user's.
+    let tmp = scratch.join("kube-bundle.git");
+    let _ = std::fs::remove_dir_all(&tmp);
+    let tmp_s = tmp.display().to_string();
+    git(scratch, None, &["init", "-q", "--bare", &tmp_s])?;
+    git(&top, None, &["push", "-q", "--no-verify", &tmp_s, &format!("+{oid}:{BUNDLE_REF}")])?;
+    let out = scratch.join(BASE_FILE).display().to_string();
+    let made = git(&tmp, None, &["bundle", "create", "-q", &out, BUNDLE_REF]);
+    let _ = std::fs::remove_dir_all(&tmp);
+    made.map_err(|e| format!("cannot bundle the task's workspace: {e}"))?;
+    Ok(oid)
+}
+
+/// What one exec brought back: stdout, stderr.
+type Output = (Vec<u8>, Vec<u8>);
+
+/// Runs `caesard __kube <arg>` in a container of the pod over `pods/exec`,
+/// with `input` on its stdin; its output when it succeeded, else why not.
+async fn exec(
+    cluster: &Cluster,
+    pod: &str,
+    container: &str,
+    arg: &str,
+    input: Option<Vec<u8>>,
+) -> Result<Output, String> {
+    let ap = AttachParams {
+        container: Some(container.to_owned()),
+        stdin: input.is_some(),
+        stdout: true,
+        stderr: true,
+        tty: false,
+        max_stdin_buf_size: Some(64 * 1024),
+        max_stdout_buf_size: Some(64 * 1024),
+        ..Default::default()
+    };
+    let command = ["caesard", POD_ARG0, arg];
+    let mut p = cluster
+        .pod_api()
+        .exec(pod, command, &ap)
+        .await
+        .map_err(|e| super::client::explain(&e, "create", "pods/exec", &cluster.namespace))?;
+    let status = p.take_status();
+    let (stdin, stdout, stderr) = (p.stdin(), p.stdout(), p.stderr());
+    let write = async move {
+        if let (Some(mut w), Some(data)) = (stdin, input) {
+            w.write_all(&data).await?;
+            w.shutdown().await?;
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    let read = |r: Option<tokio::io::ReadHalf<tokio::io::SimplexStream>>| async move {
+        let mut v = Vec::new();
+        if let Some(mut r) = r {
+            r.read_to_end(&mut v).await?;
+        }
+        Ok::<_, std::io::Error>(v)
+    };
+    let (w, out, err) = tokio::join!(write, read(stdout), read(stderr));
+    let status = match status {
+        Some(s) => s.await,
+        None => None,
+    };
+    let _ = p.join().await;
+    w.map_err(|e| format!("cannot send to `{arg}` in container {container}: {e}"))?;
+    let (out, err) = (out.map_err(|e| e.to_string())?, err.map_err(|e| e.to_string())?);
+    match status {
+        Some(s) if s.status.as_deref() == Some("Success") => Ok((out, err)),
+        Some(s) => Err(format!(
+            "`caesard __kube {arg}` in container {container} failed ({}): {}",
+            s.message.unwrap_or_default(),
+            String::from_utf8_lossy(&err).trim()
+        )),
+        None => Err(format!("`caesard __kube {arg}` in container {container} ended with no status")),
+    }
+}
+
+/// Where the init container that waits for the base stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fetcher {
+    /// Not started yet.
+    Waiting,
+    /// Running: it takes the bundle now.
+    Running,
+    /// Ended: the base is (or will never be) in.
+    Ended,
+}
+
+/// Reads the init container's state from the pod.
+pub fn fetcher(pod: &Pod) -> Fetcher {
+    let st = pod.status.as_ref().and_then(|s| s.init_container_statuses.as_ref());
+    let c = st.and_then(|l| l.iter().find(|c| c.name == FETCH_CONTAINER)).and_then(|c| c.state.as_ref());
+    match c {
+        Some(s) if s.terminated.is_some() => Fetcher::Ended,
+        Some(s) if s.running.is_some() => Fetcher::Running,
+        _ => {
+            // Past its init containers, the pod has no fetcher to wait on.
+            let started = pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|p| p != "Pending");
+            if started { Fetcher::Ended } else { Fetcher::Waiting }
+        }
+    }
+}
+
+/// Streams the base bundle into the init container.
+pub async fn send_base(cluster: &Cluster, pod: &str, task_dir: &Path) -> Result<(), String> {
+    let path = task_dir.join(BASE_FILE);
+    let data = tokio::fs::read(&path).await.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    exec(cluster, pod, FETCH_CONTAINER, RECEIVE_ARG, Some(data)).await.map(|_| ())
+}
+
+/// Takes the result from the collector, checks it, keeps it as the task's
+/// result ref in the local repository and lays it into the workdir; the
+/// result commit (the base when the agent changed nothing).
+pub async fn bring_back(cluster: &Cluster, pod: &str, meta: &Meta, task_dir: &Path) -> Result<String, String> {
+    let (bundle, _) = exec(cluster, pod, COLLECT_CONTAINER, RESULT_ARG, None).await?;
+    let (meta, dir) = (meta.clone(), task_dir.to_path_buf());
+    let oid =
+        tokio::task::spawn_blocking(move || apply_bundle(&meta, &bundle, &dir)).await.map_err(|e| e.to_string())??;
+    // The collector may end now; if this is lost, it ends at its linger.
+    if let Err(e) = exec(cluster, pod, COLLECT_CONTAINER, TAKEN_ARG, None).await {
+        tracing::debug!("cannot tell the collector its result was taken: {e}");
+    }
+    Ok(oid)
+}
+
+/// Fetches the bundle's one commit into the workdir's repository as
+/// `refs/caesar/tasks/<id>/result`, checks it is a child of the base, and
+/// lays its changes into the files.
+fn apply_bundle(meta: &Meta, bundle: &[u8], scratch: &Path) -> Result<String, String> {
+    let (workdir, base) = (meta.workdir.as_path(), meta.base.as_str());
+    if bundle.is_empty() {
+        return Ok(base.to_owned());
+    }
+    let path: PathBuf = scratch.join(RESULT_FILE);
+    std::fs::write(&path, bundle).map_err(|e| format!("cannot keep the result bundle: {e}"))?;
+    let top = workspace::top_of(workdir)?;
+    let path_s = path.display().to_string();
+    let heads = git(&top, None, &["bundle", "list-heads", &path_s, BUNDLE_REF])
+        .map_err(|e| format!("the result bundle is not one: {e}"))?;
+    let oid = heads
+        .lines()
+        .find_map(|l| l.strip_suffix(BUNDLE_REF).map(|o| o.trim().to_owned()))
+        .filter(|o| o.len() >= 40 && o.bytes().all(|b| b.is_ascii_hexdigit()))
+        .ok_or_else(|| format!("the result bundle names no {BUNDLE_REF}"))?;
+    // Checked before any ref names it: a bundle that is not one commit on
+    // the base leaves nothing behind but unreachable objects.
+    git(&top, None, &["fetch", "-q", "--no-tags", "--no-write-fetch-head", &path_s, BUNDLE_REF])
+        .map_err(|e| format!("the result bundle does not fetch: {e}"))?;
+    workspace::check_parent(&top, &oid, base).map_err(|e| format!("the result bundle is refused: {e}"))?;
+    git(&top, None, &["update-ref", &result_ref(&meta.task_id), &oid])
+        .map_err(|e| format!("cannot keep the result as {}: {e}", result_ref(&meta.task_id)))?;
+    workspace::lay_changes(workdir, base, &oid, scratch)?;
+    Ok(oid)
+}
+
+/// Deletes the task's local result ref (apply, discard, gc); no ref is no error.
+pub fn delete_local_ref(repo: &Path, task_id: &str) -> Result<(), String> {
+    let top = workspace::top_of(repo)?;
+    let r = result_ref(task_id);
+    if git(&top, None, &["rev-parse", "-q", "--verify", &r]).is_err() {
+        return Ok(());
+    }
+    git(&top, None, &["update-ref", "-d", &r]).map(|_| ()).map_err(|e| format!("cannot delete {r}: {e}"))
+}
