@@ -206,11 +206,7 @@ impl MirrorTask {
         let mut said: Option<Ending> = None;
         let mut dirty = 0u32;
         let mut stored = Instant::now();
-        loop {
-            let line = match lines.try_next().await {
-                Ok(Some(l)) => l,
-                Ok(None) | Err(_) => break,
-            };
+        while let Ok(Some(line)) = lines.try_next().await {
             let (ts, body) = frames::split_timestamp(&line);
             match frames::decode(body) {
                 Frame::Chunk { offset, data } => {
