@@ -317,3 +317,41 @@ async fn an_agent_forging_its_end_with_workspace_api_gets_nothing_accepted() {
     let r = format!("refs/caesar/tasks/{id}/result");
     assert_ne!(git(env.project.path(), &["rev-parse", &r]).trim(), FORGED);
 }
+
+/// The figures in BENCHMARKS.md for `workspace = "api"` against `git`: ten
+/// worktree tasks one after the other in each mode, delegate → succeeded
+/// (the base in, the agent, the result out and laid into the worktree).
+/// Not a timed test: it prints what it measures. `cargo nextest run -p
+/// caesar-tests --test kubernetes_workspace --run-ignored only -E
+/// 'test(figures)' --no-capture`
+#[tokio::test]
+#[ignore = "measurement, run by hand for BENCHMARKS.md"]
+async fn figures() {
+    for api in [false, true] {
+        let sim = Sim::start(&[]);
+        let mut env = Env::new(&[]);
+        env.set_agents(&[("writer", &["write", "src/new.rs", "fn main() {}\n", "report", "success", "ok"])]);
+        project(&env, &sim, "caesar-agent:1", "");
+        if api {
+            api_config(&env, &sim);
+        }
+        let mut c = env.start_daemon().await;
+        let mut took = Vec::new();
+        let mut bundles = Vec::new();
+        for _ in 0..10 {
+            let t0 = std::time::Instant::now();
+            let id = c.delegate(env.delegate_request("writer", "x")).await.unwrap().into_inner().task_id;
+            let t = await_one(&mut c, &id, LONG).await;
+            assert_eq!(t.status, "succeeded", "{}", t.error);
+            took.push(t0.elapsed().as_secs_f64() * 1000.0);
+            let size = |f: &str| std::fs::metadata(task_dir(&env, &id).join(f)).map(|m| m.len()).unwrap_or(0);
+            bundles.push((size("kube-base.bundle"), size("kube-result.bundle")));
+        }
+        took.sort_by(f64::total_cmp);
+        let mode = if api { "api" } else { "git" };
+        println!("FIGURE workspace={mode} delegate->succeeded ms: median {:.0} max {:.0}", took[5], took[9]);
+        if api {
+            println!("FIGURE workspace=api bundles (base, result) bytes: {:?}", bundles[0]);
+        }
+    }
+}
