@@ -13,7 +13,7 @@
 //! No credential is in the pod: the daemon's own right to `create` on
 //! `pods/exec` carries both ways.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::AttachParams;
@@ -50,18 +50,28 @@ pub fn make_base(workdir: &Path, task_id: &str, scratch: &Path) -> Result<String
     Ok(oid)
 }
 
-/// What one exec brought back: stdout, stderr.
-type Output = (Vec<u8>, Vec<u8>);
+/// The most bytes a result bundle may have: it is the agent's work tree
+/// (untrusted), written to the task directory as it arrives, never held
+/// in memory.
+pub const RESULT_CAP: u64 = 1 << 30;
+
+/// The most bytes of an exec's stderr kept (for its error).
+const STDERR_CAP: u64 = 64 * 1024;
 
 /// Runs `caesard __kube <arg>` in a container of the pod over `pods/exec`,
-/// with `input` on its stdin; its output when it succeeded, else why not.
-async fn exec(
+/// with `input` on its stdin and its stdout copied into `out` (at most
+/// `cap` bytes); the bytes copied when it succeeded, else why not.
+async fn exec<W>(
     cluster: &Cluster,
     pod: &str,
-    container: &str,
-    arg: &str,
+    (container, arg): (&str, &str),
     input: Option<Vec<u8>>,
-) -> Result<Output, String> {
+    out: &mut W,
+    cap: u64,
+) -> Result<u64, String>
+where
+    W: tokio::io::AsyncWrite + Unpin + Send,
+{
     let ap = AttachParams {
         container: Some(container.to_owned()),
         stdin: input.is_some(),
@@ -87,23 +97,34 @@ async fn exec(
         }
         Ok::<_, std::io::Error>(())
     };
-    let read = |r: Option<tokio::io::ReadHalf<tokio::io::SimplexStream>>| async move {
+    // Past the cap the reader is dropped: the exec fails, nothing waits.
+    let read_out = async move {
+        match stdout {
+            Some(r) => tokio::io::copy(&mut r.take(cap + 1), out).await,
+            None => Ok(0),
+        }
+    };
+    let read_err = async move {
         let mut v = Vec::new();
-        if let Some(mut r) = r {
-            r.read_to_end(&mut v).await?;
+        if let Some(r) = stderr {
+            r.take(STDERR_CAP).read_to_end(&mut v).await?;
         }
         Ok::<_, std::io::Error>(v)
     };
-    let (w, out, err) = tokio::join!(write, read(stdout), read(stderr));
+    let (w, copied, err) = tokio::join!(write, read_out, read_err);
     let status = match status {
         Some(s) => s.await,
         None => None,
     };
     let _ = p.join().await;
     w.map_err(|e| format!("cannot send to `{arg}` in container {container}: {e}"))?;
-    let (out, err) = (out.map_err(|e| e.to_string())?, err.map_err(|e| e.to_string())?);
+    let copied = copied.map_err(|e| format!("cannot keep what `{arg}` sent: {e}"))?;
+    if copied > cap {
+        return Err(format!("`caesard __kube {arg}` in container {container} sent more than {cap} bytes: refused"));
+    }
+    let err = err.unwrap_or_default();
     match status {
-        Some(s) if s.status.as_deref() == Some("Success") => Ok((out, err)),
+        Some(s) if s.status.as_deref() == Some("Success") => Ok(copied),
         Some(s) => Err(format!(
             "`caesard __kube {arg}` in container {container} failed ({}): {}",
             s.message.unwrap_or_default(),
@@ -143,19 +164,28 @@ pub fn fetcher(pod: &Pod) -> Fetcher {
 pub async fn send_base(cluster: &Cluster, pod: &str, task_dir: &Path) -> Result<(), String> {
     let path = task_dir.join(BASE_FILE);
     let data = tokio::fs::read(&path).await.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    exec(cluster, pod, FETCH_CONTAINER, RECEIVE_ARG, Some(data)).await.map(|_| ())
+    let mut sink = tokio::io::sink();
+    exec(cluster, pod, (FETCH_CONTAINER, RECEIVE_ARG), Some(data), &mut sink, STDERR_CAP).await.map(|_| ())
 }
 
 /// Takes the result from the collector, checks it, keeps it as the task's
 /// result ref in the local repository and lays it into the workdir; the
 /// result commit (the base when the agent changed nothing).
 pub async fn bring_back(cluster: &Cluster, pod: &str, meta: &Meta, task_dir: &Path) -> Result<String, String> {
-    let (bundle, _) = exec(cluster, pod, COLLECT_CONTAINER, RESULT_ARG, None).await?;
+    let path = task_dir.join(RESULT_FILE);
+    let mut file = tokio::fs::File::create(&path).await.map_err(|e| format!("cannot keep the result bundle: {e}"))?;
+    let got = exec(cluster, pod, (COLLECT_CONTAINER, RESULT_ARG), None, &mut file, RESULT_CAP).await;
+    let synced = file.sync_all().await;
+    drop(file);
+    let got = got?;
+    synced.map_err(|e| format!("cannot keep the result bundle: {e}"))?;
     let (meta, dir) = (meta.clone(), task_dir.to_path_buf());
-    let oid =
-        tokio::task::spawn_blocking(move || apply_bundle(&meta, &bundle, &dir)).await.map_err(|e| e.to_string())??;
+    let oid = tokio::task::spawn_blocking(move || apply_bundle(&meta, got, &path, &dir))
+        .await
+        .map_err(|e| e.to_string())??;
     // The collector may end now; if this is lost, it ends at its linger.
-    if let Err(e) = exec(cluster, pod, COLLECT_CONTAINER, TAKEN_ARG, None).await {
+    let mut sink = tokio::io::sink();
+    if let Err(e) = exec(cluster, pod, (COLLECT_CONTAINER, TAKEN_ARG), None, &mut sink, STDERR_CAP).await {
         tracing::debug!("cannot tell the collector its result was taken: {e}");
     }
     Ok(oid)
@@ -164,13 +194,12 @@ pub async fn bring_back(cluster: &Cluster, pod: &str, meta: &Meta, task_dir: &Pa
 /// Fetches the bundle's one commit into the workdir's repository as
 /// `refs/caesar/tasks/<id>/result`, checks it is a child of the base, and
 /// lays its changes into the files.
-fn apply_bundle(meta: &Meta, bundle: &[u8], scratch: &Path) -> Result<String, String> {
+fn apply_bundle(meta: &Meta, len: u64, path: &Path, scratch: &Path) -> Result<String, String> {
     let (workdir, base) = (meta.workdir.as_path(), meta.base.as_str());
-    if bundle.is_empty() {
+    // Nothing sent: the agent changed nothing.
+    if len == 0 {
         return Ok(base.to_owned());
     }
-    let path: PathBuf = scratch.join(RESULT_FILE);
-    std::fs::write(&path, bundle).map_err(|e| format!("cannot keep the result bundle: {e}"))?;
     let top = workspace::top_of(workdir)?;
     let path_s = path.display().to_string();
     let heads = git(&top, None, &["bundle", "list-heads", &path_s, BUNDLE_REF])
