@@ -172,6 +172,17 @@ pub async fn send_base(cluster: &Cluster, pod: &str, task_dir: &Path) -> Result<
 /// result ref in the local repository and lays it into the workdir; the
 /// result commit (the base when the agent changed nothing).
 pub async fn bring_back(cluster: &Cluster, pod: &str, meta: &Meta, task_dir: &Path) -> Result<String, String> {
+    let taken = take_result(cluster, pod, meta, task_dir).await;
+    // Taken or refused, the collector may end now (a retry would read the
+    // same bundle); if this is lost, it ends at its linger.
+    let mut sink = tokio::io::sink();
+    if let Err(e) = exec(cluster, pod, (COLLECT_CONTAINER, TAKEN_ARG), None, &mut sink, STDERR_CAP).await {
+        tracing::debug!("cannot tell the collector its result was taken: {e}");
+    }
+    taken
+}
+
+async fn take_result(cluster: &Cluster, pod: &str, meta: &Meta, task_dir: &Path) -> Result<String, String> {
     let path = task_dir.join(RESULT_FILE);
     let mut file = tokio::fs::File::create(&path).await.map_err(|e| format!("cannot keep the result bundle: {e}"))?;
     let got = exec(cluster, pod, (COLLECT_CONTAINER, RESULT_ARG), None, &mut file, RESULT_CAP).await;
@@ -180,15 +191,7 @@ pub async fn bring_back(cluster: &Cluster, pod: &str, meta: &Meta, task_dir: &Pa
     let got = got?;
     synced.map_err(|e| format!("cannot keep the result bundle: {e}"))?;
     let (meta, dir) = (meta.clone(), task_dir.to_path_buf());
-    let oid = tokio::task::spawn_blocking(move || apply_bundle(&meta, got, &path, &dir))
-        .await
-        .map_err(|e| e.to_string())??;
-    // The collector may end now; if this is lost, it ends at its linger.
-    let mut sink = tokio::io::sink();
-    if let Err(e) = exec(cluster, pod, (COLLECT_CONTAINER, TAKEN_ARG), None, &mut sink, STDERR_CAP).await {
-        tracing::debug!("cannot tell the collector its result was taken: {e}");
-    }
-    Ok(oid)
+    tokio::task::spawn_blocking(move || apply_bundle(&meta, got, &path, &dir)).await.map_err(|e| e.to_string())?
 }
 
 /// Fetches the bundle's one commit into the workdir's repository as
@@ -228,4 +231,73 @@ pub fn delete_local_ref(repo: &Path, task_id: &str) -> Result<(), String> {
         return Ok(());
     }
     git(&top, None, &["update-ref", "-d", &r]).map(|_| ()).map_err(|e| format!("cannot delete {r}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(dir: &Path, args: &[&str]) -> String {
+        let c = ["-c", "user.name=t", "-c", "user.email=t@t"];
+        git(dir, None, &[&c[..], args].concat()).expect("git")
+    }
+
+    /// The collector's side, by hand: the base bundle fetched into a fresh
+    /// repository, a commit on it (or on something else), bundled back.
+    fn result_bundle(base_bundle: &Path, base: &str, dir: &Path, on_base: bool) -> std::path::PathBuf {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        sh(dir, &["init", "-q"]);
+        sh(dir, &["fetch", "-q", &base_bundle.display().to_string(), &format!("+{BUNDLE_REF}:refs/caesar/base")]);
+        if on_base {
+            sh(dir, &["checkout", "-q", "--detach", base]);
+        } else {
+            sh(dir, &["checkout", "-q", "--orphan", "other"]);
+        }
+        std::fs::write(dir.join("README.md"), "changed\n").expect("write");
+        sh(dir, &["add", "-A"]);
+        sh(dir, &["commit", "-q", "-m", "result"]);
+        sh(dir, &["update-ref", BUNDLE_REF, "HEAD"]);
+        let out = dir.join("r.bundle");
+        let not_base = format!("^{base}");
+        let mut args = vec!["bundle", "create", "-q", out.to_str().expect("utf-8"), BUNDLE_REF];
+        if on_base {
+            args.push(&not_base);
+        }
+        sh(dir, &args);
+        out
+    }
+
+    #[test]
+    fn a_result_bundle_is_kept_as_the_result_ref_only_when_it_is_one_commit_on_the_base() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let (work, scratch) = (t.path().join("work"), t.path().join("task"));
+        std::fs::create_dir_all(&work).expect("mkdir");
+        std::fs::create_dir_all(&scratch).expect("mkdir");
+        sh(&work, &["init", "-q"]);
+        std::fs::write(work.join("README.md"), "hello\n").expect("write");
+        sh(&work, &["add", "-A"]);
+        sh(&work, &["commit", "-q", "-m", "base"]);
+        let base = make_base(&work, "t_1", &scratch).expect("base");
+        let meta = Meta { task_id: "t_1".into(), base: base.clone(), workdir: work.clone(), ..Default::default() };
+        let r = result_ref("t_1");
+
+        // Not on the base: refused, no ref, the files untouched.
+        let foreign = result_bundle(&scratch.join(BASE_FILE), &base, &t.path().join("foreign"), false);
+        let len = std::fs::metadata(&foreign).expect("bundle").len();
+        let e = apply_bundle(&meta, len, &foreign, &scratch).expect_err("refused");
+        assert!(e.contains("not a child of the task's base"), "{e}");
+        assert!(git(&work, None, &["rev-parse", "-q", "--verify", &r]).is_err());
+        assert_eq!(std::fs::read_to_string(work.join("README.md")).expect("read"), "hello\n");
+
+        // One commit on the base: kept as the result ref, laid into the files.
+        let good = result_bundle(&scratch.join(BASE_FILE), &base, &t.path().join("good"), true);
+        let len = std::fs::metadata(&good).expect("bundle").len();
+        let oid = apply_bundle(&meta, len, &good, &scratch).expect("applied");
+        assert_eq!(git(&work, None, &["rev-parse", &r]).expect("ref"), oid);
+        assert_eq!(std::fs::read_to_string(work.join("README.md")).expect("read"), "changed\n");
+        delete_local_ref(&work, "t_1").expect("deleted");
+        assert!(git(&work, None, &["rev-parse", "-q", "--verify", &r]).is_err());
+        // Nothing sent: the base, nothing fetched.
+        assert_eq!(apply_bundle(&meta, 0, &good, &scratch).expect("unchanged"), base);
+    }
 }
