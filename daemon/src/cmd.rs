@@ -46,8 +46,11 @@ pub fn main() -> ExitCode {
             let code = match args.get(1).map(String::as_str) {
                 Some(phases::FETCH_ARG) => phases::fetch_main(&args[2..]),
                 Some(phases::COLLECT_ARG) => phases::collect_main(&args[2..]),
+                Some(phases::RECEIVE_ARG) => phases::receive_main(&args[2..]),
+                Some(phases::RESULT_ARG) => phases::result_main(&args[2..]),
+                Some(phases::TAKEN_ARG) => phases::taken_main(&args[2..]),
                 _ => {
-                    eprintln!("caesard __kube: use `pod`, `fetch` or `collect`");
+                    eprintln!("caesard __kube: use `pod`, `fetch`, `collect`, `receive`, `result` or `taken`");
                     2
                 }
             };

@@ -92,6 +92,7 @@ impl Engine {
         let mut recovered = recovered;
         recovered.0.findings.extend(record.launch.findings.iter().cloned());
         recovered.0.findings.extend(Self::refusal_findings(&run.dir));
+        recovered.0.findings.extend(crate::runner::findings(&run.dir));
         self.verify_changes(&record, &mut recovered.0);
         if let Some((limit, detail)) = &budget_stop {
             super::budget::apply_stop(&mut recovered.0, limit, detail);

@@ -137,3 +137,15 @@ pub trait Runner: Send + Sync {
         Ok(false)
     }
 }
+
+/// Findings a runner recorded about a task's run (a remote pod whose
+/// control files the agent forged, a result that did not verify), one JSON
+/// [`crate::oacp::Finding`] a line in the task directory; the report gets them.
+pub const RUNNER_FINDINGS: &str = "runner.findings.jsonl";
+
+/// The findings a runner recorded for the task in `dir` (at most 20).
+pub fn findings(dir: &TaskDir) -> Vec<crate::oacp::Finding> {
+    let path = dir.root().join(RUNNER_FINDINGS);
+    let Ok(bytes) = crate::safe_fs::read_capped(&path, crate::safe_fs::REPORT_CAP) else { return Vec::new() };
+    String::from_utf8_lossy(&bytes).lines().filter_map(|l| serde_json::from_str(l).ok()).take(20).collect()
+}

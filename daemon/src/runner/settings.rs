@@ -52,6 +52,20 @@ pub fn choose(
     }
 }
 
+/// How a remote task's workspace travels (`[runner.kubernetes] workspace`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceMode {
+    /// Through the team's git remote (`git_remote`): refs pushed and fetched.
+    #[default]
+    Git,
+    /// Through the API server: the daemon streams a git bundle of the base
+    /// into the pod's init container over `pods/exec`, and takes the result
+    /// bundle back from the collector the same way (needs `create` on
+    /// `pods/exec`; no git server).
+    Api,
+}
+
 /// Requests and limits of the agent container, Kubernetes quantities.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,6 +117,9 @@ pub struct KubeSettings {
     /// The same for the collector container that pushes `…/result`.
     #[serde(default)]
     pub git_write_secret: Option<String>,
+    /// How the workspace travels: `git` (default) or `api` (bundles over `pods/exec`).
+    #[serde(default)]
+    pub workspace: WorkspaceMode,
     /// Seconds a finished Job is kept (`ttlSecondsAfterFinished`).
     #[serde(default = "default_ttl")]
     pub ttl_seconds: u32,
@@ -143,6 +160,7 @@ pub struct RawKube {
     pub git_remote: Option<String>,
     pub git_read_secret: Option<String>,
     pub git_write_secret: Option<String>,
+    pub workspace: Option<WorkspaceMode>,
     pub ttl_seconds: Option<u32>,
     pub image_pull_timeout_seconds: Option<u32>,
 }
@@ -191,6 +209,7 @@ impl RunnerConfig {
             set!(git_remote);
             set!(opt git_read_secret);
             set!(opt git_write_secret);
+            set!(workspace);
             set!(ttl_seconds);
             set!(image_pull_timeout_seconds);
         }
@@ -217,10 +236,10 @@ impl RunnerConfig {
         if k.image.trim().is_empty() {
             return missing("image", "is not set: name the agent image (see packaging/kubernetes/)");
         }
-        if k.git_remote.trim().is_empty() {
+        if k.workspace == WorkspaceMode::Git && k.git_remote.trim().is_empty() {
             return missing(
                 "git_remote",
-                "is not set: name a git remote both this machine and the cluster reach (the workspace travels through it)",
+                "is not set: name a git remote both this machine and the cluster reach (the workspace travels through it), or set `workspace = \"api\"` to send it over the API server (pods/exec)",
             );
         }
         Ok(Some(k.clone()))

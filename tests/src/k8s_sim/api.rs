@@ -20,19 +20,20 @@ use super::{Sim, kubelet, now_ts, parse_ts, selector_matches, status, validate};
 
 type Q = Query<HashMap<String, String>>;
 
-fn reply(code: u16, body: Value) -> Response {
+pub(super) fn reply(code: u16, body: Value) -> Response {
     let mut r =
         (StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), body.to_string()).into_response();
     r.headers_mut().insert("content-type", "application/json".parse().expect("header"));
     r
 }
 
-fn fail(code: u16, reason: &str, msg: &str) -> Response {
+pub(super) fn fail(code: u16, reason: &str, msg: &str) -> Response {
     reply(code, status(code, reason, msg))
 }
 
 /// RBAC, then the namespace: the order a real API server checks them in.
-fn gate(sim: &Sim, verb: &str, resource: &str, group: &str, ns: &str) -> Result<(), Response> {
+#[allow(clippy::result_large_err)] // an axum handler's early answer, as is
+pub(super) fn gate(sim: &Sim, verb: &str, resource: &str, group: &str, ns: &str) -> Result<(), Response> {
     if !sim.allowed(verb, resource) {
         let res = if group.is_empty() { resource.to_owned() } else { format!("{resource}.{group}") };
         return Err(fail(
@@ -62,6 +63,8 @@ pub fn router(sim: Arc<Sim>) -> Router {
         .route("/api/v1/namespaces/{ns}/pods", get(list_pods))
         .route("/api/v1/namespaces/{ns}/pods/{name}", get(get_pod).delete(delete_pod))
         .route("/api/v1/namespaces/{ns}/pods/{name}/log", get(pod_log))
+        .route("/api/v1/namespaces/{ns}/pods/{name}/exec", get(super::exec::exec).post(super::exec::exec))
+        .route("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", post(super::exec::access_review))
         .route("/sim/stats", get(|State(sim): State<Arc<Sim>>| async move { reply(200, sim.stats()) }))
         .route(
             "/sim/accepted",

@@ -220,19 +220,15 @@ fn remove_if_deleting(sim: &Arc<Sim>, ns: &str, pod: &str) {
 /// containers share exactly the volumes they both mount. Its status is kept
 /// in `field[i]`; its `terminated` state once it ended, `None` when it never
 /// started (a missing Secret).
-async fn run_container(sim: &Arc<Sim>, ns: &str, pod: &str, c: &Value, field: &str, i: usize) -> Option<Value> {
-    let cname = c["name"].as_str().unwrap_or("").to_owned();
-    // The container's environment: its env, its envFrom Secrets.
+/// A container's environment: its envFrom Secrets, then its env; the
+/// Secret that does not exist, as the kubelet's waiting message.
+pub fn container_env(sim: &Sim, c: &Value) -> Result<Vec<(String, String)>, String> {
     let mut env: Vec<(String, String)> = Vec::new();
     for src in c["envFrom"].as_array().into_iter().flatten() {
         let name = src["secretRef"]["name"].as_str().unwrap_or("");
         match sim.cfg.secrets.get(name) {
             Some(keys) => env.extend(keys.iter().map(|(k, v)| (k.clone(), v.clone()))),
-            None => {
-                let st = json!({"waiting": {"reason": "CreateContainerConfigError", "message": format!("secret \"{name}\" not found")}});
-                set_status(sim, ns, pod, field, i, st, None);
-                return None;
-            }
+            None => return Err(format!("secret \"{name}\" not found")),
         }
     }
     for e in c["env"].as_array().into_iter().flatten() {
@@ -240,8 +236,27 @@ async fn run_container(sim: &Arc<Sim>, ns: &str, pod: &str, c: &Value, field: &s
             env.push((n.to_owned(), v.to_owned()));
         }
     }
+    Ok(env)
+}
+
+/// A container's own root directory (its `CAESAR_POD_ROOT`).
+pub fn container_root(sim: &Sim, pod: &str, container: &str) -> std::path::PathBuf {
+    sim.cfg.state_dir.join("pods").join(pod).join("c").join(container)
+}
+
+async fn run_container(sim: &Arc<Sim>, ns: &str, pod: &str, c: &Value, field: &str, i: usize) -> Option<Value> {
+    let cname = c["name"].as_str().unwrap_or("").to_owned();
+    // The container's environment: its env, its envFrom Secrets.
+    let env = match container_env(sim, c) {
+        Ok(e) => e,
+        Err(message) => {
+            let st = json!({"waiting": {"reason": "CreateContainerConfigError", "message": message}});
+            set_status(sim, ns, pod, field, i, st, None);
+            return None;
+        }
+    };
     let pod_root = sim.cfg.state_dir.join("pods").join(pod);
-    let root = pod_root.join("c").join(&cname);
+    let root = container_root(sim, pod, &cname);
     let _ = std::fs::create_dir_all(&root);
     for m in c["volumeMounts"].as_array().into_iter().flatten() {
         let (Some(v), Some(at)) = (m["name"].as_str(), m["mountPath"].as_str()) else { continue };

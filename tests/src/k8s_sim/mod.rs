@@ -11,6 +11,7 @@
 //! types: objects are JSON, checked against [`validate`]'s schema subset.
 
 pub mod api;
+pub mod exec;
 pub mod kubelet;
 pub mod validate;
 

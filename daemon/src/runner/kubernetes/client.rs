@@ -106,6 +106,9 @@ pub async fn preflight(settings: &KubeSettings, job: &serde_json::Value) -> Resu
         format!("runner.kubernetes.image {e}; fix: name an image like `registry.example/caesar-agent:1`")
     })?;
     let client = connect(settings.kubeconfig.as_deref(), settings.context.as_deref()).await?;
+    if settings.workspace == crate::runner::settings::WorkspaceMode::Api {
+        may_exec(&client, &settings.namespace).await?;
+    }
     let api: Api<Job> = Api::namespaced(client, &settings.namespace);
     let job: Job = serde_json::from_value(job.clone()).map_err(|e| format!("the Job does not encode: {e}"))?;
     let pp = PostParams { dry_run: true, ..Default::default() };
@@ -118,4 +121,39 @@ pub async fn preflight(settings: &KubeSettings, job: &serde_json::Value) -> Resu
             _ => explain(&e, "create", "jobs", &settings.namespace),
         })
         .or_else(|e| if e.is_empty() { Ok(()) } else { Err(e) })
+}
+
+/// `workspace = "api"` sends the workspace through `pods/exec`: the daemon's
+/// user must be allowed to `create` it, which the API server itself says
+/// (a SelfSubjectAccessReview, which every user may make; nothing is created).
+async fn may_exec(client: &Client, namespace: &str) -> Result<(), String> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(namespace.to_owned()),
+                verb: Some("create".to_owned()),
+                resource: Some("pods".to_owned()),
+                subresource: Some("exec".to_owned()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let answer = api
+        .create(&PostParams::default(), &review)
+        .await
+        .map_err(|e| explain(&e, "create", "selfsubjectaccessreviews", namespace))?;
+    let status = answer.status.unwrap_or_default();
+    if status.allowed {
+        return Ok(());
+    }
+    let why = status.reason.filter(|r| !r.is_empty()).map(|r| format!(" ({r})")).unwrap_or_default();
+    Err(format!(
+        "Kubernetes does not let the daemon's user `create` on `pods/exec` in namespace `{namespace}`{why}, which `runner.kubernetes.workspace = \"api\"` needs to send the workspace; fix: grant it (the pods/exec rule in packaging/kubernetes/rbac.yaml) or use `workspace = \"git\"` with a `git_remote`"
+    ))
 }

@@ -25,8 +25,9 @@ use super::manifest::CONTAINER;
 use super::pod::{Ending, FILES_BACK};
 use super::status::{self, PodState};
 use super::watch::Cluster;
-use super::{Meta, workspace};
+use super::{Meta, bundle, workspace};
 use crate::clock::now_ms;
+use crate::runner::settings::WorkspaceMode;
 use crate::task_dir::TaskDir;
 
 /// What one mirror works on.
@@ -60,24 +61,37 @@ impl MirrorTask {
         let mut files: Vec<(String, Vec<u8>)> = Vec::new();
         let began = Instant::now();
         let mut ending: Option<Ending> = None;
+        let mut base_in = self.meta.workspace != WorkspaceMode::Api;
         while ending.is_none() {
             let notified = self.cluster.changed.notified();
             let pods = self.cluster.pods.of(&self.task_id);
             let jobs = self.cluster.jobs.of(&self.task_id);
             let pod = pods.last();
+            if !base_in && let Some(p) = pod {
+                match self.send_base(p).await {
+                    Ok(done) => base_in = done,
+                    Err(why) => {
+                        self.delete_job().await;
+                        ending = Some(status::failed(why, now_ms()));
+                        continue;
+                    }
+                }
+            }
             match pod.map(status::state) {
                 Some(PodState::Running) | Some(PodState::Terminated { .. }) => {
                     let name = pod.and_then(|p| p.metadata.name.clone()).unwrap_or_default();
-                    ending = self.stream(&name, &mut m, &mut raw, &mut files).await;
-                    if ending.is_none() {
-                        let ended = self.ended_without_frame(&name).await;
-                        if ended.is_some() {
-                            // The container has ended: what its log still
-                            // holds past the drop comes first (a stream of an
-                            // ended container ends by itself).
-                            ending = self.stream(&name, &mut m, &mut raw, &mut files).await.or(ended);
-                        }
+                    let mut said = self.stream(&name, &mut m, &mut raw, &mut files).await;
+                    let mut word = self.container_word(&name).await;
+                    if said.is_none() && word.ended() {
+                        // The container has ended: what its log still
+                        // holds past the drop comes first (a stream of an
+                        // ended container ends by itself).
+                        said = self.stream(&name, &mut m, &mut raw, &mut files).await;
                     }
+                    if said.is_some() && !word.ended() {
+                        word = self.await_container_end(&name).await;
+                    }
+                    ending = settle(said, word);
                     if let Some(e) = &ending
                         && e.raw_len > m.pod_offset
                     {
@@ -136,6 +150,30 @@ impl MirrorTask {
         self.finish(ending, &m).await;
     }
 
+    /// `workspace = "api"`: streams the base into the pod's waiting init
+    /// container; whether the base is in (or no longer needed). An error
+    /// that retrying cannot mend (RBAC) ends the task.
+    async fn send_base(&self, pod: &k8s_openapi::api::core::v1::Pod) -> Result<bool, String> {
+        match bundle::fetcher(pod) {
+            bundle::Fetcher::Ended => Ok(true),
+            bundle::Fetcher::Waiting => Ok(false),
+            bundle::Fetcher::Running => {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                match bundle::send_base(&self.cluster, &name, self.dir.root()).await {
+                    Ok(()) => Ok(true),
+                    Err(e) if e.contains("Kubernetes refused (") => {
+                        Err(format!("the task's workspace cannot be sent to the pod: {e}"))
+                    }
+                    Err(e) => {
+                        tracing::debug!(task_id = %self.task_id, "the base bundle was not taken yet: {e}");
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        Ok(false)
+                    }
+                }
+            }
+        }
+    }
+
     /// Follows the pod's log from where the mirror stands; the ending if a
     /// frame carried it.
     async fn stream(
@@ -165,13 +203,10 @@ impl MirrorTask {
             }
         };
         let mut lines = reader.lines();
+        let mut said: Option<Ending> = None;
         let mut dirty = 0u32;
         let mut stored = Instant::now();
-        loop {
-            let line = match lines.try_next().await {
-                Ok(Some(l)) => l,
-                Ok(None) | Err(_) => break,
-            };
+        while let Ok(Some(line)) = lines.try_next().await {
             let (ts, body) = frames::split_timestamp(&line);
             match frames::decode(body) {
                 Frame::Chunk { offset, data } => {
@@ -188,9 +223,16 @@ impl MirrorTask {
                     }
                 }
                 Frame::File { name, data } => files.push((name, data)),
+                // Kept, and the log read on to its end: the agent shares
+                // the container and may have printed an ending of its own
+                // (the container's termination message settles it).
                 Frame::Exit(json) => {
-                    let _ = m.store(&mirror_path(&self.dir));
-                    return serde_json::from_slice(&json).ok();
+                    if let Ok(mut e) = serde_json::from_slice::<Ending>(&json) {
+                        if said.as_ref().is_some_and(|s| *s != e) {
+                            e.tamper.push(FORGED_ENDING.to_owned());
+                        }
+                        said = Some(e);
+                    }
                 }
                 Frame::Heartbeat | Frame::Other => {}
             }
@@ -202,36 +244,53 @@ impl MirrorTask {
             }
         }
         let _ = m.store(&mirror_path(&self.dir));
-        None
+        said
     }
 
-    /// The stream ended without the ending: if the container has ended, the
-    /// termination message (or the reason) tells how.
-    async fn ended_without_frame(&self, pod: &str) -> Option<Ending> {
+    /// What the agent container's status says: still running, its
+    /// termination message (written by the wrapper after the agent's tree
+    /// ended), or only a reason.
+    async fn container_word(&self, pod: &str) -> Word {
         match self.cluster.pod_api().get_opt(pod).await {
             Ok(Some(p)) => match status::state(&p) {
                 PodState::Terminated { exit_code, reason, message } => {
-                    let mut e = status::ending_from_terminated(exit_code, &reason, message.as_deref(), now_ms());
-                    if let Some((r, msg)) = status::pod_reason(&p)
-                        && e.error.is_some()
-                    {
+                    if let Some(e) = message.as_deref().and_then(|m| serde_json::from_str::<Ending>(m).ok()) {
+                        return Word::Message(e);
+                    }
+                    let mut e = status::ending_from_terminated(exit_code, &reason, None, now_ms());
+                    if let Some((r, msg)) = status::pod_reason(&p) {
                         e = status::failed(format!("the pod ended (Kubernetes: {r}: {msg})"), now_ms());
                     }
-                    Some(e)
+                    Word::Reason(e)
                 }
                 PodState::Failed { reason, message } => {
-                    Some(status::failed(format!("the pod failed (Kubernetes: {reason}: {message})"), now_ms()))
+                    Word::Reason(status::failed(format!("the pod failed (Kubernetes: {reason}: {message})"), now_ms()))
                 }
-                _ => None,
+                _ => Word::Running,
             },
             Ok(None) => {
                 // The pod is gone; the Job with it, or not.
                 match self.cluster.job_api().get_opt(&self.meta.job).await {
-                    Ok(None) => Some(self.vanished()),
-                    _ => None,
+                    Ok(None) => Word::Reason(self.vanished()),
+                    _ => Word::Running,
                 }
             }
-            Err(_) => None,
+            Err(_) => Word::Running,
+        }
+    }
+
+    /// The log carried an ending: the container's own status, once it has
+    /// ended (within a bound; a container still running after it printed
+    /// an ending is followed on).
+    async fn await_container_end(&self, pod: &str) -> Word {
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            let notified = self.cluster.changed.notified();
+            let word = self.container_word(pod).await;
+            if word.ended() || Instant::now() > until {
+                return word;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(250), notified).await;
         }
     }
 
@@ -270,25 +329,43 @@ impl MirrorTask {
 
     /// Brings the result back, then writes `exit.json` (last).
     async fn finish(&self, ending: Ending, m: &Mirror) {
-        let mut exit = ending.exit;
+        let mut exit = ending.exit.clone();
         exit.output_dropped_bytes += m.gap_bytes;
-        if let Some(result) = &ending.result
-            && exit.spawn_error.is_none()
-        {
-            let (meta, task, scratch) = (self.meta.clone(), self.task_id.clone(), self.dir.root().to_path_buf());
-            let result = result.clone();
-            let applied = tokio::task::spawn_blocking(move || {
-                workspace::apply_result(&meta.workdir, &meta.remote, &task, &meta.base, &result, &scratch)
-            })
-            .await
-            .unwrap_or_else(|e| Err(e.to_string()));
-            if let Err(e) = applied {
-                exit.spawn_error = Some(format!("the agent's changes could not be brought back: {e}"));
+        let mut findings = Vec::new();
+        if !ending.tamper.is_empty() {
+            findings.push(finding(
+                "the agent tampered with the pod's control files",
+                format!("{}; the result was taken from what caesar verifies itself", ending.tamper.join("; ")),
+            ));
+        }
+        // What the pod says (its frames, its termination message) comes
+        // from a container the agent shares: the result is what caesar
+        // reads itself, the result ref or the collector's bundle.
+        let stopped_api = self.meta.workspace == WorkspaceMode::Api && self.stop.load(Ordering::Acquire);
+        if exit.spawn_error.is_none() && !stopped_api {
+            match self.bring_back(&ending).await {
+                Ok((verified, mut notes)) => {
+                    findings.append(&mut notes);
+                    if verified.is_none()
+                        && let Some(err) = &ending.error
+                    {
+                        exit.spawn_error = Some(err.clone());
+                    }
+                }
+                // A cancelled run ends cancelled; what it left is a finding.
+                Err(e) if self.stop.load(Ordering::Acquire) => {
+                    findings.push(finding("the cancelled run's changes could not be brought back", e))
+                }
+                Err(e) => exit.spawn_error = Some(format!("the agent's changes could not be brought back: {e}")),
             }
-        } else if exit.spawn_error.is_none()
-            && let Some(err) = ending.error
-        {
-            exit.spawn_error = Some(err);
+        }
+        if !findings.is_empty() {
+            let lines: String =
+                findings.iter().filter_map(|f| serde_json::to_string(f).ok()).map(|l| l + "\n").collect();
+            let _ = crate::supervisor::write_atomic(
+                &self.dir.root().join(crate::runner::RUNNER_FINDINGS),
+                lines.as_bytes(),
+            );
         }
         if self.stop.load(Ordering::Acquire) {
             self.wait_pod_gone().await;
@@ -297,6 +374,75 @@ impl MirrorTask {
         if let Err(e) = crate::supervisor::write_atomic(&self.dir.exit(), &bytes) {
             tracing::warn!(task_id = %self.task_id, "cannot write exit.json: {e}");
         }
+    }
+
+    /// The verified result laid into the worktree (`None`: there is none),
+    /// with findings where the pod's word differs from it.
+    async fn bring_back(&self, ending: &Ending) -> Result<(Option<String>, Vec<crate::oacp::Finding>), String> {
+        let reported = ending.result.clone();
+        let (meta, task, scratch) = (self.meta.clone(), self.task_id.clone(), self.dir.root().to_path_buf());
+        let verified = match self.meta.workspace {
+            WorkspaceMode::Git => {
+                let collector = self.collector_word().await;
+                let (m, t) = (meta.clone(), task.clone());
+                let got =
+                    tokio::task::spawn_blocking(move || workspace::fetch_result(&m.workdir, &m.remote, &t, &m.base))
+                        .await
+                        .map_err(|e| e.to_string())??;
+                if let (Some(c), Some(g)) = (&collector, &got)
+                    && c != g
+                {
+                    return Err(format!(
+                        "the result ref holds {g}, but the collector pushed {c}: someone else wrote the ref; not applied"
+                    ));
+                }
+                if let Some(g) = &got {
+                    let (m, g2, sc) = (meta.clone(), g.clone(), scratch.clone());
+                    tokio::task::spawn_blocking(move || workspace::lay_changes(&m.workdir, &m.base, &g2, &sc))
+                        .await
+                        .map_err(|e| e.to_string())??;
+                }
+                got
+            }
+            WorkspaceMode::Api => {
+                let pod = self.cluster.pods.of(&self.task_id).last().and_then(|p| p.metadata.name.clone());
+                let pod = pod.ok_or("the pod is gone, and its result with it")?;
+                Some(bundle::bring_back(&self.cluster, &pod, &meta, &scratch).await?)
+            }
+        };
+        let mut notes = Vec::new();
+        let said = reported.as_deref().unwrap_or("none");
+        let is = verified.as_deref().unwrap_or("none");
+        if reported.is_some() && said != is {
+            notes.push(finding(
+                "the pod reported a result that is not the one the collector made",
+                format!("the pod's ending names commit {said}; caesar verified {is} and used it"),
+            ));
+        }
+        Ok((verified, notes))
+    }
+
+    /// The collector's own report of the commit it pushed (its termination
+    /// message, which the agent cannot write), once it has ended.
+    async fn collector_word(&self) -> Option<String> {
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            let notified = self.cluster.changed.notified();
+            let pod = self.cluster.pods.of(&self.task_id).last().cloned()?;
+            let st = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+            // A pod with no collector status at all has no collector to wait for.
+            let c = st.and_then(|l| l.iter().find(|c| c.name == super::manifest::COLLECT_CONTAINER).cloned())?;
+            match c.state.and_then(|s| s.terminated) {
+                Some(t) => {
+                    let p: super::phases::Pushed = serde_json::from_str(t.message.as_deref()?).ok()?;
+                    return p.result;
+                }
+                None => {
+                    let _ = tokio::time::timeout(Duration::from_millis(500), notified).await;
+                }
+            }
+        }
+        None
     }
 
     /// Cancel returns once the pod is gone (seed 000), within a bound.
@@ -312,5 +458,84 @@ impl MirrorTask {
             }
             let _ = tokio::time::timeout(Duration::from_millis(500), notified).await;
         }
+    }
+}
+
+/// A high finding about the run.
+fn finding(title: &str, detail: String) -> crate::oacp::Finding {
+    crate::oacp::Finding {
+        severity: crate::oacp::Severity::High,
+        title: title.to_owned(),
+        file: None,
+        line: None,
+        detail,
+    }
+}
+
+/// The tampering noted when the log carried more than one ending, or one
+/// that is not the termination message.
+const FORGED_ENDING: &str = "the pod's log carried an ending the wrapper did not write";
+
+/// What the agent container's status says about the run's end.
+enum Word {
+    /// Not ended (or not known yet).
+    Running,
+    /// Ended with the wrapper's termination message.
+    Message(Ending),
+    /// Ended with no parseable message: the Kubernetes reason.
+    Reason(Ending),
+}
+
+impl Word {
+    fn ended(&self) -> bool {
+        !matches!(self, Word::Running)
+    }
+}
+
+/// The run's ending from what the log said and what the container's status
+/// says. The termination message wins: the wrapper writes it last, after
+/// the agent's tree ended, while an ending in the log may be one the agent
+/// printed into the wrapper's output (recorded as tampering when they
+/// differ). With no message, the log's ending, else the reason; nothing
+/// while the container still runs.
+fn settle(said: Option<Ending>, word: Word) -> Option<Ending> {
+    match (said, word) {
+        (said, Word::Message(mut e)) => {
+            if said.is_some_and(|s| s != e) {
+                e.tamper.push(FORGED_ENDING.to_owned());
+            }
+            Some(e)
+        }
+        (Some(s), Word::Reason(_)) => Some(s),
+        (None, Word::Reason(e)) => Some(e),
+        (_, Word::Running) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ending(code: i64, result: &str) -> Ending {
+        let mut e = Ending { result: Some(result.to_owned()), ..Default::default() };
+        e.exit.exit_code = Some(code);
+        e
+    }
+
+    #[test]
+    fn the_termination_message_settles_the_ending() {
+        let real = ending(3, "aaaa");
+        // The log agrees: that is the ending, nothing noted.
+        assert_eq!(settle(Some(real.clone()), Word::Message(real.clone())), Some(real.clone()));
+        // The log carried another (the agent printed it): the message wins, noted.
+        let got = settle(Some(ending(0, "ffff")), Word::Message(real.clone())).expect("ended");
+        assert_eq!((got.exit.exit_code, got.result.as_deref()), (Some(3), Some("aaaa")));
+        assert_eq!(got.tamper, [FORGED_ENDING]);
+        // No message: the log's ending, else the reason; nothing while it runs.
+        let reason = status::failed("OOMKilled".into(), 1);
+        assert_eq!(settle(Some(real.clone()), Word::Reason(reason.clone())), Some(real.clone()));
+        assert_eq!(settle(None, Word::Reason(reason.clone())), Some(reason));
+        assert_eq!(settle(Some(real), Word::Running), None);
+        assert_eq!(settle(None, Word::Running), None);
     }
 }

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::runner::settings::KubeSettings;
+use crate::runner::settings::{KubeSettings, WorkspaceMode};
 
 /// The label every object of a task carries, its value the task id.
 pub const TASK_LABEL: &str = "caesar.dev/task-id";
@@ -129,8 +129,15 @@ pub fn job_json(input: &JobInput<'_>, settings: &KubeSettings) -> Value {
     // The git phases: their own containers, each with one credential and
     // the `git` volume the agent container does not mount.
     let phase = |name: &str, arg: &str, secret: &Option<String>, extra: &[&str]| {
-        let mut command: Vec<String> = ["caesard", super::pod::POD_ARG0, arg, "--remote", &settings.git_remote]
+        // The workspace's transport: the git remote, or bundles the daemon
+        // exchanges with these containers over `pods/exec`.
+        let transport: [&str; 2] = match settings.workspace {
+            WorkspaceMode::Git => ["--remote", &settings.git_remote],
+            WorkspaceMode::Api => ["--workspace", "api"],
+        };
+        let mut command: Vec<String> = ["caesard", super::pod::POD_ARG0, arg]
             .iter()
+            .chain(&transport)
             .chain(extra)
             .map(|s| s.to_string())
             .collect();

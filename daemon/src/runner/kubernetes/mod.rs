@@ -13,6 +13,7 @@
 //! - [`follow`]: a task's mirror, from pod log to raw.log and exit.json.
 //! - [`status`]: pod status to state and ending.
 
+pub mod bundle;
 pub mod client;
 pub mod follow;
 pub mod frames;
@@ -35,7 +36,7 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::api::{DeleteParams, PostParams};
 use serde::{Deserialize, Serialize};
 
-use super::settings::KubeSettings;
+use super::settings::{KubeSettings, WorkspaceMode};
 use super::{Adopted, RunHandle, RunWatch, Runner, StartSpec, Started};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
@@ -59,6 +60,9 @@ pub struct Meta {
     pub base: String,
     pub workdir: PathBuf,
     pub pull_timeout_s: u32,
+    /// How the workspace travels (a `kube.json` from before this knew only git).
+    #[serde(default)]
+    pub workspace: WorkspaceMode,
 }
 
 /// The marker file's name.
@@ -157,9 +161,14 @@ impl KubeRunner {
         let cluster = self.cluster(k.kubeconfig.as_deref(), k.context.as_deref(), &k.namespace).await?;
         let (workdir, remote, id, scratch) =
             (spec.workdir.to_path_buf(), k.git_remote.clone(), spec.task_id.to_owned(), spec.dir.root().to_path_buf());
-        let base = tokio::task::spawn_blocking(move || workspace::push_base(&workdir, &remote, &id, &scratch))
-            .await
-            .map_err(|e| e.to_string())??;
+        let mode = k.workspace;
+        let base = tokio::task::spawn_blocking(move || match mode {
+            WorkspaceMode::Git => workspace::push_base(&workdir, &remote, &id, &scratch),
+            // The mirror streams the bundle in once the pod's init container runs.
+            WorkspaceMode::Api => bundle::make_base(&workdir, &id, &scratch),
+        })
+        .await
+        .map_err(|e| e.to_string())??;
         let job_name = manifest::job_name(spec.task_id);
         let meta = Meta {
             task_id: spec.task_id.to_owned(),
@@ -172,6 +181,7 @@ impl KubeRunner {
             base: base.clone(),
             workdir: spec.workdir.to_path_buf(),
             pull_timeout_s: k.image_pull_timeout_seconds,
+            workspace: k.workspace,
         };
         let meta_bytes = serde_json::to_vec(&meta).map_err(|e| e.to_string())?;
         crate::supervisor::write_atomic(&spec.dir.root().join(META_FILE), &meta_bytes).map_err(|e| e.to_string())?;
@@ -246,6 +256,9 @@ fn task_files(dir: &TaskDir) -> String {
         META_FILE,
         RELEASED_FILE,
         "supervisor.log",
+        bundle::BASE_FILE,
+        bundle::RESULT_FILE,
+        super::RUNNER_FINDINGS,
     ];
     let mut files = BTreeMap::new();
     let mut total = 0usize;
@@ -367,7 +380,16 @@ impl Runner for KubeRunner {
         // The workspace's repository knows a remote named in its config;
         // the task's own workdir may be gone (a collected worktree).
         let repo = if repo.is_dir() { repo } else { meta.workdir.as_path() };
-        workspace::delete_refs(repo, &meta.remote, task_id)?;
+        match meta.workspace {
+            WorkspaceMode::Git => workspace::delete_refs(repo, &meta.remote, task_id)?,
+            // Nothing on a remote: the local result ref and the bundles here.
+            WorkspaceMode::Api => {
+                bundle::delete_local_ref(repo, task_id)?;
+                for f in [bundle::BASE_FILE, bundle::RESULT_FILE] {
+                    let _ = std::fs::remove_file(dir.root().join(f));
+                }
+            }
+        }
         crate::supervisor::write_atomic(&marker, b"{}").map_err(|e| format!("cannot record the release: {e}"))?;
         Ok(true)
     }

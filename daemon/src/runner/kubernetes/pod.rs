@@ -40,6 +40,10 @@ pub struct Ending {
     /// The pod's raw.log length at the end.
     #[serde(default)]
     pub raw_len: u64,
+    /// What the agent did to the pod's control files (`/ws/.pod`), which
+    /// the wrapper found and removed before the collector began.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tamper: Vec<String>,
 }
 
 /// The pod's command line.
@@ -88,7 +92,7 @@ pub fn main(argv: &[String]) -> i32 {
     let repo = ws.join("repo");
     let tdir = ws.join(".caesar");
     let term = root.join(super::manifest::TERMINATION_LOG.trim_start_matches('/'));
-    let ending = run(&args, &repo, &tdir);
+    let ending = bounded(run(&args, &repo, &tdir));
     let json = serde_json::to_vec(&ending).unwrap_or_default();
     let mut out = std::io::stdout().lock();
     for name in FILES_BACK {
@@ -135,6 +139,12 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path) -> Ending {
     if let Err(e) = write_files(tdir) {
         return fail(format!("cannot write the task's files: {e}"));
     }
+    // Held while the supervisor runs: the collector begins once it is
+    // released, which the agent cannot do for this process.
+    let lock = match take_lock(&notes) {
+        Ok(l) => l,
+        Err(e) => return fail(e),
+    };
     let mut sup = args.sup.clone();
     sup.task_dir = tdir.to_path_buf();
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("caesard"));
@@ -197,8 +207,83 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path) -> Ending {
     });
     // The collector container (it holds the write credential) commits and
     // pushes the result once it sees the agent is done.
+    let tamper = release(&notes, lock);
     let pushed = collected(&notes, STOPPING.load(std::sync::atomic::Ordering::Acquire));
-    Ending { exit, result: pushed.result, error: pushed.error, raw_len: sent }
+    Ending { exit, result: pushed.result, error: pushed.error, raw_len: sent, tamper }
+}
+
+type Lock = nix::fcntl::Flock<std::fs::File>;
+
+/// Locks the init container's lock file and says so.
+fn take_lock(notes: &Path) -> Result<Lock, String> {
+    use super::phases::{LOCK, LOCKED};
+    let f = crate::safe_fs::open_regular(&notes.join(LOCK))
+        .map_err(|e| format!("the init container left no lock file: {e}"))?;
+    let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| format!("cannot lock the pod's lock file: {e}"))?;
+    std::fs::write(notes.join(LOCKED), b"1").map_err(|e| format!("cannot write {LOCKED}: {e}"))?;
+    Ok(lock)
+}
+
+/// The agent has ended: anything it left among the pod's control files is
+/// noted and removed (so the collector's answer read next is the
+/// collector's), then the lock is released.
+fn release(notes: &Path, lock: Lock) -> Vec<String> {
+    use super::phases::{FETCH_ERROR, LOCK, LOCKED};
+    use std::os::unix::fs::MetadataExt;
+    let mut tamper = Vec::new();
+    let held = lock.metadata().ok().map(|m| (m.dev(), m.ino()));
+    let now = std::fs::symlink_metadata(notes.join(LOCK)).ok().map(|m| (m.dev(), m.ino()));
+    if held != now {
+        tamper.push(format!("the agent replaced /ws/{}/{LOCK}", super::phases::NOTES));
+    }
+    let mut names: Vec<String> = std::fs::read_dir(notes)
+        .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    let mut more = 0usize;
+    for name in names {
+        if [LOCK, LOCKED, FETCH_ERROR].contains(&name.as_str()) {
+            continue;
+        }
+        let path = notes.join(&name);
+        let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+        let _ = if is_dir { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        // A few named, the rest counted: the ending must stay well within
+        // the termination message's 4 KiB.
+        if tamper.len() < TAMPER_NAMED {
+            let shown: String = name.chars().take(64).collect();
+            tamper.push(format!(
+                "the agent wrote /ws/{}/{shown:?}, a file only the pod's wrapper and collector write",
+                super::phases::NOTES
+            ));
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        tamper.push(format!("and {more} more such files"));
+    }
+    drop(lock);
+    tamper
+}
+
+/// How many tampered files the ending names.
+const TAMPER_NAMED: usize = 5;
+
+/// The ending's free texts cut so that its JSON stays under the
+/// termination message's 4 KiB (the daemon trusts that over the log).
+fn bounded(mut e: Ending) -> Ending {
+    let cut = |s: &mut Option<String>| {
+        if let Some(t) = s
+            && t.len() > 600
+        {
+            *t = format!("{}…", t.chars().take(600).collect::<String>());
+        }
+    };
+    cut(&mut e.error);
+    cut(&mut e.exit.spawn_error);
+    e
 }
 
 /// Sends what raw.log gained since `sent` as chunk frames; the bytes sent.
@@ -226,13 +311,9 @@ fn send_new(raw: &Path, sent: &mut u64, out: &mut impl Write) -> u64 {
 /// not minutes.
 static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Says the agent is done and waits for the collector's word on the result.
+/// Waits for the collector's word on the result (its lock released).
 fn collected(notes: &Path, stopping: bool) -> super::phases::Pushed {
-    use super::phases::{AGENT_DONE, PUSHED, Pushed};
-    let _ = std::fs::create_dir_all(notes);
-    if let Err(e) = std::fs::write(notes.join(AGENT_DONE), b"1") {
-        return Pushed { result: None, error: Some(format!("cannot tell the collector the agent is done: {e}")) };
-    }
+    use super::phases::{PUSHED, Pushed};
     let patience = Duration::from_secs(if stopping { 5 } else { 600 });
     let until = Instant::now() + patience;
     while Instant::now() < until {
