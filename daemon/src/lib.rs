@@ -27,6 +27,7 @@ pub mod lifecycle;
 pub mod notify;
 pub mod oacp;
 pub mod policy;
+pub mod prompt;
 pub mod provider;
 pub mod report;
 pub mod request;
