@@ -170,7 +170,7 @@ async fn a_prompt_on_stdin_is_in_no_argv_event_or_record_and_argv_only_agents_re
     }
     assert!(launch.contains(r#""via":"stdin""#), "{launch}");
     // The objective stays where the user asked for it.
-    let status = c.status(pb::StatusRequest { task_id: id.clone(), ..Default::default() }).await.unwrap().into_inner();
+    let status = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
     assert!(status.objective.contains(END_MARK));
 
     // 2. argv only: refused at delegation, naming the agent, the limit and the way out; nothing
@@ -313,8 +313,8 @@ enum Hold {
 async fn a_large_prompt_reaches_the_model(agent: &str, extra: &[(&str, &str)], hold: Hold, via: &str) {
     let answer = "Read.\n\n```json caesar:report\n{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\
                   \"summary\":\"read the material\"}\n```\n";
-    let homes_gate = tempfile::tempdir().unwrap();
-    let gate = homes_gate.path().join("gate");
+    let gate_dir = tempfile::tempdir().unwrap();
+    let gate = gate_dir.path().join("gate");
     let first = match hold {
         Hold::Gate => Reply::tool(
             "exec_command",
@@ -346,7 +346,7 @@ async fn a_large_prompt_reaches_the_model(agent: &str, extra: &[(&str, &str)], h
     let deadline = Instant::now() + LONG;
     if let Hold::Question = hold {
         loop {
-            let t = c.status(pb::StatusRequest { task_id: id.clone(), ..Default::default() }).await.unwrap();
+            let t = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap();
             if !t.get_ref().pending_questions.is_empty() {
                 break;
             }
@@ -365,7 +365,7 @@ async fn a_large_prompt_reaches_the_model(agent: &str, extra: &[(&str, &str)], h
     }
     std::fs::write(&gate, "").unwrap();
     if let Hold::Question = hold {
-        let t = c.status(pb::StatusRequest { task_id: id.clone(), ..Default::default() }).await.unwrap().into_inner();
+        let t = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
         let question_id = t.pending_questions[0].question_id.clone();
         let answer = pb::AnswerRequest { task_id: id.clone(), question_id, answer: "allow".into() };
         c.answer(answer).await.unwrap();
