@@ -57,7 +57,9 @@ impl Via {
 /// The prompt as the launch knows it: its size and its way, never its text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PromptRef {
+    /// The prompt's size in bytes.
     pub bytes: u64,
+    /// How it reaches the agent.
     pub via: Via,
 }
 
