@@ -59,6 +59,11 @@ pub struct Launch {
     /// `None`: on this machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kube: Option<crate::runner::settings::KubeSettings>,
+    /// The prompt's size and way (issue 19, `prompt.rs`): the launch holds
+    /// [`crate::prompt::TOKEN`] where the prompt goes, never its text; `None`
+    /// for a launch stored before, which holds the prompt itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<crate::prompt::PromptRef>,
 }
 
 /// What the workshop needs at start: decided at delegation, carried out when
@@ -95,7 +100,7 @@ impl Launch {
     /// How the engine converses with the agent.
     pub fn driver_kind(&self) -> crate::driver::DriverKind {
         match self.stdin {
-            crate::provider::Stdin::Null => crate::driver::DriverKind::Stream,
+            crate::provider::Stdin::Null | crate::provider::Stdin::Prompt => crate::driver::DriverKind::Stream,
             crate::provider::Stdin::Control { .. } => crate::driver::DriverKind::StreamWithControl,
             crate::provider::Stdin::Session { protocol: crate::driver::SessionProtocol::Acp, .. } => {
                 crate::driver::DriverKind::Acp
@@ -112,13 +117,20 @@ impl Launch {
         self.plan.as_ref().is_some_and(|p| p.worktree_decided)
     }
 
-    /// The command line as one string, for the `started` event.
+    /// The command line as one string, for the `started` event: the prompt
+    /// shown by its size and way (`<prompt: 213 bytes via stdin>`), never
+    /// its text.
     pub fn display(&self) -> String {
-        std::iter::once(self.program.as_str())
-            .chain(self.args.iter().map(String::as_str))
-            .map(shell_quote)
+        let args = crate::prompt::shown_args(&self.args, self.prompt.as_ref());
+        let mut line = std::iter::once(self.program.as_str())
+            .chain(args.iter().map(String::as_str))
+            .map(|a| if a.starts_with("<prompt: ") && a.ends_with('>') { a.to_owned() } else { shell_quote(a) })
             .collect::<Vec<_>>()
-            .join(" ")
+            .join(" ");
+        if let Some(p) = self.prompt.filter(|p| p.via != crate::prompt::Via::Argv) {
+            line.push_str(&format!(" < {}", p.shown()));
+        }
+        line
     }
 }
 
@@ -271,6 +283,21 @@ mod tests {
     fn display_quotes_what_a_shell_would_split() {
         let l = Launch { program: "/bin/a".into(), args: strings(&["-p", "it's two words"]), ..Launch::default() };
         assert_eq!(l.display(), r"/bin/a -p 'it'\''s two words'");
+    }
+
+    #[test]
+    fn display_shows_the_prompt_by_size_and_way_never_its_text() {
+        use crate::prompt::{PromptRef, TOKEN, Via};
+        let mut l = Launch {
+            program: "/bin/a".into(),
+            args: strings(&["-p", TOKEN]),
+            prompt: Some(PromptRef { bytes: 213, via: Via::Argv }),
+            ..Launch::default()
+        };
+        assert_eq!(l.display(), "/bin/a -p <prompt: 213 bytes in argv>");
+        l.args = strings(&["exec", "-"]);
+        l.prompt = Some(PromptRef { bytes: 9, via: Via::Stdin });
+        assert_eq!(l.display(), "/bin/a exec - < <prompt: 9 bytes via stdin>");
     }
 
     #[test]

@@ -55,12 +55,21 @@ pub struct AgentDef {
     /// agent on stdio, driven through caesar's ACP session driver; issue 15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
+    /// How a `stream` agent takes its prompt (issue 19): `argv` (absent: where `{{prompt}}`
+    /// stands in `args`) or `stdin` (written on its stdin, then end of file; nothing in argv).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_input: Option<String>,
 }
 
 impl AgentDef {
     /// Whether the agent speaks ACP (`protocol = "acp"`).
     pub fn speaks_acp(&self) -> bool {
         self.protocol.as_deref() == Some("acp")
+    }
+
+    /// Whether the agent reads its prompt on stdin (`prompt_input = "stdin"`).
+    pub fn prompt_on_stdin(&self) -> bool {
+        self.prompt_input.as_deref() == Some("stdin")
     }
 }
 
@@ -710,6 +719,28 @@ fn validate_agent(path: &Path, agent: &AgentDef) -> Result<()> {
             path.display(),
             agent.id
         )));
+    }
+    if let Some(input) = agent.prompt_input.as_deref() {
+        let why = match input {
+            "argv" => None,
+            "stdin" if agent.speaks_acp() => Some(
+                "has prompt_input `stdin`, but an `acp` agent gets its prompt in its session: remove `prompt_input`"
+                    .to_owned(),
+            ),
+            "stdin" if agent.args.iter().any(|a| a.contains("{{prompt}}")) => Some(
+                "has prompt_input `stdin` and `{{prompt}}` in `args`: remove `{{prompt}}` from `args` (the prompt \
+                 comes on stdin), or set `prompt_input = \"argv\"`"
+                    .to_owned(),
+            ),
+            "stdin" => None,
+            other => Some(format!(
+                "has prompt_input `{other}`: use `argv` (where `{{{{prompt}}}}` stands in `args`, the default) or \
+                 `stdin` (the prompt written on its stdin)"
+            )),
+        };
+        if let Some(why) = why {
+            return Err(Error::Invalid(format!("{}: [[agent]] `{}` {why}", path.display(), agent.id)));
+        }
     }
     if let Some(mode) = agent.cwd_mode.as_deref()
         && !matches!(mode, "process" | "flag")

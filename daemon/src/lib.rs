@@ -28,6 +28,7 @@ pub mod marked;
 pub mod notify;
 pub mod oacp;
 pub mod policy;
+pub mod prompt;
 pub mod provider;
 pub mod report;
 pub mod request;

@@ -14,6 +14,17 @@ fn now_ms() -> i64 {
 }
 
 fn supervise(task_dir: &Path, deadline_ms: i64, grace_ms: u64, program: &str, args: &[&str]) -> std::process::Child {
+    supervise_with(task_dir, deadline_ms, grace_ms, false, program, args)
+}
+
+fn supervise_with(
+    task_dir: &Path,
+    deadline_ms: i64,
+    grace_ms: u64,
+    stdin_prompt: bool,
+    program: &str,
+    args: &[&str],
+) -> std::process::Child {
     let a = SuperviseArgs {
         task_dir: task_dir.to_path_buf(),
         deadline_ms,
@@ -21,6 +32,7 @@ fn supervise(task_dir: &Path, deadline_ms: i64, grace_ms: u64, program: &str, ar
         log_cap: 0,
         stdin_close_after: None,
         session: None,
+        stdin_prompt,
         program: program.to_owned(),
         args: args.iter().map(|s| s.to_string()).collect(),
     };
@@ -66,6 +78,37 @@ fn the_supervisor_has_a_process_name_of_its_own() {
     supervisor::request_stop(s.id());
     assert!(s.wait().unwrap().success());
     assert!(supervisor::read_exit(d.path()).unwrap().terminated);
+}
+
+/// Issue 19, prompts out of argv: a 300 KiB prompt (past the kernel's
+/// 128 KiB for one argument) reaches the agent whole on its stdin, neither
+/// the supervisor's command line nor the agent's holds it, and an argument
+/// that stands for the prompt gets it filled in by the supervisor alone.
+#[test]
+fn the_supervisor_hands_the_prompt_over_on_stdin_and_fills_the_token() {
+    let d = tempfile::tempdir().unwrap();
+    let prompt = "# Task t_1\n".to_owned() + &"the secret plan ".repeat(300 * 1024 / 16);
+    std::fs::write(d.path().join(caesard::prompt::FILE), &prompt).unwrap();
+    let out = d.path().join("got");
+    let script = format!("cat > '{}'; tr '\\0' ' ' < /proc/$$/cmdline > '{}.argv'", out.display(), out.display());
+    let mut s = supervise_with(d.path(), now_ms() + 30_000, 100, true, "sh", &["-c", &script]);
+    let argv = std::fs::read_to_string(format!("/proc/{}/cmdline", s.id())).unwrap_or_default();
+    assert!(!argv.contains("secret plan"), "the supervisor's argv holds no prompt");
+    assert!(s.wait().unwrap().success());
+    let exit = supervisor::read_exit(d.path()).unwrap();
+    assert_eq!(exit.exit_code, Some(0), "{exit:?}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), prompt, "the whole prompt came on stdin");
+    let agent_argv = std::fs::read_to_string(format!("{}.argv", out.display())).unwrap();
+    assert!(!agent_argv.contains("secret plan") && agent_argv.contains("cat >"), "{agent_argv}");
+
+    // The token in an argument: filled by the supervisor (a small prompt, argv-only agent).
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join(caesard::prompt::FILE), "# Task t_2\ndo it").unwrap();
+    let out = d.path().join("arg");
+    let script = format!("printf %s \"$1\" > '{}'", out.display());
+    let mut s = supervise(d.path(), now_ms() + 30_000, 100, "sh", &["-c", &script, "sh", caesard::prompt::TOKEN]);
+    assert!(s.wait().unwrap().success());
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "# Task t_2\ndo it");
 }
 
 /// The caesard binary, which the `caesar` package builds beside this test's

@@ -130,17 +130,17 @@ async fn a_full_state_disk_refuses_delegation_clearly_and_loses_nothing() {
     let pid = fx.env.daemon_pid().await;
 
     fx.fill();
-    // Not even the task's task.json fits.
+    // Not even the task's first file fits (its prompt, issue 19).
     let e = c.delegate(fx.env.delegate_request("ok", "on a full disk")).await.unwrap_err();
     assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
     assert!(
-        e.message().contains("task.json: No space left on device")
+        e.message().contains("prompt.txt: No space left on device")
             && e.message().ends_with("the disk is full; free some space on it and retry"),
         "the refusal names the full disk and the remedy: {}",
         e.message()
     );
-    // One page: task.json fits, the store's journal does not.
-    fx.free_pages(1);
+    // Two pages: prompt.txt and task.json fit, the store's journal does not.
+    fx.free_pages(2);
     let e = c.delegate(fx.env.delegate_request("ok", "with one page free")).await.unwrap_err();
     assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
     assert!(

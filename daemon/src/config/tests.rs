@@ -122,6 +122,14 @@ mod layers {
         assert!(e.contains("protocol `jsonrpc`") && e.contains("`stream`") && e.contains("`acp`"), "{e}");
         d.project("[[agent]]\nid = \"a\"\nbin = \"x\"\nprotocol = \"acp\"\n");
         assert!(d.load().unwrap().agent("a").unwrap().speaks_acp());
+        // prompt_input (issue 19): `argv` or `stdin`, and `stdin` with no `{{prompt}}` in args.
+        d.project("[[agent]]\nid = \"a\"\nbin = \"x\"\nprompt_input = \"file\"\n");
+        let e = d.load().unwrap_err().to_string();
+        assert!(e.contains("prompt_input `file`") && e.contains("`argv`") && e.contains("`stdin`"), "{e}");
+        d.project("[[agent]]\nid = \"a\"\nbin = \"x\"\nprompt_input = \"stdin\"\nargs = [\"{{prompt}}\"]\n");
+        assert!(d.load().unwrap_err().to_string().contains("remove `{{prompt}}`"));
+        d.project("[[agent]]\nid = \"a\"\nbin = \"x\"\nprompt_input = \"stdin\"\n");
+        assert!(d.load().unwrap().agent("a").unwrap().prompt_on_stdin());
         d.project("[policy]\nmax_parallel = 0\n");
         assert!(d.load().unwrap_err().to_string().contains("at least 1"));
     }

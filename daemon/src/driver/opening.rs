@@ -42,6 +42,10 @@ pub struct Fallback {
     /// Environment the stream command needs on top of the session's.
     #[serde(default)]
     pub env: Vec<(String, String)>,
+    /// The stream command reads the prompt on stdin (issue 19: prompts out of argv), which the
+    /// supervisor feeds from the task's prompt file; else stdin is `/dev/null`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin_prompt: bool,
 }
 
 /// The opening of one ACP session.

@@ -228,7 +228,12 @@ impl Engine {
                 "server_name": CHANNEL_SERVER,
             }));
         }
-        let prompt = agents::brief(&doc);
+        // The brief goes to the task's prompt file; the launch holds the
+        // token where it goes (issue 19, `prompt.rs`).
+        let brief = agents::brief(&doc);
+        crate::prompt::write(&dir, &brief).map_err(|e| Error::io_at("cannot write", &crate::prompt::path(&dir), e))?;
+        let prompt = crate::prompt::TOKEN.to_owned();
+        let mut launch_findings = Vec::new();
         let task_dir_s = task_dir.display().to_string();
         let mut launch = match &resolution.target {
             AgentTarget::Generic { def, program } => {
@@ -256,6 +261,8 @@ impl Engine {
                         tools: &CHANNEL_TOOLS,
                     });
                     provider::acp::session_stdin(&doc.workspace, mcp.as_ref(), &prompt)
+                } else if def.prompt_on_stdin() {
+                    provider::Stdin::Prompt
                 } else {
                     provider::Stdin::default()
                 };
@@ -322,6 +329,19 @@ impl Engine {
                 }
             }
         };
+        launch.prompt = prompt_way(&launch).map(|via| crate::prompt::PromptRef { bytes: brief.len() as u64, via });
+        if launch.prompt.is_some_and(|p| p.via == crate::prompt::Via::Argv) {
+            crate::prompt::check_args(&agent_id, &launch.program, &launch.args, brief.len()).map_err(Error::Invalid)?;
+        }
+        if let Some(why) = drop_unfit_fallback(&mut launch, &agent_id, brief.len()) {
+            launch_findings.push(crate::oacp::Finding {
+                severity: crate::oacp::Severity::Low,
+                title: "no stream fallback for this prompt".to_owned(),
+                file: None,
+                line: None,
+                detail: why,
+            });
+        }
         // gemini skips its own folder-trust check only in a folder the user
         // trusted with `caesar trust` (issue 19); elsewhere it decides itself.
         if launch.parser == "gemini"
@@ -331,6 +351,7 @@ impl Engine {
             launch.args.retain(|a| a != "--skip-trust");
         }
         launch.findings = resolution.findings.clone();
+        launch.findings.append(&mut launch_findings);
         launch.channel = channel;
         launch.parent = parent.map(|p| p.id.clone());
         launch.plan = Some(agents::WorkshopPlan {
@@ -456,5 +477,70 @@ impl Drop for UnrecordedDir {
         if let Some(dir) = self.0.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
+    }
+}
+
+/// How the launch hands the prompt over (issue 19): on stdin, inside a stdin
+/// protocol, or in argv where the token stands there; `None` for a template
+/// with no `{{prompt}}` (the agent reads task.json).
+fn prompt_way(launch: &Launch) -> Option<crate::prompt::Via> {
+    match launch.stdin {
+        provider::Stdin::Prompt => Some(crate::prompt::Via::Stdin),
+        provider::Stdin::Control { .. } | provider::Stdin::Session { .. } => Some(crate::prompt::Via::Protocol),
+        provider::Stdin::Null if crate::prompt::in_args(&launch.args) => Some(crate::prompt::Via::Argv),
+        provider::Stdin::Null => None,
+    }
+}
+
+/// A session's stream fallback whose argv could not carry this prompt is
+/// dropped (it would fail with E2BIG at spawn); returns why, for a finding.
+fn drop_unfit_fallback(launch: &mut Launch, agent: &str, prompt_bytes: usize) -> Option<String> {
+    let provider::Stdin::Session { opening, .. } = &mut launch.stdin else { return None };
+    let mut v: serde_json::Value = serde_json::from_str(opening).ok()?;
+    let fallback: crate::driver::opening::Fallback = serde_json::from_value(v.get("fallback")?.clone()).ok()?;
+    let why = crate::prompt::check_args(agent, &launch.program, &fallback.args, prompt_bytes).err()?;
+    v.as_object_mut()?.remove("fallback");
+    *opening = v.to_string();
+    Some(format!("if the session cannot be opened, the one-shot command cannot run instead: {why}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// cursor-agent's ACP launch with its stream fallback (the prompt in argv), built as
+    /// delegation builds it.
+    fn cursor() -> Launch {
+        let inv = provider::Invocation {
+            prompt: crate::prompt::TOKEN,
+            mode: Mode::ReadOnly,
+            model: None,
+            effort: None,
+            resume_session: None,
+            workspace: "/w",
+            output_schema_path: None,
+            mcp: None,
+            network: None,
+        };
+        let acp = provider::acp::launch("cursor-agent", &inv).unwrap();
+        let built = provider::acp::with_fallback(acp, provider::build_launch("cursor-agent", &inv));
+        Launch { program: "/bin/cursor-agent".into(), args: built.args, stdin: built.stdin, ..Launch::default() }
+    }
+
+    fn has_fallback(l: &Launch) -> bool {
+        let provider::Stdin::Session { opening, .. } = &l.stdin else { return false };
+        serde_json::from_str::<serde_json::Value>(opening).unwrap().get("fallback").is_some()
+    }
+
+    #[test]
+    fn a_session_keeps_its_prompt_in_the_protocol_and_drops_a_fallback_that_could_not_carry_it() {
+        let mut l = cursor();
+        assert_eq!(prompt_way(&l), Some(crate::prompt::Via::Protocol));
+        assert!(has_fallback(&l) && drop_unfit_fallback(&mut l, "cursor-agent", 1000).is_none() && has_fallback(&l));
+        let why = drop_unfit_fallback(&mut l, "cursor-agent", 200 * 1024).expect("dropped");
+        assert!(why.contains("MAX_ARG_STRLEN") && !has_fallback(&l), "{why}");
+        let argv = Launch { args: vec!["-p".into(), crate::prompt::TOKEN.into()], ..Launch::default() };
+        assert_eq!(prompt_way(&argv), Some(crate::prompt::Via::Argv));
+        assert_eq!(prompt_way(&Launch::default()), None, "a template without {{prompt}}");
     }
 }

@@ -105,6 +105,9 @@ pub(super) fn plan_for(
     // The next agent is named by the fallback; a model or session belongs to this one.
     request.model = None;
     request.session_id = None;
+    // The objective is the task's own column: the launch record keeps no copy
+    // of it (issue 19), and the next attempt takes it from the task.
+    request.objective.clear();
     if succession.is_none() {
         request.agent = None;
     }
@@ -167,6 +170,7 @@ impl Engine {
         let Ok((config, _)) = self.load_config(&project) else { return None };
         let next = plan.chain.iter().filter(|a| !tried.contains(a)).find(|candidate| {
             let mut input = request.clone();
+            input.objective.clone_from(&record.objective);
             input.agent = Some((*candidate).clone());
             resolve::resolve(&config, &project, &input).is_ok()
         });
@@ -231,6 +235,10 @@ impl Engine {
                 continue;
             }
             let Some(mut input) = prev.launch.lifecycle.request.clone() else { continue };
+            if input.objective.is_empty() {
+                // Stored without it (issue 19): the task's own objective.
+                input.objective.clone_from(&prev.objective);
+            }
             input.agent = Some(row.next_agent.clone());
             // A parked task resumes in its session, within its deadline (`parking.rs`).
             let parked = self.resume_input(&prev, &mut input);

@@ -110,14 +110,34 @@ impl Engine {
         }
         env.push((crate::sandbox::ENV.to_owned(), serde_json::to_string(&sandbox).unwrap_or_default()));
         let protections = crate::sandbox::describe_for(read_only, &launch.parser);
+        // A protocol's first lines get the prompt now, from the task's
+        // prompt file (the stored launch holds its token; `prompt.rs`).
+        // Arguments and a prompt on stdin get it from the supervisor.
+        let (initial, opening) = match &launch.stdin {
+            crate::provider::Stdin::Control { initial, .. } => (initial.as_str(), ""),
+            crate::provider::Stdin::Session { initial, opening, .. } => (initial.as_str(), opening.as_str()),
+            crate::provider::Stdin::Null | crate::provider::Stdin::Prompt => ("", ""),
+        };
+        let (initial, opening) = if initial.contains(crate::prompt::TOKEN) || opening.contains(crate::prompt::TOKEN) {
+            match crate::prompt::read(dir.root()) {
+                Ok(p) => (crate::prompt::fill_json(initial, &p), crate::prompt::fill_json(opening, &p)),
+                Err(e) => {
+                    let why = format!("cannot read the task's prompt ({}): {e}", crate::prompt::path(&dir).display());
+                    self.fail_unstarted(&record, &why)?;
+                    return Err(Error::Precondition(why));
+                }
+            }
+        } else {
+            (initial.to_owned(), opening.to_owned())
+        };
         let stdin = match &launch.stdin {
-            crate::provider::Stdin::Null => None,
-            crate::provider::Stdin::Control { initial, close_after } => Some((initial.as_str(), close_after.as_str())),
+            crate::provider::Stdin::Null | crate::provider::Stdin::Prompt => None,
+            crate::provider::Stdin::Control { close_after, .. } => Some((initial.as_str(), close_after.as_str())),
             // The supervisor closes a session's stdin itself, at the end of the turn.
-            crate::provider::Stdin::Session { initial, .. } => Some((initial.as_str(), "")),
+            crate::provider::Stdin::Session { .. } => Some((initial.as_str(), "")),
         };
         let session = match &launch.stdin {
-            crate::provider::Stdin::Session { protocol, opening, .. } => Some((*protocol, opening.as_str())),
+            crate::provider::Stdin::Session { protocol, .. } => Some((*protocol, opening.as_str())),
             _ => None,
         };
         let deadline_ms = now_ms() + record.timeout_ms as i64;
@@ -132,6 +152,7 @@ impl Engine {
             stdin,
             kube: launch.kube.as_ref(),
             session,
+            prompt_stdin: launch.stdin == crate::provider::Stdin::Prompt,
         };
         let live = self.make_live(&record.id, TaskStatus::Running, record.event_count);
         let started = match self.runner.start(&spec) {

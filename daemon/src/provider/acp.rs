@@ -211,11 +211,14 @@ pub fn launch(id: &str, inv: &Invocation) -> Option<Launch> {
 /// workspace (the channel of gemini, qwen, cursor-agent and grok) runs without those: the
 /// fallback is a one-shot run without the return channel there.
 pub fn with_fallback(mut acp: Launch, stream: Option<Launch>) -> Launch {
-    let Some(stream) = stream.filter(|l| l.stdin == Stdin::Null) else { return acp };
+    let Some(stream) = stream.filter(|l| matches!(l.stdin, Stdin::Null | Stdin::Prompt)) else { return acp };
     if let Stdin::Session { opening, .. } = &mut acp.stdin
         && let Ok(mut v) = serde_json::from_str::<Value>(opening)
     {
         v["fallback"] = json!({"args": stream.args, "env": stream.env});
+        if stream.stdin == Stdin::Prompt {
+            v["fallback"]["stdin_prompt"] = Value::Bool(true);
+        }
         *opening = v.to_string();
     }
     for (name, content) in stream.files {

@@ -90,4 +90,15 @@ fn a_resumed_task_carries_its_session_and_the_stream_fallback_its_argv() {
     let claude = crate::provider::build_launch("claude", &inv(Mode::Write, None, None, None));
     let same = with_fallback(launch("gemini", &i).unwrap(), claude);
     assert!(opening_of(&same).get("fallback").is_none());
+    // gemini's and copilot's streams read their prompt on stdin (issue 19): the fallback says
+    // so, and its argv holds no prompt; cursor-agent's keeps it in argv.
+    for id in ["gemini", "copilot"] {
+        let g = with_fallback(launch(id, &i).unwrap(), crate::provider::build_launch(id, &i));
+        let fallback = &opening_of(&g)["fallback"];
+        assert_eq!(fallback["stdin_prompt"], true, "{id}: {fallback}");
+        assert!(!fallback["args"].to_string().contains("do it"), "{id}: {fallback}");
+    }
+    let c = with_fallback(launch("cursor-agent", &i).unwrap(), crate::provider::build_launch("cursor-agent", &i));
+    let fallback = opening_of(&c)["fallback"].to_string();
+    assert!(fallback.contains("do it") && !fallback.contains("stdin_prompt"), "{fallback}");
 }

@@ -7,9 +7,9 @@
 use serde_json::Value;
 
 use super::{
-    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, allowed_effort,
-    error, file_changed, json_object, message, s, str_at, summarize_input, thinking, toml_inline_env, toml_key,
-    toml_str, toml_str_array, u64_at,
+    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stdin, Stream,
+    allowed_effort, error, file_changed, json_object, message, s, str_at, summarize_input, thinking, toml_inline_env,
+    toml_key, toml_str, toml_str_array, u64_at,
 };
 use crate::oacp::{ChangeAction, Mode, Usage};
 
@@ -82,12 +82,11 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
     if let Some(id) = resume {
         args.push(s(id));
     }
-    args.push(s(inv.prompt));
-    Launch {
-        args,
-        // [V] piped stdin is appended to the prompt ("Reading additional input from stdin...").
-        ..Launch::default()
-    }
+    // [V] `-` reads the prompt from stdin (help/codex-exec: "If not provided as an argument (or
+    // if `-` is used), instructions are read from stdin"; `exec resume` the same): the prompt stays
+    // out of argv (issue 19), whatever its size; the supervisor writes the task's prompt file there.
+    args.push(s("-"));
+    Launch { args, stdin: Stdin::Prompt, ..Launch::default() }
 }
 
 #[derive(Debug, Default)]

@@ -1,4 +1,4 @@
-//! GitHub Copilot CLI (`copilot -p … --output-format json`).
+//! GitHub Copilot CLI (`copilot --output-format json`, the prompt on stdin).
 //!
 //! Verified on @github/copilot 1.0.102 (providers.md §4, fixtures/captures-local/copilot-*) and
 //! in the caesar capture (a 402 quota error).
@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use super::{
-    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, allowed_effort,
-    error, file_changed, gemini::prompt_args, mcp_servers_json, message, s, str_at, summarize_input, thinking, u64_at,
+    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stdin, Stream,
+    allowed_effort, error, file_changed, mcp_servers_json, message, s, str_at, summarize_input, thinking, u64_at,
 };
 use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 
@@ -31,9 +31,10 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
 };
 
 pub(super) fn launch(inv: &Invocation) -> Launch {
-    let mut args = prompt_args(inv.prompt);
-    // [V] json output; --no-ask-user keeps a headless run from waiting on a question.
-    args.extend([s("--output-format"), s("json"), s("--no-ask-user")]);
+    // [V] 1.0.102: with no -p, a piped stdin is the prompt of a non-interactive run (its
+    // `user.message` is stdin's text), so the prompt stays out of argv (issue 19).
+    // json output; --no-ask-user keeps a headless run from waiting on a question.
+    let mut args = vec![s("--output-format"), s("json"), s("--no-ask-user")];
     if inv.mode == Mode::Write {
         // [V] without it the `create` tool fails "Permission denied …", exit 0.
         args.push(s("--allow-all-tools"));
@@ -63,6 +64,7 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         args,
         // [V] keeps the run from checking for updates.
         env: vec![(s("COPILOT_AUTO_UPDATE"), s("false"))],
+        stdin: Stdin::Prompt,
         ..Launch::default()
     }
 }

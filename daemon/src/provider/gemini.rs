@@ -30,7 +30,9 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
 };
 
 pub(super) fn launch(inv: &Invocation) -> Launch {
-    let mut args = prompt_args(inv.prompt);
+    // [V] headless on a piped stdin, which is the prompt ("-p: Appended to input on stdin (if
+    // any)"; `echo … | gemini -o stream-json` runs one-shot): the prompt stays out of argv.
+    let mut args = Vec::new();
     args.extend([
         s("-o"),
         s("stream-json"),
@@ -54,6 +56,7 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         args,
         // [V] stops the CLI re-spawning itself, which matters for process-tree kills.
         env: vec![(s("GEMINI_CLI_NO_RELAUNCH"), s("true"))],
+        stdin: super::Stdin::Prompt,
         ..Launch::default()
     };
     if let Some(m) = &inv.mcp {
@@ -63,11 +66,6 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         launch.workspace_files.push((s(".gemini/settings.json"), settings.to_string()));
     }
     launch
-}
-
-/// `-p <prompt>`, or `--prompt=<prompt>` when the prompt would read as a flag (yargs).
-pub(super) fn prompt_args(prompt: &str) -> Vec<String> {
-    if prompt.starts_with('-') { vec![format!("--prompt={prompt}")] } else { vec![s("-p"), s(prompt)] }
 }
 
 #[derive(Debug, Default)]

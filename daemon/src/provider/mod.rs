@@ -219,6 +219,10 @@ pub enum Stdin {
     /// prompt) as the agent answers, so that a daemon restart mid-handshake can neither repeat
     /// nor lose a step; it closes stdin once the prompt's turn has ended.
     Session { protocol: crate::driver::SessionProtocol, initial: String, opening: String },
+    /// The prompt on stdin, then end of file (issue 19: prompts out of argv): the supervisor
+    /// writes the task's `prompt.txt` into a pipe and closes it. For the one-shot CLIs that read
+    /// a piped stdin as their prompt (codex `exec -`, gemini and qwen, opencode `run`).
+    Prompt,
 }
 
 /// The line that answers a permission request on the agent's stdin, for the providers whose
@@ -283,6 +287,27 @@ pub fn build_launch(id: &str, inv: &Invocation) -> Option<Launch> {
     Some(launch)
 }
 
+/// The built-in providers that take a prompt of any size (issue 19): in a session protocol
+/// (ACP), or on stdin (claude's stream-json, codex `exec -`); never in an argument. For the
+/// error that refuses a prompt too long for an argv-only agent.
+pub fn long_prompt_agents() -> Vec<&'static str> {
+    let inv = Invocation {
+        prompt: crate::prompt::TOKEN,
+        mode: Mode::ReadOnly,
+        model: None,
+        effort: None,
+        resume_session: None,
+        workspace: "/",
+        output_schema_path: None,
+        mcp: None,
+        network: None,
+    };
+    ALL.iter()
+        .map(|s| s.id)
+        .filter(|id| acp::acp_args(id).is_some() || build_launch(id, &inv).is_some_and(|l| l.stdin != Stdin::Null))
+        .collect()
+}
+
 /// A fresh parser for provider `id`'s stream; `None` for an unknown id.
 pub fn parser(id: &str) -> Option<Box<dyn LineParser>> {
     let p: Box<dyn LineParser> = match id {
@@ -310,7 +335,8 @@ fn allowed_effort<'a>(spec: &ProviderSpec, effort: Option<&'a str>) -> Option<&'
     effort.filter(|e| spec.efforts.contains(e))
 }
 
-/// A positional prompt that no option parser can mistake for a flag.
+/// A positional prompt that no option parser can mistake for a flag. (The brief always starts
+/// with `# Task`, and the launch is built with [`crate::prompt::TOKEN`] in its place.)
 fn positional(prompt: &str) -> String {
     if prompt.starts_with('-') { format!(" {prompt}") } else { prompt.to_owned() }
 }

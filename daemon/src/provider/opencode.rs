@@ -6,8 +6,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stream, allowed_effort,
-    error, file_changed, message, positional, s, str_at, summarize_input, thinking, u64_at,
+    Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stdin, Stream,
+    allowed_effort, error, file_changed, message, s, str_at, summarize_input, thinking, u64_at,
 };
 use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 
@@ -63,14 +63,15 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         // [V] "mcp": {name: {type: local, command: [...]}}; tools run without a prompt.
         config.insert("mcp".into(), json!({ m.name: server }));
     }
-    // [V] positional message; piped stdin would be appended, hence stdin stays null.
-    args.push(positional(inv.prompt));
+    // [V] `run` with no message reads it from a piped stdin (`process.stdin.isTTY ? undefined :
+    // await Bun.stdin.text()`, the message appended when both are given): the prompt stays out
+    // of argv (issue 19).
     let mut env = vec![(s("OPENCODE_DISABLE_AUTOUPDATE"), s("1"))];
     if !config.is_empty() {
         // [S] src/flag/flag.ts; the engine must merge a value the user already set.
         env.push((s("OPENCODE_CONFIG_CONTENT"), Value::Object(config).to_string()));
     }
-    Launch { args, env, ..Launch::default() }
+    Launch { args, env, stdin: Stdin::Prompt, ..Launch::default() }
 }
 
 #[derive(Debug, Default)]

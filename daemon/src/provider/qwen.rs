@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{Capabilities, Invocation, Launch, NetworkControl, ProviderSpec, gemini::prompt_args, mcp_servers_json, s};
+use super::{Capabilities, Invocation, Launch, NetworkControl, ProviderSpec, Stdin, mcp_servers_json, s};
 use crate::oacp::Mode;
 
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
@@ -26,7 +26,9 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
 };
 
 pub(super) fn launch(inv: &Invocation) -> Launch {
-    let mut args = prompt_args(inv.prompt);
+    // [S] a gemini-cli fork: a piped stdin is the prompt ("-p: Appended to input on stdin (if
+    // any)"), so the prompt stays out of argv (issue 19).
+    let mut args = Vec::new();
     args.extend([
         s("--output-format"),
         s("stream-json"),
@@ -43,7 +45,7 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
     if let Some(id) = inv.resume_session {
         args.extend([s("--resume"), s(id)]);
     }
-    let mut launch = Launch { args, ..Launch::default() };
+    let mut launch = Launch { args, stdin: Stdin::Prompt, ..Launch::default() };
     if let Some(m) = &inv.mcp {
         // [S] mcpServers in settings.json, gemini-style, with trust.
         let settings = mcp_servers_json(m, &[("trust", Value::Bool(true))]);

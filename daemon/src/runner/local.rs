@@ -58,6 +58,7 @@ impl Runner for LocalRunner {
             log_cap: self.raw_log_cap,
             stdin_close_after: spec.stdin.map(|(_, close_after)| close_after.to_owned()),
             session: spec.session.map(|(protocol, _)| protocol),
+            stdin_prompt: spec.prompt_stdin,
             program: spec.program.to_owned(),
             args: spec.args.to_vec(),
         };

@@ -73,6 +73,10 @@ pub struct StartSpec<'a> {
     /// For a session protocol: which, and the rest of its opening, which the supervisor
     /// carries out (`stdin` then holds the first request).
     pub session: Option<(crate::driver::SessionProtocol, &'a str)>,
+    /// The agent reads its prompt on stdin, from the task's prompt file, then end of file
+    /// (issue 19, [`crate::prompt`]); its arguments may also hold [`crate::prompt::TOKEN`],
+    /// filled in by the supervisor.
+    pub prompt_stdin: bool,
 }
 
 /// A started run, as the runner hands it back.

@@ -69,6 +69,11 @@ impl Runners {
 /// Why a build without the feature cannot run a Kubernetes task.
 pub const NO_KUBERNETES: &str = "this caesard was built without the `kubernetes` feature: install the default `caesar` package, or set `[runner] kind = \"local\"`";
 
+/// The largest prompt a Kubernetes task takes (issue 19): its file travels
+/// with the task's other files in one environment variable of the pod, base64
+/// encoded, which the kernel caps at 128 KiB like one argument.
+const REMOTE_PROMPT_CAP: u64 = 64 * 1024;
+
 /// What a remote task cannot do yet, refused before anything is recorded:
 /// the return channel (a socket on this machine) and an agent whose stdin
 /// the daemon answers (claude's permission prompts: needs `pods/attach`).
@@ -76,7 +81,14 @@ pub fn refuse_remote(launch: &crate::agents::Launch) -> std::result::Result<(), 
     if launch.channel {
         return Err("the return channel (`channel: true`) does not reach a Kubernetes pod yet: delegate without it, or set `[runner] kind = \"local\"`".to_owned());
     }
-    if launch.stdin != crate::provider::Stdin::Null {
+    if let Some(p) = launch.prompt.filter(|p| p.bytes > REMOTE_PROMPT_CAP) {
+        return Err(format!(
+            "this prompt is {} bytes, more than the {REMOTE_PROMPT_CAP} a Kubernetes pod receives yet: shorten the \
+             objective or context (put the material in a file of the workspace), or set `[runner] kind = \"local\"`",
+            p.bytes
+        ));
+    }
+    if !matches!(launch.stdin, crate::provider::Stdin::Null | crate::provider::Stdin::Prompt) {
         return Err("this agent answers permission prompts through its stdin, which does not reach a Kubernetes pod yet: delegate it read-only, or set `[runner] kind = \"local\"`".to_owned());
     }
     Ok(())
@@ -98,6 +110,7 @@ pub async fn preflight(settings: &super::settings::KubeSettings, task_id: &str) 
             grace_ms: 0,
             log_cap: 0,
             stdin_close_after: None,
+            stdin_prompt: false,
             base_oid: "0000000000000000000000000000000000000000",
             agent: "preflight",
         };

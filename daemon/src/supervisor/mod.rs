@@ -132,6 +132,10 @@ pub struct SuperviseArgs {
     /// The stdin protocol is this session protocol, opened by the supervisor from
     /// [`SESSION_OPENING`]; the prefix above is then unused.
     pub session: Option<crate::driver::SessionProtocol>,
+    /// The agent reads its prompt on stdin: the task's prompt file, read once at the start,
+    /// then end of file (issue 19, [`crate::prompt`]). Arguments holding
+    /// [`crate::prompt::TOKEN`] get the prompt filled in, whatever this says.
+    pub stdin_prompt: bool,
     pub program: String,
     pub args: Vec<String>,
 }
@@ -156,6 +160,9 @@ impl SuperviseArgs {
         if let Some(protocol) = self.session {
             v.extend(["--stdin-session".to_owned(), protocol.as_str().to_owned()]);
         }
+        if self.stdin_prompt {
+            v.push("--stdin-prompt".to_owned());
+        }
         v.extend(["--".to_owned(), self.program.clone()]);
         v.extend(self.args.iter().cloned());
         v
@@ -169,10 +176,17 @@ impl SuperviseArgs {
         let mut log_cap = 0;
         let mut stdin_close_after = None;
         let mut session = None;
+        let mut stdin_prompt = false;
         let mut i = 0;
         while i < argv.len() {
             let value = |i: usize| argv.get(i + 1).cloned().ok_or_else(|| format!("{} needs a value", argv[i]));
             match argv[i].as_str() {
+                // A flag with no value.
+                "--stdin-prompt" => {
+                    stdin_prompt = true;
+                    i += 1;
+                    continue;
+                }
                 "--task-dir" => task_dir = Some(PathBuf::from(value(i)?)),
                 "--deadline-ms" => deadline_ms = Some(value(i)?.parse().map_err(|e| format!("--deadline-ms: {e}"))?),
                 "--grace-ms" => grace_ms = value(i)?.parse().map_err(|e| format!("--grace-ms: {e}"))?,
@@ -194,6 +208,7 @@ impl SuperviseArgs {
                         log_cap,
                         stdin_close_after,
                         session,
+                        stdin_prompt,
                         program,
                         args: argv[i + 2..].to_vec(),
                     });
@@ -270,7 +285,25 @@ pub fn run(args: SuperviseArgs) -> i32 {
         }
     };
     let sandbox_fd = sandbox.as_ref().map_or(-1, |s| s.raw());
-    let spawned = spawn_agent(&args, &args.args, &[], true, &log, sandbox_fd, turn_over.clone());
+    // The prompt (issue 19): read once, before any agent of this task ran,
+    // for the arguments that stand for it and for a prompt on stdin (the
+    // session's stream fallback may need it too).
+    let needs_prompt = args.stdin_prompt || crate::prompt::in_args(&args.args);
+    let wanted = needs_prompt || args.session.is_some();
+    let prompt = match wanted.then(|| crate::prompt::read(&args.task_dir)) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) if needs_prompt => {
+            let message = format!("cannot read the task's prompt ({}): {e}", crate::prompt::FILE);
+            let _ = writeln!(&log, "caesar: {message}");
+            write_exit(&args.task_dir, &ExitRecord { spawn_error: Some(message), ..exit_now() });
+            return 0;
+        }
+        Some(Err(_)) => None,
+    };
+    let argv = prompt.as_deref().map_or_else(|| args.args.clone(), |p| crate::prompt::fill_args(&args.args, p));
+    let feed = prompt.as_deref().filter(|_| args.stdin_prompt).map(str::as_bytes);
+    let spawned = spawn_agent(&args, &argv, &[], true, feed, &log, sandbox_fd, turn_over.clone());
     let (child, mut copier) = match spawned {
         Ok(c) => c,
         Err(e) => {
@@ -311,7 +344,10 @@ pub fn run(args: SuperviseArgs) -> i32 {
     }
     if let (Some(why), Some(fallback), false) = (outcome.handshake_failed.take(), fallback, cancelled) {
         let _ = writeln!(&log, "{}: {why}; running the stream command", crate::driver::acp::FALLBACK_MARKER);
-        match spawn_agent(&args, &fallback.args, &fallback.env, false, &log, sandbox_fd, turn_over) {
+        let argv =
+            prompt.as_deref().map_or_else(|| fallback.args.clone(), |p| crate::prompt::fill_args(&fallback.args, p));
+        let feed = prompt.as_deref().filter(|_| fallback.stdin_prompt).map(str::as_bytes);
+        match spawn_agent(&args, &argv, &fallback.env, false, feed, &log, sandbox_fd, turn_over) {
             Ok((next, next_copier)) => {
                 agent_pid = started(&args.task_dir, next, &tx);
                 let leftovers = record.leftovers_killed;
@@ -334,15 +370,17 @@ pub fn run(args: SuperviseArgs) -> i32 {
 }
 
 /// Starts the agent (`argv` after the program, `env` on top of this process's): stdin per the
-/// task's protocol when `protocol` (else `/dev/null`), output through the capped copier when
-/// there is a cap or a protocol. Returns the child and the copier's thread.
+/// task's protocol when `protocol`, else `feed` then end of file (the prompt), else
+/// `/dev/null`; output through the capped copier when there is a cap or a protocol. Returns
+/// the child and the copier's thread.
 #[cfg(unix)]
-#[allow(clippy::type_complexity)]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 fn spawn_agent(
     args: &SuperviseArgs,
     argv: &[String],
     env: &[(String, String)],
     protocol: bool,
+    feed: Option<&[u8]>,
     log: &File,
     sandbox_fd: i32,
     turn_over: mpsc::Sender<Msg>,
@@ -385,6 +423,23 @@ fn spawn_agent(
             None
         }
     };
+    // The prompt on stdin: a pipe this process fills from memory and closes,
+    // on a thread of its own (a CLI that reads it late never blocks the run).
+    let feeder = match feed.filter(|_| stdin.is_none()) {
+        Some(bytes) => {
+            let (reader, writer) = std::io::pipe()?;
+            cmd.stdin(reader);
+            Some((writer, bytes.to_vec()))
+        }
+        None => None,
+    };
+    let feed_now = move || {
+        if let Some((mut writer, bytes)) = feeder {
+            std::thread::spawn(move || {
+                let _ = writer.write_all(&bytes);
+            });
+        }
+    };
     if args.log_cap > 0 || stdin.is_some() {
         let (reader, writer) = std::io::pipe()?;
         cmd.stdout(writer.try_clone()?).stderr(writer);
@@ -393,12 +448,17 @@ fn spawn_agent(
         // here, so the output pipe ends when the agent's tree is gone.
         drop(cmd);
         let child = child?;
+        feed_now();
         let out = log.try_clone()?;
         let cap = if args.log_cap > 0 { args.log_cap } else { u64::MAX };
         let copier = std::thread::spawn(move || copy_capped(reader, out, cap, stdin));
         Ok((child, Some(copier)))
     } else {
-        Ok((cmd.stdout(log.try_clone()?).stderr(log.try_clone()?).spawn()?, None))
+        let child = cmd.stdout(log.try_clone()?).stderr(log.try_clone()?).spawn();
+        drop(cmd);
+        let child = child?;
+        feed_now();
+        Ok((child, None))
     }
 }
 
@@ -526,6 +586,7 @@ mod tests {
             log_cap: 1 << 20,
             stdin_close_after: Some(r#"{"type":"result""#.into()),
             session: Some(crate::driver::SessionProtocol::Acp),
+            stdin_prompt: true,
             program: "/bin/agent".into(),
             args: vec!["--x".into(), "--".into(), "y z".into()],
         };

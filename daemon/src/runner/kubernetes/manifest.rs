@@ -54,6 +54,9 @@ pub struct JobInput<'a> {
     pub grace_ms: u64,
     pub log_cap: u64,
     pub stdin_close_after: Option<&'a str>,
+    /// The agent reads its prompt on stdin (issue 19): the pod's supervisor feeds it from the
+    /// task's prompt file, which travels with the task's files.
+    pub stdin_prompt: bool,
     /// The base commit pushed for the pod to fetch.
     pub base_oid: &'a str,
     pub agent: &'a str,
@@ -79,6 +82,9 @@ pub fn pod_command(input: &JobInput<'_>) -> Vec<String> {
     .collect();
     if let Some(p) = input.stdin_close_after {
         v.extend(["--stdin-control".to_owned(), p.to_owned()]);
+    }
+    if input.stdin_prompt {
+        v.push("--stdin-prompt".to_owned());
     }
     v.push("--".to_owned());
     v.push(input.program.to_owned());
@@ -283,6 +289,7 @@ mod tests {
             grace_ms: 3000,
             log_cap: 1 << 28,
             stdin_close_after: None,
+            stdin_prompt: false,
             base_oid: "abc",
             agent: "claude",
         };

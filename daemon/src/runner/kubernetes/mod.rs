@@ -223,9 +223,11 @@ impl KubeRunner {
         let pod_dir = format!("{}/.caesar", manifest::WS);
         let pod_work = format!("{}/repo", manifest::WS);
         let map = |s: &str| s.replace(&local_dir, &pod_dir).replace(&local_work, &pod_work);
+        // The prompt travels as the task's `prompt.txt` (issue 19): the pod's
+        // supervisor fills the arguments that stand for it, or feeds it on stdin.
         let args: Vec<String> = spec.args.iter().map(|a| map(a)).collect();
         let mut env: Vec<(String, String)> = spec.env.iter().map(|(a, b)| (a.clone(), map(b))).collect();
-        env.push((pod::FILES_ENV.to_owned(), task_files(spec.dir)));
+        env.push((pod::FILES_ENV.to_owned(), task_files(spec.dir, &map)));
         let program = std::path::Path::new(spec.program).file_name().map(|f| f.to_string_lossy().into_owned());
         let input = manifest::JobInput {
             task_id: spec.task_id,
@@ -237,6 +239,7 @@ impl KubeRunner {
             grace_ms: self.grace_ms,
             log_cap: self.log_cap,
             stdin_close_after: spec.stdin.map(|(_, c)| c),
+            stdin_prompt: spec.prompt_stdin,
             base_oid: base,
             agent: env.iter().find(|(k, _)| k == "CAESAR_AGENT").map(|(_, v)| v.as_str()).unwrap_or("agent"),
         };
@@ -246,7 +249,7 @@ impl KubeRunner {
 
 /// The task directory's small files the pod needs (task.json, the report
 /// schema, provider files, stdin.initial), as `{name: base64}` JSON.
-fn task_files(dir: &TaskDir) -> String {
+fn task_files(dir: &TaskDir, map: &dyn Fn(&str) -> String) -> String {
     const SKIP: &[&str] = &[
         "raw.log",
         "events.jsonl",
@@ -269,7 +272,11 @@ fn task_files(dir: &TaskDir) -> String {
             if !regular || SKIP.contains(&name.as_str()) || name.starts_with('.') {
                 continue;
             }
-            if let Ok(data) = crate::safe_fs::read_capped(&e.path(), 256 * 1024) {
+            if let Ok(mut data) = crate::safe_fs::read_capped(&e.path(), 256 * 1024) {
+                if name == crate::prompt::FILE {
+                    // The prompt names the task's files by their local paths, as its arguments did.
+                    data = map(&String::from_utf8_lossy(&data)).into_bytes();
+                }
                 total += data.len();
                 if total > 512 * 1024 {
                     break;

@@ -1,0 +1,198 @@
+//! Where a task's prompt travels, and where it never goes (issue 19: "full prompts sit in argv,
+//! in the `started` event, in `events.jsonl` and in the stored launch record").
+//!
+//! At delegation the daemon writes the brief once, to the task directory's `prompt.txt`, and
+//! builds the launch with [`TOKEN`] wherever the prompt would go: in an argument, in the first
+//! stdin line of claude's stream-json, in a session opening. The stored launch, the supervisor's
+//! command line and every display therefore carry the token, shown as `<prompt: N bytes via …>`.
+//! The prompt itself is filled in at the last moment by whoever hands it to the agent: the
+//! supervisor for arguments and for a prompt on stdin ([`crate::provider::Stdin::Prompt`]), the
+//! start for a protocol's first lines. A CLI that takes its prompt only as an argument keeps it
+//! there (nothing else works), and a prompt that cannot fit an argument is refused at
+//! delegation, naming the agent and the limit, rather than failing with E2BIG at spawn.
+
+use serde::{Deserialize, Serialize};
+
+use crate::task_dir::TaskDir;
+
+/// What stands for the prompt in a launch. Plain ASCII with nothing JSON or a shell would
+/// escape, so it survives being put into a JSON string or an argument unchanged.
+pub const TOKEN: &str = "@@caesar:prompt@@";
+
+/// The prompt's file in the task directory.
+pub const FILE: &str = "prompt.txt";
+
+/// The most bytes of a prompt file read back: more than the largest brief a delegation can
+/// make (objective, context, constraints and criteria at their caps).
+pub const READ_CAP: u64 = 8 * 1024 * 1024;
+
+/// Linux's limit on one argument (`MAX_ARG_STRLEN`, 32 pages), its terminating NUL included.
+pub const MAX_ARG_STRLEN: usize = 128 * 1024;
+
+/// Room left in `ARG_MAX` for the environment and the supervisor's own arguments.
+const ENV_ROOM: usize = 256 * 1024;
+
+/// How a task's prompt reaches its agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    /// As (part of) an argument: the CLI has no other way.
+    Argv,
+    /// On stdin, then end of file.
+    Stdin,
+    /// Inside the CLI's stdin protocol (claude's stream-json, ACP, codex app-server).
+    Protocol,
+}
+
+impl Via {
+    fn words(self) -> &'static str {
+        match self {
+            Via::Argv => "in argv",
+            Via::Stdin => "via stdin",
+            Via::Protocol => "via the stdin protocol",
+        }
+    }
+}
+
+/// The prompt as the launch knows it: its size and its way, never its text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptRef {
+    /// The prompt's size in bytes.
+    pub bytes: u64,
+    /// How it reaches the agent.
+    pub via: Via,
+}
+
+impl PromptRef {
+    /// What a display shows instead of the prompt: `<prompt: 213 bytes via stdin>`.
+    pub fn shown(&self) -> String {
+        format!("<prompt: {} bytes {}>", self.bytes, self.via.words())
+    }
+}
+
+/// The task directory's prompt file.
+pub fn path(dir: &TaskDir) -> std::path::PathBuf {
+    dir.root().join(FILE)
+}
+
+/// Writes the prompt into a new task directory (before the task is recorded).
+pub fn write(dir: &TaskDir, prompt: &str) -> std::io::Result<()> {
+    crate::supervisor::write_atomic(&path(dir), prompt.as_bytes())
+}
+
+/// Reads the prompt back from task directory `root`, without following a link.
+pub fn read(root: &std::path::Path) -> std::io::Result<String> {
+    let bytes = crate::safe_fs::read_capped(&root.join(FILE), READ_CAP)?;
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Whether any argument stands for the prompt.
+pub fn in_args(args: &[String]) -> bool {
+    args.iter().any(|a| a.contains(TOKEN))
+}
+
+/// The arguments with the prompt filled in.
+pub fn fill_args(args: &[String], prompt: &str) -> Vec<String> {
+    args.iter().map(|a| a.replace(TOKEN, prompt)).collect()
+}
+
+/// JSON text (a stdin line, a session opening) with the prompt filled into the strings that
+/// hold the token, escaped as a JSON string's content.
+pub fn fill_json(text: &str, prompt: &str) -> String {
+    if !text.contains(TOKEN) {
+        return text.to_owned();
+    }
+    let quoted = serde_json::to_string(prompt).unwrap_or_default();
+    let inner = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or_default();
+    text.replace(TOKEN, inner)
+}
+
+/// The arguments as a display shows them: the prompt's size and way instead of its text.
+pub fn shown_args(args: &[String], prompt: Option<&PromptRef>) -> Vec<String> {
+    let shown = prompt.map(PromptRef::shown).unwrap_or_else(|| "<prompt>".to_owned());
+    args.iter().map(|a| a.replace(TOKEN, &shown)).collect()
+}
+
+/// Refuses a launch whose arguments could not carry a prompt of `prompt_bytes`: one argument
+/// past [`MAX_ARG_STRLEN`], or all of them past `ARG_MAX` less room for the environment. The
+/// error names the agent, the size, the limit and the agents that take longer prompts.
+pub fn check_args(agent: &str, program: &str, args: &[String], prompt_bytes: usize) -> Result<(), String> {
+    let filled = |a: &String| a.len() + a.matches(TOKEN).count() * prompt_bytes.saturating_sub(TOKEN.len());
+    let longest = args.iter().filter(|a| a.contains(TOKEN)).map(filled).max().unwrap_or(0);
+    if longest + 1 > MAX_ARG_STRLEN {
+        return Err(format!(
+            "agent `{agent}` takes its prompt only on its command line, and this prompt makes an argument of \
+             {longest} bytes, past Linux's limit of {MAX_ARG_STRLEN} bytes for one argument, its final NUL included \
+             (MAX_ARG_STRLEN): {}",
+            way_out()
+        ));
+    }
+    let total: usize = program.len() + 1 + args.iter().map(|a| filled(a) + 1).sum::<usize>();
+    let limit = arg_max().saturating_sub(ENV_ROOM);
+    if total > limit {
+        return Err(format!(
+            "agent `{agent}` takes its prompt only on its command line, and with this prompt its arguments come to \
+             {total} bytes, past the {limit} bytes this system allows (ARG_MAX less room for the environment): {}",
+            way_out()
+        ));
+    }
+    Ok(())
+}
+
+/// What to do about a prompt too long for an argument: the agents that take it otherwise.
+fn way_out() -> String {
+    format!(
+        "delegate to an agent that takes a prompt of any size on stdin or in its session ({}, or an `[[agent]]` \
+         with `prompt_input = \"stdin\"` or `protocol = \"acp\"`), or shorten the objective and context (put the \
+         material in a file of the workspace and name it)",
+        crate::provider::long_prompt_agents().join(", ")
+    )
+}
+
+/// The system's `ARG_MAX` (arguments and environment of one exec).
+fn arg_max() -> usize {
+    #[cfg(unix)]
+    {
+        if let Ok(Some(n)) = nix::unistd::sysconf(nix::unistd::SysconfVar::ARG_MAX) {
+            return usize::try_from(n).unwrap_or(2 * 1024 * 1024);
+        }
+    }
+    2 * 1024 * 1024
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_token_is_filled_in_arguments_and_json_and_shown_by_size() {
+        let args = strings(&["-p", TOKEN, &format!("--prompt={TOKEN}")]);
+        assert_eq!(fill_args(&args, "do \"it\""), strings(&["-p", "do \"it\"", "--prompt=do \"it\""]));
+        let json = serde_json::json!({"text": TOKEN}).to_string();
+        let filled = fill_json(&json, "a \"quoted\"\nline");
+        let v: serde_json::Value = serde_json::from_str(&filled).unwrap();
+        assert_eq!(v["text"], "a \"quoted\"\nline");
+        let r = PromptRef { bytes: 213, via: Via::Stdin };
+        assert_eq!(shown_args(&args, Some(&r))[1], "<prompt: 213 bytes via stdin>");
+        assert!(!in_args(&strings(&["-"])) && in_args(&args));
+    }
+
+    #[test]
+    fn an_argument_past_the_per_argument_limit_is_refused_naming_agent_and_limit() {
+        let args = strings(&["-p", TOKEN]);
+        assert!(check_args("cursor-agent", "/bin/x", &args, 1000).is_ok());
+        let e = check_args("cursor-agent", "/bin/x", &args, 200 * 1024).unwrap_err();
+        assert!(e.contains("`cursor-agent`") && e.contains("131072") && e.contains("MAX_ARG_STRLEN"), "{e}");
+        assert!(e.contains("codex") && e.contains("gemini") && !e.contains("antigravity,"), "names the way out: {e}");
+        // One byte short of the limit (the argument and its NUL) still fits.
+        let fits = MAX_ARG_STRLEN - 1 - "--prompt=".len();
+        assert!(check_args("x", "/bin/x", &strings(&[&format!("--prompt={TOKEN}")]), fits).is_ok());
+        assert!(check_args("x", "/bin/x", &strings(&[&format!("--prompt={TOKEN}")]), fits + 1).is_err());
+        // No token: the prompt is not in argv, whatever its size.
+        assert!(check_args("codex", "/bin/x", &strings(&["exec", "-"]), 10 << 20).is_ok());
+    }
+}
