@@ -203,7 +203,11 @@ async fn main() -> Res<()> {
             let started = Instant::now();
             let (a, chars) = mcp.call("caesar_await", json!({"task_ids": [id], "timeout_ms": 1_000}))?;
             again.push(started.elapsed().as_secs_f64() * 1000.0);
-            let view = c.status(pb::StatusRequest { task_id: id.clone() }).await?.into_inner();
+            let done = c
+                .r#await(pb::AwaitRequest { task_ids: vec![id.clone()], timeout_ms: 1_000, wake_on_attention: false })
+                .await?
+                .into_inner();
+            let view = done.tasks.into_iter().next().ok_or("the await names no task")?;
             let full: Value = serde_json::from_str(&view.report_json).unwrap_or(Value::Null);
             let count = |k: &str| full[k].as_array().map_or(0, Vec::len);
             seen = (view.report_source.clone(), count("changes"), count("findings"), chars);
