@@ -202,7 +202,7 @@ fn find_embedded(texts: &[&str]) -> Option<Report> {
                 }
                 // Read with the report's caps, up to the end of the first value.
                 let limits = Limits { first_value_only: true, ..crate::oacp::REPORT_LIMITS };
-                if let Ok((value, cut)) = crate::capped_json::read_value(text[open..].as_bytes(), limits)
+                if let Ok((value, cut)) = crate::capped_json::read_value(&text.as_bytes()[open..], limits)
                     && value.get("protocol").and_then(|p| p.as_str()) == Some(REPORT_PROTOCOL)
                 {
                     if let Ok(r) = Report::from_value_cut(value, cut) {

@@ -204,7 +204,7 @@ pub struct Rng(pub u64);
 
 impl Rng {
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -214,7 +214,7 @@ impl Rng {
 
     /// A number below `n` (`n` > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.next_u64() % n as u64) as usize
     }
 }
 
@@ -254,7 +254,7 @@ pub fn mutate(input: &[u8], rng: &mut Rng) -> Vec<u8> {
                 let i = at.min(v.len() - 1);
                 v[i] ^= 1 << rng.below(8);
             }
-            1 => v.insert(at, rng.next() as u8),
+            1 => v.insert(at, rng.next_u64() as u8),
             2 if !v.is_empty() => {
                 let end = (at + 1 + rng.below(16)).min(v.len());
                 v.drain(at.min(end)..end);

@@ -154,7 +154,7 @@ fn the_shaping_of_arbitrary_values_never_passes_the_cap() {
     let mut rng = Rng(0x5EED_20);
     for i in 0..RUNS {
         let len = rng.below(if i % 10 == 0 { 16_384 } else { 1_024 });
-        let input: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let input: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         run("shaping", i, &input, shaping);
     }
 }
