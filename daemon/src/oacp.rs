@@ -273,12 +273,26 @@ impl Report {
     /// anything else, so a report of another version is refused by name
     /// rather than by whichever field happens to differ.
     pub fn parse(text: &str) -> Result<Report, DocError> {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| DocError::NotJson(e.to_string()))?;
-        Report::from_value(value)
+        Report::parse_reader(text.as_bytes())
+    }
+
+    /// Parses a report from a stream with its caps applied while reading
+    /// (`capped_json`), so that a report of 300,000 entries or of 100 MB
+    /// strings never becomes a huge value in memory: it becomes a capped
+    /// report whose truncation finding says what was cut.
+    pub fn parse_reader(input: impl std::io::Read) -> Result<Report, DocError> {
+        let (value, cut) = crate::capped_json::read_value(input, REPORT_LIMITS).map_err(DocError::NotJson)?;
+        Report::from_value_cut(value, cut)
     }
 
     /// Validates an already parsed JSON value as a report.
     pub fn from_value(value: serde_json::Value) -> Result<Report, DocError> {
+        Report::from_value_cut(value, crate::capped_json::Cut::default())
+    }
+
+    /// [`Report::from_value`] of a value the parse already cut (`cut`), so
+    /// that the truncation finding says what the parse cut too.
+    pub fn from_value_cut(value: serde_json::Value, parsed: crate::capped_json::Cut) -> Result<Report, DocError> {
         match value.get("protocol") {
             None => return Err(DocError::MissingProtocol),
             Some(serde_json::Value::String(p)) if p == REPORT_PROTOCOL => {}
@@ -289,7 +303,7 @@ impl Report {
         if report.summary.trim().is_empty() {
             return Err(DocError::Invalid("`summary` must not be empty".to_owned()));
         }
-        report.cap();
+        report.cap(Capped::after_parse(parsed));
         Ok(report)
     }
 
@@ -298,8 +312,7 @@ impl Report {
     /// cannot grow the store, every listing and every waiter's answer without
     /// bound. What was cut is said in one finding titled [`TRUNCATED_TITLE`].
     /// A capped report is left as it is by a second `cap`.
-    fn cap(&mut self) {
-        let mut cut = Capped::default();
+    fn cap(&mut self, mut cut: Capped) {
         let Report {
             protocol: _,
             task_id,
@@ -377,20 +390,51 @@ pub const MAX_REPORT_STRING: usize = 64 * 1024;
 /// The title of the finding that says what of a report was cut.
 pub const TRUNCATED_TITLE: &str = "report truncated by caesar";
 /// What replaces the end of a string that was cut.
-const CUT_MARK: &str = " [truncated by caesar]";
+const CUT_MARK: &str = crate::capped_json::CUT_MARK;
 
-/// What [`Report::cap`] cut.
+/// The caps a report's text is read with: the lists and strings as
+/// [`Report::cap`] keeps them, the whole copy to the report file's cap.
+pub const REPORT_LIMITS: crate::capped_json::Limits = crate::capped_json::Limits {
+    items: MAX_REPORT_ITEMS,
+    string_bytes: MAX_REPORT_STRING,
+    depth: 64,
+    total: crate::safe_fs::REPORT_CAP as usize,
+    first_value_only: false,
+    always: &["protocol", "status", "summary", "task_id"],
+};
+
+/// What [`Report::cap`] cut, and what the parse cut before it.
 #[derive(Default)]
 struct Capped {
     /// Per list, how many entries it had and how many it kept.
-    lists: Vec<(&'static str, usize, usize)>,
+    lists: Vec<(String, usize, usize)>,
     strings: usize,
+    /// Fields the parse dropped past the total size.
+    fields: usize,
+    /// Lists the parse cut without naming them (`capped_json::Cut::other_lists`).
+    other_lists: usize,
 }
 
 impl Capped {
+    /// Starts from what the parse cut, its lists named as [`Capped::list`] names them.
+    fn after_parse(parsed: crate::capped_json::Cut) -> Capped {
+        let lists = parsed
+            .lists
+            .into_iter()
+            .map(|(path, had, kept)| {
+                (if path == "questions[].options" { "question options".to_owned() } else { path }, had, kept)
+            })
+            .collect();
+        Capped { lists, strings: parsed.strings, fields: parsed.fields, other_lists: parsed.other_lists }
+    }
+
     fn list<T>(&mut self, name: &'static str, v: &mut Vec<T>, keep: usize) {
         if v.len() > keep {
-            self.lists.push((name, v.len(), keep));
+            // A list the parse cut already keeps the count it had.
+            match self.lists.iter_mut().find(|(n, _, _)| n == name) {
+                Some(seen) => seen.2 = keep,
+                None => self.lists.push((name.to_owned(), v.len(), keep)),
+            }
             v.truncate(keep);
         }
     }
@@ -409,7 +453,7 @@ impl Capped {
     }
 
     fn any(&self) -> bool {
-        !self.lists.is_empty() || self.strings > 0
+        !self.lists.is_empty() || self.other_lists > 0 || self.strings > 0 || self.fields > 0
     }
 
     fn note(&self) -> String {
@@ -418,8 +462,14 @@ impl Capped {
             .iter()
             .map(|(name, had, kept)| format!("`{name}` had {had} entries, kept the first {kept}"))
             .collect();
+        if self.other_lists > 0 {
+            parts.push(format!("{} more list(s) were cut", self.other_lists));
+        }
         if self.strings > 0 {
             parts.push(format!("{} string(s) longer than {MAX_REPORT_STRING} bytes were cut", self.strings));
+        }
+        if self.fields > 0 {
+            parts.push(format!("{} field(s) past the report's total cap were dropped", self.fields));
         }
         format!("The report was larger than caesar keeps: {}.", parts.join("; "))
     }

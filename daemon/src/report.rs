@@ -15,6 +15,7 @@
 
 use std::path::Path;
 
+use crate::capped_json::Limits;
 use crate::oacp::{DocError, Finding, REPORT_PROTOCOL, Report, ReportStatus, Severity};
 use crate::safe_fs::{self, REPORT_CAP};
 
@@ -93,8 +94,8 @@ pub fn recover(inputs: &Inputs<'_>) -> (Report, Source) {
         }
     }
     if found.is_none() {
-        match safe_fs::read_to_string_capped(inputs.report_path, REPORT_CAP) {
-            Ok(text) => match Report::parse(&text) {
+        match open_report_file(inputs.report_path) {
+            Ok(file) => match Report::parse_reader(file) {
                 Ok(r) => found = Some((r, Source::File)),
                 Err(e) => refusals.push(refusal(&format!("{} was refused", inputs.report_path.display()), &e)),
             },
@@ -139,6 +140,27 @@ pub fn recover(inputs: &Inputs<'_>) -> (Report, Source) {
     (report, source)
 }
 
+/// The most bytes of a report file caesar reads. The file is streamed
+/// through the report's caps (`capped_json`), so its size costs time, not
+/// memory: a report of 300,000 entries or of 100 MB strings becomes a
+/// capped report that says what was cut.
+pub const REPORT_SCAN_CAP: u64 = 256 * 1024 * 1024;
+
+/// Opens the agent's report file for a streaming read: never through a
+/// link, never a FIFO or device, never past [`REPORT_SCAN_CAP`].
+fn open_report_file(path: &Path) -> std::io::Result<std::io::Take<std::fs::File>> {
+    use std::io::Read;
+    let file = safe_fs::open_regular(path)?;
+    let len = file.metadata()?.len();
+    if len > REPORT_SCAN_CAP {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("{} is larger than the cap of {REPORT_SCAN_CAP} bytes, so caesar does not read it", path.display()),
+        ));
+    }
+    Ok(file.take(REPORT_SCAN_CAP))
+}
+
 fn refusal(title: &str, e: &DocError) -> Finding {
     Finding { severity: Severity::High, title: title.to_owned(), file: None, line: None, detail: e.to_string() }
 }
@@ -178,11 +200,12 @@ fn find_embedded(texts: &[&str]) -> Option<Report> {
                 if tries > 16 {
                     break;
                 }
-                let mut stream = serde_json::Deserializer::from_str(&text[open..]).into_iter::<serde_json::Value>();
-                if let Some(Ok(value)) = stream.next()
+                // Read with the report's caps, up to the end of the first value.
+                let limits = Limits { first_value_only: true, ..crate::oacp::REPORT_LIMITS };
+                if let Ok((value, cut)) = crate::capped_json::read_value(&text.as_bytes()[open..], limits)
                     && value.get("protocol").and_then(|p| p.as_str()) == Some(REPORT_PROTOCOL)
                 {
-                    if let Ok(r) = Report::from_value(value) {
+                    if let Ok(r) = Report::from_value_cut(value, cut) {
                         best = Some(r);
                     }
                     break;
@@ -381,7 +404,7 @@ mod hostile_file_tests {
         std::fs::File::create(d.path().join("report.json")).unwrap().set_len(1 << 30).unwrap();
         let (r, s, _) = recover_in(d.path());
         assert_eq!(s, Source::Fenced);
-        assert!(said(&r, &format!("cap of {REPORT_CAP} bytes")), "{:?}", r.findings);
+        assert!(said(&r, &format!("cap of {REPORT_SCAN_CAP} bytes")), "{:?}", r.findings);
     }
 
     #[test]

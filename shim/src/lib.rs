@@ -9,6 +9,7 @@ pub mod channel;
 pub mod cmd;
 pub mod daemon;
 pub mod error;
+pub mod fit;
 pub mod legacy_result;
 pub mod legacy_tasks;
 pub mod legacy_wire;

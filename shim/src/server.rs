@@ -292,7 +292,7 @@ impl Shim {
         finish(
             &out,
             self.cap(),
-            "Truncated to fit the response cap: long report fields were cut. Await fewer tasks at once, or read details with caesar_logs and caesar_diff.",
+            "Truncated to fit the response cap: long report fields were cut. Await fewer tasks at once, read events with caesar_logs and the changes with caesar_diff; the whole report is `caesar --json status <task_id>`.",
         )
     }
 
@@ -389,16 +389,12 @@ impl Shim {
                 shaping: Default::default(),
             };
             // Drop the oldest events first: the newest matter most.
+            // Each event is measured once (issue 19), not the whole answer per drop.
             let budget = cap.saturating_sub(400);
-            let mut dropped = 0usize;
-            while out.events.as_ref().is_some_and(|e| e.len() > 1)
-                && shape::size(&serde_json::to_value(&out).unwrap_or(Value::Null)) > budget
-            {
-                if let Some(ev) = out.events.as_mut() {
-                    ev.remove(0);
-                }
-                dropped += 1;
-            }
+            let mut events = out.events.replace(Vec::new()).unwrap_or_default();
+            let fixed = shape::size(&serde_json::to_value(&out).unwrap_or(Value::Null));
+            let dropped = shape::drop_oldest(&mut events, fixed, budget);
+            out.events = Some(events);
             if dropped > 0 {
                 let kept = out.events.as_ref().map_or(0, Vec::len);
                 out.shaping.truncated = Some(true);

@@ -11,8 +11,6 @@ use crate::error::{ErrorCode, ToolError};
 pub const DEFAULT_MAX_CHARS: usize = 20_000;
 /// The smallest cap the server accepts (`--max-chars`).
 pub const MIN_MAX_CHARS: usize = 1_000;
-/// What is left of a string cut by [`fit`].
-const CUT_MARK: &str = "…[truncated]";
 
 /// Clamps an optional caller number into `lo..=hi`; absent, zero or
 /// negative values give `default`.
@@ -33,128 +31,61 @@ pub fn window(text: &str, start: u64, max: usize) -> (String, u64, u64, Option<u
     (out, start, total, (end < total).then_some(end))
 }
 
-/// The characters `v` takes as the text block.
+/// The characters `v` takes as the text block, counted without building
+/// the text ([`crate::fit::measure`]).
 pub fn size(v: &Value) -> usize {
-    serde_json::to_string(v).map(|s| s.chars().count()).unwrap_or(0)
+    crate::fit::measure(v)
 }
 
-/// Shrinks `v` until its JSON fits `cap` characters: the longest strings are
-/// halved first, then the longest arrays lose their last items. Returns
-/// whether anything was cut.
-pub fn fit(v: &mut Value, cap: usize) -> bool {
-    let mut cut = false;
-    for _ in 0..10_000 {
-        let now = size(v);
-        if now <= cap {
-            return cut;
-        }
-        cut = true;
-        let excess = now - cap;
-        if let Some(s) = longest_string(v).filter(|s| s.chars().count() > 64) {
-            let len = s.chars().count();
-            let keep = len.saturating_sub(excess + CUT_MARK.len()).min(len / 2).max(32);
-            let mut t: String = s.chars().take(keep).collect();
-            t.push_str(CUT_MARK);
-            *s = t;
-            continue;
-        }
-        if let Some(a) = longest_array(v).filter(|a| !a.is_empty()) {
-            a.pop();
-            continue;
-        }
-        return cut;
+/// Drops the first (oldest) of `items` until `fixed` (the size of the
+/// answer without them) plus their JSON fits `budget`, keeping at least
+/// one; each item is measured once. Returns how many were dropped.
+pub fn drop_oldest(items: &mut Vec<Value>, fixed: usize, budget: usize) -> usize {
+    let sizes: Vec<usize> = items.iter().map(crate::fit::measure).collect();
+    let mut total = fixed + sizes.iter().sum::<usize>() + sizes.len().saturating_sub(1);
+    let mut drop = 0;
+    while items.len() - drop > 1 && total > budget {
+        total -= sizes[drop] + 1;
+        drop += 1;
     }
-    cut
+    items.drain(..drop);
+    drop
 }
 
-fn longest_string(v: &mut Value) -> Option<&mut String> {
-    fn walk<'a>(v: &'a mut Value, best: &mut Option<&'a mut String>) {
-        match v {
-            Value::String(s) if best.as_ref().is_none_or(|b| b.len() < s.len()) => {
-                *best = Some(s);
-            }
-            Value::Array(a) => a.iter_mut().for_each(|x| walk(x, best)),
-            Value::Object(o) => o.values_mut().for_each(|x| walk(x, best)),
-            _ => {}
-        }
-    }
-    let mut best = None;
-    walk(v, &mut best);
-    best
-}
-
-fn longest_array(v: &mut Value) -> Option<&mut Vec<Value>> {
-    /// One step down a JSON document.
-    enum Step {
-        Index(usize),
-        Key(String),
-    }
-    fn find(v: &Value, path: &mut Vec<Step>, best: &mut Option<(usize, Vec<Step>)>) {
-        match v {
-            Value::Array(a) => {
-                if best.as_ref().is_none_or(|(n, _)| *n < a.len()) {
-                    *best = Some((a.len(), clone_path(path)));
-                }
-                for (i, x) in a.iter().enumerate() {
-                    path.push(Step::Index(i));
-                    find(x, path, best);
-                    path.pop();
-                }
-            }
-            Value::Object(o) => {
-                for (k, x) in o {
-                    path.push(Step::Key(k.clone()));
-                    find(x, path, best);
-                    path.pop();
-                }
-            }
-            _ => {}
-        }
-    }
-    fn clone_path(p: &[Step]) -> Vec<Step> {
-        p.iter()
-            .map(|s| match s {
-                Step::Index(i) => Step::Index(*i),
-                Step::Key(k) => Step::Key(k.clone()),
-            })
-            .collect()
-    }
-    let mut best = None;
-    find(v, &mut Vec::new(), &mut best);
-    let (_, path) = best?;
-    let mut cur = v;
-    for step in path {
-        cur = match step {
-            Step::Index(i) => cur.get_mut(i)?,
-            Step::Key(k) => cur.get_mut(k.as_str())?,
-        };
-    }
-    cur.as_array_mut()
-}
-
-/// Serializes a result and caps it: when `fit` had to cut, `truncated` and
+/// Serializes a result and caps it: when it had to be cut, `truncated` and
 /// `hint` are set. The text block carries the same JSON as
 /// `structuredContent`.
 pub fn finish<T: Serialize>(out: &T, cap: usize, hint: &str) -> Result<CallToolResult, ToolError> {
-    let mut v = serde_json::to_value(out)
-        .map_err(|e| ToolError::new(ErrorCode::Internal, format!("cannot encode result: {e}")))?;
-    let already = v.get("truncated").and_then(Value::as_bool) == Some(true);
-    // Leave room for the marks themselves.
-    let marks = 40 + hint.len();
-    if size(&v) > cap
-        && fit(&mut v, cap.saturating_sub(marks))
-        && let Value::Object(o) = &mut v
-    {
-        o.insert("truncated".into(), Value::Bool(true));
-        if !already {
-            o.insert("hint".into(), Value::String(hint.to_owned()));
-        }
-    }
-    let text = serde_json::to_string(&v)
-        .map_err(|e| ToolError::new(ErrorCode::Internal, format!("cannot encode result: {e}")))?;
+    let (text, v) = shaped(out, cap, hint)?;
     let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
     r.structured_content = Some(v);
     Ok(r)
+}
+
+/// What [`finish`] answers: the text block and the value it carries. An
+/// answer over `cap` characters is cut in one pass ([`crate::fit`]) to
+/// leave room for `truncated` and a `hint` that says how to get the rest
+/// (`hint`) and what was cut; the text never exceeds `cap`.
+pub fn shaped<T: Serialize>(out: &T, cap: usize, hint: &str) -> Result<(String, Value), ToolError> {
+    let mut v = serde_json::to_value(out)
+        .map_err(|e| ToolError::new(ErrorCode::Internal, format!("cannot encode result: {e}")))?;
+    let already = v.get("truncated").and_then(Value::as_bool) == Some(true);
+    // Leave room for the marks themselves and the note of what was cut.
+    let marks = 40 + size(&Value::String(hint.to_owned())) + crate::fit::NOTE_CHARS;
+    let cuts = crate::fit::fit_when_over(&mut v, cap, cap.saturating_sub(marks));
+    if cuts.any()
+        && let Value::Object(o) = &mut v
+    {
+        o.insert("truncated".into(), Value::Bool(true));
+        let said = match o.get("hint").and_then(Value::as_str) {
+            Some(h) if already => h.to_owned(),
+            _ => hint.to_owned(),
+        };
+        o.insert("hint".into(), Value::String(format!("{said} {}", cuts.note())));
+    }
+    let text = serde_json::to_string(&v)
+        .map_err(|e| ToolError::new(ErrorCode::Internal, format!("cannot encode result: {e}")))?;
+    Ok((text, v))
 }
 
 #[cfg(test)]
@@ -180,14 +111,31 @@ mod tests {
     }
 
     #[test]
-    fn fit_cuts_long_strings_then_arrays() {
-        let mut v = json!({"a": "x".repeat(5000), "b": [1, 2, 3]});
-        assert!(fit(&mut v, 500));
-        assert!(size(&v) <= 500);
-        let mut v = json!({"list": (0..1000).collect::<Vec<_>>()});
-        assert!(fit(&mut v, 200));
-        assert!(size(&v) <= 200);
-        let mut small = json!({"a": 1});
-        assert!(!fit(&mut small, 100));
+    fn a_cut_answer_stays_under_the_cap_and_says_what_was_cut() {
+        let out = json!({"a": "x".repeat(5000), "b": (0..3000).collect::<Vec<_>>(), "hint": "old"});
+        let (text, v) = shaped(&out, 1_000, "Read the rest with caesar_logs.").unwrap();
+        assert!(text.chars().count() <= 1_000, "{}", text.chars().count());
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), v);
+        assert_eq!(v["truncated"], true);
+        let hint = v["hint"].as_str().unwrap();
+        assert!(
+            hint.starts_with("Read the rest with caesar_logs. Cut: ") && hint.contains("list entries dropped"),
+            "{hint}"
+        );
+        let small = json!({"a": 1});
+        assert_eq!(shaped(&small, 1_000, "h").unwrap(), (small.to_string(), small));
+    }
+
+    #[test]
+    fn dropping_the_oldest_keeps_the_newest_within_the_budget() {
+        let mut items: Vec<Value> = (0..100).map(|i| json!({"n": i, "text": "y".repeat(90)})).collect();
+        let fixed = 50;
+        let dropped = drop_oldest(&mut items, fixed, 2_000);
+        assert!(dropped > 0);
+        assert_eq!(items.first().unwrap()["n"], dropped as u64);
+        assert_eq!(items.last().unwrap()["n"], 99);
+        assert!(fixed + size(&Value::Array(items.clone())) - 2 <= 2_000);
+        let mut one = vec![json!("z".repeat(5_000))];
+        assert_eq!(drop_oldest(&mut one, fixed, 100), 0);
     }
 }

@@ -12,6 +12,8 @@
 //! wait-file PATH      sleep until PATH exists
 //! report STATUS TEXT  write a caesar.report/v1 to $CAESAR_REPORT_PATH
 //! report-raw JSON     write JSON as the report file
+//! report-huge N BYTES write a report with N `changes` and N `findings`, and a
+//!                     `details` string of BYTES bytes (issue 19's parse-time caps)
 //! fenced STATUS TEXT  print a fenced `json caesar:report` block
 //! ignore-term         ignore SIGTERM from now on
 //! child PIDFILE       start a child that ignores SIGTERM and hangs; append its pid to PIDFILE
@@ -102,6 +104,11 @@ fn main() {
                 let summary = next(&mut i);
                 let report = serde_json::json!({"protocol": "caesar.report/v1", "status": status, "summary": summary});
                 write_report(&report.to_string());
+            }
+            "report-huge" => {
+                let n: usize = next(&mut i).parse().unwrap_or(0);
+                let bytes: usize = next(&mut i).parse().unwrap_or(0);
+                write_huge_report(n, bytes);
             }
             "report-raw" => {
                 let raw = next(&mut i);
@@ -231,6 +238,37 @@ fn write_report(text: &str) {
     if let Ok(path) = std::env::var("CAESAR_REPORT_PATH") {
         let _ = std::fs::write(path, text);
     }
+}
+
+/// Streams a report too big to build in memory comfortably: `n` changes,
+/// `n` findings and a `details` string of `bytes` bytes.
+fn write_huge_report(n: usize, bytes: usize) {
+    let Ok(path) = std::env::var("CAESAR_REPORT_PATH") else { return };
+    let Ok(file) = std::fs::File::create(path) else { return };
+    let mut w = std::io::BufWriter::new(file);
+    let _ = write!(w, r#"{{"protocol":"caesar.report/v1","status":"success","summary":"a huge report","changes":["#);
+    for k in 0..n {
+        let _ = write!(
+            w,
+            r#"{}{{"path":"src/f{k}.rs","action":"modified","summary":"change {k}"}}"#,
+            if k > 0 { "," } else { "" }
+        );
+    }
+    let _ = write!(w, r#"],"findings":["#);
+    for k in 0..n {
+        let _ =
+            write!(w, r#"{}{{"severity":"info","title":"finding {k}","detail":"d"}}"#, if k > 0 { "," } else { "" });
+    }
+    let _ = write!(w, r#"],"details":""#);
+    let chunk = "x".repeat(64 * 1024);
+    let mut left = bytes;
+    while left > 0 {
+        let take = left.min(chunk.len());
+        let _ = w.write_all(&chunk.as_bytes()[..take]);
+        left -= take;
+    }
+    let _ = write!(w, r#""}}"#);
+    let _ = w.flush();
 }
 
 fn append_line(path: &str, line: &str) {
