@@ -2,7 +2,12 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = protox::compile(["caesar/v1/caesar.proto"], ["proto"])?;
-    tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(fds)?;
+    // Decode errors are the sender's: INVALID_ARGUMENT (`src/codec.rs`).
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .codec_path("crate::codec::ArgCodec")
+        .compile_fds(fds)?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())
 }

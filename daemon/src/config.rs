@@ -756,13 +756,38 @@ fn validate_agent(path: &Path, agent: &AgentDef) -> Result<()> {
 
 /// The project a workspace belongs to: the nearest ancestor holding a
 /// `.caesar` directory, else the nearest holding `.git`, else the workspace.
+/// A caesar worktree (`<project>/.caesar/wt/<id>/…`) belongs to the project
+/// it was made from: its own `.caesar/`, which its agent could write, never
+/// becomes policy (issue 19).
 pub fn project_root(workspace: &Path) -> PathBuf {
+    if let Some(main) = worktree_project(workspace) {
+        return main;
+    }
     for marker in [".caesar", ".git"] {
         if let Some(dir) = workspace.ancestors().find(|d| d.join(marker).exists()) {
             return dir.to_path_buf();
         }
     }
     workspace.to_path_buf()
+}
+
+/// The project whose caesar worktree holds `path`, if one does: the
+/// outermost `<project>/.caesar/wt/<id>` above it (a nested task's worktree
+/// lies inside its parent's).
+fn worktree_project(path: &Path) -> Option<PathBuf> {
+    let mut found = None;
+    for dir in path.ancestors() {
+        let (Some(wt), Some(id)) = (dir.parent(), dir.file_name()) else { continue };
+        if id.is_empty() || wt.file_name().is_none_or(|n| n != "wt") {
+            continue;
+        }
+        if let Some(dot) = wt.parent().filter(|d| d.file_name().is_some_and(|n| n == ".caesar"))
+            && let Some(project) = dot.parent()
+        {
+            found = Some(project.to_path_buf());
+        }
+    }
+    found
 }
 
 #[cfg(test)]

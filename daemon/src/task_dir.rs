@@ -77,13 +77,30 @@ impl TaskDir {
         self.root.join(supervisor::STDIN_INITIAL)
     }
 
-    /// The kept requests of bridged permission prompts.
+    /// What the agent may add to of the permission bridge: the refusals of
+    /// a read-only task, kept for its report's findings.
     pub fn permissions(&self) -> PathBuf {
         self.root.join("permissions")
     }
 
-    /// The kept request of one bridged prompt.
+    /// The daemon's own part of a task, beside its directory rather than in
+    /// it (`<state>/tasks/<id>.daemon/`): an agent confined by Landlock may
+    /// write its task directory, but not the state directory around it, so
+    /// what an answer relies on is kept here (issue 19).
+    pub fn daemon_part(&self) -> PathBuf {
+        let name = self.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        self.root.with_file_name(format!("{name}.daemon"))
+    }
+
+    /// The kept request of one bridged prompt, exactly as it was asked: the
+    /// answer sends back its input and names its options.
     pub fn permission_request(&self, question_id: &str) -> PathBuf {
+        self.daemon_part().join("permissions").join(format!("{question_id}.json"))
+    }
+
+    /// Where a daemon before the request moved out of the agent's reach kept
+    /// it (`permissions/<id>.json`), read only for a question it asked.
+    pub fn legacy_permission_request(&self, question_id: &str) -> PathBuf {
         self.permissions().join(format!("{question_id}.json"))
     }
 
@@ -108,5 +125,14 @@ mod tests {
         assert_eq!(d.provider_file("/etc/passwd"), None);
         assert_eq!(d.provider_file("a/./b"), Some(PathBuf::from("/s/t/a/b")));
         assert_eq!(d.provider_file(""), None);
+    }
+
+    #[test]
+    fn the_daemons_part_is_beside_the_task_directory_not_in_it() {
+        for root in ["/s/tasks/t_1", "/s/tasks/t_1/"] {
+            let d = TaskDir::new(root);
+            assert_eq!(d.daemon_part(), PathBuf::from("/s/tasks/t_1.daemon"));
+            assert!(!d.permission_request("p_x").starts_with(d.root()));
+        }
     }
 }

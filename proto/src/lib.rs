@@ -10,6 +10,7 @@
 
 pub mod civil;
 pub mod client;
+pub mod codec;
 pub mod duration;
 pub mod instance;
 pub mod ipc;

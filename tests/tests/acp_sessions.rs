@@ -26,11 +26,11 @@ fn capture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../daemon/tests/fixtures/providers").join(rel)
 }
 
-/// A stand-in for `provider` that appends each argv to `<home>/<provider>.args` (one line per
+/// A stand-in for `provider` that appends each argv to `<home>/files/<provider>.args` (one line per
 /// run) and runs `acp` when started in ACP mode (its argv holds `acp_flag`), `stream` otherwise.
 fn stand_in(env: &Env, provider: &str, acp_flag: &str, acp: &str, stream: &str) -> PathBuf {
     let script = env.home.path().join(format!("{provider}-stand-in"));
-    let args = env.home.path().join(format!("{provider}.args"));
+    let args = env.file(&format!("{provider}.args"));
     std::fs::write(
         &script,
         format!(
@@ -45,7 +45,7 @@ fn stand_in(env: &Env, provider: &str, acp_flag: &str, acp: &str, stream: &str) 
 }
 
 fn runs(env: &Env, provider: &str) -> Vec<String> {
-    std::fs::read_to_string(env.home.path().join(format!("{provider}.args")))
+    std::fs::read_to_string(env.file(&format!("{provider}.args")))
         .unwrap_or_default()
         .lines()
         .map(str::to_owned)
@@ -89,7 +89,7 @@ async fn a_failed_handshake_runs_the_stream_command_and_the_events_say_why() {
         ),
         (format!("'{}' --exit-at-start", fake_acp().display()), "the agent ended before answering initialize"),
     ] {
-        let _ = std::fs::remove_file(env.home.path().join("copilot.args"));
+        let _ = std::fs::remove_file(env.file("copilot.args"));
         let script = stand_in(&env, "copilot", "--acp", &acp, &replay);
         use_bin(&env, "copilot", &script);
         let mut req = env.delegate_request("copilot", "say hello");

@@ -18,10 +18,10 @@ use common::*;
 const LONG: Duration = Duration::from_secs(60);
 
 /// A shell script for the fake agent: `try NAME CMD...` runs CMD, keeping
-/// its output and exit code in `$CAESAR_HOME/out/NAME`.
+/// its output and exit code in `$CAESAR_HOME/files/out/NAME`.
 fn script(body: &str) -> String {
     format!(
-        r#"C={caesar}; M={mcp}; O="$CAESAR_HOME/out"; mkdir -p "$O"
+        r#"C={caesar}; M={mcp}; O="$CAESAR_HOME/files/out"; mkdir -p "$O"
 try() {{ n=$1; shift; "$@" >"$O/$n" 2>&1; echo "rc=$?" >>"$O/$n"; }}
 {body}
 touch "$O/done""#,
@@ -41,7 +41,7 @@ fn refused(text: &str) -> bool {
 #[tokio::test]
 async fn an_agent_cannot_act_as_the_orchestrator_nor_reach_another_task() {
     let attack = script(
-        r#"V=$(cat "$CAESAR_HOME/victim")
+        r#"V=$(cat "$CAESAR_HOME/files/victim")
 try status $C status $V
 try logs $C logs $V
 try cancel $C cancel $V
@@ -108,15 +108,15 @@ async fn a_stolen_channel_secret_does_not_speak_for_another_task() {
     // every channel task does; the attacker reads it from /proc and calls
     // submit_report for the victim through the real caesar-mcp --channel.
     let attack = script(
-        r#"V=$(cat "$CAESAR_HOME/victim"); P=$(cat "$CAESAR_HOME/victim.pid")
+        r#"V=$(cat "$CAESAR_HOME/files/victim"); P=$(cat "$CAESAR_HOME/files/victim.pid")
 tr '\0' '\n' < /proc/$P/environ > "$O/proc" 2>&1; echo "rc=$?" >> "$O/proc"
-S=$(cat "$CAESAR_HOME/leaked")
+S=$(cat "$CAESAR_HOME/files/leaked")
 init='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}'
 inited='{"jsonrpc":"2.0","method":"notifications/initialized"}'
 call='{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit_report","arguments":{"report":{"status":"success","summary":"forged"}}}}'
 (printf '%s\n%s\n' "$init" "$inited"; sleep 1; printf '%s\n' "$call"; sleep 3) | env CAESAR_TASK_ID=$V CAESAR_CHANNEL_SECRET=$S $M --channel >"$O/forge" 2>&1"#,
     );
-    let victim_script = r#"echo $$ > "$CAESAR_HOME/victim.pid"; exec sleep 30"#;
+    let victim_script = r#"echo $$ > "$CAESAR_HOME/files/victim.pid"; exec sleep 30"#;
     // Both read-only, so that neither waits for the other's tree.
     let mut env =
         Env::new(&[("victim", &["sh", victim_script]), ("attacker", &["sh", &attack, "report", "success", "tried"])]);
@@ -146,6 +146,10 @@ call='{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit_rep
     // another task's memory, not its /proc/<pid>/environ), it cannot use it.
     let forge = out(&env, "forge");
     assert!(forge.contains("speaks only for its own task"), "{forge}");
+    // What the attacker read of the victim's /proc/<pid>/environ (Landlock
+    // scopes signals and ptrace, not that file) holds no secret.
+    let seen = out(&env, "proc");
+    assert!(!seen.contains("CAESAR_CHANNEL_SECRET") && !seen.contains(&stolen), "{seen}");
 
     // The same secret from the user's own process is accepted: the
     // refusal is the transport's, not a wrong secret.

@@ -150,3 +150,58 @@ try autostart env -u CAESAR_TASK_ID CAESAR_HOME="$CAESAR_TASK_DIR/other" {c_bin}
         assert!(started.contains("writes confined to its worktree"), "{started}");
     }
 }
+
+#[tokio::test]
+async fn caesars_directories_under_tmp_are_out_of_every_tasks_reach_too() {
+    // CAESAR_HOME under /tmp (as Env makes it), which every task may write:
+    // a read-only and a write task try to plant a file in the state
+    // directory, to open the store for writing, to write the config and
+    // runtime directories, to move the daemon's socket away, and to make a
+    // new entry beside caesar's directories. Their task directory, their
+    // TMPDIR and the existing entries of /tmp stay writable.
+    let attack = r#"O="$CAESAR_TASK_DIR"; T=$(basename "$O"); try() { n=$1; shift; "$@" >"$O/out-$n" 2>&1; echo "rc=$?" >>"$O/out-$n"; }
+try state sh -c "echo evil > \"$CAESAR_HOME/state/planted-$T\""
+try db sh -c ': >> "$CAESAR_HOME/state/caesar.db"'
+try config sh -c "mkdir -p \"$CAESAR_HOME/config\" && echo '[policy]' > \"$CAESAR_HOME/config/config.toml\""
+try run sh -c "echo evil > \"$CAESAR_HOME/run/planted-$T\""
+try socket sh -c 'for s in "$CAESAR_HOME"/run/*.sock; do mv "$s" "$s.moved"; done'
+try beside sh -c "echo evil > \"$CAESAR_HOME/beside-$T\""
+try tmp sh -c "echo x > \"$TMPDIR/agent-temp\""
+try mine sh -c "echo x > \"$O/mine\""
+try files sh -c "echo x > \"$CAESAR_HOME/files/ok-$T\"""#;
+    let mut env = Env::new(&[("w", &["sh", attack, "report", "success", "tried"])]);
+    assert!(env.home.path().starts_with("/tmp"), "the point of this test");
+    let mut c = env.start_daemon().await;
+    let sockets_before: Vec<_> =
+        std::fs::read_dir(&env.paths.runtime_dir).unwrap().flatten().map(|e| e.path()).collect();
+    for mode in ["read-only", "write"] {
+        let req = pb::DelegateRequest { mode: mode.into(), ..env.delegate_request("w", mode) };
+        let id = c.delegate(req).await.unwrap().into_inner().task_id;
+        let t = await_one(&mut c, &id, LONG).await;
+        assert_eq!(t.status, "succeeded", "{mode}: {t:?}");
+        let out =
+            |n: &str| std::fs::read_to_string(Path::new(&t.task_dir).join(format!("out-{n}"))).unwrap_or_default();
+        for n in ["tmp", "mine", "files"] {
+            assert!(out(n).contains("rc=0"), "{mode}: {n} stays writable: {}", out(n));
+        }
+        if caesard::sandbox::kernel_abi().is_none() {
+            continue;
+        }
+        for n in ["state", "db", "config", "run", "beside"] {
+            let said = out(n);
+            assert!(!said.contains("rc=0") && said.contains("ermission denied"), "{mode}: {n} was written: {said}");
+        }
+        assert!(!out("socket").contains("rc=0"), "{mode}: the socket was moved: {}", out("socket"));
+        assert!(!env.paths.state_dir.join(format!("planted-{id}")).exists());
+        assert!(!env.paths.runtime_dir.join(format!("planted-{id}")).exists());
+        assert!(!env.home.path().join(format!("beside-{id}")).exists());
+        assert!(!env.paths.config_dir.join("config.toml").exists());
+    }
+    let sockets_after: Vec<_> =
+        std::fs::read_dir(&env.paths.runtime_dir).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(sockets_before, sockets_after, "the runtime directory is as it was");
+    assert!(c.ping(pb::PingRequest {}).await.is_ok(), "the daemon still answers");
+    // A new client still finds the daemon at its socket.
+    let o = env.caesar(&["ps"]);
+    assert!(o.status.success(), "{o:?}");
+}

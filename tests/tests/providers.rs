@@ -20,11 +20,11 @@ fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../daemon/tests/fixtures/providers").join(rel)
 }
 
-/// Writes a stand-in for `provider` that records its argv in `<home>/<provider>.args`
+/// Writes a stand-in for `provider` that records its argv in `<home>/files/<provider>.args`
 /// and replays `capture` (plus `stderr` on stderr), then exits with `code`.
 fn stand_in(env: &Env, provider: &str, capture: &Path, stderr: Option<&Path>, code: i32) -> PathBuf {
     let script = env.home.path().join(format!("{provider}-stand-in"));
-    let args_file = env.home.path().join(format!("{provider}.args"));
+    let args_file = env.file(&format!("{provider}.args"));
     let mut steps = format!("replay '{}'", capture.display());
     if let Some(e) = stderr {
         steps.push_str(&format!(" replay-err '{}'", e.display()));
@@ -54,7 +54,7 @@ fn use_bins(env: &Env, bins: &[(&str, &Path)]) {
 }
 
 fn recorded_args(env: &Env, provider: &str) -> Vec<String> {
-    std::fs::read_to_string(env.home.path().join(format!("{provider}.args")))
+    std::fs::read_to_string(env.file(&format!("{provider}.args")))
         .unwrap_or_default()
         .lines()
         .map(str::to_owned)

@@ -18,7 +18,7 @@ use common::*;
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// The repository's config: each entry would leave a marker in `$CAESAR_HOME`.
+/// The repository's config: each entry would leave a marker in `$CAESAR_HOME/files`.
 fn hostile_config(home: &std::path::Path) -> String {
     let f = fake_agent().display().to_string();
     let m = home.display();
@@ -40,7 +40,7 @@ async fn a_repository_config_takes_effect_only_once_trusted_and_only_as_trusted(
     let project = env.project.path().to_path_buf();
     git(&project, &["init", "-q"]);
     std::fs::write(project.join("README"), "x\n").unwrap();
-    let config = hostile_config(env.home.path());
+    let config = hostile_config(&env.files_dir());
     std::fs::write(project.join(".caesar/config.toml"), &config).unwrap();
     // `[bin] qwen` would be run for `--version` by `caesar agents list`.
     std::fs::write(
@@ -56,7 +56,7 @@ async fn a_repository_config_takes_effect_only_once_trusted_and_only_as_trusted(
     // the repository from inside its task.
     let c_bin = caesar_bin().display().to_string();
     let attack = format!(
-        "{c_bin} trust {} > \"$CAESAR_HOME/agent-trust\" 2>&1; echo rc=$? >> \"$CAESAR_HOME/agent-trust\"",
+        "{c_bin} trust {} > \"$CAESAR_HOME/files/agent-trust\" 2>&1; echo rc=$? >> \"$CAESAR_HOME/files/agent-trust\"",
         project.display()
     );
     std::fs::create_dir_all(&env.paths.config_dir).unwrap();

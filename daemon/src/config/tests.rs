@@ -185,3 +185,27 @@ mod hostile_layer_tests {
         assert_eq!(c.policy.max_parallel, 2);
     }
 }
+
+#[cfg(test)]
+mod worktree_projects {
+    use super::super::*;
+
+    #[test]
+    fn a_caesar_worktree_belongs_to_the_project_it_was_made_from() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("p");
+        let wt = p.join(".caesar/wt/t_1");
+        let nested = wt.join(".caesar/wt/t_2/src");
+        for dir in [&wt.join(".caesar"), &nested] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        // The worktree holds a `.caesar/` of its own: it is not the project.
+        assert_eq!(project_root(&wt), p);
+        assert_eq!(project_root(&wt.join(".caesar")), p);
+        assert_eq!(project_root(&nested), p, "a nested worktree's project is the outermost");
+        // A directory merely named `wt` elsewhere is no worktree.
+        let other = d.path().join("q/wt/x");
+        std::fs::create_dir_all(other.join(".caesar")).unwrap();
+        assert_eq!(project_root(&other), other);
+    }
+}

@@ -159,9 +159,12 @@ pub fn choose(ask: &PermissionAsk, answer: &str) -> std::result::Result<Choice, 
         .ok_or_else(|| format!("this agent offers no reject option; valid: {}", valid()))
 }
 
-/// The permission request kept for question `qid` of the task in `dir`.
+/// The permission request kept for question `qid` of the task in `dir`
+/// (where a daemon of before the move kept it, for a question it asked: no
+/// question is stored before its request is kept in the daemon's part).
 pub(super) fn read_ask(dir: &TaskDir, qid: &str) -> std::result::Result<PermissionAsk, String> {
-    let path = dir.permission_request(qid);
+    let kept = dir.permission_request(qid);
+    let path = if kept.exists() { kept } else { dir.legacy_permission_request(qid) };
     crate::safe_fs::read_capped(&path, crate::safe_fs::REPORT_CAP)
         .map_err(|e| format!("{}: {e}", path.display()))
         .and_then(|b| serde_json::from_slice::<PermissionAsk>(&b).map_err(|e| format!("{}: {e}", path.display())))

@@ -14,8 +14,9 @@ use super::*;
 impl Engine {
     // ------------------------------------------------------ permission bridge
 
-    /// A CLI asks whether it may use a tool: the request is kept in the task
-    /// directory (for the answer), the question stored (durably, first), and
+    /// A CLI asks whether it may use a tool: the request is kept in the
+    /// task's daemon part, out of its agent's reach (for the answer, which
+    /// sends back exactly what was asked), the question stored (durably, first), and
     /// a `question` event added to the batch. A request seen again (output
     /// re-read after a restart) is not asked twice.
     pub(super) fn ask_permission(&self, run: &mut Run, ask: provider::PermissionAsk, bodies: &mut Vec<EventBody>) {
@@ -35,9 +36,8 @@ impl Engine {
         }
         // The request is kept before the question is stored: an answer must
         // always find it.
-        let dir = run.dir.permissions();
         let path = run.dir.permission_request(&qid);
-        let stored = std::fs::create_dir_all(&dir)
+        let stored = std::fs::create_dir_all(path.parent().unwrap_or(run.dir.root()))
             .and_then(|()| supervisor::write_atomic(&path, &serde_json::to_vec(&ask).unwrap_or_default()));
         if let Err(e) = stored {
             warn!(task_id = %run.id, "cannot keep the permission request {}: {e}", path.display());
@@ -268,4 +268,21 @@ pub(super) fn is_permission_question(question_id: &str) -> bool {
 pub(super) fn is_allow(answer: &str) -> bool {
     let first = answer.trim().split(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or_default();
     matches!(first.to_ascii_lowercase().as_str(), "allow" | "yes" | "y" | "approve")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn question_ids_of_requests_that_differ_only_in_punctuation_or_past_the_cut_do_not_collide() {
+        // The audit's case: two request ids with the same letters and digits.
+        assert_ne!(permission_question_id("req-1.2"), permission_question_id("req-12"));
+        assert_ne!(permission_question_id("req_1_2"), permission_question_id("req-1-2"));
+        let long = "a".repeat(40);
+        assert_ne!(permission_question_id(&format!("{long}1")), permission_question_id(&format!("{long}2")));
+        // Stable: the same request read again after a restart is the same question.
+        assert_eq!(permission_question_id("req-1.2"), permission_question_id("req-1.2"));
+        assert!(is_permission_question(&permission_question_id("x")));
+    }
 }

@@ -82,16 +82,15 @@ impl Engine {
         }
         let workspace = std::path::PathBuf::from(&record.workspace);
         // caesar's own directories are out of every task's reach (issue 19);
-        // a worktree task's main tree too.
-        // (Beneath the temp directory, which stays writable to every task,
-        // carving them out would refuse new entries beside them: there they
-        // are not shielded, and SECURITY.md says so.)
+        // a worktree task's main tree too. Beneath `/tmp` as well: there the
+        // temp directory is carved around them (its existing entries stay
+        // writable; new entries directly in it, or beside caesar's
+        // directories, are refused; the agent's `TMPDIR` is its own).
         let mut shield: Vec<std::path::PathBuf> =
             [&self.paths.state_dir, &self.paths.config_dir, &self.paths.runtime_dir]
                 .into_iter()
                 .cloned()
                 .chain(self.paths.socket.parent().map(std::path::Path::to_path_buf))
-                .filter(|d| !d.starts_with(std::env::temp_dir()) && !d.starts_with("/tmp"))
                 .collect();
         if workdir != workspace {
             shield.push(crate::config::project_root(&workspace));

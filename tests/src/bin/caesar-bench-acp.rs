@@ -53,7 +53,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let home = tempfile::Builder::new().prefix("ca").tempdir_in("/tmp")?;
     let project = tempfile::tempdir()?;
     let p = project.path();
-    let (sent, read) = (home.path().join("sent"), home.path().join("read"));
+    // Beneath `files/`, made before the task starts: caesar's directories
+    // are carved out of the agent's /tmp, and new entries beside them.
+    std::fs::create_dir_all(home.path().join("files"))?;
+    let (sent, read) = (home.path().join("files/sent"), home.path().join("files/read"));
     let mut steps = format!("stamp-sent '{}' stamp-answer '{}'", sent.display(), read.display());
     for i in 0..runs {
         steps.push_str(&format!(" ask 'echo {i}'"));

@@ -159,7 +159,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let home = tempfile::Builder::new().prefix("cb").tempdir_in("/tmp")?;
     let project = tempfile::tempdir()?;
-    let stamp = home.path().join("stamp");
+    // What the agents write goes beneath `files/`, made now: caesar's own
+    // directories are carved out of the agents' /tmp, and with them new
+    // entries beside them in CAESAR_HOME (issue 19).
+    let files = home.path().join("files");
+    std::fs::create_dir_all(&files)?;
+    let stamp = files.join("stamp");
     let s = stamp.display().to_string();
     let f = fake.display().to_string();
     std::fs::create_dir_all(project.path().join(".caesar"))?;
@@ -278,7 +283,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // P9: the return channel's round trip, spoken over gRPC as caesar-mcp
     // --channel speaks it: ask, visible to await, answered, delivered.
-    let gate = home.path().join("gate");
+    let gate = files.join("gate");
     std::fs::write(
         project.path().join(".caesar/config.toml"),
         format!(
@@ -458,7 +463,9 @@ async fn prepare_figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std:
     let home = tempfile::Builder::new().prefix("cb").tempdir_in("/tmp")?;
     let project = tempfile::tempdir()?;
     let p = project.path();
-    let stamp = home.path().join("stamp");
+    // Beneath `files/`, made before any task starts (see `main`).
+    std::fs::create_dir_all(home.path().join("files"))?;
+    let stamp = home.path().join("files/stamp");
     let (f, s) = (bin_dir.join("fake-agent").display().to_string(), stamp.display().to_string());
     std::fs::create_dir_all(p.join(".caesar"))?;
     std::fs::write(

@@ -49,6 +49,10 @@ impl Env {
         let home = tempfile::Builder::new().prefix("ch").tempdir_in("/tmp").expect("home");
         let project = tempfile::tempdir().expect("project");
         let paths = Paths::under(home.path());
+        // Made before any task starts: a task's agent may write beneath it
+        // (caesar's own directories beside it are carved out of its reach,
+        // and with them new entries directly in CAESAR_HOME; issue 19).
+        std::fs::create_dir_all(home.path().join("files")).expect("files dir");
         let env = Env { home, project, paths, daemons: Vec::new() };
         env.set_agents(agents);
         env
@@ -148,8 +152,15 @@ impl Env {
         ping.pid
     }
 
+    /// A path for the test's own files, beneath [`Env::files_dir`] (which
+    /// a task's agent can write).
     pub fn file(&self, name: &str) -> PathBuf {
-        self.home.path().join(name)
+        self.files_dir().join(name)
+    }
+
+    /// `$CAESAR_HOME/files`, made by [`Env::new`].
+    pub fn files_dir(&self) -> PathBuf {
+        self.home.path().join("files")
     }
 }
 

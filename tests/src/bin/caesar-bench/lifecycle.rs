@@ -18,7 +18,11 @@ use super::Figure;
 pub async fn figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std::error::Error>> {
     let home = tempfile::Builder::new().prefix("cb").tempdir_in("/tmp")?;
     let project = tempfile::tempdir()?;
-    let stamp = home.path().join("stamp");
+    // What the agents write goes beneath `files/`, made before any task
+    // starts: caesar's directories are carved out of the agents' /tmp.
+    let files = home.path().join("files");
+    std::fs::create_dir_all(&files)?;
+    let stamp = files.join("stamp");
     let (f, s) = (bin_dir.join("fake-agent").display().to_string(), stamp.display().to_string());
     let blocker = r#"{"type":"blocker","kind":"rate_limit","message":"usage limit"}"#;
     std::fs::create_dir_all(project.path().join(".caesar"))?;
@@ -52,7 +56,7 @@ pub async fn figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std::err
         }
         fallback.samples.push((stamps[1].saturating_sub(stamps[0])) as f64 / 1e6);
     }
-    let mut parked = parking_figure(&mut c, home.path(), project.path(), runs).await?;
+    let mut parked = parking_figure(&mut c, &files, project.path(), runs).await?;
     daemon.stop().await;
 
     // The per-event cost: a mix of a working agent's events.
@@ -91,11 +95,11 @@ pub async fn figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std::err
 /// first instruction (`date` in its shell).
 async fn parking_figure(
     c: &mut client::Client,
-    home: &Path,
+    files: &Path,
     project: &Path,
     runs: usize,
 ) -> Result<Figure, Box<dyn std::error::Error>> {
-    let (mark, reset, resumed) = (home.join("parked-once"), home.join("reset-at"), home.join("resumed-at"));
+    let (mark, reset, resumed) = (files.join("parked-once"), files.join("reset-at"), files.join("resumed-at"));
     let script = format!(
         "if [ -e {m:?} ]; then date +%s%N > {r2:?}; printf '%s' '{{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\"summary\":\"resumed\"}}' > \"$CAESAR_REPORT_PATH\"; \
          else touch {m:?}; R=$(( $(date +%s%3N) + 1000 )); echo $R > {r1:?}; \
