@@ -86,6 +86,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .env("CAESAR_HOME", home.path())
         .env("CAESAR_LOG", "warn")
         .env("CAESAR_KILL_GRACE_MS", "200")
+        // The project's `[bin]` is honoured only in a trusted project (issue 19).
+        .env("CAESAR_TRUST_PREFIX", p)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -66,6 +66,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut daemon = Command::new(bin_dir.join("caesard"))
         .env("CAESAR_HOME", home.path())
         .env("CAESAR_LOG", "warn")
+        // The project's `[bin]` is honoured only in a trusted project (issue 19).
+        .env("CAESAR_TRUST_PREFIX", p)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
