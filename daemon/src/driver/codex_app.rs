@@ -78,10 +78,10 @@ impl Driver for CodexAppDriver {
         if let Some(stream) = &mut self.fallback {
             return stream.read_line(line);
         }
-        if line.starts_with(FALLBACK_MARKER) {
+        if let Some(rest) = line.strip_prefix(FALLBACK_MARKER) {
             // The refused opening stays in raw.log only; the progress line says which ran and why.
             self.held.clear();
-            let why = line[FALLBACK_MARKER.len()..].trim_start_matches(':').trim();
+            let why = rest.trim_start_matches(':').trim();
             let why = why.strip_suffix("; running the stream command").unwrap_or(why);
             let message = format!("codex app-server could not be opened ({why}): running `codex exec --json` instead");
             let mut parsed = Parsed::default();
