@@ -110,6 +110,8 @@ pub use parking::ParkRow;
 mod fanout;
 pub use fanout::GroupRecord;
 
+mod question_batch;
+
 /// The process outcome of a task, exactly seed 000's six statuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskStatus {

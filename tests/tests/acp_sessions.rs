@@ -166,12 +166,13 @@ async fn a_resumed_session_is_loaded_and_its_history_is_not_the_answer() {
     let mut env = Env::new(&[]);
     let mut c = env.start_daemon().await;
     let acp = format!("'{}' say 'The new answer.'", fake_acp().display());
-    let script = stand_in(&env, "gemini", "--acp", &acp, "false");
-    use_bin(&env, "gemini", &script);
-    let first = c.delegate(env.delegate_request("gemini", "first")).await.unwrap().into_inner().task_id;
+    // qwen (gemini's own session/load loses the session: its resumed tasks run the stream).
+    let script = stand_in(&env, "qwen", "--acp", &acp, "false");
+    use_bin(&env, "qwen", &script);
+    let first = c.delegate(env.delegate_request("qwen", "first")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &first, LONG).await;
     assert_eq!(t.session_id, "fake-1", "{}", raw(&env, &first));
-    let mut again = env.delegate_request("gemini", "second");
+    let mut again = env.delegate_request("qwen", "second");
     again.session_id = t.session_id.clone();
     let second = c.delegate(again).await.unwrap().into_inner().task_id;
     let t2 = await_one(&mut c, &second, LONG).await;

@@ -262,3 +262,83 @@ async fn figures_of_the_approval_bridge() {
         answer[runs - 1]
     );
 }
+
+// ---- issue 15, round 3 (latency6): codex's exec fallback and thread/resume -----------------
+
+/// A task continuing a thread: the supervisor sends `thread/resume` (not `codex exec resume`),
+/// and the model sees the first turn in the second's history.
+#[tokio::test]
+async fn codex_app_server_resume_continues_the_thread() {
+    let rig =
+        Rig::start(vec![Reply::text("The secret word is pelican."), Reply::text("You asked about pelican.")]).await;
+    let first = rig.delegate("Pick a secret word.", json!({"mode": "read-only"})).await;
+    let t = rig.finish(&first).await;
+    assert_eq!(report_of(&t)["status"], "success", "{t}\n{}", rig.raw(&first));
+    let session = t["session_id"].as_str().or_else(|| report_of(&t)["session_id"].as_str());
+    let session = session.unwrap_or_else(|| panic!("no thread id: {t}\n{}", rig.raw(&first))).to_owned();
+    let second = rig.delegate("What was the word?", json!({"mode": "read-only", "session_id": session})).await;
+    let t2 = rig.finish(&second).await;
+    assert_eq!(report_of(&t2)["status"], "success", "{t2}\n{}", rig.raw(&second));
+    assert_app_server(&rig, &second);
+    let opening = std::fs::read_to_string(rig.task_dir(&second).join("session.open.json")).unwrap();
+    assert!(opening.contains(&session), "the opening continues the thread: {opening}");
+    let raw = rig.raw(&second);
+    assert!(
+        raw.contains(&format!(r#""result":{{"thread":{{"id":"{session}""#)) || raw.contains(&session),
+        "codex answered thread/resume with the same thread: {raw}"
+    );
+    assert!(!raw.contains(FALLBACK), "no fallback: {raw}");
+    let requests = rig.server.model_requests();
+    let last = requests.last().unwrap().body_text();
+    assert!(
+        last.contains("Pick a secret word.") && last.contains("The secret word is pelican."),
+        "the first turn is in the resumed thread's history: {last}\n{raw}"
+    );
+    let summary = report_of(&t2)["summary"].as_str().unwrap_or_default().to_owned();
+    assert!(summary.contains("You asked about pelican."), "the answer is the new turn's: {t2}");
+    assert_eq!(t2["session_id"].as_str(), Some(session.as_str()), "the same thread: {t2}");
+}
+
+/// The line the supervisor writes before it runs `codex exec --json` instead of the app-server.
+const FALLBACK: &str = "caesar: the codex app-server handshake failed";
+
+/// An app-server that cannot be opened at start (here a codex whose `app-server` exits at once,
+/// as one without the subcommand does) falls back to the real `codex exec --json` in the same
+/// supervisor; the task's events say which ran and why, and the exec run is read as its stream.
+#[tokio::test]
+async fn codex_app_server_failing_at_start_falls_back_to_exec() {
+    let rig = Rig::start(vec![Reply::text("Hello from exec.")]).await;
+    let wrapper = rig.homes.path().join("codex-without-app-server");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = app-server ]; then echo \"error: unrecognized subcommand 'app-server'\" >&2; \
+             exit 2; fi\nexec '{}' \"$@\"\n",
+            codex_bin().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        rig.env.project.path().join(".caesar/config.toml"),
+        format!("[bin]\ncodex = {:?}\n", wrapper.display().to_string()),
+    )
+    .unwrap();
+    let id = rig.delegate("Say hello.", json!({"mode": "write", "isolation": "worktree"})).await;
+    let t = rig.finish(&id).await;
+    let raw = rig.raw(&id);
+    assert_eq!(report_of(&t)["status"], "success", "{t}\n{raw}");
+    assert!(report_of(&t)["summary"].as_str().unwrap_or_default().contains("Hello from exec."), "{t}\n{raw}");
+    assert_app_server(&rig, &id);
+    assert!(raw.contains(FALLBACK) && raw.contains("ended before answering initialize"), "{raw}");
+    assert!(raw.contains(r#""type":"thread.started""#), "codex exec ran: {raw}");
+    let events = rig.events(&id);
+    let said = events.iter().find(|e| {
+        e["type"] == "progress" && e["message"].as_str().is_some_and(|m| m.contains("running `codex exec --json`"))
+    });
+    assert!(said.is_some(), "the events say exec ran and why: {events:?}");
+    let agent = std::fs::read_to_string(rig.task_dir(&id).join("agent.json")).unwrap();
+    assert!(!agent.is_empty(), "agent.json names the exec run");
+    assert_eq!(rig.server.model_requests().len(), 1, "the brief went to the model once");
+}

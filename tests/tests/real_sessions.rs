@@ -191,9 +191,9 @@ async fn resume_continues_the_session(cli: Cli) {
     assert!(summary.contains("You asked about pelican."), "the answer is the new turn's: {t2}");
 }
 
-// gemini 0.61 advertises loadSession, but answers caesar's session/load with "No previous
-// sessions found for this project." (-32603): it does not keep an ACP session it ran headless.
-// The supervisor then runs the stream command (with --resume), which finds nothing either.
+// gemini 0.61 advertises loadSession, but its session/load overwrites the session before it
+// reads it ("No previous sessions found for this project."): a resumed gemini task runs its
+// stream command instead (gemini_resume_runs_the_stream_with_resume_…, at the end).
 #[tokio::test]
 async fn copilot_resume_loads_the_session_and_the_model_sees_the_first_turn() {
     resume_continues_the_session(Cli::Copilot).await;
@@ -261,4 +261,45 @@ async fn qwen_permission_denied_keeps_the_command_from_running() {
 #[tokio::test]
 async fn qwen_ask_orchestrator_over_the_session_channel() {
     ask_orchestrator(Cli::Qwen).await;
+}
+
+// ---- issue 15, round 3 (latency6): gemini's resume ----------------------------------------
+
+/// gemini 0.61's session/load overwrites the session it is asked to load before reading it,
+/// so a resumed gemini task runs its stream command with `-r <id>` (not ACP), which
+/// finds the session its first task opened through ACP: the model sees the first turn.
+#[tokio::test]
+async fn gemini_resume_runs_the_stream_with_resume_and_the_model_sees_the_first_turn() {
+    let rig = Rig::start(
+        Cli::Gemini,
+        vec![Reply::text("The secret word is pelican."), Reply::text("You asked about pelican.")],
+    )
+    .await;
+    let first = rig.delegate("Pick a secret word.", json!({"mode": "read-only"})).await;
+    let t = rig.finish(&first).await;
+    let session = t["session_id"].as_str().or_else(|| report_of(&t)["session_id"].as_str());
+    let session = session.unwrap_or_else(|| panic!("no session id: {t}\n{}", rig.raw(&first))).to_owned();
+    let started = |id: &str| {
+        let events = std::fs::read_to_string(rig.task_dir(id).join("events.jsonl")).unwrap_or_default();
+        let line = events.lines().next().unwrap_or_default().to_owned();
+        serde_json::from_str::<Value>(&line).unwrap_or_default()["command"].as_str().unwrap_or_default().to_owned()
+    };
+    assert!(started(&first).contains("--acp"), "the first task is an ACP session: {}", started(&first));
+    let second = rig.delegate("What was the word?", json!({"mode": "read-only", "session_id": session})).await;
+    let t2 = rig.finish(&second).await;
+    let command = started(&second);
+    assert!(
+        command.contains(" -r ") && command.contains(&session) && !command.contains("--acp"),
+        "the stream command resumes the session: {command}"
+    );
+    let requests = rig.server.model_requests();
+    let last = requests.last().unwrap().body_text();
+    assert!(
+        last.contains("Pick a secret word.") && last.contains("The secret word is pelican."),
+        "earlier turns sent: {last}\n{}",
+        rig.raw(&second)
+    );
+    assert_eq!(report_of(&t2)["status"], "success", "{t2}\n{}", rig.raw(&second));
+    let summary = report_of(&t2)["summary"].as_str().unwrap_or_default().to_owned();
+    assert!(summary.contains("You asked about pelican."), "the answer is the new turn's: {t2}");
 }

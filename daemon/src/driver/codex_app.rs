@@ -5,18 +5,34 @@
 //! [`crate::provider::codex_app::CodexAppParser`], a pure reader), answers the requests caesar
 //! does not serve with a JSON-RPC error, turns command and file-change approvals into permission
 //! asks whose answer is the JSON-RPC response (`accept`, `acceptForSession`, `decline`), and
-//! cancels with `turn/interrupt`. Like the ACP driver it speaks serde JSON-RPC: its state (the
+//! cancels with `turn/interrupt`. When the supervisor could not open the session it runs
+//! `codex exec --json` instead and says so ([`FALLBACK_MARKER`]): the rest is read as that
+//! stream. Like the ACP driver it speaks serde JSON-RPC: its state (the
 //! thread id, the open request ids) is rebuilt from `raw.log` and the store.
 
 use crate::provider::codex_app::{self, CodexAppParser};
 use crate::provider::{LineParser, Parsed, PermissionAsk, Stream};
 
-use super::{Decision, Driver, Reading};
+use super::stream::StreamDriver;
+use super::{Decision, Driver, DriverKind, Reading};
 
-/// Reads a codex app-server session.
+/// The line the supervisor writes into `raw.log` when the app-server could not be opened (it
+/// ended before answering, or refused `initialize` or `thread/start`/`thread/resume`) and it
+/// runs `codex exec --json` instead; from there on the output is codex's exec stream.
+pub const FALLBACK_MARKER: &str = "caesar: the codex app-server handshake failed";
+
+/// The most error answers to the opening held back (there are two requests to refuse).
+const HELD_LINES: usize = 4;
+
+/// Reads a codex app-server session, or its `codex exec --json` fallback.
 #[derive(Default)]
 pub struct CodexAppDriver {
     parser: CodexAppParser,
+    /// Set once the supervisor fell back to `codex exec --json`.
+    fallback: Option<StreamDriver>,
+    /// The server's error answers to `initialize` and `thread/start`, held back: should the
+    /// exec fallback follow, its own account is the one read (one failure, one blocker).
+    held: Vec<String>,
 }
 
 impl CodexAppDriver {
@@ -24,20 +40,78 @@ impl CodexAppDriver {
     pub fn new() -> CodexAppDriver {
         CodexAppDriver::default()
     }
+
+    /// Reads the held lines, in order, into `parsed`.
+    fn release(&mut self, parsed: &mut Parsed) {
+        for line in std::mem::take(&mut self.held) {
+            merge(parsed, self.parser.parse_line(&line, Stream::Stdout));
+        }
+    }
+}
+
+/// Whether `line` is the server's error answer to caesar's `initialize` or `thread/start`.
+fn is_opening_error(line: &str) -> bool {
+    line.contains("\"error\"")
+        && serde_json::from_str::<serde_json::Value>(line.trim()).is_ok_and(|v| {
+            v.get("error").is_some()
+                && v.get("method").is_none()
+                && matches!(
+                    v.get("id").and_then(serde_json::Value::as_u64),
+                    Some(codex_app::ID_INITIALIZE | codex_app::ID_THREAD_START)
+                )
+        })
+}
+
+/// Appends `more` to `into` (later values win).
+fn merge(into: &mut Parsed, more: Parsed) {
+    into.events.extend(more.events);
+    into.session_id = more.session_id.or(into.session_id.take());
+    into.final_text = more.final_text.or(into.final_text.take());
+    into.usage = more.usage.or(into.usage.take());
+    into.blocker = more.blocker.or(into.blocker.take());
+    into.permission = more.permission.or(into.permission.take());
+    into.failure = more.failure.or(into.failure.take());
 }
 
 impl Driver for CodexAppDriver {
     fn read_line(&mut self, line: &str) -> Reading {
-        let parsed = self.parser.parse_line(line, Stream::Stdout);
+        if let Some(stream) = &mut self.fallback {
+            return stream.read_line(line);
+        }
+        if let Some(rest) = line.strip_prefix(FALLBACK_MARKER) {
+            // The refused opening stays in raw.log only; the progress line says which ran and why.
+            self.held.clear();
+            let why = rest.trim_start_matches(':').trim();
+            let why = why.strip_suffix("; running the stream command").unwrap_or(why);
+            let message = format!("codex app-server could not be opened ({why}): running `codex exec --json` instead");
+            let mut parsed = Parsed::default();
+            parsed.events.push(crate::oacp::EventBody::Progress { message, pct: None });
+            self.fallback = Some(StreamDriver::new("codex", DriverKind::Stream));
+            return Reading { parsed, replies: Vec::new() };
+        }
+        if self.held.len() < HELD_LINES && is_opening_error(line) {
+            self.held.push(line.to_owned());
+            return Reading::default();
+        }
+        let mut parsed = Parsed::default();
+        self.release(&mut parsed);
+        merge(&mut parsed, self.parser.parse_line(line, Stream::Stdout));
         Reading { parsed, replies: self.parser.take_replies() }
     }
 
     fn finish(&mut self) -> Parsed {
-        self.parser.finish()
+        if let Some(stream) = &mut self.fallback {
+            return stream.finish();
+        }
+        // No fallback followed: the refusal is the run's account.
+        let mut parsed = Parsed::default();
+        self.release(&mut parsed);
+        merge(&mut parsed, self.parser.finish());
+        parsed
     }
 
     fn answers_requests(&self) -> bool {
-        true
+        self.fallback.is_none()
     }
 
     fn respond(&self, ask: &PermissionAsk, decision: &Decision<'_>) -> Option<String> {
@@ -51,7 +125,8 @@ impl Driver for CodexAppDriver {
     }
 
     fn cancel_line(&self, session_id: Option<&str>) -> Option<String> {
-        session_id.filter(|s| !s.is_empty()).map(codex_app::interrupt_line)
+        // `codex exec` reads no stdin: signals stop it.
+        session_id.filter(|s| !s.is_empty() && self.fallback.is_none()).map(codex_app::interrupt_line)
     }
 
     fn raw_is_words(&self) -> bool {
@@ -146,6 +221,36 @@ mod tests {
         let r = d.read_line(&giant);
         let [EventBody::Unrecognized { line }] = r.parsed.events.as_slice() else { panic!() };
         assert!(line.len() < 5000, "an unrecognized line is kept short");
+    }
+
+    #[test]
+    fn a_refused_opening_is_held_and_the_exec_fallback_is_read_as_the_stream() {
+        let mut d = CodexAppDriver::new();
+        let refusal = r#"{"id":2,"error":{"code":-32600,"message":"no rollout found for thread id th-old"}}"#;
+        assert!(d.read_line(refusal).parsed.events.is_empty(), "held back");
+        let r = d.read_line(&format!(
+            "{FALLBACK_MARKER}: thread/resume failed: no rollout found for thread id th-old; running the stream command"
+        ));
+        let [EventBody::Progress { message, .. }] = r.parsed.events.as_slice() else { panic!("{:?}", r.parsed) };
+        assert!(message.contains("codex exec --json") && message.contains("no rollout found"), "{message}");
+        assert!(!d.answers_requests(), "exec reads no stdin");
+        assert!(d.cancel_line(Some("th")).is_none(), "signals stop exec");
+        // From here on codex exec's JSON lines.
+        let r = d.read_line(r#"{"type":"thread.started","thread_id":"th-new"}"#);
+        assert_eq!(r.parsed.session_id.as_deref(), Some("th-new"));
+        let r = d.read_line(r#"{"type":"item.completed","item":{"id":"i0","type":"agent_message","text":"done"}}"#);
+        assert_eq!(r.parsed.final_text.as_deref(), Some("done"));
+        // The refusal never became the run's failure.
+        assert!(d.finish().failure.is_none());
+
+        // With no fallback after it, the refusal is read: a fatal error.
+        let mut d = CodexAppDriver::new();
+        assert!(d.read_line(refusal).parsed.events.is_empty());
+        let r = d.read_line("codex tracing on stderr");
+        assert!(r.parsed.events.iter().any(|e| matches!(e, EventBody::Error { fatal: true, .. })), "{:?}", r.parsed);
+        let mut d = CodexAppDriver::new();
+        d.read_line(refusal);
+        assert!(d.finish().events.iter().any(|e| matches!(e, EventBody::Error { fatal: true, .. })));
     }
 
     #[test]

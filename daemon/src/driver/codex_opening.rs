@@ -1,6 +1,7 @@
 //! The opening of a codex app-server session, carried out by the supervisor (see
 //! [`super::opening`] for why the supervisor and not the daemon): after `initialize`'s answer it
-//! sends the `initialized` notification and `thread/start`; after `thread/start`'s answer,
+//! sends the `initialized` notification and `thread/start` (`thread/resume` for a task that
+//! continues a thread); after `thread/start`'s answer,
 //! `turn/start` with the brief on the thread it names; once `turn/completed` arrives it closes
 //! stdin, which makes the server exit. A pure state machine over complete output lines.
 
@@ -23,6 +24,8 @@ pub struct CodexOpening {
     thread_start: Value,
     turn_start: Value,
     phase: Phase,
+    /// The thread to continue (`thread/resume`) where the task resumes one.
+    resume: Option<String>,
 }
 
 /// The start of the line that ends the turn, recognised even when the line is longer than the
@@ -38,6 +41,7 @@ impl CodexOpening {
             thread_start: v.get("thread_start")?.clone(),
             turn_start: v.get("turn_start")?.clone(),
             phase: Phase::Initializing,
+            resume: v.get("resume").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned),
         })
     }
 
@@ -45,6 +49,7 @@ impl CodexOpening {
     pub fn unanswered(&self) -> Option<&'static str> {
         match self.phase {
             Phase::Initializing => Some("codex app-server ended before answering initialize"),
+            Phase::Starting if self.resume.is_some() => Some("codex app-server ended before answering thread/resume"),
             Phase::Starting => Some("codex app-server ended before answering thread/start"),
             _ => None,
         }
@@ -83,8 +88,11 @@ impl CodexOpening {
                 }
                 self.phase = Phase::Starting;
                 let initialized = json!({"jsonrpc": "2.0", "method": "initialized"});
-                let start = json!({"jsonrpc": "2.0", "id": ID_THREAD_START, "method": "thread/start",
-                    "params": self.thread_start});
+                let (method, params) = match &self.resume {
+                    Some(thread) => ("thread/resume", resume_params(&self.thread_start, thread)),
+                    None => ("thread/start", self.thread_start.clone()),
+                };
+                let start = json!({"jsonrpc": "2.0", "id": ID_THREAD_START, "method": method, "params": params});
                 Step::Write(format!("{initialized}\n{start}"))
             }
             (Phase::Starting, ID_THREAD_START) => {
@@ -101,17 +109,33 @@ impl CodexOpening {
                     }
                     (e, _) => {
                         self.phase = Phase::Done;
-                        Step::Failed(format!("thread/start failed: {}", e.unwrap_or_else(|| "no thread id".to_owned())))
+                        let what = if self.resume.is_some() { "thread/resume" } else { "thread/start" };
+                        Step::Failed(format!("{what} failed: {}", e.unwrap_or_else(|| "no thread id".to_owned())))
                     }
                 }
             }
+            // The brief went out: a refused turn is the task's failure (the driver reads the
+            // error), never a reason to fall back to `codex exec` and send it again.
             (Phase::Running, ID_TURN_START) if error.is_some() => {
                 self.phase = Phase::Done;
-                Step::Failed(format!("turn/start failed: {}", error.unwrap_or_default()))
+                Step::Close
             }
             _ => Step::Nothing,
         }
     }
+}
+
+/// `thread/resume`'s params ([V] codex 0.171's schema, `ThreadResumeParams`): the thread, and
+/// the same cwd, approval policy, sandbox, config overrides and model as a new thread would
+/// get; `excludeTurns` so that the answer does not carry the whole history back.
+fn resume_params(thread_start: &Value, thread: &str) -> Value {
+    let mut params = json!({"threadId": thread, "excludeTurns": true});
+    for key in ["cwd", "approvalPolicy", "sandbox", "config", "model"] {
+        if let Some(v) = thread_start.get(key) {
+            params[key] = v.clone();
+        }
+    }
+    params
 }
 
 #[cfg(test)]
@@ -181,5 +205,51 @@ mod tests {
             Step::Failed("initialize failed: nope".into())
         );
         assert!(CodexOpening::from_json(b"{}").is_none());
+        // A refused turn/start closes the session (the brief went out: no fallback).
+        let mut o = opening();
+        o.on_line(br#"{"id":1,"result":{}}"#);
+        assert!(matches!(o.on_line(br#"{"id":2,"result":{"thread":{"id":"t"}}}"#), Step::Write(_)));
+        assert_eq!(o.on_line(br#"{"id":3,"error":{"code":-32600,"message":"bad input"}}"#), Step::Close);
+        assert_eq!(o.unanswered(), None);
+    }
+
+    #[test]
+    fn a_resumed_task_resumes_its_thread() {
+        let inv = Invocation {
+            prompt: "go on",
+            mode: Mode::Write,
+            model: Some("m1"),
+            effort: None,
+            resume_session: Some("th-old"),
+            workspace: "/w",
+            output_schema_path: None,
+            mcp: None,
+            network: None,
+        };
+        let mut o = CodexOpening::from_json(crate::provider::codex_app::opening(&inv).to_string().as_bytes()).unwrap();
+        let Step::Write(start) = o.on_line(br#"{"id":1,"result":{}}"#) else { panic!() };
+        let resume: Value = serde_json::from_str(start.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(resume["method"], "thread/resume");
+        assert_eq!(resume["id"], ID_THREAD_START);
+        let p = &resume["params"];
+        assert_eq!(
+            (p["threadId"].as_str(), p["cwd"].as_str(), p["model"].as_str()),
+            (Some("th-old"), Some("/w"), Some("m1"))
+        );
+        assert_eq!(p["approvalPolicy"], "on-request");
+        assert_eq!(p["sandbox"], "workspace-write");
+        assert_eq!(p["excludeTurns"], true);
+        assert!(p.get("ephemeral").is_none(), "not a thread/resume param");
+        let Step::Write(turn) = o.on_line(br#"{"id":2,"result":{"thread":{"id":"th-old"}}}"#) else { panic!() };
+        let turn: Value = serde_json::from_str(&turn).unwrap();
+        assert_eq!(
+            (turn["method"].as_str(), turn["params"]["threadId"].as_str()),
+            (Some("turn/start"), Some("th-old"))
+        );
+        // A thread codex cannot find fails the opening (and the exec fallback may run).
+        let mut o = CodexOpening::from_json(crate::provider::codex_app::opening(&inv).to_string().as_bytes()).unwrap();
+        o.on_line(br#"{"id":1,"result":{}}"#);
+        let step = o.on_line(br#"{"id":2,"error":{"code":-32600,"message":"no rollout found for thread id th-old"}}"#);
+        assert_eq!(step, Step::Failed("thread/resume failed: no rollout found for thread id th-old".into()));
     }
 }

@@ -54,7 +54,6 @@ pub struct AcpOpening {
     new_session: Value,
     prompt: Value,
     phase: Phase,
-    fallback: Option<Fallback>,
     /// The handshake failed (the phase is then `Done` with no prompt sent).
     failed: bool,
     /// The session to continue, where the task resumes one.
@@ -76,16 +75,10 @@ impl AcpOpening {
             new_session: v.get("new_session")?.clone(),
             prompt: v.get("prompt")?.clone(),
             phase: Phase::Initializing,
-            fallback: v.get("fallback").and_then(|f| serde_json::from_value(f.clone()).ok()),
             failed: false,
             resume: v.get("resume").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned),
             continuing: None,
         })
-    }
-
-    /// The stream command to fall back on, where the adapter has one.
-    pub fn fallback(&self) -> Option<&Fallback> {
-        self.fallback.as_ref()
     }
 
     /// Whether the prompt went to the agent: from then on a failure is the turn's, and the
@@ -217,6 +210,22 @@ impl Opening {
     }
 }
 
+/// The stream command an opening (`session.open.json`, either protocol's) names to fall back
+/// on, if it reads.
+pub fn fallback_of(opening: &[u8]) -> Option<Fallback> {
+    let v: Value = serde_json::from_slice(opening).ok()?;
+    serde_json::from_value(v.get("fallback")?.clone()).ok()
+}
+
+/// The line the supervisor writes into raw.log before it runs a failed session's stream
+/// fallback, by protocol: the protocol's driver reads the rest as the stream.
+pub fn fallback_marker(protocol: super::SessionProtocol) -> &'static str {
+    match protocol {
+        super::SessionProtocol::Acp => super::acp::FALLBACK_MARKER,
+        super::SessionProtocol::CodexAppServer => super::codex_app::FALLBACK_MARKER,
+    }
+}
+
 /// session/new's params with the session to continue.
 fn with_session(new_session: &Value, id: &str) -> Value {
     let mut params = new_session.clone();
@@ -319,14 +328,20 @@ mod tests {
         let mut v = crate::provider::acp::opening("/w", None, "do it");
         v["fallback"] = serde_json::json!({"args": ["-p", "do it"], "env": [["K", "V"]]});
         let mut o = AcpOpening::from_json(v.to_string().as_bytes()).unwrap();
-        assert_eq!(o.fallback().unwrap().args, ["-p", "do it"]);
-        assert_eq!(o.fallback().unwrap().env, [("K".to_owned(), "V".to_owned())]);
+        let fallback = fallback_of(v.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            (fallback.args, fallback.env),
+            (vec!["-p".to_owned(), "do it".to_owned()], vec![("K".to_owned(), "V".to_owned())])
+        );
         assert_eq!(o.unanswered(), Some("the agent ended before answering initialize"));
         o.on_line(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
         assert_eq!(o.unanswered(), Some("the agent ended before answering session/new"));
         o.on_line(br#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}"#);
         assert!(o.prompt_sent());
         assert_eq!(o.unanswered(), None, "once the prompt is sent there is no falling back");
-        assert!(opening().fallback().is_none());
+        assert!(fallback_of(crate::provider::acp::opening("/w", None, "do it").to_string().as_bytes()).is_none());
+        // The supervisor reads either protocol's fallback the same way.
+        assert!(fallback_of(br#"{"thread_start":{},"turn_start":{}}"#).is_none());
+        assert!(fallback_of(b"not json").is_none());
     }
 }

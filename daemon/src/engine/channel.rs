@@ -197,19 +197,28 @@ impl Engine {
         } else {
             answer
         };
-        if !self.store.answer_question(task_id, question_id, answer, now_ms())? {
+        // The answer and its `answer` event are one transaction (one fsync, issue 15), and the
+        // agent gets it right after.
+        let at_ms = now_ms();
+        let live = self.live(task_id);
+        let answered = match &live {
+            Some(live) => {
+                let mut won = false;
+                let body = EventBody::Answer { id: question_id.to_owned(), answer: answer.to_owned() };
+                self.emit_with(task_id, Path::new(&record.task_dir), live, vec![body], |records| {
+                    won = self.store.answer_question_with_events(task_id, question_id, answer, at_ms, records)?;
+                    Ok(won)
+                })?;
+                won
+            }
+            None => self.store.answer_question(task_id, question_id, answer, at_ms)?,
+        };
+        if !answered {
             return Err(Error::Conflict(format!(
                 "question {question_id} of task {task_id} was answered by someone else just now"
             )));
         }
-        if let Some(live) = self.live(task_id) {
-            self.emit_events(
-                task_id,
-                Path::new(&record.task_dir),
-                &live,
-                vec![EventBody::Answer { id: question_id.to_owned(), answer: answer.to_owned() }],
-                None,
-            )?;
+        if let Some(live) = &live {
             live.answers.send_modify(|n| *n += 1);
         }
         if is_permission_question(question_id) {

@@ -1,6 +1,8 @@
 //! Which protocol a codex task runs on: `codex app-server` where the installed codex has it (a
 //! version caesar verified its protocol on, probed once per build of the binary), else
-//! `codex exec --json`. The task's `started` event shows the command, so it says which ran.
+//! `codex exec --json`. The task's `started` event shows the command, so it says which ran; an
+//! app-server that cannot be opened falls back to `codex exec --json` in the same supervisor,
+//! which a `progress` event says.
 
 use std::path::Path;
 
@@ -13,11 +15,12 @@ use super::Engine;
 pub const CODEX_PROTOCOL_ENV: &str = "CAESAR_CODEX_PROTOCOL";
 
 impl Engine {
-    /// The app-server launch of a codex task, where that is the protocol to use; `None` for
-    /// every other provider, for a resumed task (thread/resume is not driven yet) and for a
-    /// codex without the subcommand.
+    /// The app-server launch of a codex task, where that is the protocol to use (a resumed
+    /// task continues its thread through `thread/resume`); `None` for every other provider and
+    /// for a codex without the subcommand. `codex exec --json` (with `exec resume` for a resumed
+    /// task) goes in as the fallback the supervisor runs when the app-server cannot be opened.
     pub(super) fn codex_app_launch(&self, provider_id: &str, program: &Path, inv: &Invocation) -> Option<Launch> {
-        if provider_id != "codex" || inv.resume_session.is_some() {
+        if provider_id != "codex" {
             return None;
         }
         let use_app = match std::env::var(CODEX_PROTOCOL_ENV).ok().as_deref() {
@@ -29,6 +32,8 @@ impl Engine {
                 .version(program, &["--version"])
                 .is_some_and(|v| provider::codex_app::has_app_server(&v)),
         };
-        use_app.then(|| provider::codex_app::launch(inv))
+        use_app.then(|| {
+            provider::acp::with_fallback(provider::codex_app::launch(inv), provider::build_launch("codex", inv))
+        })
     }
 }

@@ -148,7 +148,7 @@ impl Engine {
                 false
             }
             (Some(_), AgentTarget::Provider { spec, .. })
-                if !spec.capabilities.mcp_injection || needs_workspace_files(spec.id) =>
+                if !spec.capabilities.mcp_injection || needs_workspace_files(spec.id, session_id.is_some()) =>
             {
                 let why = if spec.capabilities.mcp_injection {
                     "reads MCP servers only from settings files in the project or your home, which caesar does not \
@@ -457,9 +457,10 @@ impl Engine {
 
 /// Providers that read a per-run MCP server only from a file in the
 /// project: injecting the channel would write into the user's tree.
-pub(super) fn needs_workspace_files(provider: &str) -> bool {
+pub(super) fn needs_workspace_files(provider: &str, resuming: bool) -> bool {
     // An ACP agent gets the channel through session/new's mcpServers instead.
-    matches!(provider, "gemini" | "qwen" | "cursor-agent" | "grok") && provider::acp::acp_args(provider).is_none()
+    matches!(provider, "gemini" | "qwen" | "cursor-agent" | "grok")
+        && !provider::acp::runs_as_session(provider, resuming)
 }
 
 /// The directory of a task being delegated, removed on drop unless the task

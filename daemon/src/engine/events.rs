@@ -18,7 +18,22 @@ impl Engine {
     pub(super) fn emit(&self, run: &mut Run, bodies: Vec<EventBody>) -> Result<()> {
         let bodies = self.cap_event_bytes(run, bodies);
         let changed_files = bodies.iter().any(|b| matches!(b, EventBody::FileChanged { .. }));
-        let emitted = self.emit_events(&run.id, run.dir.root(), &run.live, bodies, Some(run.tail.offset())).map(|_| ());
+        // The batch's new questions go in the same transaction as its events (issue 15).
+        let questions = std::mem::take(&mut run.new_questions);
+        let offset = Some(run.tail.offset());
+        let emitted = self
+            .emit_with(&run.id, run.dir.root(), &run.live, bodies, |records| {
+                self.store.append_events_with_questions(&run.id, records, offset, &questions)?;
+                Ok(true)
+            })
+            .map(|_| ());
+        match &emitted {
+            Ok(()) => self.questions_stored(run, questions),
+            Err(e) if !questions.is_empty() => {
+                warn!(task_id = %run.id, "storing {} question(s) with their events failed: {e}", questions.len())
+            }
+            Err(_) => {}
+        }
         if changed_files {
             // The conflict radar reads this task's worktree again (issue 17).
             self.radar_touch(&run.id);

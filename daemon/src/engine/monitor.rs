@@ -50,6 +50,8 @@ pub(super) struct Run {
     pub(super) network: super::network::NetWatch,
     /// The task's life-cycle plan (issue 17): whether a blocker may fall back.
     pub(super) plan: crate::lifecycle::Plan,
+    /// Questions asked in the batch being read, stored with its events (issue 15).
+    pub(super) new_questions: Vec<crate::store::QuestionRecord>,
 }
 
 impl Run {
@@ -80,6 +82,7 @@ impl Run {
             budget: super::budget::Meter::new(record.launch.lifecycle.budget, started_ms),
             network: Default::default(),
             plan: record.launch.lifecycle.clone(),
+            new_questions: Vec::new(),
         }
     }
 }

@@ -7,7 +7,6 @@ use crate::clock::now_ms;
 use crate::oacp::EventBody;
 use crate::provider::{self};
 use crate::store::{QuestionRecord, TaskRecord};
-use crate::supervisor::{self};
 
 use super::*;
 
@@ -26,6 +25,9 @@ impl Engine {
         let record = self.store.task(&run.id).ok().flatten();
         let provider_id = record.as_ref().map(|r| r.agent.clone()).unwrap_or_default();
         let qid = permission_question_id(&ask.request_id);
+        if run.new_questions.iter().any(|q| q.question_id == qid) {
+            return;
+        }
         match self.store.question(&run.id, &qid) {
             Ok(Some(_)) => return,
             Ok(None) => {}
@@ -38,7 +40,7 @@ impl Engine {
         // always find it.
         let path = run.dir.permission_request(&qid);
         let stored = std::fs::create_dir_all(path.parent().unwrap_or(run.dir.root()))
-            .and_then(|()| supervisor::write_atomic(&path, &serde_json::to_vec(&ask).unwrap_or_default()));
+            .and_then(|()| write_ask(&path, &serde_json::to_vec(&ask).unwrap_or_default()));
         if let Err(e) = stored {
             warn!(task_id = %run.id, "cannot keep the permission request {}: {e}", path.display());
             return;
@@ -80,15 +82,25 @@ impl Engine {
             asked_ms: now_ms(),
             answer: None,
         };
-        if let Err(e) = self.store.insert_question(&q) {
-            warn!(task_id = %run.id, "storing permission question {qid} failed: {e}");
+        // Stored with the batch's events, in one transaction (`Engine::emit`), and shown only then.
+        info!(task_id = %run.id, question_id = %qid, tool = %ask.tool_name, "permission prompt bridged");
+        bodies.push(EventBody::Question { id: qid, question, options });
+        run.new_questions.push(q);
+    }
+
+    /// The permission questions of a batch were stored with its events: they show now (the
+    /// callers awaiting attention wake), and each is denied if unanswered in time.
+    pub(super) fn questions_stored(&self, run: &mut Run, questions: Vec<QuestionRecord>) {
+        if questions.is_empty() {
             return;
         }
-        info!(task_id = %run.id, question_id = %qid, tool = %ask.tool_name, "permission prompt bridged");
-        bodies.push(EventBody::Question { id: qid.clone(), question, options });
-        run.permission_deadlines.push((qid, self.permission_deadline(run, q.asked_ms)));
+        for q in &questions {
+            run.permission_deadlines.push((q.question_id.clone(), self.permission_deadline(run, q.asked_ms)));
+        }
         run.live.attention.send_modify(|n| *n += 1);
-        self.notify_task(&run.id, crate::notify::NotifyEvent::Question, &q.question);
+        for q in &questions {
+            self.notify_task(&run.id, crate::notify::NotifyEvent::Question, &q.question);
+        }
     }
 
     /// After a restart: answers given while no daemon could deliver them are
@@ -233,6 +245,24 @@ impl NoFollow for std::fs::OpenOptions {
         use std::os::unix::fs::OpenOptionsExt;
         self.custom_flags(nix::libc::O_NOFOLLOW)
     }
+}
+
+/// Keeps a permission request for its answer: written whole under a temporary name (never
+/// through a link: the directory is in the agent's reach) and renamed, but not fsynced. The
+/// request matters only while the agent that asked is alive: a daemon that dies keeps it (the
+/// kernel's page cache), and a machine that dies ends the agent too (the task then ends as
+/// vanished). Two fsyncs less on the way to the question (issue 15's latency); the question
+/// itself is stored durably, in SQLite, before it shows.
+fn write_ask(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?.write_all(bytes)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Where the refusals of a read-only task are kept, under `permissions/`.

@@ -85,7 +85,13 @@ pub fn protocol_name(id: &str) -> &'static str {
 /// Why a built-in provider speaks the protocol it does, for `caesar agents describe`.
 pub fn protocol_reason(id: &str) -> &'static str {
     match id {
-        "gemini" | "qwen" | "opencode" | "copilot" => {
+        "gemini" => {
+            "ACP session: permission prompts reach the orchestrator, the return channel goes through \
+             session/new, cancel goes through session/cancel; the stream command runs instead when \
+             the handshake fails at start, and for a resumed session (`-r`: gemini 0.61's session/load \
+             loses the session it loads)"
+        }
+        "qwen" | "opencode" | "copilot" => {
             "ACP session: permission prompts reach the orchestrator, the return channel goes through \
              session/new, cancel goes through session/cancel; the stream command runs instead when \
              the handshake fails at start"
@@ -101,15 +107,28 @@ pub fn protocol_reason(id: &str) -> &'static str {
         "codex" => {
             "codex app-server session where the installed codex is 0.171 or later: approvals reach the \
              orchestrator, cancel goes through turn/interrupt, usage limits and 401s are read from \
-             codexErrorInfo; else (and for a resumed session) the one-shot `codex exec --json` stream"
+             codexErrorInfo, a resumed session continues through thread/resume; else, or when the server \
+             cannot be opened at start, the one-shot `codex exec --json` stream"
         }
         _ => "one-shot stream: this CLI offers no session protocol caesar drives",
     }
 }
 
+/// Whether a task of provider `id` runs as an ACP session (`resuming`: it continues one).
+/// [V] gemini 0.61's session/load overwrites the session it is asked to load before it reads
+/// it (its new chat recording takes the same id and `$set`s the messages to the opening
+/// context), then finds no resumable session: a resumed gemini task runs its stream command,
+/// `-r <id>`, instead.
+pub fn runs_as_session(id: &str, resuming: bool) -> bool {
+    acp_args(id).is_some() && !(id == "gemini" && resuming)
+}
+
 /// The launch of a built-in ACP provider: its ACP argv, the model where the CLI takes one on
 /// the command line, and the opening the supervisor sends.
 pub fn launch(id: &str, inv: &Invocation) -> Option<Launch> {
+    if !runs_as_session(id, inv.resume_session.is_some()) {
+        return None;
+    }
     let base = acp_args(id)?;
     let mut args: Vec<String> = Vec::new();
     match (id, inv.model) {

@@ -77,9 +77,11 @@ fn opencode_and_copilot_ask_for_commands_and_get_the_channel() {
 
 #[test]
 fn a_resumed_task_carries_its_session_and_the_stream_fallback_its_argv() {
-    let l = launch("gemini", &inv(Mode::ReadOnly, None, None, Some("sess-9"))).unwrap();
+    let l = launch("opencode", &inv(Mode::ReadOnly, None, None, Some("sess-9"))).unwrap();
     assert_eq!(opening_of(&l)["resume"], "sess-9");
-    assert!(opening_of(&launch("gemini", &inv(Mode::ReadOnly, None, None, None)).unwrap()).get("resume").is_none());
+    assert!(opening_of(&launch("opencode", &inv(Mode::ReadOnly, None, None, None)).unwrap()).get("resume").is_none());
+    // gemini's session/load loses the session it loads: a resumed gemini task is a stream run.
+    assert!(launch("gemini", &inv(Mode::ReadOnly, None, None, Some("sess-9"))).is_none());
     let i = inv(Mode::ReadOnly, None, None, Some("sess-9"));
     let with = with_fallback(launch("copilot", &i).unwrap(), crate::provider::build_launch("copilot", &i));
     let fallback = &opening_of(&with)["fallback"];
@@ -88,7 +90,7 @@ fn a_resumed_task_carries_its_session_and_the_stream_fallback_its_argv() {
     assert!(fallback["env"].to_string().contains("COPILOT_AUTO_UPDATE"));
     // claude's stream needs its stdin: no fallback is offered for a launch like that.
     let claude = crate::provider::build_launch("claude", &inv(Mode::Write, None, None, None));
-    let same = with_fallback(launch("gemini", &i).unwrap(), claude);
+    let same = with_fallback(launch("opencode", &i).unwrap(), claude);
     assert!(opening_of(&same).get("fallback").is_none());
     // gemini's and copilot's streams read their prompt on stdin (issue 19): the fallback says
     // so, and its argv holds no prompt; cursor-agent's keeps it in argv.

@@ -8,10 +8,9 @@ use serde_json::Value;
 
 use super::{
     Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stdin, Stream,
-    allowed_effort, error, file_changed, json_object, message, s, str_at, summarize_input, thinking, toml_inline_env,
-    toml_key, toml_str, toml_str_array, u64_at,
+    allowed_effort, error, json_object, s, str_at, thinking, toml_inline_env, toml_key, toml_str, toml_str_array, u64_at,
 };
-use crate::oacp::{ChangeAction, Mode, Usage};
+use crate::oacp::{Mode, Usage};
 
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
     id: "codex",
@@ -159,73 +158,13 @@ impl LineParser for CodexParser {
 impl CodexParser {
     fn item(&mut self, p: &mut Parsed, v: &Value, completed: bool) {
         let item = v.get("item").unwrap_or(&Value::Null);
-        let id = str_at(item, "id").unwrap_or_default();
-        let status = str_at(item, "status").unwrap_or_default();
+        match super::codex_items::map_item(&mut self.base, p, item, completed, &super::codex_items::EXEC) {
+            super::codex_items::Mapped::Done => return,
+            super::codex_items::Mapped::McpFailed(err) => return self.base.classify_denial(p, &err),
+            super::codex_items::Mapped::Other => {}
+        }
         match str_at(item, "type").unwrap_or_default() {
-            "agent_message" if completed => {
-                let text = str_at(item, "text").unwrap_or_default();
-                message(p, text);
-                // The last agent_message is the answer; a later one supersedes.
-                p.final_text = Some(text.to_owned());
-            }
             "reasoning" if completed => thinking(p, str_at(item, "text").unwrap_or_default()),
-            "command_execution" => {
-                let cmd = str_at(item, "command").unwrap_or_default().to_owned();
-                if completed {
-                    let exit = item.get("exit_code").and_then(Value::as_i64);
-                    let ok = status == "completed" && exit.is_none_or(|c| c == 0);
-                    self.base.tool_end(p, id, Some("shell"), Some(cmd), ok);
-                } else {
-                    self.base.tool_start(p, id, "shell", cmd);
-                }
-            }
-            "file_change" => {
-                let changes = item.get("changes").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-                let paths: Vec<&str> = changes.iter().filter_map(|c| str_at(c, "path")).collect();
-                let summary = paths.join(", ");
-                if !completed {
-                    self.base.tool_start(p, id, "apply_patch", summary);
-                    return;
-                }
-                let ok = status == "completed";
-                self.base.tool_end(p, id, Some("apply_patch"), Some(summary), ok);
-                if ok {
-                    for c in changes {
-                        let action = match str_at(c, "kind") {
-                            Some("add") => ChangeAction::Created,
-                            Some("delete") => ChangeAction::Deleted,
-                            _ => ChangeAction::Modified,
-                        };
-                        file_changed(p, str_at(c, "path").unwrap_or_default(), action);
-                    }
-                }
-            }
-            "mcp_tool_call" => {
-                let name = format!(
-                    "mcp__{}__{}",
-                    str_at(item, "server").unwrap_or_default(),
-                    str_at(item, "tool").unwrap_or_default()
-                );
-                let summary = summarize_input(item.get("arguments").unwrap_or(&Value::Null));
-                if !completed {
-                    self.base.tool_start(p, id, &name, summary);
-                    return;
-                }
-                let err = item.pointer("/error/message").and_then(Value::as_str);
-                let ok = status == "completed" && err.is_none();
-                self.base.tool_end(p, id, Some(&name), Some(summary), ok);
-                if let Some(err) = err {
-                    self.base.classify_denial(p, err);
-                }
-            }
-            "web_search" => {
-                let q = str_at(item, "query").unwrap_or_default().to_owned();
-                if completed {
-                    self.base.tool_end(p, id, Some("web_search"), Some(q), true);
-                } else {
-                    self.base.tool_start(p, id, "web_search", q);
-                }
-            }
             "todo_list" => todo_progress(p, item),
             // A non-fatal warning, e.g. missing model metadata or the WebSocket fallback.
             "error" if completed => error(p, str_at(item, "message").unwrap_or_default(), false),

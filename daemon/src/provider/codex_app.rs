@@ -30,10 +30,9 @@ use serde_json::{Value, json};
 
 use super::{
     Base, Invocation, Launch, LineParser, Parsed, PermissionAsk, PermissionOption, Stdin, Stream, allowed_effort,
-    error, file_changed, json_object, message, permission_question, s, str_at, summarize_input, thinking, truncate,
-    u64_at,
+    error, json_object, permission_question, s, str_at, thinking, truncate, u64_at,
 };
-use crate::oacp::{BlockerKind, ChangeAction, EventBody, Mode, Usage};
+use crate::oacp::{BlockerKind, EventBody, Mode, Usage};
 
 /// The JSON-RPC id of caesar's `initialize`.
 pub const ID_INITIALIZE: u64 = 1;
@@ -61,8 +60,7 @@ pub fn has_app_server(version_line: &str) -> bool {
 }
 
 /// The launch of codex as an app-server session: `codex app-server`, and the opening the
-/// supervisor carries out. A resumed task stays on `codex exec resume` (thread/resume is not
-/// driven yet), which the caller decides.
+/// supervisor carries out (a resumed task's thread through `thread/resume`).
 pub fn launch(inv: &Invocation) -> Launch {
     Launch {
         args: vec![s("app-server")],
@@ -124,7 +122,12 @@ pub fn opening(inv: &Invocation) -> Value {
     {
         turn["outputSchema"] = schema;
     }
-    json!({"thread_start": thread, "turn_start": turn})
+    let mut opening = json!({"thread_start": thread, "turn_start": turn});
+    if let Some(thread) = inv.resume_session {
+        // The supervisor sends `thread/resume` instead of `thread/start` (driver::codex_opening).
+        opening["resume"] = json!(thread);
+    }
+    opening
 }
 
 /// The JSON-RPC response that answers approval request `ask` with `decision` (`accept`,
@@ -243,13 +246,23 @@ impl CodexAppParser {
 
     fn item(&mut self, p: &mut Parsed, item: &Value, completed: bool) {
         let id = str_at(item, "id").unwrap_or_default();
-        let status = str_at(item, "status").unwrap_or_default();
-        match str_at(item, "type").unwrap_or_default() {
-            "agentMessage" if completed => {
-                let text = str_at(item, "text").unwrap_or_default();
-                message(p, text);
-                p.final_text = Some(text.to_owned());
+        // A file-change approval names only its item: the changes are kept from its start.
+        if str_at(item, "type") == Some("fileChange") {
+            if completed {
+                self.changes.remove(id);
+            } else {
+                if self.changes.len() >= MAX_KEPT_CHANGES {
+                    self.changes.clear();
+                }
+                self.changes.insert(id.to_owned(), item.get("changes").cloned().unwrap_or(Value::Null));
             }
+        }
+        if super::codex_items::map_item(&mut self.base, p, item, completed, &super::codex_items::APP_SERVER)
+            != super::codex_items::Mapped::Other
+        {
+            return;
+        }
+        match str_at(item, "type").unwrap_or_default() {
             "reasoning" if completed => {
                 let text: Vec<&str> = ["summary", "content"]
                     .iter()
@@ -258,64 +271,6 @@ impl CodexAppParser {
                     .filter_map(Value::as_str)
                     .collect();
                 thinking(p, &text.join("\n"));
-            }
-            "commandExecution" => {
-                let cmd = str_at(item, "command").unwrap_or_default().to_owned();
-                if completed {
-                    let exit = item.get("exitCode").and_then(Value::as_i64);
-                    let ok = status == "completed" && exit.is_none_or(|c| c == 0);
-                    self.base.tool_end(p, id, Some("shell"), Some(cmd), ok);
-                } else {
-                    self.base.tool_start(p, id, "shell", cmd);
-                }
-            }
-            "fileChange" => {
-                let changes = item.get("changes").cloned().unwrap_or(Value::Null);
-                let list = changes.as_array().map(Vec::as_slice).unwrap_or_default();
-                let summary = list.iter().filter_map(|c| str_at(c, "path")).collect::<Vec<_>>().join(", ");
-                if !completed {
-                    if self.changes.len() >= MAX_KEPT_CHANGES {
-                        self.changes.clear();
-                    }
-                    self.changes.insert(id.to_owned(), changes.clone());
-                    self.base.tool_start(p, id, "apply_patch", summary);
-                    return;
-                }
-                self.changes.remove(id);
-                let ok = status == "completed";
-                self.base.tool_end(p, id, Some("apply_patch"), Some(summary), ok);
-                if ok {
-                    for c in list {
-                        let action = match c.pointer("/kind/type").and_then(Value::as_str) {
-                            Some("add") => ChangeAction::Created,
-                            Some("delete") => ChangeAction::Deleted,
-                            _ => ChangeAction::Modified,
-                        };
-                        file_changed(p, str_at(c, "path").unwrap_or_default(), action);
-                    }
-                }
-            }
-            "mcpToolCall" => {
-                let name = format!(
-                    "mcp__{}__{}",
-                    str_at(item, "server").unwrap_or_default(),
-                    str_at(item, "tool").unwrap_or_default()
-                );
-                let summary = summarize_input(item.get("arguments").unwrap_or(&Value::Null));
-                if !completed {
-                    self.base.tool_start(p, id, &name, summary);
-                    return;
-                }
-                let err = item.pointer("/error/message").and_then(Value::as_str);
-                self.base.tool_end(p, id, Some(&name), Some(summary), status == "completed" && err.is_none());
-            }
-            "webSearch" => {
-                let q = str_at(item, "query").unwrap_or_default().to_owned();
-                if completed {
-                    self.base.tool_end(p, id, Some("web_search"), Some(q), true);
-                } else {
-                    self.base.tool_start(p, id, "web_search", q);
-                }
             }
             "plan" if completed => p.events.push(EventBody::Progress {
                 message: truncate(&format!("plan: {}", str_at(item, "text").unwrap_or_default()), 500),

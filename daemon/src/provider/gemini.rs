@@ -49,7 +49,7 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
         args.extend([s("-m"), s(m)]);
     }
     if let Some(id) = inv.resume_session {
-        // [S] -r latest|<index>|<uuid> (packages/cli/src/config/config.ts); not run.
+        // [V] 0.61: `-r <uuid>` continues a session its ACP mode opened (provider::acp::launch).
         args.extend([s("-r"), s(id)]);
     }
     let mut launch = Launch {

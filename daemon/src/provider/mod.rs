@@ -31,6 +31,7 @@ mod claude;
 mod codebuddy;
 mod codex;
 pub mod codex_app;
+mod codex_items;
 mod copilot;
 mod cursor;
 mod gemini;

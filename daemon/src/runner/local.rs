@@ -17,6 +17,7 @@ use crate::oacp::OACP_VERSION;
 use crate::supervisor::{self, ExitRecord, SuperviseArgs};
 use crate::task_dir::TaskDir;
 
+use super::log_wake::LogWake;
 use super::{Adopted, RunHandle, RunWatch, Runner, StartSpec, Started};
 
 /// Runs supervisors on this machine.
@@ -96,18 +97,32 @@ impl Runner for LocalRunner {
         unsafe {
             cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
         }
+        // The log is made here, before the supervisor appends to it, so that the monitor's
+        // wake on write is set before the first line (the supervisor opens it for appending).
+        let wake = {
+            use std::os::unix::fs::OpenOptionsExt;
+            let raw = spec.dir.raw_log();
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(&raw)
+                .ok()
+                .and_then(|_| LogWake::watch(&raw))
+        };
         let started_ms = now_ms();
         let child = cmd.spawn().map_err(|e| {
             Error::Internal(format!("cannot start the supervisor {}: {e}", self.supervisor_exe.display()))
         })?;
         let pid = child.id().unwrap_or(0);
         let handle = RunHandle::Local { pid, start: supervisor::process_start_time(pid), boot: supervisor::boot_id() };
-        Ok(Started { handle, started_ms, watch: Box::new(LocalWatch::Child(child)) })
+        Ok(Started { handle, started_ms, watch: Box::new(LocalWatch { kind: WatchKind::Child(child), wake }) })
     }
 
     fn attach(&self, handle: &RunHandle, dir: &TaskDir) -> Box<dyn RunWatch> {
         let (pid, start, boot) = Self::handle_parts(handle);
-        Box::new(LocalWatch::Reattached { pid, start, boot: boot.map(str::to_owned), exit: dir.exit(), ticks: 0 })
+        let kind = WatchKind::Reattached { pid, start, boot: boot.map(str::to_owned), exit: dir.exit(), ticks: 0 };
+        Box::new(LocalWatch { kind, wake: LogWake::watch(&dir.raw_log()) })
     }
 
     fn adopt(&self, task_id: &str, dir: &TaskDir) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>> {
@@ -180,8 +195,14 @@ impl Runner for LocalRunner {
     }
 }
 
-/// How the local runner learns that a supervisor is done.
-enum LocalWatch {
+/// How the local runner learns that a supervisor is done, and when its log grew.
+struct LocalWatch {
+    kind: WatchKind,
+    /// Wakes the monitor as soon as `raw.log` is written (Linux); the tick remains the fallback.
+    wake: Option<LogWake>,
+}
+
+enum WatchKind {
     /// This daemon started the supervisor and is its parent.
     Child(tokio::process::Child),
     /// An earlier daemon started it: `exit.json`, and every 25 ticks the
@@ -192,13 +213,24 @@ enum LocalWatch {
 impl RunWatch for LocalWatch {
     fn wait(&mut self, tick: Duration) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
         Box::pin(async move {
-            match self {
-                LocalWatch::Child(child) => tokio::select! {
+            let LocalWatch { kind, wake } = self;
+            let written = async {
+                match wake {
+                    Some(w) => w.changed().await,
+                    None => std::future::pending().await,
+                }
+            };
+            match kind {
+                WatchKind::Child(child) => tokio::select! {
                     _ = child.wait() => true,
+                    _ = written => false,
                     _ = tokio::time::sleep(tick) => false,
                 },
-                LocalWatch::Reattached { pid, start, boot, exit, ticks } => {
-                    tokio::time::sleep(tick).await;
+                WatchKind::Reattached { pid, start, boot, exit, ticks } => {
+                    tokio::select! {
+                        _ = written => {}
+                        _ = tokio::time::sleep(tick) => {}
+                    }
                     *ticks += 1;
                     exit.exists()
                         || (ticks.is_multiple_of(25)

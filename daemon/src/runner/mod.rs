@@ -16,6 +16,7 @@
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 pub mod local;
+mod log_wake;
 pub mod multi;
 pub mod settings;
 

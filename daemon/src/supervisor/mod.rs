@@ -335,15 +335,15 @@ pub fn run(args: SuperviseArgs) -> i32 {
     let fallback = args
         .session
         .and_then(|_| std::fs::read(args.task_dir.join(SESSION_OPENING)).ok())
-        .and_then(|bytes| crate::driver::opening::AcpOpening::from_json(&bytes))
-        .and_then(|o| o.fallback().cloned());
+        .and_then(|bytes| crate::driver::opening::fallback_of(&bytes));
     let mut cancelled = record.terminated || record.timed_out;
     // A stop signal that came while the first agent was ending is a cancel all the same.
     while let Ok(m) = rx.try_recv() {
         cancelled |= matches!(m, Msg::Signal);
     }
     if let (Some(why), Some(fallback), false) = (outcome.handshake_failed.take(), fallback, cancelled) {
-        let _ = writeln!(&log, "{}: {why}; running the stream command", crate::driver::acp::FALLBACK_MARKER);
+        let marker = args.session.map_or(crate::driver::acp::FALLBACK_MARKER, crate::driver::opening::fallback_marker);
+        let _ = writeln!(&log, "{marker}: {why}; running the stream command");
         let argv =
             prompt.as_deref().map_or_else(|| fallback.args.clone(), |p| crate::prompt::fill_args(&fallback.args, p));
         let feed = prompt.as_deref().filter(|_| fallback.stdin_prompt).map(str::as_bytes);

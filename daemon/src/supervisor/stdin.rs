@@ -205,7 +205,7 @@ fn session_lines(control: &mut StdinControl, bytes: &[u8], line: &mut Vec<u8>, l
             }
             Step::Failed(why) => {
                 slot.take();
-                let _ = writeln!(log, "caesar: the ACP session could not be opened: {why}");
+                let _ = writeln!(log, "caesar: the session could not be opened: {why}");
                 return Some(SessionEnd::Failed(why));
             }
         }
