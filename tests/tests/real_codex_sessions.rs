@@ -314,7 +314,7 @@ async fn codex_app_server_failing_at_start_falls_back_to_exec() {
         format!(
             "#!/bin/sh\nif [ \"$1\" = app-server ]; then echo \"error: unrecognized subcommand 'app-server'\" >&2; \
              exit 2; fi\nexec '{}' \"$@\"\n",
-            codex_bin().display()
+            Cli::Codex.bin().display()
         ),
     )
     .unwrap();

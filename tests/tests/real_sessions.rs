@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use caesar_tests::model_server::Reply;
 use common::*;
 use real_cli::{Captures, Cli, Rig, Setup, report_of};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const TASK_LIMIT_MS: u64 = 120_000;
 

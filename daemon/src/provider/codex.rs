@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use super::{
     Base, Capabilities, Invocation, Launch, LineParser, NetworkControl, Parsed, ProviderSpec, Stdin, Stream,
-    allowed_effort, error, json_object, s, str_at, thinking, toml_inline_env, toml_key, toml_str, toml_str_array, u64_at,
+    allowed_effort, error, json_object, s, str_at, thinking, toml_inline_env, toml_key, toml_str, toml_str_array,
+    u64_at,
 };
 use crate::oacp::{Mode, Usage};
 

@@ -15,6 +15,8 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use crate::common::*;
 
 mod http;
+// Not every test binary that includes this module streams HTTP.
+#[allow(unused_imports)]
 pub use http::Streamed;
 
 /// The revision spoken.
