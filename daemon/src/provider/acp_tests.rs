@@ -93,9 +93,11 @@ fn a_resumed_task_carries_its_session_and_the_stream_fallback_its_argv() {
     let same = with_fallback(launch("opencode", &i).unwrap(), claude);
     assert!(opening_of(&same).get("fallback").is_none());
     // gemini's and copilot's streams read their prompt on stdin (issue 19): the fallback says
-    // so, and its argv holds no prompt; cursor-agent's keeps it in argv.
+    // so, and its argv holds no prompt; cursor-agent's keeps it in argv. (A fresh task: a
+    // resumed gemini task is no ACP session at all.)
+    let fresh = inv(Mode::ReadOnly, None, None, None);
     for id in ["gemini", "copilot"] {
-        let g = with_fallback(launch(id, &i).unwrap(), crate::provider::build_launch(id, &i));
+        let g = with_fallback(launch(id, &fresh).unwrap(), crate::provider::build_launch(id, &fresh));
         let fallback = &opening_of(&g)["fallback"];
         assert_eq!(fallback["stdin_prompt"], true, "{id}: {fallback}");
         assert!(!fallback["args"].to_string().contains("do it"), "{id}: {fallback}");

@@ -371,6 +371,9 @@ pub fn branch_name(label: &str, objective: &str, task_id: &str) -> String {
     format!("caesar/{}/{}-{short}", slug(label, 32, "agent"), slug(objective, 40, "task"))
 }
 
+/// Held while a worktree is added (see `make_worktree`).
+static WORKTREE_ADDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn make_worktree(
     input: &PrepareInput,
     workspace: &Path,
@@ -409,9 +412,12 @@ fn make_worktree(
     let oid = Oid::from_str(head).map_err(WorkshopError::git("read HEAD"))?;
     let commit = repo.find_commit(oid).map_err(WorkshopError::git("read HEAD's commit"))?;
     // Adding a worktree while other tasks add theirs to the same repository
-    // has been seen to fail once with "already checked out" for a branch
-    // just made; every failed try is cleaned up whole (its record too) and
+    // fails with "already checked out" for a branch just made (libgit2 reads
+    // the other worktrees' half-written HEADs): the adds are taken one at a
+    // time in this process (each takes milliseconds; setup runs after, side by
+    // side). A failed try is still cleaned up whole (its record too) and
     // tried again, a few times, before it is the task's failure.
+    let one_add_at_a_time = WORKTREE_ADDS.lock().unwrap_or_else(|p| p.into_inner());
     let mut tries = 0;
     loop {
         tries += 1;
@@ -431,6 +437,7 @@ fn make_worktree(
             }
         }
     }
+    drop(one_add_at_a_time);
     // Rebuild the fresh worktree's index from the base tree: the same entries
     // and stat data, plus the tree cache libgit2's checkout leaves out, which
     // halves the cost of every later snapshot of the worktree.
