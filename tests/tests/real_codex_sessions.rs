@@ -51,7 +51,9 @@ impl Rig {
 /// The task ran on `codex app-server`, and its `started` event says so.
 fn assert_app_server(rig: &Rig, id: &str) {
     let started = rig.events(id).into_iter().find(|e| e["type"] == "started").expect("a started event");
-    assert!(started["command"].as_str().unwrap_or_default().ends_with(" app-server"), "{started}");
+    // The command shows where the prompt went after it: `… app-server < <prompt: N bytes …>`.
+    let command = started["command"].as_str().unwrap_or_default();
+    assert!(command.split(" < ").next().unwrap_or_default().ends_with(" app-server"), "{started}");
 }
 
 #[tokio::test]
