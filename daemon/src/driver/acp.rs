@@ -148,7 +148,8 @@ impl Driver for AcpDriver {
     }
 
     fn cancel_line(&self, session_id: Option<&str>) -> Option<String> {
-        session_id.filter(|s| !s.is_empty()).map(acp::cancel_line)
+        // A stream fallback reads no stdin: signals stop it.
+        session_id.filter(|s| !s.is_empty() && self.fallback.is_none()).map(acp::cancel_line)
     }
 
     fn raw_is_words(&self) -> bool {

@@ -78,9 +78,9 @@ impl Engine {
         status_rx: Option<&mut tokio::sync::watch::Receiver<TaskStatus>>,
     ) {
         let Ok(record) = self.record(id) else { return };
-        let driver = crate::driver::for_launch(&record.launch);
-        let Some(line) = driver.cancel_line(record.session_id.as_deref()) else { return };
         let dir = Self::task_dir(&record);
+        let driver = opened_driver(&record.launch, &dir.raw_log());
+        let Some(line) = driver.cancel_line(record.session_id.as_deref()) else { return };
         if let Err(e) = self.runner.write_stdin(&dir, &line) {
             tracing::info!(task_id = %id, "cannot cancel through the protocol ({e}): signalling");
             return;
@@ -92,5 +92,72 @@ impl Engine {
     }
 }
 
+/// The task's driver after it has read how the run opened (the first 64 KiB of raw.log): a
+/// session that fell back to its stream command (the supervisor's marker line) has no protocol
+/// cancel, and is signalled at once rather than after [`PROTOCOL_CANCEL_WAIT`].
+fn opened_driver(launch: &crate::agents::Launch, raw_log: &std::path::Path) -> Box<dyn crate::driver::Driver> {
+    let mut driver = crate::driver::for_launch(launch);
+    if matches!(launch.driver_kind(), crate::driver::DriverKind::Acp | crate::driver::DriverKind::CodexAppServer) {
+        let mut head = Vec::new();
+        if let Ok(file) = crate::safe_fs::open_regular(raw_log) {
+            let _ = std::io::Read::read_to_end(&mut std::io::Read::take(file, 64 * 1024), &mut head);
+        }
+        // The last line may be cut at the cap: only whole lines are read.
+        let whole = head.iter().rposition(|&b| b == b'\n').map_or(&head[..0], |end| &head[..end]);
+        for line in String::from_utf8_lossy(whole).lines() {
+            driver.read_line(line);
+        }
+    }
+    driver
+}
+
 /// How long a cancelled session's agent has to end its turn and exit before it is signalled.
 pub(super) const PROTOCOL_CANCEL_WAIT: Duration = Duration::from_secs(3);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oacp::Mode;
+    use crate::provider::{self, Invocation};
+
+    fn codex_app_launch() -> crate::agents::Launch {
+        let inv = Invocation {
+            prompt: "do it",
+            mode: Mode::Write,
+            model: None,
+            effort: None,
+            resume_session: None,
+            workspace: "/w",
+            output_schema_path: None,
+            mcp: None,
+            network: None,
+        };
+        let planned =
+            provider::acp::with_fallback(provider::codex_app::launch(&inv), provider::build_launch("codex", &inv));
+        crate::agents::Launch { parser: "codex".into(), stdin: planned.stdin, ..Default::default() }
+    }
+
+    #[test]
+    fn a_session_that_fell_back_to_its_stream_is_not_cancelled_through_the_protocol() {
+        let dir = tempfile::tempdir().unwrap();
+        let raw = dir.path().join("raw.log");
+        let launch = codex_app_launch();
+        // An app-server session that opened: the cancel goes through `turn/interrupt`.
+        std::fs::write(&raw, "").unwrap();
+        assert!(opened_driver(&launch, &raw).cancel_line(Some("th_1")).is_some());
+        // The supervisor's marker, then `codex exec --json`: no protocol to cancel through.
+        let marker = crate::driver::opening::fallback_marker(crate::driver::SessionProtocol::CodexAppServer);
+        std::fs::write(&raw, format!("{marker}: the agent ended before answering initialize\n{{\"type\":\"thread.started\",\"thread_id\":\"th_1\"}}\n")).unwrap();
+        assert!(opened_driver(&launch, &raw).cancel_line(Some("th_1")).is_none());
+        // A long run's raw.log: the marker near its start is what counts.
+        let long = format!("{marker}: refused\n{}", "{\"type\":\"turn.started\"}\n".repeat(10_000));
+        std::fs::write(&raw, long).unwrap();
+        assert!(opened_driver(&launch, &raw).cancel_line(Some("th_1")).is_none());
+        // A marker cut at the 64 KiB read is no marker.
+        let mut cut = "x".repeat(64 * 1024 - 10);
+        cut.insert(0, '\n');
+        cut.push_str(marker);
+        std::fs::write(&raw, cut).unwrap();
+        assert!(opened_driver(&launch, &raw).cancel_line(Some("th_1")).is_some());
+    }
+}
