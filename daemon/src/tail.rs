@@ -33,7 +33,8 @@ impl LogTail {
 
     /// Reads what has been appended and returns the complete lines (without
     /// their newline, invalid UTF-8 replaced). With `at_end`, a last line
-    /// with no newline is returned too: the writer is gone.
+    /// with no newline is returned too, once the file has been read to its
+    /// end (the writer is gone; a line cut by the chunk is not its last).
     pub fn read_lines(&mut self, at_end: bool) -> std::io::Result<Vec<String>> {
         let mut lines = Vec::new();
         let mut file = // The task directory is the agent's: a FIFO or a link put in
@@ -45,14 +46,16 @@ impl LogTail {
         };
         let len = file.metadata()?.len();
         let read_from = self.offset + self.partial.len() as u64;
+        let mut read_to = read_from;
         if len > read_from {
             file.seek(SeekFrom::Start(read_from))?;
             let mut buf = vec![0u8; (len - read_from).min(CHUNK as u64) as usize];
             let n = file.read(&mut buf)?;
             buf.truncate(n);
+            read_to += n as u64;
             self.split(&buf, &mut lines);
         }
-        if at_end && !self.partial.is_empty() {
+        if at_end && read_to >= len && !self.partial.is_empty() {
             self.offset += self.partial.len() as u64;
             lines.push(String::from_utf8_lossy(&std::mem::take(&mut self.partial)).into_owned());
         }
@@ -133,6 +136,29 @@ mod tests {
         let mut again = LogTail::new(&p, t.offset());
         assert_eq!(again.read_lines(true).unwrap(), ["tail"]);
         assert_eq!(again.offset(), std::fs::metadata(&p).unwrap().len());
+    }
+
+    #[test]
+    fn at_the_end_a_line_cut_by_the_chunk_is_not_taken_for_the_last() {
+        // More than one chunk of short lines, read after the writer is gone (a task that ended
+        // while no daemon ran): every line comes out whole, none torn at the chunk's edge.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("raw.log");
+        let text: String = (0..200_000).map(|k| format!("line {k}\n")).collect();
+        assert!(text.len() > CHUNK);
+        std::fs::write(&p, &text).unwrap();
+        let mut t = LogTail::new(&p, 0);
+        let mut lines = Vec::new();
+        loop {
+            let more = t.read_lines(true).unwrap();
+            if more.is_empty() {
+                break;
+            }
+            lines.extend(more);
+        }
+        assert_eq!(lines.len(), 200_000);
+        assert!(lines.iter().enumerate().all(|(k, l)| *l == format!("line {k}")));
+        assert_eq!(t.offset(), text.len() as u64);
     }
 
     #[test]
