@@ -76,6 +76,56 @@ async fn sigkill_mid_task_then_restart_collects_the_task_and_its_report() {
     assert_eq!(file_seqs, seqs, "events.jsonl holds exactly the stored events");
 }
 
+/// Recovery runs while the socket is served (issue 19): a task that ended while no daemon ran,
+/// leaving 100,000 lines to read, is still being drained when the restarted daemon first
+/// answers; it then ends with every line, and a task delegated meanwhile waits for the queue
+/// until recovery is done.
+#[tokio::test]
+async fn the_socket_is_served_while_recovery_runs() {
+    let env = Env::new(&[]);
+    let gate = env.file("gate");
+    let g = gate.display().to_string();
+    env.set_agents(&[
+        ("long", &["say", "before the restart", "wait-file", &g, "lines", "100000", "report", "success", "drained"]),
+        ("quick", &["report", "success", "quick"]),
+    ]);
+    let mut env = env;
+    let mut c = env.start_daemon().await;
+    let id = c.delegate(env.delegate_request("long", "x")).await.unwrap().into_inner().task_id;
+    let events = env.paths.state_dir.join("tasks").join(&id).join("events.jsonl");
+    assert!(
+        eventually(LONG, || std::fs::read_to_string(&events).is_ok_and(|s| s.contains("before the restart"))).await
+    );
+    env.kill_daemons().await;
+    std::fs::write(&gate, "go").unwrap();
+    let exit_file = env.paths.state_dir.join("tasks").join(&id).join("exit.json");
+    assert!(eventually(LONG, || exit_file.exists()).await, "the supervisor records the exit with no daemon");
+
+    let mut c = env.start_daemon().await;
+    let first = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert_eq!(first.status, "running", "the daemon answers before recovery has drained the task");
+    let quick = c.delegate(env.delegate_request("quick", "y")).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(json(&t.report_json)["summary"], "drained");
+    // Every line once, whole and in order (none torn where a read's chunk ended).
+    let texts: Vec<String> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(json)
+        .filter(|e| e["type"] == "message")
+        .filter_map(|e| e["text"].as_str().map(str::to_owned))
+        .skip(1)
+        .collect();
+    let torn: Vec<&String> =
+        texts.iter().enumerate().filter(|(k, t)| **t != format!("line {k}")).map(|(_, t)| t).take(3).collect();
+    assert!(texts.len() == 100_000 && torn.is_empty(), "{} lines, first wrong: {torn:?}", texts.len());
+    let q = await_one(&mut c, &quick, LONG).await;
+    assert_eq!(q.status, "succeeded", "{}", q.error);
+    // Both are RFC 3339 in UTC with milliseconds: the strings order as the times.
+    assert!(q.started_at >= t.finished_at, "the queue waited for recovery: {} < {}", q.started_at, t.finished_at);
+}
+
 #[tokio::test]
 async fn a_task_still_running_at_restart_is_reattached_and_streams_on() {
     let env = Env::new(&[]);

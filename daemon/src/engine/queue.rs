@@ -25,6 +25,11 @@ pub(super) struct Queue {
     pub(super) turn: tokio::sync::Mutex<()>,
     /// Tasks handed to the runner but not yet recorded `running`.
     pub(super) starting: Mutex<HashSet<String>>,
+    /// Set once recovery has re-attached or requeued every task a previous
+    /// daemon left: until then the queue starts nothing (the socket is
+    /// served meanwhile), so a task whose run was started but never
+    /// recorded is adopted, never started a second time.
+    pub(super) recovered: std::sync::atomic::AtomicBool,
 }
 
 impl Queue {
@@ -112,6 +117,9 @@ impl Engine {
     }
 
     async fn schedule_now(self: &Arc<Self>) {
+        if !self.queue.recovered.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         let chosen = {
             let _turn = self.queue.turn.lock().await;
             // Taken before the store is read: a start that ends (recorded
