@@ -379,9 +379,9 @@ impl Engine {
             .runner
             .for_kind(kind)
             .map_err(|(key, why)| Error::Invalid(format!("{chosen_by} needs a cluster, but `{key}` {why}")))?;
-        if let Some(k) = &launch.kube {
-            crate::runner::multi::refuse_remote(&launch).map_err(Error::Precondition)?;
-            crate::runner::multi::preflight(k, &id).await.map_err(Error::Precondition)?;
+        if let Some(k) = launch.kube.clone() {
+            crate::runner::multi::fit_remote(&mut launch).map_err(Error::Precondition)?;
+            crate::runner::multi::preflight(&k, &id).await.map_err(Error::Precondition)?;
         }
         launch.lifecycle = lifecycle;
         launch.verify = verify_commands;

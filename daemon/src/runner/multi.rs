@@ -74,6 +74,38 @@ pub const NO_KUBERNETES: &str = "this caesard was built without the `kubernetes`
 /// encoded, which the kernel caps at 128 KiB like one argument.
 const REMOTE_PROMPT_CAP: u64 = 64 * 1024;
 
+/// Fits a launch to a pod: a session protocol (ACP, codex app-server) needs
+/// the agent's stdin held by the daemon, which a pod does not give yet
+/// (`pods/attach`), so a session that has a stream command (the one its
+/// supervisor falls back to) runs that command instead, with a finding that
+/// says so; then what a remote task cannot do is refused (see
+/// [`refuse_remote`]).
+pub fn fit_remote(launch: &mut crate::agents::Launch) -> std::result::Result<(), String> {
+    if let crate::provider::Stdin::Session { opening, .. } = &launch.stdin
+        && let Some(stream) = crate::driver::opening::fallback_of(opening.as_bytes())
+    {
+        launch.args = stream.args;
+        launch.env.extend(stream.env);
+        let via = if stream.stdin_prompt { crate::prompt::Via::Stdin } else { crate::prompt::Via::Argv };
+        launch.stdin = if stream.stdin_prompt { crate::provider::Stdin::Prompt } else { crate::provider::Stdin::Null };
+        if let Some(p) = &mut launch.prompt {
+            p.via = via;
+        }
+        launch.findings.push(crate::oacp::Finding {
+            severity: crate::oacp::Severity::Info,
+            title: "ran its stream command on Kubernetes".to_owned(),
+            file: None,
+            line: None,
+            detail: format!(
+                "{} speaks a session protocol on its stdin, which does not reach a Kubernetes pod yet: it ran its \
+                 one-shot stream command there, so it could not ask permission questions",
+                launch.parser
+            ),
+        });
+    }
+    refuse_remote(launch)
+}
+
 /// What a remote task cannot do yet, refused before anything is recorded:
 /// the return channel (a socket on this machine) and an agent whose stdin
 /// the daemon answers (claude's permission prompts: needs `pods/attach`).
@@ -169,5 +201,66 @@ impl Runner for Runners {
 
     fn release(&self, task_id: &str, dir: &TaskDir, repo: &std::path::Path) -> std::result::Result<bool, String> {
         self.for_dir(dir).release(task_id, dir, repo)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oacp::Mode;
+    use crate::prompt::{PromptRef, Via};
+    use crate::provider::{self, Invocation, Stdin};
+
+    fn inv() -> Invocation<'static> {
+        Invocation {
+            prompt: "do it",
+            mode: Mode::ReadOnly,
+            model: None,
+            effort: None,
+            resume_session: None,
+            workspace: "/w",
+            output_schema_path: None,
+            mcp: None,
+            network: None,
+        }
+    }
+
+    /// A task's launch as delegation stores it, from a provider's session launch.
+    fn stored(parser: &str, planned: provider::Launch) -> crate::agents::Launch {
+        crate::agents::Launch {
+            parser: parser.into(),
+            args: planned.args,
+            env: planned.env,
+            stdin: planned.stdin,
+            prompt: Some(PromptRef { bytes: 5, via: Via::Protocol }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_session_runs_its_stream_command_in_a_pod_and_says_so() {
+        let i = inv();
+        let acp = provider::acp::with_fallback(
+            provider::acp::launch("gemini", &i).unwrap(),
+            provider::build_launch("gemini", &i),
+        );
+        let mut gemini = stored("gemini", acp);
+        assert!(matches!(gemini.stdin, Stdin::Session { .. }));
+        assert!(refuse_remote(&gemini).is_err(), "a session as it is cannot run in a pod");
+        fit_remote(&mut gemini).unwrap();
+        assert!(!gemini.args.iter().any(|a| a == "--acp"), "{:?}", gemini.args);
+        assert_eq!(gemini.stdin, Stdin::Prompt);
+        assert_eq!(gemini.prompt.unwrap().via, Via::Stdin);
+        assert!(gemini.findings.iter().any(|f| f.title.contains("stream command")), "{:?}", gemini.findings);
+
+        let app = provider::acp::with_fallback(provider::codex_app::launch(&i), provider::build_launch("codex", &i));
+        let mut codex = stored("codex", app);
+        fit_remote(&mut codex).unwrap();
+        assert_eq!(codex.args.first().map(String::as_str), Some("exec"), "{:?}", codex.args);
+
+        // A session with no stream command to run stays refused, by name.
+        let mut bare = stored("generic", provider::acp::launch("gemini", &i).unwrap());
+        let why = fit_remote(&mut bare).unwrap_err();
+        assert!(why.contains("Kubernetes"), "{why}");
     }
 }
