@@ -120,7 +120,14 @@ pub fn refuse_remote(launch: &crate::agents::Launch) -> std::result::Result<(), 
             p.bytes
         ));
     }
-    if !matches!(launch.stdin, crate::provider::Stdin::Null | crate::provider::Stdin::Prompt) {
+    // A control protocol with nothing to answer (claude in plan mode: its prompt, then stdin is
+    // closed after its turn) is carried out by the pod's own supervisor.
+    let answered = match &launch.stdin {
+        crate::provider::Stdin::Null | crate::provider::Stdin::Prompt => false,
+        crate::provider::Stdin::Control { .. } => crate::provider::asks_on_stdin(&launch.parser, &launch.args),
+        crate::provider::Stdin::Session { .. } => true,
+    };
+    if answered {
         return Err("this agent answers permission prompts through its stdin, which does not reach a Kubernetes pod yet: delegate it read-only, or set `[runner] kind = \"local\"`".to_owned());
     }
     Ok(())
@@ -257,6 +264,15 @@ mod tests {
         let mut codex = stored("codex", app);
         fit_remote(&mut codex).unwrap();
         assert_eq!(codex.args.first().map(String::as_str), Some("exec"), "{:?}", codex.args);
+
+        // claude read-only (plan mode) takes its prompt on stdin and asks nothing: it runs in a
+        // pod; claude write asks its permissions there: refused, saying how to run it.
+        let ro = stored("claude", provider::build_launch("claude", &i).unwrap());
+        assert!(matches!(ro.stdin, Stdin::Control { .. }));
+        refuse_remote(&ro).unwrap();
+        let w = stored("claude", provider::build_launch("claude", &Invocation { mode: Mode::Write, ..inv() }).unwrap());
+        let why = refuse_remote(&w).unwrap_err();
+        assert!(why.contains("read-only"), "{why}");
 
         // A session with no stream command to run stays refused, by name.
         let mut bare = stored("generic", provider::acp::launch("gemini", &i).unwrap());
