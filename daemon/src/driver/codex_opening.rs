@@ -145,17 +145,7 @@ mod tests {
     use crate::provider::Invocation;
 
     fn opening() -> CodexOpening {
-        let inv = Invocation {
-            prompt: "do it",
-            mode: Mode::Write,
-            model: None,
-            effort: None,
-            resume_session: None,
-            workspace: "/w",
-            output_schema_path: None,
-            mcp: None,
-            network: None,
-        };
+        let inv = Invocation::bare("do it", Mode::Write);
         let o = crate::provider::codex_app::opening(&inv);
         CodexOpening::from_json(o.to_string().as_bytes()).unwrap()
     }
@@ -215,17 +205,8 @@ mod tests {
 
     #[test]
     fn a_resumed_task_resumes_its_thread() {
-        let inv = Invocation {
-            prompt: "go on",
-            mode: Mode::Write,
-            model: Some("m1"),
-            effort: None,
-            resume_session: Some("th-old"),
-            workspace: "/w",
-            output_schema_path: None,
-            mcp: None,
-            network: None,
-        };
+        let inv =
+            Invocation { model: Some("m1"), resume_session: Some("th-old"), ..Invocation::bare("go on", Mode::Write) };
         let mut o = CodexOpening::from_json(crate::provider::codex_app::opening(&inv).to_string().as_bytes()).unwrap();
         let Step::Write(start) = o.on_line(br#"{"id":1,"result":{}}"#) else { panic!() };
         let resume: Value = serde_json::from_str(start.lines().nth(1).unwrap()).unwrap();

@@ -121,17 +121,7 @@ mod tests {
     use crate::provider::{self, Invocation};
 
     fn codex_app_launch() -> crate::agents::Launch {
-        let inv = Invocation {
-            prompt: "do it",
-            mode: Mode::Write,
-            model: None,
-            effort: None,
-            resume_session: None,
-            workspace: "/w",
-            output_schema_path: None,
-            mcp: None,
-            network: None,
-        };
+        let inv = Invocation::bare("do it", Mode::Write);
         let planned =
             provider::acp::with_fallback(provider::codex_app::launch(&inv), provider::build_launch("codex", &inv));
         crate::agents::Launch { parser: "codex".into(), stdin: planned.stdin, ..Default::default() }

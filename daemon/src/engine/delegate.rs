@@ -512,17 +512,7 @@ mod tests {
     /// cursor-agent's ACP launch with its stream fallback (the prompt in argv), built as
     /// delegation builds it.
     fn cursor() -> Launch {
-        let inv = provider::Invocation {
-            prompt: crate::prompt::TOKEN,
-            mode: Mode::ReadOnly,
-            model: None,
-            effort: None,
-            resume_session: None,
-            workspace: "/w",
-            output_schema_path: None,
-            mcp: None,
-            network: None,
-        };
+        let inv = provider::Invocation::bare(crate::prompt::TOKEN, Mode::ReadOnly);
         let acp = provider::acp::launch("cursor-agent", &inv).unwrap();
         let built = provider::acp::with_fallback(acp, provider::build_launch("cursor-agent", &inv));
         Launch { program: "/bin/cursor-agent".into(), args: built.args, stdin: built.stdin, ..Launch::default() }

@@ -5,17 +5,7 @@ use super::*;
 use crate::provider::{Invocation, McpServer};
 
 fn inv<'a>(mode: Mode, model: Option<&'a str>, mcp: Option<McpServer<'a>>, resume: Option<&'a str>) -> Invocation<'a> {
-    Invocation {
-        prompt: "do it",
-        mode,
-        model,
-        effort: None,
-        resume_session: resume,
-        workspace: "/w",
-        output_schema_path: None,
-        mcp,
-        network: None,
-    }
+    Invocation { model, mcp, resume_session: resume, ..Invocation::bare("do it", mode) }
 }
 
 fn opening_of(l: &Launch) -> Value {

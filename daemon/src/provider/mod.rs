@@ -173,6 +173,24 @@ pub struct Invocation<'a> {
     pub network: Option<bool>,
 }
 
+#[cfg(test)]
+impl<'a> Invocation<'a> {
+    /// A run of `prompt` in `mode` in `/w`, with nothing else asked: the base the tests adjust.
+    pub(crate) fn bare(prompt: &'a str, mode: Mode) -> Invocation<'a> {
+        Invocation {
+            prompt,
+            mode,
+            model: None,
+            effort: None,
+            resume_session: None,
+            workspace: "/w",
+            output_schema_path: None,
+            mcp: None,
+            network: None,
+        }
+    }
+}
+
 /// A stdio MCP server to give the agent for one run.
 #[derive(Debug, Clone, Copy)]
 pub struct McpServer<'a> {

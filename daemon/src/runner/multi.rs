@@ -219,17 +219,7 @@ mod tests {
     use crate::provider::{self, Invocation, Stdin};
 
     fn inv() -> Invocation<'static> {
-        Invocation {
-            prompt: "do it",
-            mode: Mode::ReadOnly,
-            model: None,
-            effort: None,
-            resume_session: None,
-            workspace: "/w",
-            output_schema_path: None,
-            mcp: None,
-            network: None,
-        }
+        Invocation::bare("do it", Mode::ReadOnly)
     }
 
     /// A task's launch as delegation stores it, from a provider's session launch.

@@ -7,17 +7,7 @@ use super::*;
 // ---------------------------------------------------------------------------------------------
 
 fn base_inv(mode: Mode) -> Invocation<'static> {
-    Invocation {
-        prompt: "Fix the bug",
-        mode,
-        model: None,
-        effort: None,
-        resume_session: None,
-        workspace: "/ws",
-        output_schema_path: None,
-        mcp: None,
-        network: None,
-    }
+    Invocation { workspace: "/ws", ..Invocation::bare("Fix the bug", mode) }
 }
 
 fn args_of(id: &str, inv: &Invocation) -> Vec<String> {
