@@ -9,6 +9,7 @@
 
 pub mod agent_env;
 pub mod agents;
+pub mod blocking;
 pub mod capped_json;
 pub mod catalog;
 pub mod channel_spec;

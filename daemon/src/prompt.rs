@@ -1,7 +1,8 @@
 //! Where a task's prompt travels, and where it never goes (issue 19: "full prompts sit in argv,
 //! in the `started` event, in `events.jsonl` and in the stored launch record").
 //!
-//! At delegation the daemon writes the brief once, to the task directory's `prompt.txt`, and
+//! At delegation the daemon writes the brief once, to the task's `prompt.txt` (in its daemon part,
+//! beside the task directory, where the agent cannot rewrite it before the supervisor reads it), and
 //! builds the launch with [`TOKEN`] wherever the prompt would go: in an argument, in the first
 //! stdin line of claude's stream-json, in a session opening. The stored launch, the supervisor's
 //! command line and every display therefore carry the token, shown as `<prompt: N bytes via …>`.
@@ -19,8 +20,16 @@ use crate::task_dir::TaskDir;
 /// escape, so it survives being put into a JSON string or an argument unchanged.
 pub const TOKEN: &str = "@@caesar:prompt@@";
 
-/// The prompt's file in the task directory.
+/// The prompt's file in the task's daemon part.
 pub const FILE: &str = "prompt.txt";
+
+/// What a stored launch's fallback request holds instead of the delegation's
+/// `context` (issue 19): the context itself is in the task's daemon part
+/// ([`write_context`]), read back when the next attempt is delegated.
+pub const CONTEXT_TOKEN: &str = "@@caesar:context@@";
+
+/// The file of a delegation's `context`, in the task's daemon part.
+pub const CONTEXT_FILE: &str = "context.txt";
 
 /// The most bytes of a prompt file read back: more than the largest brief a delegation can
 /// make (objective, context, constraints and criteria at their caps).
@@ -70,19 +79,32 @@ impl PromptRef {
     }
 }
 
-/// The task directory's prompt file.
+/// The task's prompt file, in its daemon part ([`TaskDir::prompt`]).
 pub fn path(dir: &TaskDir) -> std::path::PathBuf {
-    dir.root().join(FILE)
+    dir.prompt()
 }
 
-/// Writes the prompt into a new task directory (before the task is recorded).
+/// Writes the prompt of a new task (before the task is recorded).
 pub fn write(dir: &TaskDir, prompt: &str) -> std::io::Result<()> {
     crate::supervisor::write_atomic(&path(dir), prompt.as_bytes())
 }
 
-/// Reads the prompt back from task directory `root`, without following a link.
-pub fn read(root: &std::path::Path) -> std::io::Result<String> {
-    let bytes = crate::safe_fs::read_capped(&root.join(FILE), READ_CAP)?;
+/// Reads the prompt back from `files`, the directory of the task's daemon
+/// files ([`TaskDir::daemon_files`], the supervisor's `--task-dir`), without
+/// following a link.
+pub fn read(files: &std::path::Path) -> std::io::Result<String> {
+    let bytes = crate::safe_fs::read_capped(&files.join(FILE), READ_CAP)?;
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Keeps a new task's `context` for its fallbacks (before the task is recorded).
+pub fn write_context(dir: &TaskDir, context: &str) -> std::io::Result<()> {
+    crate::supervisor::write_atomic(&dir.daemon_files().join(CONTEXT_FILE), context.as_bytes())
+}
+
+/// The `context` kept by [`write_context`], read without following a link.
+pub fn read_context(dir: &TaskDir) -> std::io::Result<String> {
+    let bytes = crate::safe_fs::read_capped(&dir.daemon_files().join(CONTEXT_FILE), READ_CAP)?;
     String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 

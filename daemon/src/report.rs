@@ -60,6 +60,9 @@ pub enum Ending {
 pub struct Inputs<'a> {
     pub task_id: &'a str,
     pub report_path: &'a Path,
+    /// The report kept from the return channel ([`crate::task_dir::TaskDir::channel_report`],
+    /// in the daemon's part, which the agent cannot write).
+    pub channel_path: &'a Path,
     /// Texts to search for a degraded report, most authoritative first
     /// (the agent's final answer, its messages, the raw output tail).
     pub texts: &'a [&'a str],
@@ -70,19 +73,40 @@ pub struct Inputs<'a> {
     pub native: Option<&'a str>,
 }
 
-/// Finds the best report available, never failing: the last tier always
-/// produces one.
-/// The file a report handed in over the return channel is kept in, beside
-/// `report.json`.
+/// The file a report handed in over the return channel is kept in, in the
+/// task's daemon part.
 pub const CHANNEL_REPORT: &str = "report.channel.json";
 
+/// Finds the best report available, never failing: the last tier always
+/// produces one.
+///
+/// It reads and parses files the agent wrote (up to [`REPORT_CAP`] each):
+/// blocking work, run in a [`crate::blocking::section`] when the daemon's
+/// runtime is around (a debug build checks).
 pub fn recover(inputs: &Inputs<'_>) -> (Report, Source) {
+    crate::blocking::check_off_async_workers("recovering a report");
+    recover_from(inputs, true)
+}
+
+/// The report of a task whose agent never ran (refused at its start, or
+/// cancelled while pending): made from its ending, no file read, so it
+/// needs no blocking section.
+pub fn unstarted(task_id: &str, ending: Ending) -> (Report, Source) {
+    let none = Path::new("");
+    let inputs =
+        Inputs { task_id, report_path: none, channel_path: none, texts: &[], ending, duration_ms: 0, native: None };
+    recover_from(&inputs, false)
+}
+
+fn recover_from(inputs: &Inputs<'_>, read_files: bool) -> (Report, Source) {
     let mut refusals = Vec::new();
     // Tier 1: validated when it was submitted, so it parses.
-    // The task directory is the agent's to write: both report files are read
-    // without following links, never from a FIFO, and only up to the cap.
-    let mut found = safe_fs::read_to_string_capped(&inputs.report_path.with_file_name(CHANNEL_REPORT), REPORT_CAP)
-        .ok()
+    // Both report files are read without following links, never from a
+    // FIFO, and only up to the cap (a task delegated before the move keeps
+    // its channel report in the agent's directory).
+    let mut found = read_files
+        .then(|| safe_fs::read_to_string_capped(inputs.channel_path, REPORT_CAP).ok())
+        .flatten()
         .and_then(|text| Report::parse(&text).ok())
         .map(|r| (r, Source::Channel));
     if found.is_none()
@@ -93,7 +117,7 @@ pub fn recover(inputs: &Inputs<'_>) -> (Report, Source) {
             Err(e) => refusals.push(refusal("the native structured report was refused", &e)),
         }
     }
-    if found.is_none() {
+    if found.is_none() && read_files {
         match open_report_file(inputs.report_path) {
             Ok(file) => match Report::parse_reader(file) {
                 Ok(r) => found = Some((r, Source::File)),
@@ -268,7 +292,8 @@ mod tests {
     use super::*;
 
     fn inputs<'a>(dir: &'a Path, texts: &'a [&'a str], ending: Ending) -> Inputs<'a> {
-        Inputs { task_id: "t_1", report_path: dir, texts, ending, duration_ms: 5, native: None }
+        let channel_path = Path::new("/nonexistent/report.channel.json");
+        Inputs { task_id: "t_1", report_path: dir, channel_path, texts, ending, duration_ms: 5, native: None }
     }
 
     #[test]
@@ -339,9 +364,11 @@ mod native_tests {
         let p = d.path().join("report.json");
         std::fs::write(&p, r#"{"protocol":"caesar.report/v1","status":"partial","summary":"file"}"#).unwrap();
         let native = r#"{"protocol":"caesar.report/v1","status":"success","summary":"native"}"#;
+        let c = d.path().join(CHANNEL_REPORT);
         let i = Inputs {
             task_id: "t",
             report_path: &p,
+            channel_path: &c,
             texts: &[],
             ending: Ending::Exited(0),
             duration_ms: 1,
@@ -367,9 +394,11 @@ mod hostile_file_tests {
         let texts = [
             "```json caesar:report\n{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\"summary\":\"fenced\"}\n```",
         ];
+        let c = dir.join(CHANNEL_REPORT);
         let i = Inputs {
             task_id: "t",
             report_path: &p,
+            channel_path: &c,
             texts: &texts,
             ending: Ending::Exited(0),
             duration_ms: 1,

@@ -1,14 +1,32 @@
 //! A task's directory, and every file name in it.
 //!
-//! The daemon, the supervisor and OACP agents all meet in this directory, so
-//! its layout is a contract: one type names every file, and nothing else in
-//! the engine spells a file name.
+//! The daemon, the supervisor and OACP agents all meet here, so the layout is
+//! a contract: one type names every file, and nothing else in the engine
+//! spells a file name. Two directories make a task (issue 19):
+//!
+//! - `<state>/tasks/<id>/`, the agent's: what exists for it (`task.json`,
+//!   `report.schema.json`, the `report.json` it writes, `tmp/`, provider
+//!   files) and `events.jsonl` for OACP readers (the store is the trusted
+//!   copy of the events). A confined agent may write all of it.
+//! - `<state>/tasks/<id>.daemon/`, the daemon's part, beside it and out of a
+//!   confined agent's reach: every file the daemon or the supervisor writes
+//!   and later reads back or trusts (`agent.json`, `exit.json`, `raw.log`,
+//!   `supervisor.log`, `stdin.fifo`, `stdin.initial`, `session.open.json`,
+//!   `prompt.txt`, `report.channel.json`, the kept permission requests).
+//!
+//! A task delegated before the move has no [`LAYOUT_MARKER`] in its daemon
+//! part: its files are read where that daemon put them, in the task
+//! directory, and only for such a task.
 
 use std::path::{Path, PathBuf};
 
 use crate::supervisor;
 
-/// `<state>/tasks/<id>/`.
+/// The file in a task's daemon part that says its daemon-owned files are
+/// there; a task without it was delegated by a daemon before the move.
+pub const LAYOUT_MARKER: &str = "layout";
+
+/// `<state>/tasks/<id>/`, and its daemon part beside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskDir {
     root: PathBuf,
@@ -41,46 +59,104 @@ impl TaskDir {
         self.root.join("report.schema.json")
     }
 
-    /// The report submitted over the return channel (tier 1).
+    /// The report submitted over the return channel (tier 1), in the
+    /// daemon's files: a file the agent wrote is never taken for it.
     pub fn channel_report(&self) -> PathBuf {
-        self.root.join(crate::report::CHANNEL_REPORT)
+        self.daemon_files().join(crate::report::CHANNEL_REPORT)
     }
 
-    /// The task's events, one JSON line each, for OACP readers.
+    /// The task's events, one JSON line each, for OACP readers. Written by
+    /// the daemon without following a link; never trusted when read back
+    /// (the store holds the events, this file is repaired from it).
     pub fn events(&self) -> PathBuf {
         self.root.join("events.jsonl")
     }
 
-    /// The agent's combined output, written by the runner.
+    /// The agent's combined output, written by the supervisor through the
+    /// agent's inherited pipe (the agent never opens it by path).
     pub fn raw_log(&self) -> PathBuf {
-        self.root.join(supervisor::RAW_LOG)
+        self.daemon_files().join(supervisor::RAW_LOG)
     }
 
     /// The supervisor's record of the started agent.
     pub fn agent_started(&self) -> PathBuf {
-        self.root.join(supervisor::AGENT_FILE)
+        self.daemon_files().join(supervisor::AGENT_FILE)
     }
 
     /// The supervisor's record of how the agent ended.
     pub fn exit(&self) -> PathBuf {
-        self.root.join(supervisor::EXIT_FILE)
+        self.daemon_files().join(supervisor::EXIT_FILE)
     }
 
     /// The supervisor's own stderr, made just before it is spawned: its
     /// absence proves no supervisor was started.
     pub fn supervisor_log(&self) -> PathBuf {
-        self.root.join("supervisor.log")
+        self.daemon_files().join("supervisor.log")
     }
 
     /// What the supervisor writes first on the agent's stdin.
     pub fn stdin_initial(&self) -> PathBuf {
-        self.root.join(supervisor::STDIN_INITIAL)
+        self.daemon_files().join(supervisor::STDIN_INITIAL)
     }
 
-    /// What the agent may add to of the permission bridge: the refusals of
-    /// a read-only task, kept for its report's findings.
+    /// The rest of a session protocol's opening, carried out by the supervisor.
+    pub fn session_opening(&self) -> PathBuf {
+        self.daemon_files().join(supervisor::SESSION_OPENING)
+    }
+
+    /// The task's prompt, handed over by the supervisor ([`crate::prompt`]).
+    pub fn prompt(&self) -> PathBuf {
+        self.daemon_files().join(crate::prompt::FILE)
+    }
+
+    /// The directory of the files the daemon and the supervisor write and
+    /// trust (the supervisor's `--task-dir`): the daemon part, or for a
+    /// task delegated before the move ([`TaskDir::is_legacy`]) the task
+    /// directory itself, where that daemon put them.
+    pub fn daemon_files(&self) -> PathBuf {
+        if self.is_legacy() { self.root.clone() } else { self.daemon_part() }
+    }
+
+    /// Whether the task was delegated by a daemon that kept its own files in
+    /// the task directory: no [`LAYOUT_MARKER`] in the daemon part. The
+    /// marker is made before the task is recorded, in a directory the agent
+    /// cannot write (when Landlock confines it), so a task of this version
+    /// never reads what an agent planted in the old places.
+    pub fn is_legacy(&self) -> bool {
+        std::fs::symlink_metadata(self.daemon_part().join(LAYOUT_MARKER)).is_err()
+    }
+
+    /// Makes the daemon part (0700) with its [`LAYOUT_MARKER`], for a task
+    /// being delegated, before anything of it is written or recorded.
+    pub fn create_daemon_part(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        let part = self.daemon_part();
+        match std::fs::DirBuilder::new().mode(0o700).create(&part) {
+            Ok(()) => {}
+            // Made by nobody else: a new task's id is new. Only a directory of ours will do.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let meta = std::fs::symlink_metadata(&part)?;
+                if !meta.is_dir() {
+                    return Err(std::io::Error::other(format!("{} is not a directory", part.display())));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        // Durable before the task is recorded, or a restart would read the
+        // task as one of before the move. Empty: it takes no block of a
+        // full disk, only its name.
+        supervisor::write_atomic(&part.join(LAYOUT_MARKER), b"")?;
+        if let Some(tasks) = part.parent() {
+            std::fs::File::open(tasks)?.sync_all()?;
+        }
+        Ok(())
+    }
+
+    /// The permission bridge's own files, in the daemon's files: the
+    /// refusals of a read-only task, kept for its report's findings (and,
+    /// for a task delegated before the move, its kept requests).
     pub fn permissions(&self) -> PathBuf {
-        self.root.join("permissions")
+        self.daemon_files().join("permissions")
     }
 
     /// The daemon's own part of a task, beside its directory rather than in
@@ -125,6 +201,39 @@ mod tests {
         assert_eq!(d.provider_file("/etc/passwd"), None);
         assert_eq!(d.provider_file("a/./b"), Some(PathBuf::from("/s/t/a/b")));
         assert_eq!(d.provider_file(""), None);
+    }
+
+    #[test]
+    fn a_new_task_keeps_its_daemon_files_in_its_daemon_part_and_an_old_one_where_they_were() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = TaskDir::new(d.path().join("t_1"));
+        std::fs::create_dir(dir.root()).unwrap();
+        // Before the move: every daemon file in the task directory, even
+        // with a daemon part holding kept permission requests.
+        std::fs::create_dir_all(dir.daemon_part().join("permissions")).unwrap();
+        assert!(dir.is_legacy());
+        assert_eq!(dir.exit(), dir.root().join("exit.json"));
+        assert_eq!(dir.prompt(), dir.root().join("prompt.txt"));
+        dir.create_daemon_part().unwrap();
+        assert!(!dir.is_legacy());
+        for f in [
+            dir.exit(),
+            dir.agent_started(),
+            dir.raw_log(),
+            dir.supervisor_log(),
+            dir.stdin_initial(),
+            dir.session_opening(),
+            dir.prompt(),
+            dir.channel_report(),
+        ] {
+            assert!(f.starts_with(dir.daemon_part()), "{}", f.display());
+        }
+        // What exists for the agent stays in its directory.
+        for f in [dir.task_json(), dir.report(), dir.report_schema(), dir.events()] {
+            assert!(f.starts_with(dir.root()), "{}", f.display());
+        }
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(dir.daemon_part()).unwrap().permissions().mode() & 0o777, 0o700);
     }
 
     #[test]

@@ -70,7 +70,9 @@ async fn events(c: &mut Client, id: &str) -> Vec<serde_json::Value> {
 }
 
 fn raw(env: &Env, id: &str) -> String {
-    let raw = std::fs::read_to_string(env.paths.state_dir.join("tasks").join(id).join("raw.log")).unwrap_or_default();
+    let raw =
+        std::fs::read_to_string(caesar_tests::daemon_files(env.paths.state_dir.join("tasks").join(id)).join("raw.log"))
+            .unwrap_or_default();
     raw.chars().take(5000).collect()
 }
 
@@ -176,8 +178,10 @@ async fn a_resumed_session_is_loaded_and_its_history_is_not_the_answer() {
     again.session_id = t.session_id.clone();
     let second = c.delegate(again).await.unwrap().into_inner().task_id;
     let t2 = await_one(&mut c, &second, LONG).await;
-    let opening =
-        std::fs::read_to_string(env.paths.state_dir.join("tasks").join(&second).join("session.open.json")).unwrap();
+    let opening = std::fs::read_to_string(
+        caesar_tests::daemon_files(env.paths.state_dir.join("tasks").join(&second)).join("session.open.json"),
+    )
+    .unwrap();
     assert!(json(&opening)["resume"] == "fake-1", "{opening}");
     let evs = events(&mut c, &second).await;
     let messages: Vec<String> = evs.iter().filter(|e| e["type"] == "message").map(|e| e.to_string()).collect();

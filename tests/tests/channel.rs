@@ -28,7 +28,7 @@ async fn channel_task(
     let mut req = env.delegate_request("talker", "talk to me");
     req.channel = true;
     let d = c.delegate(req).await.unwrap().into_inner();
-    let raw = env.paths.state_dir.join("tasks").join(&d.task_id).join("raw.log");
+    let raw = caesar_tests::daemon_files(env.paths.state_dir.join("tasks").join(&d.task_id)).join("raw.log");
     assert!(eventually(LONG, || std::fs::read_to_string(&raw).is_ok_and(|s| s.contains('\n'))).await);
     // A local agent's environment holds no channel secret (issue 19): inside
     // its own tree the transport speaks for the task.

@@ -85,7 +85,8 @@ async fn codex_gets_the_key_its_config_names_and_nothing_else_of_the_daemon() {
     let req = pb::DelegateRequest { mode: "read-only".into(), ..env.delegate_request("codex", "Say done.") };
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, Duration::from_secs(120)).await;
-    let raw = std::fs::read_to_string(Path::new(&t.task_dir).join("raw.log")).unwrap_or_default();
+    let raw =
+        std::fs::read_to_string(caesar_tests::daemon_files(Path::new(&t.task_dir)).join("raw.log")).unwrap_or_default();
     assert_eq!(t.status, "succeeded", "{t:?}\n{}", raw.chars().take(20_000).collect::<String>());
     // codex sent the key it read from the variable its config names.
     let asked = server.model_requests();

@@ -348,10 +348,11 @@ async fn dropped_log_streams_resume_without_gap_or_duplicate() {
             "DEBUG mirror {}",
             std::fs::read_to_string(task_dir(&env, &id).join("mirror.json")).unwrap_or_default()
         );
-        let raw = std::fs::read_to_string(task_dir(&env, &id).join("raw.log")).unwrap_or_default();
+        let raw = std::fs::read_to_string(caesar_tests::daemon_files(task_dir(&env, &id)).join("raw.log"))
+            .unwrap_or_default();
         eprintln!("DEBUG raw lines {} bytes {}", raw.lines().count(), raw.len());
         for e in std::fs::read_dir(sim.dir.path().join("state/pods")).unwrap().flatten() {
-            let r = std::fs::read_to_string(e.path().join("ws/.caesar/raw.log")).unwrap_or_default();
+            let r = std::fs::read_to_string(e.path().join("ws/.caesar.daemon/raw.log")).unwrap_or_default();
             eprintln!("DEBUG pod raw lines {} bytes {}", r.lines().count(), r.len());
         }
         let got: Vec<String> = texts.iter().map(|t| t.chars().take(10).collect()).collect();

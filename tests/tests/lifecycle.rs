@@ -67,7 +67,7 @@ async fn a_report_file_is_collected_with_events_and_env() {
     let dir = std::path::Path::new(&t.task_dir);
     assert_eq!(json(&std::fs::read_to_string(dir.join("task.json")).unwrap())["protocol"], "caesar.task/v1");
     assert_eq!(std::fs::read_to_string(dir.join("events.jsonl")).unwrap().lines().count(), events.len());
-    assert!(std::fs::read_to_string(dir.join("raw.log")).unwrap().contains("line 2"));
+    assert!(std::fs::read_to_string(caesar_tests::daemon_files(dir).join("raw.log")).unwrap().contains("line 2"));
 
     let raw = c
         .logs(pb::LogsRequest { task_id: d.task_id.clone(), raw: true, ..Default::default() })
@@ -336,7 +336,8 @@ async fn a_flood_past_the_raw_log_cap_is_dropped_said_and_memory_stays_bounded()
     let id = c.delegate(env.delegate_request("flood", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, Duration::from_secs(300)).await;
     assert_eq!(t.status, "succeeded");
-    let raw_size = std::fs::metadata(std::path::Path::new(&t.task_dir).join("raw.log")).unwrap().len();
+    let raw_size =
+        std::fs::metadata(caesar_tests::daemon_files(std::path::Path::new(&t.task_dir)).join("raw.log")).unwrap().len();
     assert!(raw_size < 4_194_304 + 4096, "raw.log is capped: {raw_size}");
     let raw = c
         .logs(pb::LogsRequest { task_id: id.clone(), raw: true, max_bytes: 4096, ..Default::default() })

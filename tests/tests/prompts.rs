@@ -350,7 +350,8 @@ async fn a_large_prompt_reaches_the_model(agent: &str, extra: &[(&str, &str)], h
     req.timeout_ms = 150_000;
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
     let raw = |env: &Env| -> String {
-        let raw = std::fs::read_to_string(task_dir(env, &id).join("raw.log")).unwrap_or_default();
+        let raw =
+            std::fs::read_to_string(caesar_tests::daemon_files(task_dir(env, &id)).join("raw.log")).unwrap_or_default();
         raw.chars().take(4000).collect()
     };
 

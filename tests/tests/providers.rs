@@ -387,8 +387,10 @@ async fn the_channel_is_injected_where_the_cli_can_load_it_and_warned_elsewhere(
     // The brief tells the agent the tools exist. claude reads it on stdin, as
     // its first stream-json message, which the supervisor writes from
     // stdin.initial.
-    let initial = std::fs::read_to_string(env.paths.state_dir.join("tasks").join(&d.task_id).join("stdin.initial"))
-        .expect("stdin.initial");
+    let initial = std::fs::read_to_string(
+        caesar_tests::daemon_files(env.paths.state_dir.join("tasks").join(&d.task_id)).join("stdin.initial"),
+    )
+    .expect("stdin.initial");
     assert!(initial.contains("`ask_orchestrator` (question, options)"), "{initial}");
     assert!(!args.join("\n").contains("ask_orchestrator` (question"), "the prompt is not an argument");
 
@@ -403,7 +405,10 @@ async fn the_channel_is_injected_where_the_cli_can_load_it_and_warned_elsewhere(
     // stream command after it (the fallback, tests/tests/acp_sessions.rs), which it recorded last.
     assert!(!recorded_args(&env, "gemini").contains(&"--acp".to_owned()));
     let opening = json(
-        &std::fs::read_to_string(env.paths.state_dir.join("tasks").join(&d.task_id).join("session.open.json")).unwrap(),
+        &std::fs::read_to_string(
+            caesar_tests::daemon_files(env.paths.state_dir.join("tasks").join(&d.task_id)).join("session.open.json"),
+        )
+        .unwrap(),
     );
     let server = &opening["new_session"]["mcpServers"][0];
     assert_eq!(server["name"], "caesar", "{opening}");

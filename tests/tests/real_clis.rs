@@ -588,7 +588,7 @@ async fn a_429_with_a_reset_parks_and_resumes_the_session(cli: Cli) {
     assert_eq!(t["status"], "succeeded", "{t}\n{}", rig.debug(&id));
     assert_eq!(t["attempts"][0]["stopped_by"], "rate_limit", "{t}");
     // The first run's own session, from its stream, is the one resumed.
-    let raw = std::fs::read_to_string(rig.task_dir(&id).join("raw.log")).unwrap();
+    let raw = std::fs::read_to_string(caesar_tests::daemon_files(rig.task_dir(&id)).join("raw.log")).unwrap();
     let session = raw
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -222,7 +222,7 @@ async fn figures_of_the_approval_bridge() {
         let id = rig.delegate("Write a file with the shell.", json!({"mode": "write", "isolation": "worktree"})).await;
         // When the request reaches raw.log (the supervisor's copy of codex's stdout), polled
         // every 200 µs beside the caesar_await that waits for the question.
-        let raw_log = rig.task_dir(&id).join("raw.log");
+        let raw_log = caesar_tests::daemon_files(rig.task_dir(&id)).join("raw.log");
         let poller = std::thread::spawn(move || {
             let deadline = Instant::now() + Duration::from_secs(60);
             while Instant::now() < deadline {
@@ -241,7 +241,7 @@ async fn figures_of_the_approval_bridge() {
         let before = now_ms();
         rig.ok("caesar_answer", json!({"task_id": id, "question_id": qid, "answer": "allow"})).await;
         let _ = rig.finish(&id).await;
-        let raw = std::fs::read_to_string(rig.task_dir(&id).join("raw.log")).unwrap();
+        let raw = std::fs::read_to_string(caesar_tests::daemon_files(rig.task_dir(&id)).join("raw.log")).unwrap();
         let resolved = raw
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -282,7 +282,8 @@ async fn codex_app_server_resume_continues_the_thread() {
     let t2 = rig.finish(&second).await;
     assert_eq!(report_of(&t2)["status"], "success", "{t2}\n{}", rig.raw(&second));
     assert_app_server(&rig, &second);
-    let opening = std::fs::read_to_string(rig.task_dir(&second).join("session.open.json")).unwrap();
+    let opening =
+        std::fs::read_to_string(caesar_tests::daemon_files(rig.task_dir(&second)).join("session.open.json")).unwrap();
     assert!(opening.contains(&session), "the opening continues the thread: {opening}");
     let raw = rig.raw(&second);
     assert!(
@@ -340,7 +341,7 @@ async fn codex_app_server_failing_at_start_falls_back_to_exec() {
         e["type"] == "progress" && e["message"].as_str().is_some_and(|m| m.contains("running `codex exec --json`"))
     });
     assert!(said.is_some(), "the events say exec ran and why: {events:?}");
-    let agent = std::fs::read_to_string(rig.task_dir(&id).join("agent.json")).unwrap();
+    let agent = std::fs::read_to_string(caesar_tests::daemon_files(rig.task_dir(&id)).join("agent.json")).unwrap();
     assert!(!agent.is_empty(), "agent.json names the exec run");
     assert_eq!(rig.server.model_requests().len(), 1, "the brief went to the model once");
 }

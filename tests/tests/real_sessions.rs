@@ -178,7 +178,8 @@ async fn resume_continues_the_session(cli: Cli) {
     let session = session.unwrap_or_else(|| panic!("no session id: {t}\n{}", rig.raw(&first))).to_owned();
     let second = rig.delegate("What was the word?", json!({"mode": "read-only", "session_id": session})).await;
     let t2 = rig.finish(&second).await;
-    let opening = std::fs::read_to_string(rig.task_dir(&second).join("session.open.json")).unwrap();
+    let opening =
+        std::fs::read_to_string(caesar_tests::daemon_files(rig.task_dir(&second)).join("session.open.json")).unwrap();
     assert!(opening.contains(&session), "the opening continues the session: {opening}");
     let requests = rig.server.model_requests();
     let last = requests.last().unwrap().body_text();

@@ -48,7 +48,7 @@ async fn sigkill_mid_task_then_restart_collects_the_task_and_its_report() {
 
     // While no daemon runs, the agent goes on and finishes.
     std::fs::write(&gate, "go").unwrap();
-    let exit_file = env.paths.state_dir.join("tasks").join(&id).join("exit.json");
+    let exit_file = caesar_tests::daemon_files(env.paths.state_dir.join("tasks").join(&id)).join("exit.json");
     assert!(eventually(LONG, || exit_file.exists()).await, "the supervisor records the exit with no daemon");
 
     let mut c = env.start_daemon().await;
@@ -98,7 +98,7 @@ async fn the_socket_is_served_while_recovery_runs() {
     );
     env.kill_daemons().await;
     std::fs::write(&gate, "go").unwrap();
-    let exit_file = env.paths.state_dir.join("tasks").join(&id).join("exit.json");
+    let exit_file = caesar_tests::daemon_files(env.paths.state_dir.join("tasks").join(&id)).join("exit.json");
     assert!(eventually(LONG, || exit_file.exists()).await, "the supervisor records the exit with no daemon");
 
     let mut c = env.start_daemon().await;
@@ -136,8 +136,10 @@ async fn a_task_still_running_at_restart_is_reattached_and_streams_on() {
     let mut c = env.start_daemon().await;
     let id = c.delegate(env.delegate_request("gated", "x")).await.unwrap().into_inner().task_id;
     assert!(
-        eventually(LONG, || std::fs::read_to_string(env.paths.state_dir.join("tasks").join(&id).join("raw.log"))
-            .is_ok_and(|s| s.contains("one")))
+        eventually(LONG, || std::fs::read_to_string(
+            caesar_tests::daemon_files(env.paths.state_dir.join("tasks").join(&id)).join("raw.log")
+        )
+        .is_ok_and(|s| s.contains("one")))
         .await
     );
     env.kill_daemons().await;
@@ -172,7 +174,9 @@ async fn a_task_whose_processes_vanished_ends_failed_with_a_reason() {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(supervisor), nix::sys::signal::Signal::SIGKILL).unwrap();
     assert!(eventually(LONG, || !alive(supervisor as u32)).await);
     // As if it died before recording its agent: the agent is still found.
-    let _ = std::fs::remove_file(env.paths.state_dir.join("tasks").join(&id).join("agent.json"));
+    let _ = std::fs::remove_file(
+        caesar_tests::daemon_files(env.paths.state_dir.join("tasks").join(&id)).join("agent.json"),
+    );
 
     let mut c2 = env.start_daemon().await;
     let t = await_one(&mut c2, &id, LONG).await;

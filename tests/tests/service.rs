@@ -59,7 +59,8 @@ async fn the_daemon_serves_an_inherited_socket_and_notifies_readiness() {
     // The agent did not inherit the activation variables. It printed its
     // whole environment (caesar's own variables are there, so the log is
     // not merely empty), and none of the service manager's is in it.
-    let raw = std::fs::read_to_string(std::path::Path::new(&t.task_dir).join("raw.log")).unwrap_or_default();
+    let raw = std::fs::read_to_string(caesar_tests::daemon_files(std::path::Path::new(&t.task_dir)).join("raw.log"))
+        .unwrap_or_default();
     let names: Vec<&str> = raw.lines().filter_map(|l| l.split_once('=').map(|(k, _)| k)).collect();
     assert!(names.contains(&"CAESAR_TASK_ID"), "the agent printed no environment: {raw}");
     for inherited in ["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET"] {

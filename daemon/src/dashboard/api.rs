@@ -4,7 +4,6 @@
 //! comes back with the engine's own message and the matching HTTP status.
 
 use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -174,9 +173,10 @@ pub(super) async fn raw(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<String
         Ok(v) => v.record,
         Err(e) => return engine_error(&e),
     };
-    let path = Path::new(&record.task_dir).join(crate::supervisor::RAW_LOG);
+    let path = crate::task_dir::TaskDir::new(&record.task_dir).raw_log();
     let read = tokio::task::spawn_blocking(move || -> std::io::Result<(u64, u64, String)> {
-        // The agent can write raw.log: a regular file only, never through a link.
+        // raw.log of a task delegated before the move is in the agent's
+        // directory: a regular file only, never through a link.
         let mut f = match crate::safe_fs::open_regular(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, 0, String::new())),

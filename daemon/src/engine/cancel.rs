@@ -61,9 +61,9 @@ impl Engine {
         };
         if tokio::time::timeout(limit, settled).await.is_err() {
             return Err(Error::Internal(format!(
-                "task {id} did not stop within {} s of SIGTERM and SIGKILL; see {}/supervisor.log",
+                "task {id} did not stop within {} s of SIGTERM and SIGKILL; see {}",
                 limit.as_secs(),
-                record.task_dir
+                Self::task_dir(&record).supervisor_log().display()
             )));
         }
         let status = self.record(id)?.status;

@@ -8,7 +8,6 @@ use std::time::Duration;
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::oacp::EventBody;
-use crate::report::{self};
 use crate::store::{QuestionRecord, TaskRecord};
 use crate::supervisor::{self};
 
@@ -153,7 +152,9 @@ impl Engine {
         let record = self.channel_record(task_id, secret)?;
         let live = self.channel_live(&record)?;
         let report = crate::oacp::Report::parse(report_json).map_err(|e| Error::Invalid(e.to_string()))?;
-        let path = Path::new(&record.task_dir).join(report::CHANNEL_REPORT);
+        // In the daemon's part (issue 19): the agent cannot write it there,
+        // so a report taken as `channel` came over the channel.
+        let path = Self::task_dir(&record).channel_report();
         let body = serde_json::to_vec_pretty(&report).map_err(|e| Error::Internal(e.to_string()))?;
         supervisor::write_atomic(&path, &body).map_err(|e| Error::io_at("cannot write", &path, e))?;
         self.emit_events(

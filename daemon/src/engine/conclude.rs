@@ -17,7 +17,7 @@ use super::*;
 
 impl Engine {
     /// Ends a task whose run is over: status, report, `finished`.
-    pub(super) fn conclude(&self, run: &mut Run) -> Result<()> {
+    pub(super) async fn conclude(&self, run: &mut Run) -> Result<()> {
         let Some(record) = self.store.task(&run.id)? else {
             return Ok(());
         };
@@ -67,33 +67,26 @@ impl Engine {
                 }
             }
         };
-        // A provider's raw output is its JSON stream, no place for a summary:
-        // only a generic agent's raw output is read as its words.
-        let raw_tail = if run.driver.raw_is_words() {
-            tail::read_tail(&run.dir.raw_log(), 256 * 1024).unwrap_or_default().0
-        } else {
-            String::new()
-        };
-        let final_text = run.final_text.clone().unwrap_or_default();
-        let launch_native = record.launch.native_report;
-        let texts = [final_text.as_str(), run.messages.as_str(), raw_tail.as_str()];
         let duration_ms = record
             .started_ms
             .map(|s| (exit.as_ref().map(|e| e.finished_ms).unwrap_or_else(now_ms) - s).max(0) as u64)
             .unwrap_or(0);
-        let recovered = report::recover(&report::Inputs {
-            task_id: &run.id,
-            report_path: &run.dir.report(),
-            texts: &texts,
+        // The report files, the raw log's tail and the workshop's diff are
+        // read, parsed and checked on the blocking pool (issue 19): a report
+        // of tens of megabytes must not hold an async worker.
+        let job = ReportJob {
+            task_id: run.id.clone(),
+            dir: run.dir.clone(),
+            raw_is_words: run.driver.raw_is_words(),
+            final_text: run.final_text.clone().unwrap_or_default(),
+            messages: run.messages.clone(),
             ending,
             duration_ms,
-            native: launch_native.then_some(final_text.as_str()),
-        });
-        let mut recovered = recovered;
-        recovered.0.findings.extend(record.launch.findings.iter().cloned());
-        recovered.0.findings.extend(Self::refusal_findings(&run.dir));
-        recovered.0.findings.extend(crate::runner::findings(&run.dir));
-        self.verify_changes(&record, &mut recovered.0);
+            record: record.clone(),
+        };
+        let mut recovered = crate::blocking::section(move || job.recover())
+            .await
+            .map_err(|e| Error::Internal(format!("recovering the report failed: {e}")))?;
         if let Some((limit, detail)) = &budget_stop {
             super::budget::apply_stop(&mut recovered.0, limit, detail);
         }
@@ -119,8 +112,8 @@ impl Engine {
 
     /// Git decides, not the agent's word: reconciles the report's changes
     /// with the diff of the task's workshop, and flags a read-only task
-    /// that modified files.
-    pub(super) fn verify_changes(&self, record: &TaskRecord, report: &mut crate::oacp::Report) {
+    /// that modified files. Blocking (git).
+    pub(super) fn verify_changes(record: &TaskRecord, report: &mut crate::oacp::Report) {
         let prepared = record.workshop.as_ref();
         let diff = match prepared {
             Some(p) if p.repo_root.is_some() => match workshop::diff(p) {
@@ -223,5 +216,47 @@ impl Exit {
     /// The ending of a task whose agent never ran (refused at start, cancelled in the queue).
     pub(super) fn without_process(status: TaskStatus, error: Option<String>) -> Exit {
         Exit { status, exit_code: None, signal: None, error }
+    }
+}
+
+/// What the report of an ended run is recovered from, owned, for the
+/// blocking pool ([`crate::blocking::section`]).
+struct ReportJob {
+    task_id: String,
+    dir: TaskDir,
+    raw_is_words: bool,
+    final_text: String,
+    messages: String,
+    ending: Ending,
+    duration_ms: u64,
+    record: TaskRecord,
+}
+
+impl ReportJob {
+    /// The report with the findings of the launch, the refusals, the runner
+    /// and git. Blocking.
+    fn recover(self) -> (crate::oacp::Report, report::Source) {
+        // A provider's raw output is its JSON stream, no place for a summary:
+        // only a generic agent's raw output is read as its words.
+        let raw_tail = if self.raw_is_words {
+            tail::read_tail(&self.dir.raw_log(), 256 * 1024).unwrap_or_default().0
+        } else {
+            String::new()
+        };
+        let texts = [self.final_text.as_str(), self.messages.as_str(), raw_tail.as_str()];
+        let mut recovered = report::recover(&report::Inputs {
+            task_id: &self.task_id,
+            report_path: &self.dir.report(),
+            channel_path: &self.dir.channel_report(),
+            texts: &texts,
+            ending: self.ending,
+            duration_ms: self.duration_ms,
+            native: self.record.launch.native_report.then_some(self.final_text.as_str()),
+        });
+        recovered.0.findings.extend(self.record.launch.findings.iter().cloned());
+        recovered.0.findings.extend(Engine::refusal_findings(&self.dir));
+        recovered.0.findings.extend(crate::runner::findings(&self.dir));
+        Engine::verify_changes(&self.record, &mut recovered.0);
+        recovered
     }
 }

@@ -176,6 +176,9 @@ impl Engine {
         std::fs::create_dir_all(&task_dir).map_err(|e| Error::io_at("cannot create", &task_dir, e))?;
         // A delegation refused from here on (a full disk) leaves no directory behind.
         let unrecorded = UnrecordedDir(Some(task_dir.clone()));
+        // The daemon's own files go beside the agent's directory, out of its
+        // reach, from the first one on (issue 19, `task_dir.rs`).
+        dir.create_daemon_part().map_err(|e| Error::io_at("cannot create", &dir.daemon_part(), e))?;
         let report_path = dir.report();
         let events_path = dir.events();
         let created_ms = now_ms();
@@ -232,6 +235,11 @@ impl Engine {
         // token where it goes (issue 19, `prompt.rs`).
         let brief = agents::brief(&doc);
         crate::prompt::write(&dir, &brief).map_err(|e| Error::io_at("cannot write", &crate::prompt::path(&dir), e))?;
+        // The context for a fallback's request, which stores a placeholder.
+        if !input.context.is_empty() {
+            crate::prompt::write_context(&dir, &input.context)
+                .map_err(|e| Error::io_at("cannot write", &dir.daemon_part(), e))?;
+        }
         let prompt = crate::prompt::TOKEN.to_owned();
         let mut launch_findings = Vec::new();
         let task_dir_s = task_dir.display().to_string();
@@ -476,6 +484,7 @@ pub(super) struct Staged {
 impl Drop for UnrecordedDir {
     fn drop(&mut self) {
         if let Some(dir) = self.0.take() {
+            let _ = std::fs::remove_dir_all(TaskDir::new(&dir).daemon_part());
             let _ = std::fs::remove_dir_all(dir);
         }
     }

@@ -108,6 +108,11 @@ pub(super) fn plan_for(
     // The objective is the task's own column: the launch record keeps no copy
     // of it (issue 19), and the next attempt takes it from the task.
     request.objective.clear();
+    // Nor of the context: it is kept in the task's daemon part, and the
+    // launch holds its placeholder (`prompt::CONTEXT_TOKEN`).
+    if !request.context.is_empty() {
+        request.context = crate::prompt::CONTEXT_TOKEN.to_owned();
+    }
     if succession.is_none() {
         request.agent = None;
     }
@@ -238,6 +243,13 @@ impl Engine {
             if input.objective.is_empty() {
                 // Stored without it (issue 19): the task's own objective.
                 input.objective.clone_from(&prev.objective);
+            }
+            if input.context == crate::prompt::CONTEXT_TOKEN {
+                // Stored as a placeholder (issue 19): the task's kept context.
+                input.context = crate::prompt::read_context(&Self::task_dir(&prev)).unwrap_or_else(|e| {
+                    warn!(task_id = %row.task_id, "the context of the blocked task cannot be read: {e}");
+                    format!("(the context of task {} could not be read back: {e})", row.task_id)
+                });
             }
             input.agent = Some(row.next_agent.clone());
             // A parked task resumes in its session, within its deadline (`parking.rs`).

@@ -255,7 +255,7 @@ impl Engine {
     pub(super) async fn conclude_until_stored(&self, run: &mut Run) {
         let mut pause = Duration::from_millis(100);
         loop {
-            match self.conclude(run) {
+            match self.conclude(run).await {
                 Ok(()) => return,
                 Err(e) => {
                     warn!(task_id = %run.id, "ending the task failed, retrying in {} ms: {e}", pause.as_millis());

@@ -1,6 +1,5 @@
 //! Observing tasks: snapshots, listings, await, logs and the live event stream.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +7,6 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::error::{Error, Result};
 use crate::store::{TaskRecord, TaskStatus};
-use crate::supervisor::{self};
 use crate::tail::{self};
 
 use super::*;
@@ -193,7 +191,7 @@ impl Engine {
     pub fn logs(&self, id: &str, raw: bool, limit: u32, max_bytes: u64) -> Result<Logs> {
         let record = self.record(id)?;
         if raw {
-            let path = Path::new(&record.task_dir).join(supervisor::RAW_LOG);
+            let path = Self::task_dir(&record).raw_log();
             let (text, size) = tail::read_tail(&path, max_bytes).map_err(|e| Error::io_at("cannot read", &path, e))?;
             let truncated = (text.len() as u64) < size;
             return Ok(Logs {

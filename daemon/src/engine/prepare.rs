@@ -186,14 +186,7 @@ impl Engine {
 
     /// Ends a task cancelled before its agent ever ran.
     pub(super) fn end_cancelled_unstarted(&self, record: &TaskRecord) {
-        let report = crate::report::recover(&crate::report::Inputs {
-            task_id: &record.id,
-            report_path: &Self::task_dir(record).report(),
-            texts: &[],
-            ending: crate::report::Ending::Cancelled,
-            duration_ms: 0,
-            native: None,
-        });
+        let report = crate::report::unstarted(&record.id, crate::report::Ending::Cancelled);
         if let Err(e) = self.finish_task(record, Exit::without_process(TaskStatus::Cancelled, None), report, None) {
             warn!(task_id = %record.id, "could not record the cancel: {e}");
         }

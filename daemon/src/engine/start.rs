@@ -118,7 +118,7 @@ impl Engine {
             crate::provider::Stdin::Null | crate::provider::Stdin::Prompt => ("", ""),
         };
         let (initial, opening) = if initial.contains(crate::prompt::TOKEN) || opening.contains(crate::prompt::TOKEN) {
-            match crate::prompt::read(dir.root()) {
+            match crate::prompt::read(&dir.daemon_files()) {
                 Ok(p) => (crate::prompt::fill_json(initial, &p), crate::prompt::fill_json(opening, &p)),
                 Err(e) => {
                     let why = format!("cannot read the task's prompt ({}): {e}", crate::prompt::path(&dir).display());
@@ -183,14 +183,7 @@ impl Engine {
 
     /// Ends a task whose agent never ran, with the reason as its report.
     pub(super) fn fail_unstarted(&self, record: &TaskRecord, why: &str) -> Result<()> {
-        let report = report::recover(&report::Inputs {
-            task_id: &record.id,
-            report_path: &Self::task_dir(record).report(),
-            texts: &[],
-            ending: Ending::Failed(why.to_owned()),
-            duration_ms: 0,
-            native: None,
-        });
+        let report = report::unstarted(&record.id, Ending::Failed(why.to_owned()));
         self.finish_task(record, Exit::without_process(TaskStatus::Failed, Some(why.to_owned())), report, None)
     }
 }

@@ -44,16 +44,19 @@ impl LocalRunner {
 impl Runner for LocalRunner {
     fn start(&self, spec: &StartSpec<'_>) -> Result<Started> {
         let dir = spec.dir.root();
+        // The supervisor's files go in the daemon's part (issue 19): it is
+        // unconfined, its agent is not, and the agent has no path to them.
+        let files = spec.dir.daemon_files();
         if let Some((initial, _)) = spec.stdin {
             let path = spec.dir.stdin_initial();
             std::fs::write(&path, initial).map_err(|e| Error::io_at("cannot write", &path, e))?;
         }
         if let Some((_, opening)) = spec.session {
-            let path = dir.join(supervisor::SESSION_OPENING);
+            let path = spec.dir.session_opening();
             std::fs::write(&path, opening).map_err(|e| Error::io_at("cannot write", &path, e))?;
         }
         let sargs = SuperviseArgs {
-            task_dir: dir.to_path_buf(),
+            task_dir: files,
             deadline_ms: spec.deadline_ms,
             grace_ms: self.grace_ms,
             log_cap: self.raw_log_cap,
@@ -141,7 +144,8 @@ impl Runner for LocalRunner {
                     started_ms: agent.started_ms,
                 }
             };
-            if let Some(agent) = supervisor::read_agent_checked(dir.root(), &task_id) {
+            let files = dir.daemon_files();
+            if let Some(agent) = supervisor::read_agent_checked(&files, &task_id) {
                 return Some(adopt(agent));
             }
             // No supervisor.log: no supervisor was ever spawned for this
@@ -153,14 +157,14 @@ impl Runner for LocalRunner {
             // writes agent.json soon.
             for _ in 0..250 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                if let Some(agent) = supervisor::read_agent_checked(dir.root(), &task_id) {
+                if let Some(agent) = supervisor::read_agent_checked(&files, &task_id) {
                     return Some(adopt(agent));
                 }
             }
             // It never got the agent started: start afresh.
             supervisor::kill_by_task_env(&task_id);
             // The agent may have been started in the last instant.
-            supervisor::read_agent_checked(dir.root(), &task_id).map(adopt)
+            supervisor::read_agent_checked(&files, &task_id).map(adopt)
         })
     }
 
@@ -177,11 +181,11 @@ impl Runner for LocalRunner {
     }
 
     fn write_stdin(&self, dir: &TaskDir, line: &str) -> std::io::Result<()> {
-        supervisor::write_agent_stdin(dir.root(), line)
+        supervisor::write_agent_stdin(&dir.daemon_files(), line)
     }
 
     fn exit_record(&self, dir: &TaskDir) -> Option<ExitRecord> {
-        supervisor::read_exit(dir.root())
+        supervisor::read_exit(&dir.daemon_files())
     }
 
     fn kill_remains(&self, task_id: &str, dir: &TaskDir) {
@@ -190,7 +194,7 @@ impl Runner for LocalRunner {
         // on its word), and every process carrying the task's id in its
         // environment.
         #[cfg(unix)]
-        supervisor::kill_group_checked(dir.root(), task_id);
+        supervisor::kill_group_checked(&dir.daemon_files(), task_id);
         supervisor::kill_by_task_env(task_id);
     }
 }

@@ -6,7 +6,9 @@
 //! writes the exit status atomically to `exit.json`. Because the supervisor,
 //! not the daemon, is the agent's parent, a daemon that dies or restarts
 //! loses nothing: the next daemon re-attaches by reading `raw.log` from its
-//! stored offset and `exit.json` when it appears.
+//! stored offset and `exit.json` when it appears. These files are in the
+//! task's daemon part (`--task-dir`), beside the directory its agent may
+//! write, so that nothing the daemon trusts is the agent's to forge.
 //!
 //! The supervisor also owns the whole process tree of its task. It is a
 //! child subreaper on Linux, so a grandchild that leaves the group (setsid,
@@ -120,6 +122,10 @@ pub struct ExitRecord {
 /// The supervisor's command line, parsed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SuperviseArgs {
+    /// The directory of the supervisor's files (`raw.log`, `agent.json`,
+    /// `exit.json`, its stdin's, the prompt): the task's daemon part
+    /// ([`crate::task_dir::TaskDir::daemon_files`]), which its agent cannot
+    /// write; the agent's own directory reaches it only as `CAESAR_TASK_DIR`.
     pub task_dir: PathBuf,
     /// Absolute deadline, milliseconds since the epoch.
     pub deadline_ms: i64,

@@ -297,7 +297,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let asker = c.delegate(req).await?.into_inner();
     // The secret is no longer in the agent's environment (issue 19): the
     // bench, a process of the user's, reads it where the daemon keeps it.
-    let raw = std::path::Path::new(&asker.task_dir).join("raw.log");
+    let raw = caesar_tests::daemon_files(std::path::Path::new(&asker.task_dir)).join("raw.log");
     while !std::fs::read_to_string(&raw).is_ok_and(|t| t.contains("CAESAR_CHANNEL_SECRET")) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

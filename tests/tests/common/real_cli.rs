@@ -455,7 +455,8 @@ impl Rig {
 
     /// The first 20,000 characters of the task's raw stream, headed `raw.log:`.
     pub fn raw(&self, id: &str) -> String {
-        let raw = std::fs::read_to_string(self.task_dir(id).join("raw.log")).unwrap_or_default();
+        let raw =
+            std::fs::read_to_string(caesar_tests::daemon_files(self.task_dir(id)).join("raw.log")).unwrap_or_default();
         format!("raw.log:\n{}", raw.chars().take(20_000).collect::<String>())
     }
 
@@ -467,7 +468,8 @@ impl Rig {
 
     /// The agent's whole raw stream and what the model server saw, for failure messages.
     pub fn debug(&self, id: &str) -> String {
-        let raw = std::fs::read_to_string(self.task_dir(id).join("raw.log")).unwrap_or_default();
+        let raw =
+            std::fs::read_to_string(caesar_tests::daemon_files(self.task_dir(id)).join("raw.log")).unwrap_or_default();
         let requests: Vec<String> = self.server.requests().iter().map(|r| format!("{} {}", r.method, r.path)).collect();
         // What the CLI sent back after the last tool call, and the tools it offered.
         let last = self.server.model_requests().pop().map(|r| r.body).unwrap_or_default();
@@ -516,7 +518,8 @@ impl Rig {
             Captures::Sessions | Captures::SessionsJsonRpc => (fixtures.join("sessions"), format!("{test}.jsonl")),
         };
         std::fs::create_dir_all(&dir).unwrap();
-        let raw = std::fs::read_to_string(self.task_dir(id).join("raw.log")).unwrap_or_default();
+        let raw =
+            std::fs::read_to_string(caesar_tests::daemon_files(self.task_dir(id)).join("raw.log")).unwrap_or_default();
         let raw = if self.captures == Captures::SessionsJsonRpc {
             raw.lines().filter(|l| l.starts_with('{')).map(|l| format!("{l}\n")).collect()
         } else {

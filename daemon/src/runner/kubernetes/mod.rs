@@ -219,10 +219,14 @@ impl KubeRunner {
     /// arguments mapped to the pod's, and the task directory's files.
     pub fn job_for(&self, spec: &StartSpec<'_>, k: &KubeSettings, base: &str) -> serde_json::Value {
         let local_dir = spec.dir.root().display().to_string();
+        let local_part = spec.dir.daemon_part().display().to_string();
         let local_work = spec.workdir.display().to_string();
         let pod_dir = format!("{}/.caesar", manifest::WS);
+        let pod_part = format!("{}/{}", manifest::WS, pod::DAEMON_DIR);
         let pod_work = format!("{}/repo", manifest::WS);
-        let map = |s: &str| s.replace(&local_dir, &pod_dir).replace(&local_work, &pod_work);
+        // The daemon part first: the task directory's path is a prefix of its.
+        let map =
+            |s: &str| s.replace(&local_part, &pod_part).replace(&local_dir, &pod_dir).replace(&local_work, &pod_work);
         // The prompt travels as the task's `prompt.txt` (issue 19): the pod's
         // supervisor fills the arguments that stand for it, or feeds it on stdin.
         let args: Vec<String> = spec.args.iter().map(|a| map(a)).collect();
@@ -247,8 +251,9 @@ impl KubeRunner {
     }
 }
 
-/// The task directory's small files the pod needs (task.json, the report
-/// schema, provider files, stdin.initial), as `{name: base64}` JSON.
+/// The task's small files the pod needs (task.json, the report schema,
+/// provider files; from its daemon part the prompt, stdin.initial and the
+/// session opening), as `{name: base64}` JSON.
 fn task_files(dir: &TaskDir, map: &dyn Fn(&str) -> String) -> String {
     const SKIP: &[&str] = &[
         "raw.log",
@@ -262,10 +267,15 @@ fn task_files(dir: &TaskDir, map: &dyn Fn(&str) -> String) -> String {
         bundle::BASE_FILE,
         bundle::RESULT_FILE,
         super::RUNNER_FINDINGS,
+        crate::task_dir::LAYOUT_MARKER,
     ];
     let mut files = BTreeMap::new();
     let mut total = 0usize;
-    if let Ok(rd) = std::fs::read_dir(dir.root()) {
+    let mut dirs = vec![dir.root().to_path_buf()];
+    if !dir.is_legacy() {
+        dirs.push(dir.daemon_part());
+    }
+    for rd in dirs.iter().filter_map(|d| std::fs::read_dir(d).ok()) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             let regular = e.file_type().is_ok_and(|t| t.is_file());

@@ -25,7 +25,16 @@ pub const POD_ARG1: &str = "pod";
 /// The task directory's files, JSON `{name: base64}`, in the pod's environment.
 pub const FILES_ENV: &str = "CAESAR_POD_FILES";
 /// Files of the task directory that come back to the daemon.
-pub const FILES_BACK: &[&str] = &["report.json", crate::report::CHANNEL_REPORT];
+pub const FILES_BACK: &[&str] = &["report.json"];
+
+/// The pod's own part of the task, beside its task directory (`<ws>/.caesar`)
+/// as on the laptop: the supervisor's files (raw.log, exit.json, agent.json,
+/// its stdin's), out of the agent's directory (issue 19).
+pub const DAEMON_DIR: &str = ".caesar.daemon";
+
+/// The task's files sent to the pod that go to its daemon part, not to the
+/// agent's directory.
+const DAEMON_FILES: &[&str] = &[crate::prompt::FILE, supervisor::STDIN_INITIAL, supervisor::SESSION_OPENING];
 
 /// How the pod's run ended: the last frame and the termination message.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -91,8 +100,9 @@ pub fn main(argv: &[String]) -> i32 {
     let ws = root.join(super::manifest::WS.trim_start_matches('/'));
     let repo = ws.join("repo");
     let tdir = ws.join(".caesar");
+    let sdir = ws.join(DAEMON_DIR);
     let term = root.join(super::manifest::TERMINATION_LOG.trim_start_matches('/'));
-    let ending = bounded(run(&args, &repo, &tdir));
+    let ending = bounded(run(&args, &repo, &tdir, &sdir));
     let json = serde_json::to_vec(&ending).unwrap_or_default();
     let mut out = std::io::stdout().lock();
     for name in FILES_BACK {
@@ -111,7 +121,7 @@ pub fn main(argv: &[String]) -> i32 {
 }
 
 #[cfg(unix)]
-fn run(args: &PodArgs, repo: &Path, tdir: &Path) -> Ending {
+fn run(args: &PodArgs, repo: &Path, tdir: &Path, sdir: &Path) -> Ending {
     use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
     let fail = |why: String| Ending {
         exit: ExitRecord { spawn_error: Some(why.clone()), finished_ms: crate::clock::now_ms(), ..Default::default() },
@@ -125,7 +135,11 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path) -> Ending {
     stop.add(Signal::SIGTERM);
     stop.add(Signal::SIGINT);
     let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&stop), None);
-    if let Err(e) = std::fs::create_dir_all(tdir).and_then(|_| std::fs::create_dir_all(repo)) {
+    let made = std::fs::create_dir_all(tdir).and_then(|_| std::fs::create_dir_all(repo)).and_then(|_| {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(sdir)
+    });
+    if let Err(e) = made {
         return fail(format!("cannot create the pod's workspace: {e}"));
     }
     // The init container fetched the base (it holds the read credential).
@@ -136,7 +150,7 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path) -> Ending {
     if !repo.join(".git").exists() {
         return fail("the init container left no workspace".to_owned());
     }
-    if let Err(e) = write_files(tdir) {
+    if let Err(e) = write_files(tdir, sdir) {
         return fail(format!("cannot write the task's files: {e}"));
     }
     // Held while the supervisor runs: the collector begins once it is
@@ -146,9 +160,9 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path) -> Ending {
         Err(e) => return fail(e),
     };
     let mut sup = args.sup.clone();
-    sup.task_dir = tdir.to_path_buf();
+    sup.task_dir = sdir.to_path_buf();
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("caesard"));
-    let log = std::fs::File::create(tdir.join("supervisor.log")).ok();
+    let log = std::fs::File::create(sdir.join("supervisor.log")).ok();
     let mut cmd = Command::new(exe);
     cmd.args(sup.to_argv())
         .current_dir(repo)
@@ -179,7 +193,7 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path) -> Ending {
             supervisor::request_stop(pid);
         }
     });
-    let raw = tdir.join(supervisor::RAW_LOG);
+    let raw = sdir.join(supervisor::RAW_LOG);
     let mut sent = 0u64;
     let mut idle = Instant::now();
     let mut out = std::io::stdout();
@@ -200,7 +214,7 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path) -> Ending {
         }
         std::thread::sleep(Duration::from_millis(25));
     }
-    let exit = supervisor::read_exit(tdir).unwrap_or_else(|| ExitRecord {
+    let exit = supervisor::read_exit(sdir).unwrap_or_else(|| ExitRecord {
         spawn_error: Some("the supervisor ended without an exit record".to_owned()),
         finished_ms: crate::clock::now_ms(),
         ..Default::default()
@@ -328,7 +342,7 @@ fn collected(notes: &Path, stopping: bool) -> super::phases::Pushed {
     Pushed { result: None, error: Some(format!("the collector container pushed no result within {patience:?}")) }
 }
 
-fn write_files(tdir: &Path) -> std::io::Result<()> {
+fn write_files(tdir: &Path, sdir: &Path) -> std::io::Result<()> {
     let Ok(json) = std::env::var(FILES_ENV) else { return Ok(()) };
     let files: std::collections::BTreeMap<String, String> =
         serde_json::from_str(&json).map_err(std::io::Error::other)?;
@@ -339,7 +353,8 @@ fn write_files(tdir: &Path) -> std::io::Result<()> {
             continue;
         }
         let data = frames::b64_decode(&b64).ok_or_else(|| std::io::Error::other("bad base64"))?;
-        std::fs::write(tdir.join(name), data)?;
+        let dir = if DAEMON_FILES.contains(&name.as_str()) { sdir } else { tdir };
+        std::fs::write(dir.join(name), data)?;
     }
     Ok(())
 }

@@ -94,7 +94,8 @@ pub(crate) async fn check(s: &mut Soak, c: &mut Client, paths: &Paths, home: &Pa
         if report["summary"] != kind.summary().as_str() || t.report_source != "file" {
             problems.push(format!("{id} has no report of its own: source `{}`, {}", t.report_source, t.report_json));
         }
-        let raw = std::fs::read_to_string(Path::new(&t.task_dir).join("raw.log")).unwrap_or_default();
+        let raw = std::fs::read_to_string(caesar_tests::daemon_files(Path::new(&t.task_dir)).join("raw.log"))
+            .unwrap_or_default();
         let starts = raw.lines().filter(|l| *l == START_LINE).count();
         if starts != 1 {
             problems.push(format!("{id}'s agent started {starts} times"));
@@ -189,7 +190,10 @@ pub(crate) async fn check(s: &mut Soak, c: &mut Client, paths: &Paths, home: &Pa
                 }
                 let raw = by_id
                     .get(id.as_str())
-                    .map(|t| std::fs::read_to_string(Path::new(&t.task_dir).join("raw.log")).unwrap_or_default())
+                    .map(|t| {
+                        std::fs::read_to_string(caesar_tests::daemon_files(Path::new(&t.task_dir)).join("raw.log"))
+                            .unwrap_or_default()
+                    })
                     .unwrap_or_default();
                 let events = events_of.get(id).map(Vec::as_slice).unwrap_or(&[]);
                 for (q, delivered) in qs {
