@@ -232,8 +232,12 @@ mod tests {
         for f in [dir.task_json(), dir.report(), dir.report_schema(), dir.events()] {
             assert!(f.starts_with(dir.root()), "{}", f.display());
         }
+        // A new task's daemon part is the daemon's alone.
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(dir.daemon_part()).unwrap().permissions().mode() & 0o777, 0o700);
+        let new = TaskDir::new(d.path().join("t_2"));
+        new.create_daemon_part().unwrap();
+        assert_eq!(std::fs::metadata(new.daemon_part()).unwrap().permissions().mode() & 0o777, 0o700);
+        assert!(!new.is_legacy());
     }
 
     #[test]

@@ -210,3 +210,35 @@ async fn a_task_started_before_the_move_recovers_concludes_and_shows_its_logs() 
     let out = env.caesar(&["logs", "--raw", &id]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("after it"), "caesar logs: {out:?}");
 }
+
+#[tokio::test]
+async fn a_delegations_context_is_not_in_its_stored_launch_and_still_reaches_the_next_attempt() {
+    // Stops at a quota on its first run (a marker file tells the runs
+    // apart), is parked and resumed as a new attempt, which reports.
+    let mut env = Env::new(&[]);
+    let mark = env.file("ran-once").display().to_string();
+    let event = serde_json::json!({
+        "protocol": "caesar.event/v1", "type": "blocker", "kind": "rate_limit",
+        "message": "429 Too Many Requests: rate limited, try again in 1 seconds",
+    });
+    let script = format!(
+        "if [ -e '{mark}' ]; then printf '%s' '{{\"protocol\":\"caesar.report/v1\",\"status\":\"success\",\"summary\":\"resumed\"}}' > \"$CAESAR_REPORT_PATH\"; \
+         else touch '{mark}'; echo '{event}'; sleep 300; fi"
+    );
+    env.set_agents(&[("solo", &["sh", &script])]);
+    let mut c = env.start_daemon().await;
+    let context = "the context only the task's row and its daemon part keep";
+    let mut req = env.delegate_request("solo", "do the thing");
+    req.context = context.to_owned();
+    req.timeout_ms = 60_000;
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!((t.status.as_str(), json(&t.report_json)["summary"].as_str()), ("succeeded", Some("resumed")), "{t:?}");
+    let next = c.status(pb::StatusRequest { task_id: t.current_task_id.clone() }).await.unwrap().into_inner();
+    assert_ne!(next.task_id, id, "a second attempt ran");
+    let brief = std::fs::read_to_string(Path::new(&next.task_dir).join("task.json")).unwrap();
+    assert!(brief.contains(context), "the next attempt's brief holds the context: {brief}");
+    let db = rusqlite::Connection::open(env.paths.state_dir.join("caesar.db")).unwrap();
+    let launch: String = db.query_row("SELECT launch_json FROM tasks WHERE id = ?1", [&id], |r| r.get(0)).unwrap();
+    assert!(!launch.contains(context) && launch.contains("@@caesar:context@@"), "{launch}");
+}

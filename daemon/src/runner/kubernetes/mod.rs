@@ -385,7 +385,7 @@ impl Runner for KubeRunner {
     }
 
     fn exit_record(&self, dir: &TaskDir) -> Option<ExitRecord> {
-        crate::supervisor::read_exit(dir.root())
+        crate::supervisor::read_exit(&dir.daemon_files())
     }
 
     fn release(&self, task_id: &str, dir: &TaskDir, repo: &std::path::Path) -> std::result::Result<bool, String> {
