@@ -380,8 +380,10 @@ impl Engine {
             .for_kind(kind)
             .map_err(|(key, why)| Error::Invalid(format!("{chosen_by} needs a cluster, but `{key}` {why}")))?;
         if let Some(k) = launch.kube.clone() {
-            crate::runner::multi::fit_remote(&mut launch).map_err(Error::Precondition)?;
-            crate::runner::multi::preflight(&k, &id).await.map_err(Error::Precondition)?;
+            crate::runner::multi::fit_remote(&launch).map_err(Error::Precondition)?;
+            let stdin =
+                matches!(launch.stdin, crate::provider::Stdin::Control { .. } | crate::provider::Stdin::Session { .. });
+            crate::runner::multi::preflight(&k, &id, stdin).await.map_err(Error::Precondition)?;
         }
         launch.lifecycle = lifecycle;
         launch.verify = verify_commands;
