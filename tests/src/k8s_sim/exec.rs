@@ -296,16 +296,22 @@ impl Run {
         }
         drop(out_tx);
         let mut client_open = true;
+        let mut cuts = self.sim.exec_cuts.subscribe();
+        self.sim.open_execs.fetch_add(1, Ordering::Relaxed);
+        self.sim.execs_opened.fetch_add(1, Ordering::Relaxed);
+        let mut cut = false;
         loop {
             tokio::select! {
+                _ = cuts.changed(), if !cut => cut = true,
                 m = rx.next(), if client_open => match m {
                     Some(Ok(Message::Binary(b))) if !b.is_empty() => match b[0] {
                         0 => {
                             if let Some(w) = child_in.as_mut()
-                                && w.write_all(&b[1..]).await.is_err()
+                                && (w.write_all(&b[1..]).await.is_err() || w.flush().await.is_err())
                             {
                                 child_in = None;
                             }
+                            cut = self.sim.cut_after_stdin.swap(false, Ordering::AcqRel);
                         }
                         // v5: the client closed a stream (stdin: its EOF).
                         255 if self.v5 && b.get(1) == Some(&0) => child_in = None,
@@ -326,8 +332,21 @@ impl Run {
                     None => break,
                 },
             }
+            if cut {
+                // The connection drops with no Status and no close frame; the process sees its
+                // stdin end, as it does when a real API server restarts.
+                client_open = false;
+                break;
+            }
         }
+        self.sim.open_execs.fetch_sub(1, Ordering::Relaxed);
         drop(child_in);
+        if cut {
+            drop(tx);
+            drop(rx);
+            let _ = child.wait().await;
+            return;
+        }
         let status = child.wait().await;
         let code = status.ok().and_then(|s| s.code()).unwrap_or(137);
         let st = if code == 0 {
