@@ -52,11 +52,15 @@ fn image(dir: &Path, name: &str, text: &str) -> PathBuf {
 /// The simulator with `image`'s directory first on its PATH, and a project
 /// whose `[bin] <name>` is that stand-in.
 fn rig(name: &str, text: &str) -> (Sim, Env, tempfile::TempDir) {
+    rig_with(name, text, &[])
+}
+
+fn rig_with(name: &str, text: &str, extra: &[&str]) -> (Sim, Env, tempfile::TempDir) {
     let img = tempfile::Builder::new().prefix("img").tempdir_in("/tmp").unwrap();
     let bin = image(img.path(), name, text);
     let path =
         format!("{}:{}:{}", img.path().display(), bin_dir().display(), std::env::var("PATH").unwrap_or_default());
-    let sim = Sim::start(&["--path", &path]);
+    let sim = Sim::start(&[&["--path", path.as_str()][..], extra].concat());
     let env = Env::new(&[]);
     std::fs::write(
         env.project.path().join(".caesar/config.toml"),
@@ -219,4 +223,22 @@ async fn a_remote_session_is_cancelled_through_its_interrupt_and_its_pod_goes() 
     let queued = std::fs::read_to_string(task_dir(&env, &id).join("kube-stdin.jsonl")).unwrap_or_default();
     assert!(queued.contains("session/cancel"), "{queued}");
     assert!(eventually(Duration::from_secs(10), || sim.stats()["processes"] == 0).await, "no pod process left");
+}
+
+#[tokio::test]
+async fn a_task_that_asks_on_stdin_is_refused_at_delegate_without_create_on_pods_exec() {
+    let (sim, mut env, _img) = rig_with("claude", CLAUDE, &["--forbid", "create:pods/exec"]);
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("claude", "ask 1");
+    req.mode = "write".into();
+    let e = c.delegate(req).await.unwrap_err();
+    assert!(e.message().contains("pods/exec") && e.message().contains("stdin"), "{}", e.message());
+    assert!(e.message().contains("rbac.yaml"), "says how to fix it: {}", e.message());
+    assert_eq!(sim.stats()["jobs"], 0, "nothing was created");
+    // claude read-only asks nothing on stdin: it runs there, and its report comes back.
+    let mut req = env.delegate_request("claude", "ask 0");
+    req.mode = "read_only".into();
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
 }

@@ -381,8 +381,13 @@ impl Engine {
             .map_err(|(key, why)| Error::Invalid(format!("{chosen_by} needs a cluster, but `{key}` {why}")))?;
         if let Some(k) = launch.kube.clone() {
             crate::runner::multi::fit_remote(&launch).map_err(Error::Precondition)?;
-            let stdin =
-                matches!(launch.stdin, crate::provider::Stdin::Control { .. } | crate::provider::Stdin::Session { .. });
+            // What asks on stdin needs `pods/exec`; claude in plan mode asks nothing (its pump
+            // only carries an interrupt, and gives up where exec is forbidden).
+            let stdin = match &launch.stdin {
+                crate::provider::Stdin::Null | crate::provider::Stdin::Prompt => false,
+                crate::provider::Stdin::Control { .. } => crate::provider::asks_on_stdin(&launch.parser, &launch.args),
+                crate::provider::Stdin::Session { .. } => true,
+            };
             crate::runner::multi::preflight(&k, &id, stdin).await.map_err(Error::Precondition)?;
         }
         launch.lifecycle = lifecycle;

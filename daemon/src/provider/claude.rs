@@ -38,6 +38,12 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
 /// The line that ends claude's turn in stream-json; after it the supervisor closes stdin.
 const RESULT_LINE_PREFIX: &str = r#"{"type":"result""#;
 
+/// Whether claude runs with its permission prompts on stdin (write mode's
+/// `--permission-prompt-tool stdio`), which only a daemon holding its stdin can answer.
+pub(super) fn asks_on_stdin(args: &[String]) -> bool {
+    args.iter().any(|a| a == "--permission-prompt-tool")
+}
+
 pub(super) fn launch(inv: &Invocation) -> Launch {
     // [V] The prompt comes on stdin as a stream-json user message, and in write mode permission
     // prompts come out as `control_request`s whose answers go back on stdin

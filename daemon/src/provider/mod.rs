@@ -262,6 +262,16 @@ pub fn interrupt_line(provider: &str) -> Option<String> {
     }
 }
 
+/// Whether a launch with this control-protocol stdin asks questions there that the daemon must
+/// answer (claude's permission prompt tool, write mode), rather than only taking its prompt and
+/// being closed after its turn (claude in plan mode).
+pub fn asks_on_stdin(provider: &str, args: &[String]) -> bool {
+    match provider {
+        "claude" => claude::asks_on_stdin(args),
+        _ => true,
+    }
+}
+
 /// The parser name of OACP generic agents declared with `[[agent]]`.
 pub const GENERIC: &str = "generic";
 

@@ -174,7 +174,7 @@ async fn may_exec(client: &Client, namespace: &str, need: Need) -> Result<(), St
         ),
         Need::Stdin => (
             "which this agent needs to receive its answers on stdin (write mode's permission prompts, a session)",
-            "delegate it read-only, or set `[runner] kind = \"local\"`",
+            "delegate it read-only (claude), or set `[runner] kind = \"local\"`",
         ),
     };
     Err(format!(

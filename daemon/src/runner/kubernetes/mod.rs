@@ -172,8 +172,11 @@ impl KubeRunner {
         let (all, id, stop) = (self.pumps.clone(), task_id.to_owned(), self.stop_flag(task_id));
         let run = pump.clone();
         self.rt.spawn(async move {
-            run.run(cluster, id.clone(), stop).await;
-            all.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            run.clone().run(cluster, id.clone(), stop).await;
+            // A refused pump stays: its task's writes fail at once rather than start another.
+            if !run.refused() {
+                all.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            }
         });
         pump
     }

@@ -40,6 +40,9 @@ pub const QUEUE_FILE: &str = "kube-stdin.jsonl";
 /// In the pod's task directory: the last sequence written into the FIFO.
 pub const SEQ_FILE: &str = "stdin.seq";
 
+/// How the stream's error starts when RBAC refuses the exec.
+const FORBIDDEN: &str = "forbidden: ";
+
 /// The most bytes of one line the pod takes (a permission answer is a few
 /// hundred; this bounds what a forged stream could make it hold).
 const MAX_LINE: usize = 1 << 20;
@@ -66,6 +69,8 @@ pub struct Pump {
     exit: PathBuf,
     queue: Mutex<Queue>,
     wake: tokio::sync::Notify,
+    /// Set when the cluster refused the exec: nothing queued would be delivered.
+    refused: AtomicBool,
 }
 
 impl Pump {
@@ -80,7 +85,13 @@ impl Pump {
                 q.pending.push_back(e);
             }
         }
-        Arc::new(Pump { file, exit: dir.exit(), queue: Mutex::new(q), wake: tokio::sync::Notify::new() })
+        Arc::new(Pump {
+            file,
+            exit: dir.exit(),
+            queue: Mutex::new(q),
+            wake: tokio::sync::Notify::new(),
+            refused: AtomicBool::new(false),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
@@ -91,6 +102,12 @@ impl Pump {
     pub fn push(&self, line: &str) -> std::io::Result<()> {
         if self.exit.exists() {
             return Err(std::io::Error::new(std::io::ErrorKind::NotConnected, "the remote task has ended"));
+        }
+        if self.refused() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "Kubernetes refuses the daemon `create` on `pods/exec`, which carries the agent's stdin",
+            ));
         }
         let line = line.trim_end_matches('\n');
         if line.contains('\n') || line.len() > MAX_LINE {
@@ -113,6 +130,11 @@ impl Pump {
         Ok(())
     }
 
+    /// Whether the cluster refused the exec that carries the agent's stdin.
+    pub fn refused(&self) -> bool {
+        self.refused.load(Ordering::Acquire)
+    }
+
     /// Drops what the pod has written, up to `seq`.
     fn acked(&self, seq: u64) {
         let mut q = self.lock();
@@ -132,6 +154,13 @@ impl Pump {
         let mut pause = Duration::from_millis(100);
         while !self.exit.exists() {
             match self.stream(&cluster, &task_id, &stop).await {
+                // Not a passing fault: nothing is retried (preflight refuses a task that asks
+                // on stdin without it; what else is lost is an interrupt, signalled instead).
+                Err(e) if e.starts_with(FORBIDDEN) => {
+                    tracing::warn!(task_id, "the agent's stdin cannot reach the pod: {e}");
+                    self.refused.store(true, Ordering::Release);
+                    return;
+                }
                 Ok(()) => {
                     tracing::info!(task_id, "the stdin stream into the pod ended");
                     pause = Duration::from_millis(100)
@@ -168,11 +197,13 @@ impl Pump {
             max_stdout_buf_size: Some(64 * 1024),
             ..Default::default()
         };
-        let mut p = cluster
-            .pod_api()
-            .exec(&pod, ["caesard", POD_ARG0, STDIN_ARG], &ap)
-            .await
-            .map_err(|e| super::client::explain(&e, "create", "pods/exec", &cluster.namespace))?;
+        let mut p = cluster.pod_api().exec(&pod, ["caesard", POD_ARG0, STDIN_ARG], &ap).await.map_err(|e| {
+            let why = super::client::explain(&e, "create", "pods/exec", &cluster.namespace);
+            match e {
+                kube::Error::Api(s) if s.code == 403 => format!("{FORBIDDEN}{why}"),
+                _ => why,
+            }
+        })?;
         let (Some(mut w), Some(r)) = (p.stdin(), p.stdout()) else { return Err("the exec has no stdin".into()) };
         let mut lines = tokio::io::BufReader::new(r).lines();
         // A connection dropped without a close (an API server gone) ends the client's task with
