@@ -49,8 +49,11 @@ pub fn main() -> ExitCode {
                 Some(phases::RECEIVE_ARG) => phases::receive_main(&args[2..]),
                 Some(phases::RESULT_ARG) => phases::result_main(&args[2..]),
                 Some(phases::TAKEN_ARG) => phases::taken_main(&args[2..]),
+                Some(crate::runner::kubernetes::stdin::STDIN_ARG) => {
+                    crate::runner::kubernetes::stdin::stdin_main(&args[2..])
+                }
                 _ => {
-                    eprintln!("caesard __kube: use `pod`, `fetch`, `collect`, `receive`, `result` or `taken`");
+                    eprintln!("caesard __kube: use `pod`, `fetch`, `collect`, `receive`, `result`, `taken` or `stdin`");
                     2
                 }
             };

@@ -388,8 +388,15 @@ impl Engine {
             .for_kind(kind)
             .map_err(|(key, why)| Error::Invalid(format!("{chosen_by} needs a cluster, but `{key}` {why}")))?;
         if let Some(k) = launch.kube.clone() {
-            crate::runner::multi::fit_remote(&mut launch).map_err(Error::Precondition)?;
-            crate::runner::multi::preflight(&k, &id).await.map_err(Error::Precondition)?;
+            crate::runner::multi::fit_remote(&launch).map_err(Error::Precondition)?;
+            // What asks on stdin needs `pods/exec`; claude in plan mode asks nothing (its pump
+            // only carries an interrupt, and gives up where exec is forbidden).
+            let stdin = match &launch.stdin {
+                crate::provider::Stdin::Null | crate::provider::Stdin::Prompt => false,
+                crate::provider::Stdin::Control { .. } => crate::provider::asks_on_stdin(&launch.parser, &launch.args),
+                crate::provider::Stdin::Session { .. } => true,
+            };
+            crate::runner::multi::preflight(&k, &id, stdin).await.map_err(Error::Precondition)?;
         }
         launch.lifecycle = lifecycle;
         launch.verify = verify_commands;

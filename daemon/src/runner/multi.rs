@@ -74,42 +74,13 @@ pub const NO_KUBERNETES: &str = "this caesard was built without the `kubernetes`
 /// encoded, which the kernel caps at 128 KiB like one argument.
 const REMOTE_PROMPT_CAP: u64 = 64 * 1024;
 
-/// Fits a launch to a pod: a session protocol (ACP, codex app-server) needs
-/// the agent's stdin held by the daemon, which a pod does not give yet
-/// (`pods/attach`), so a session that has a stream command (the one its
-/// supervisor falls back to) runs that command instead, with a finding that
-/// says so; then what a remote task cannot do is refused (see
-/// [`refuse_remote`]).
-pub fn fit_remote(launch: &mut crate::agents::Launch) -> std::result::Result<(), String> {
-    if let crate::provider::Stdin::Session { opening, .. } = &launch.stdin
-        && let Some(stream) = crate::driver::opening::fallback_of(opening.as_bytes())
-    {
-        launch.args = stream.args;
-        launch.env.extend(stream.env);
-        let via = if stream.stdin_prompt { crate::prompt::Via::Stdin } else { crate::prompt::Via::Argv };
-        launch.stdin = if stream.stdin_prompt { crate::provider::Stdin::Prompt } else { crate::provider::Stdin::Null };
-        if let Some(p) = &mut launch.prompt {
-            p.via = via;
-        }
-        launch.findings.push(crate::oacp::Finding {
-            severity: crate::oacp::Severity::Info,
-            title: "ran its stream command on Kubernetes".to_owned(),
-            file: None,
-            line: None,
-            detail: format!(
-                "{} speaks a session protocol on its stdin, which does not reach a Kubernetes pod yet: it ran its \
-                 one-shot stream command there, so it could not ask permission questions",
-                launch.parser
-            ),
-        });
-    }
-    refuse_remote(launch)
-}
-
-/// What a remote task cannot do yet, refused before anything is recorded:
-/// the return channel (a socket on this machine) and an agent whose stdin
-/// the daemon answers (claude's permission prompts: needs `pods/attach`).
-pub fn refuse_remote(launch: &crate::agents::Launch) -> std::result::Result<(), String> {
+/// Fits a launch to a pod, or says why it cannot run there. The agent's
+/// stdin reaches the pod (the pump, `runner::kubernetes::stdin`): claude's
+/// permission prompts, ACP and codex app-server sessions run there as they
+/// do locally. What a remote task cannot do yet is refused before anything
+/// is recorded: the return channel (a socket on this machine) and a prompt
+/// too large for the pod's environment.
+pub fn fit_remote(launch: &crate::agents::Launch) -> std::result::Result<(), String> {
     if launch.channel {
         return Err("the return channel (`channel: true`) does not reach a Kubernetes pod yet: delegate without it, or set `[runner] kind = \"local\"`".to_owned());
     }
@@ -120,22 +91,17 @@ pub fn refuse_remote(launch: &crate::agents::Launch) -> std::result::Result<(), 
             p.bytes
         ));
     }
-    // A control protocol with nothing to answer (claude in plan mode: its prompt, then stdin is
-    // closed after its turn) is carried out by the pod's own supervisor.
-    let answered = match &launch.stdin {
-        crate::provider::Stdin::Null | crate::provider::Stdin::Prompt => false,
-        crate::provider::Stdin::Control { .. } => crate::provider::asks_on_stdin(&launch.parser, &launch.args),
-        crate::provider::Stdin::Session { .. } => true,
-    };
-    if answered {
-        return Err("this agent answers permission prompts through its stdin, which does not reach a Kubernetes pod yet: delegate it read-only, or set `[runner] kind = \"local\"`".to_owned());
-    }
     Ok(())
 }
 
 /// Checks that a task with these settings can run on its cluster; the
-/// error is the reason and the fix. Nothing is created.
-pub async fn preflight(settings: &super::settings::KubeSettings, task_id: &str) -> std::result::Result<(), String> {
+/// error is the reason and the fix. Nothing is created. `stdin`: its agent
+/// takes answers on stdin (the daemon must be allowed `pods/exec`).
+pub async fn preflight(
+    settings: &super::settings::KubeSettings,
+    task_id: &str,
+    stdin: bool,
+) -> std::result::Result<(), String> {
     #[cfg(feature = "kubernetes")]
     {
         use super::kubernetes::manifest;
@@ -150,14 +116,15 @@ pub async fn preflight(settings: &super::settings::KubeSettings, task_id: &str) 
             log_cap: 0,
             stdin_close_after: None,
             stdin_prompt: false,
+            session: None,
             base_oid: "0000000000000000000000000000000000000000",
             agent: "preflight",
         };
-        super::kubernetes::client::preflight(settings, &manifest::job_json(&input, settings)).await
+        super::kubernetes::client::preflight(settings, &manifest::job_json(&input, settings), stdin).await
     }
     #[cfg(not(feature = "kubernetes"))]
     {
-        let _ = (settings, task_id);
+        let _ = (settings, task_id, stdin);
         Err(NO_KUBERNETES.to_owned())
     }
 }
@@ -235,38 +202,37 @@ mod tests {
     }
 
     #[test]
-    fn a_session_runs_its_stream_command_in_a_pod_and_says_so() {
+    fn sessions_and_claude_write_run_in_a_pod_and_the_channel_is_refused_by_name() {
         let i = inv();
         let acp = provider::acp::with_fallback(
             provider::acp::launch("gemini", &i).unwrap(),
             provider::build_launch("gemini", &i),
         );
-        let mut gemini = stored("gemini", acp);
+        // A session stays a session: its stdin reaches the pod.
+        let gemini = stored("gemini", acp);
+        let before = gemini.args.clone();
+        fit_remote(&gemini).unwrap();
         assert!(matches!(gemini.stdin, Stdin::Session { .. }));
-        assert!(refuse_remote(&gemini).is_err(), "a session as it is cannot run in a pod");
-        fit_remote(&mut gemini).unwrap();
-        assert!(!gemini.args.iter().any(|a| a == "--acp"), "{:?}", gemini.args);
-        assert_eq!(gemini.stdin, Stdin::Prompt);
-        assert_eq!(gemini.prompt.unwrap().via, Via::Stdin);
-        assert!(gemini.findings.iter().any(|f| f.title.contains("stream command")), "{:?}", gemini.findings);
-
+        assert_eq!(gemini.args, before);
+        assert!(gemini.findings.is_empty(), "{:?}", gemini.findings);
         let app = provider::acp::with_fallback(provider::codex_app::launch(&i), provider::build_launch("codex", &i));
-        let mut codex = stored("codex", app);
-        fit_remote(&mut codex).unwrap();
-        assert_eq!(codex.args.first().map(String::as_str), Some("exec"), "{:?}", codex.args);
-
-        // claude read-only (plan mode) takes its prompt on stdin and asks nothing: it runs in a
-        // pod; claude write asks its permissions there: refused, saying how to run it.
-        let ro = stored("claude", provider::build_launch("claude", &i).unwrap());
-        assert!(matches!(ro.stdin, Stdin::Control { .. }));
-        refuse_remote(&ro).unwrap();
+        let codex = stored("codex", app);
+        fit_remote(&codex).unwrap();
+        assert!(matches!(codex.stdin, Stdin::Session { .. }));
+        // claude write asks its permissions on stdin: it runs in a pod now.
         let w = stored("claude", provider::build_launch("claude", &Invocation { mode: Mode::Write, ..inv() }).unwrap());
-        let why = refuse_remote(&w).unwrap_err();
-        assert!(why.contains("read-only"), "{why}");
-
-        // A session with no stream command to run stays refused, by name.
-        let mut bare = stored("generic", provider::acp::launch("gemini", &i).unwrap());
-        let why = fit_remote(&mut bare).unwrap_err();
-        assert!(why.contains("Kubernetes"), "{why}");
+        assert!(matches!(w.stdin, Stdin::Control { .. }));
+        fit_remote(&w).unwrap();
+        // A session with no stream command to fall back to runs too.
+        let bare = stored("generic", provider::acp::launch("gemini", &i).unwrap());
+        fit_remote(&bare).unwrap();
+        // The return channel still does not reach a pod: refused, saying how to run it.
+        let mut chan = stored("claude", provider::build_launch("claude", &i).unwrap());
+        chan.channel = true;
+        let why = fit_remote(&chan).unwrap_err();
+        assert!(why.contains("channel: true") && why.contains("kind = \"local\""), "{why}");
+        let mut big = stored("claude", provider::build_launch("claude", &i).unwrap());
+        big.prompt = Some(PromptRef { bytes: REMOTE_PROMPT_CAP + 1, via: Via::Stdin });
+        assert!(fit_remote(&big).unwrap_err().contains("bytes"));
     }
 }

@@ -83,6 +83,20 @@ pub fn router(sim: Arc<Sim>) -> Router {
             }),
         )
         .route(
+            "/sim/drop-execs",
+            post(|State(sim): State<Arc<Sim>>| async move {
+                sim.exec_cuts.send_modify(|g| *g += 1);
+                reply(200, json!({"dropped": true}))
+            }),
+        )
+        .route(
+            "/sim/drop-exec-after-stdin",
+            post(|State(sim): State<Arc<Sim>>| async move {
+                sim.cut_after_stdin.store(true, Ordering::Release);
+                reply(200, json!({"armed": true}))
+            }),
+        )
+        .route(
             "/sim/evict/{ns}/{pod}",
             post(|State(sim): State<Arc<Sim>>, Path((ns, pod)): Path<(String, String)>| async move {
                 tokio::spawn(async move { kubelet::evict(&sim, &ns, &pod).await });

@@ -187,7 +187,18 @@ pub async fn exec(
     );
     let root = kubelet::container_root(&sim, &name, &container);
     let work = root.join(spec["workingDir"].as_str().unwrap_or("").trim_start_matches('/'));
-    let run = Run { sim: sim.clone(), root, work, env, command, stdin, stdout, stderr, v5: protocol.starts_with("v5") };
+    let run = Run {
+        sim: sim.clone(),
+        root,
+        work,
+        env,
+        command,
+        stdin,
+        stdout,
+        stderr,
+        v5: protocol.starts_with("v5"),
+        of: (ns, name, status_field, container),
+    };
     tokio::spawn(async move {
         if let Ok(upgraded) = upgrade.await {
             let io = hyper_util::rt::TokioIo::new(upgraded);
@@ -216,6 +227,23 @@ struct Run {
     stdout: bool,
     stderr: bool,
     v5: bool,
+    /// Namespace, pod, status field and container: the exec'd process ends with its container.
+    of: (String, String, &'static str, String),
+}
+
+impl Run {
+    /// Whether the exec'd container still runs (its pod exists and says so).
+    fn container_runs(&self) -> bool {
+        let (ns, pod, field, container) = &self.of;
+        let st = self.sim.lock();
+        let Some(p) = st.pods.get(&(ns.clone(), pod.clone())) else { return false };
+        p["status"][*field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["name"] == container.as_str())
+            .is_some_and(|c| c["state"].get("running").is_some())
+    }
 }
 
 fn frame(channel: u8, data: &[u8]) -> Message {
@@ -296,16 +324,27 @@ impl Run {
         }
         drop(out_tx);
         let mut client_open = true;
+        let mut cuts = self.sim.exec_cuts.subscribe();
+        self.sim.open_execs.fetch_add(1, Ordering::Relaxed);
+        self.sim.execs_opened.fetch_add(1, Ordering::Relaxed);
+        let mut cut = false;
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(200));
         loop {
             tokio::select! {
+                _ = cuts.changed(), if !cut => cut = true,
+                // As a kubelet does, the container's end ends what was exec'd in it.
+                _ = tick.tick() => if !self.container_runs() {
+                    let _ = child.start_kill();
+                },
                 m = rx.next(), if client_open => match m {
                     Some(Ok(Message::Binary(b))) if !b.is_empty() => match b[0] {
                         0 => {
                             if let Some(w) = child_in.as_mut()
-                                && w.write_all(&b[1..]).await.is_err()
+                                && (w.write_all(&b[1..]).await.is_err() || w.flush().await.is_err())
                             {
                                 child_in = None;
                             }
+                            cut = self.sim.cut_after_stdin.swap(false, Ordering::AcqRel);
                         }
                         // v5: the client closed a stream (stdin: its EOF).
                         255 if self.v5 && b.get(1) == Some(&0) => child_in = None,
@@ -326,8 +365,21 @@ impl Run {
                     None => break,
                 },
             }
+            if cut {
+                // The connection drops with no Status and no close frame; the process sees its
+                // stdin end, as it does when a real API server restarts.
+                client_open = false;
+                break;
+            }
         }
+        self.sim.open_execs.fetch_sub(1, Ordering::Relaxed);
         drop(child_in);
+        if cut {
+            drop(tx);
+            drop(rx);
+            let _ = child.wait().await;
+            return;
+        }
         let status = child.wait().await;
         let code = status.ok().and_then(|s| s.code()).unwrap_or(137);
         let st = if code == 0 {

@@ -92,6 +92,14 @@ pub struct Sim {
     pub procs: Mutex<HashMap<(String, String), Vec<i32>>>,
     /// Bumped to cut every open log stream.
     pub log_generation: AtomicU64,
+    /// Bumped to cut every open `pods/exec` stream, as an API server restart does.
+    pub exec_cuts: tokio::sync::watch::Sender<u64>,
+    /// Armed: the next stdin frame an exec receives reaches its process, then the stream is
+    /// cut before anything the process answers gets back (a line delivered, its ack lost).
+    pub cut_after_stdin: std::sync::atomic::AtomicBool,
+    pub open_execs: AtomicUsize,
+    /// Every `pods/exec` stream opened.
+    pub execs_opened: AtomicU64,
     pub open_log_streams: AtomicUsize,
     pub open_watches: AtomicUsize,
     pub requests: AtomicU64,
@@ -164,6 +172,10 @@ impl Sim {
             logs: Mutex::new(HashMap::new()),
             procs: Mutex::new(HashMap::new()),
             log_generation: AtomicU64::new(0),
+            exec_cuts: tokio::sync::watch::Sender::new(0),
+            cut_after_stdin: std::sync::atomic::AtomicBool::new(false),
+            open_execs: AtomicUsize::new(0),
+            execs_opened: AtomicU64::new(0),
             open_log_streams: AtomicUsize::new(0),
             open_watches: AtomicUsize::new(0),
             requests: AtomicU64::new(0),
@@ -221,6 +233,9 @@ impl Sim {
             "requests": self.requests.load(Ordering::Relaxed),
             "open_log_streams": self.open_log_streams.load(Ordering::Relaxed),
             "open_watches": self.open_watches.load(Ordering::Relaxed),
+            "open_execs": self.open_execs.load(Ordering::Relaxed),
+            "execs_opened": self.execs_opened.load(Ordering::Relaxed),
+            "exec_cut_armed": self.cut_after_stdin.load(Ordering::Relaxed),
             "jobs": st.jobs.len(),
             "pods": st.pods.len(),
             "processes": self.procs.lock().unwrap_or_else(|p| p.into_inner()).len(),

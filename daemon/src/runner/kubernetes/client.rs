@@ -101,13 +101,17 @@ pub fn explain(e: &kube::Error, verb: &str, resource: &str, namespace: &str) -> 
 /// image, a kubeconfig, a reachable API server, the namespace, the right to
 /// create Jobs, and a Job the server accepts (a server-side dry run, so
 /// nothing is created).
-pub async fn preflight(settings: &KubeSettings, job: &serde_json::Value) -> Result<(), String> {
+/// `stdin`: the task's agent takes its answers on stdin, carried over `pods/exec` (the pump).
+pub async fn preflight(settings: &KubeSettings, job: &serde_json::Value, stdin: bool) -> Result<(), String> {
     super::manifest::check_image(&settings.image).map_err(|e| {
         format!("runner.kubernetes.image {e}; fix: name an image like `registry.example/caesar-agent:1`")
     })?;
     let client = connect(settings.kubeconfig.as_deref(), settings.context.as_deref()).await?;
     if settings.workspace == crate::runner::settings::WorkspaceMode::Api {
-        may_exec(&client, &settings.namespace).await?;
+        may_exec(&client, &settings.namespace, Need::Workspace).await?;
+    }
+    if stdin {
+        may_exec(&client, &settings.namespace, Need::Stdin).await?;
     }
     let api: Api<Job> = Api::namespaced(client, &settings.namespace);
     let job: Job = serde_json::from_value(job.clone()).map_err(|e| format!("the Job does not encode: {e}"))?;
@@ -123,10 +127,20 @@ pub async fn preflight(settings: &KubeSettings, job: &serde_json::Value) -> Resu
         .or_else(|e| if e.is_empty() { Ok(()) } else { Err(e) })
 }
 
-/// `workspace = "api"` sends the workspace through `pods/exec`: the daemon's
-/// user must be allowed to `create` it, which the API server itself says
-/// (a SelfSubjectAccessReview, which every user may make; nothing is created).
-async fn may_exec(client: &Client, namespace: &str) -> Result<(), String> {
+/// What a task needs `pods/exec` for.
+#[derive(Debug, Clone, Copy)]
+enum Need {
+    /// `workspace = "api"`: the workspace in and the result out.
+    Workspace,
+    /// The agent's stdin (permission answers, a session's requests).
+    Stdin,
+}
+
+/// `workspace = "api"` sends the workspace through `pods/exec`, and the pump
+/// an agent's stdin: the daemon's user must be allowed to `create` it, which
+/// the API server itself says (a SelfSubjectAccessReview, which every user
+/// may make; nothing is created).
+async fn may_exec(client: &Client, namespace: &str, need: Need) -> Result<(), String> {
     use k8s_openapi::api::authorization::v1::{
         ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
     };
@@ -153,7 +167,17 @@ async fn may_exec(client: &Client, namespace: &str) -> Result<(), String> {
         return Ok(());
     }
     let why = status.reason.filter(|r| !r.is_empty()).map(|r| format!(" ({r})")).unwrap_or_default();
+    let (needs, or) = match need {
+        Need::Workspace => (
+            "which `runner.kubernetes.workspace = \"api\"` needs to send the workspace",
+            "use `workspace = \"git\"` with a `git_remote`",
+        ),
+        Need::Stdin => (
+            "which this agent needs to receive its answers on stdin (write mode's permission prompts, a session)",
+            "delegate it read-only (claude), or set `[runner] kind = \"local\"`",
+        ),
+    };
     Err(format!(
-        "Kubernetes does not let the daemon's user `create` on `pods/exec` in namespace `{namespace}`{why}, which `runner.kubernetes.workspace = \"api\"` needs to send the workspace; fix: grant it (the pods/exec rule in packaging/kubernetes/rbac.yaml) or use `workspace = \"git\"` with a `git_remote`"
+        "Kubernetes does not let the daemon's user `create` on `pods/exec` in namespace `{namespace}`{why}, {needs}; fix: grant it (the pods/exec rule in packaging/kubernetes/rbac.yaml) or {or}"
     ))
 }

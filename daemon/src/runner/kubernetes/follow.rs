@@ -349,7 +349,14 @@ impl MirrorTask {
                     if verified.is_none()
                         && let Some(err) = &ending.error
                     {
-                        exit.spawn_error = Some(err.clone());
+                        // A cancelled pod's collector is stopped with it: the run ends
+                        // cancelled, and what it left behind is a finding.
+                        if self.stop.load(Ordering::Acquire) {
+                            findings
+                                .push(finding("the cancelled run's changes could not be brought back", err.clone()));
+                        } else {
+                            exit.spawn_error = Some(err.clone());
+                        }
                     }
                 }
                 // A cancelled run ends cancelled; what it left is a finding.

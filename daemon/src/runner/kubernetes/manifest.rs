@@ -57,6 +57,9 @@ pub struct JobInput<'a> {
     /// The agent reads its prompt on stdin (issue 19): the pod's supervisor feeds it from the
     /// task's prompt file, which travels with the task's files.
     pub stdin_prompt: bool,
+    /// The stdin protocol is this session protocol (its name), opened by the pod's supervisor
+    /// from the task's `session.open.json`.
+    pub session: Option<&'a str>,
     /// The base commit pushed for the pod to fetch.
     pub base_oid: &'a str,
     pub agent: &'a str,
@@ -82,6 +85,9 @@ pub fn pod_command(input: &JobInput<'_>) -> Vec<String> {
     .collect();
     if let Some(p) = input.stdin_close_after {
         v.extend(["--stdin-control".to_owned(), p.to_owned()]);
+    }
+    if let Some(p) = input.session {
+        v.extend(["--stdin-session".to_owned(), p.to_owned()]);
     }
     if input.stdin_prompt {
         v.push("--stdin-prompt".to_owned());
@@ -290,6 +296,7 @@ mod tests {
             log_cap: 1 << 28,
             stdin_close_after: None,
             stdin_prompt: false,
+            session: None,
             base_oid: "abc",
             agent: "claude",
         };

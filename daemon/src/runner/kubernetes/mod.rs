@@ -12,6 +12,7 @@
 //! - [`watch`]: one watch per namespace over caesar's Jobs and Pods.
 //! - [`follow`]: a task's mirror, from pod log to raw.log and exit.json.
 //! - [`status`]: pod status to state and ending.
+//! - [`stdin`]: the agent's stdin over one `pods/exec` stream (the pump).
 
 pub mod bundle;
 pub mod client;
@@ -21,6 +22,7 @@ pub mod manifest;
 pub mod phases;
 pub mod pod;
 pub mod status;
+pub mod stdin;
 pub mod watch;
 pub mod workspace;
 
@@ -63,6 +65,9 @@ pub struct Meta {
     /// How the workspace travels (a `kube.json` from before this knew only git).
     #[serde(default)]
     pub workspace: WorkspaceMode,
+    /// The agent's stdin is held open and fed by the daemon (the pump, [`stdin`]).
+    #[serde(default)]
+    pub stdin: bool,
 }
 
 /// The marker file's name.
@@ -89,6 +94,8 @@ pub struct KubeRunner {
     mirrors: Mutex<HashSet<String>>,
     /// Runs caesar asked to stop, by task id.
     stops: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    /// The stdin pumps of the tasks that have one, by task id.
+    pumps: Arc<Mutex<HashMap<String, Arc<stdin::Pump>>>>,
 }
 
 impl std::fmt::Debug for KubeRunner {
@@ -113,6 +120,7 @@ impl KubeRunner {
             clusters: Default::default(),
             mirrors: Default::default(),
             stops: Default::default(),
+            pumps: Default::default(),
         })
     }
 
@@ -153,6 +161,26 @@ impl KubeRunner {
         self.rt.spawn(task.run());
     }
 
+    /// The task's stdin pump, started (with its one exec stream) unless it runs already.
+    fn spawn_pump(&self, cluster: Arc<Cluster>, task_id: &str, dir: &TaskDir) -> Arc<stdin::Pump> {
+        let mut pumps = self.pumps.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = pumps.get(task_id) {
+            return p.clone();
+        }
+        let pump = stdin::Pump::open(dir);
+        pumps.insert(task_id.to_owned(), pump.clone());
+        let (all, id, stop) = (self.pumps.clone(), task_id.to_owned(), self.stop_flag(task_id));
+        let run = pump.clone();
+        self.rt.spawn(async move {
+            run.clone().run(cluster, id.clone(), stop).await;
+            // A refused pump stays: its task's writes fail at once rather than start another.
+            if !run.refused() {
+                all.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            }
+        });
+        pump
+    }
+
     async fn start_async(
         &self,
         spec: &StartSpec<'_>,
@@ -182,6 +210,7 @@ impl KubeRunner {
             workdir: spec.workdir.to_path_buf(),
             pull_timeout_s: k.image_pull_timeout_seconds,
             workspace: k.workspace,
+            stdin: spec.stdin.is_some(),
         };
         let meta_bytes = serde_json::to_vec(&meta).map_err(|e| e.to_string())?;
         crate::supervisor::write_atomic(&spec.dir.root().join(META_FILE), &meta_bytes).map_err(|e| e.to_string())?;
@@ -211,6 +240,9 @@ impl KubeRunner {
             job: job_name,
             uid,
         };
+        if meta.stdin {
+            self.spawn_pump(cluster.clone(), spec.task_id, spec.dir);
+        }
         self.spawn_mirror(cluster, spec.task_id, spec.dir, meta.clone());
         Ok((handle, meta))
     }
@@ -244,6 +276,7 @@ impl KubeRunner {
             log_cap: self.log_cap,
             stdin_close_after: spec.stdin.map(|(_, c)| c),
             stdin_prompt: spec.prompt_stdin,
+            session: spec.session.map(|(p, _)| p.as_str()),
             base_oid: base,
             agent: env.iter().find(|(k, _)| k == "CAESAR_AGENT").map(|(_, v)| v.as_str()).unwrap_or("agent"),
         };
@@ -264,6 +297,7 @@ fn task_files(dir: &TaskDir, map: &dyn Fn(&str) -> String) -> String {
         META_FILE,
         RELEASED_FILE,
         "supervisor.log",
+        stdin::QUEUE_FILE,
         bundle::BASE_FILE,
         bundle::RESULT_FILE,
         super::RUNNER_FINDINGS,
@@ -283,8 +317,11 @@ fn task_files(dir: &TaskDir, map: &dyn Fn(&str) -> String) -> String {
                 continue;
             }
             if let Ok(mut data) = crate::safe_fs::read_capped(&e.path(), 256 * 1024) {
-                if name == crate::prompt::FILE {
-                    // The prompt names the task's files by their local paths, as its arguments did.
+                let local_paths =
+                    [crate::prompt::FILE, crate::supervisor::STDIN_INITIAL, crate::supervisor::SESSION_OPENING];
+                if local_paths.contains(&name.as_str()) {
+                    // The prompt (and a session's opening: its cwd) names the task's files by
+                    // their local paths, as its arguments did.
                     data = map(&String::from_utf8_lossy(&data)).into_bytes();
                 }
                 total += data.len();
@@ -310,9 +347,15 @@ fn parts(handle: &RunHandle) -> Option<(Option<&str>, Option<&str>, &str, &str)>
 impl Runner for KubeRunner {
     fn start(&self, spec: &StartSpec<'_>) -> Result<Started> {
         let k = spec.kube.ok_or_else(|| Error::Internal("no Kubernetes settings for a Kubernetes start".into()))?;
-        if spec.stdin.is_some() {
-            // The permission bridge needs attach to the pod's stdin: not yet.
-            tracing::info!(task_id = spec.task_id, "stdin answers are not delivered to a remote task");
+        // What the pod's supervisor writes first on the agent's stdin, and a session's opening:
+        // they travel with the task's files.
+        if let Some((initial, _)) = spec.stdin {
+            let path = spec.dir.stdin_initial();
+            std::fs::write(&path, initial).map_err(|e| Error::io_at("cannot write", &path, e))?;
+        }
+        if let Some((_, opening)) = spec.session {
+            let path = spec.dir.root().join(crate::supervisor::SESSION_OPENING);
+            std::fs::write(&path, opening).map_err(|e| Error::io_at("cannot write", &path, e))?;
         }
         let started_ms = now_ms();
         let (handle, _) = block(&self.rt, self.start_async(spec, k)).map_err(Error::Precondition)?;
@@ -325,7 +368,13 @@ impl Runner for KubeRunner {
         {
             let task_id = meta.task_id.clone();
             match block(&self.rt, self.cluster(kc, ctx, ns)) {
-                Ok(c) => self.spawn_mirror(c, &task_id, dir, meta),
+                Ok(c) => {
+                    // Re-established after a daemon restart: the pod says what it already wrote.
+                    if meta.stdin {
+                        self.spawn_pump(c.clone(), &task_id, dir);
+                    }
+                    self.spawn_mirror(c, &task_id, dir, meta)
+                }
                 Err(e) => write_failed(dir, &e),
             }
         }
@@ -380,8 +429,22 @@ impl Runner for KubeRunner {
         });
     }
 
-    fn write_stdin(&self, _dir: &TaskDir, _line: &str) -> std::io::Result<()> {
-        Err(std::io::Error::other("answers to a remote task's prompts are not delivered yet (needs pods/attach)"))
+    fn write_stdin(&self, dir: &TaskDir, line: &str) -> std::io::Result<()> {
+        let meta = Meta::load(dir).filter(|m| m.stdin).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::Unsupported, "this remote task's agent takes nothing on its stdin")
+        })?;
+        let known = self.pumps.lock().unwrap_or_else(|p| p.into_inner()).get(&meta.task_id).cloned();
+        let pump = match known {
+            Some(p) => p,
+            // Its pump ended (the task is over) or never ran in this daemon.
+            None => {
+                let c =
+                    block(&self.rt, self.cluster(meta.kubeconfig.as_deref(), meta.context.as_deref(), &meta.namespace))
+                        .map_err(std::io::Error::other)?;
+                self.spawn_pump(c, &meta.task_id, dir)
+            }
+        };
+        pump.push(line)
     }
 
     fn exit_record(&self, dir: &TaskDir) -> Option<ExitRecord> {
