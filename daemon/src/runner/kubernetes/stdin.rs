@@ -11,9 +11,10 @@
 //! sequence it wrote (`last <seq>`), and the pump resends what follows.
 //!
 //! Pod side, [`stdin_main`]: writes each line into the supervisor's
-//! `stdin.fifo`, records its sequence in [`SEQ_FILE`], then acknowledges
-//! it; a sequence already written is acknowledged again and not written
-//! twice. The agent shares the task directory: forging the sequence file
+//! `stdin.fifo` (in its daemon part, `/ws/.caesar.daemon`), records its
+//! sequence in [`SEQ_FILE`] beside it, then acknowledges it; a sequence
+//! already written is acknowledged again and not written twice. The agent
+//! shares the pod's filesystem: forging the sequence file
 //! only withholds its own answers, and the FIFO is written only if it is
 //! one ([`crate::supervisor::write_agent_stdin`]).
 
@@ -264,7 +265,8 @@ fn agent_running(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
 /// supervisor's FIFO, each once; 0 at the end of its input.
 pub fn stdin_main(_argv: &[String]) -> i32 {
     let (ws, _, _) = super::phases::dirs();
-    match copy_lines(&ws.join(".caesar"), std::io::stdin().lock(), &mut std::io::stdout().lock()) {
+    // The supervisor's FIFO is in its daemon part (`/ws/.caesar.daemon`).
+    match copy_lines(&ws.join(super::pod::DAEMON_DIR), std::io::stdin().lock(), &mut std::io::stdout().lock()) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("caesard {POD_ARG0} {STDIN_ARG}: {e}");
