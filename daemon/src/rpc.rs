@@ -464,7 +464,9 @@ impl Caesar for Service {
     async fn http_token(&self, req: Request<pb::HttpTokenRequest>) -> Result<Response<pb::HttpTokenResponse>, Status> {
         self.caller(&req).await?.require_user("http token")?;
         let paths = self.engine.paths();
-        let token = crate::http::token(&paths.state_dir, req.into_inner().rotate)?;
+        let r = req.into_inner();
+        let kind = if r.readonly { crate::http::TokenKind::ReadOnly } else { crate::http::TokenKind::Full };
+        let token = crate::http::token(&paths.state_dir, kind, r.rotate)?;
         let url = crate::config::Config::load_global(&paths.config_dir)
             .ok()
             .and_then(|c| c.http)
