@@ -125,14 +125,21 @@ pub fn token(state_dir: &Path, kind: TokenKind, rotate: bool) -> Result<String> 
     Ok(token)
 }
 
-#[derive(Clone)]
-struct Guard {
+/// The tokens a request may carry, as the files hold them now; MCP over
+/// HTTP and the dashboard's API check the same ones.
+#[derive(Clone, Debug)]
+pub struct Tokens {
     state_dir: PathBuf,
-    limit: u32,
-    window: Arc<Mutex<HashMap<String, (Instant, u32)>>>,
     /// Each token as last read, with its file's identity then: it is read
     /// again only when the file changed (a rotation renames a new one in).
     cached: Arc<Mutex<HashMap<TokenKind, (FileStamp, String)>>>,
+}
+
+#[derive(Clone)]
+struct Guard {
+    tokens: Tokens,
+    limit: u32,
+    window: Arc<Mutex<HashMap<String, (Instant, u32)>>>,
 }
 
 /// What tells a changed token file: inode, size, modification time.
@@ -144,18 +151,10 @@ type FileStamp = (u64, u64, Option<std::time::SystemTime>);
 const FAILED_AUTH_PER_MINUTE: u32 = 30;
 const FAILED_KEY: &str = "\0failed-auth";
 
-impl Guard {
-    fn challenge(why: &str) -> Response {
-        let mut r = (
-            StatusCode::UNAUTHORIZED,
-            format!("unauthorized: {why}. Send `Authorization: Bearer <token>`; `caesar mcp token` shows it\n"),
-        )
-            .into_response();
-        r.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"caesar\", error=\"invalid_token\""),
-        );
-        r
+impl Tokens {
+    /// The tokens kept in `state_dir`.
+    pub fn new(state_dir: PathBuf) -> Tokens {
+        Tokens { state_dir, cached: Default::default() }
     }
 
     /// The expected token of `kind`, from the cache while its file is
@@ -189,13 +188,28 @@ impl Guard {
     }
 
     /// Which token `given` is, compared in constant time with each.
-    fn kind_of(&self, given: &str) -> Result<Option<TokenKind>> {
+    pub fn kind_of(&self, given: &str) -> Result<Option<TokenKind>> {
         for kind in [TokenKind::Full, TokenKind::ReadOnly] {
             if self.expected(kind)?.is_some_and(|t| crate::ids::secrets_match(given, &t)) {
                 return Ok(Some(kind));
             }
         }
         Ok(None)
+    }
+}
+
+impl Guard {
+    fn challenge(why: &str) -> Response {
+        let mut r = (
+            StatusCode::UNAUTHORIZED,
+            format!("unauthorized: {why}. Send `Authorization: Bearer <token>`; `caesar mcp token` shows it\n"),
+        )
+            .into_response();
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"caesar\", error=\"invalid_token\""),
+        );
+        r
     }
 
     /// Whether one more failed authentication may be answered 401 this minute.
@@ -242,7 +256,7 @@ async fn guard(guard: Guard, req: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    let kind = match given.map(|g| guard.kind_of(g)).transpose() {
+    let kind = match given.map(|g| guard.tokens.kind_of(g)).transpose() {
         Ok(kind) => kind.flatten(),
         Err(_) => return (StatusCode::INTERNAL_SERVER_ERROR, "the token file cannot be read\n").into_response(),
     };
@@ -310,10 +324,9 @@ pub async fn serve(
             .with_allowed_origins(origins),
     );
     let g = Guard {
-        state_dir: paths.state_dir.clone(),
+        tokens: Tokens::new(paths.state_dir.clone()),
         limit: config.rate_limit_per_minute,
         window: Default::default(),
-        cached: Default::default(),
     };
     let app = axum::Router::new()
         .nest_service("/mcp", mcp)

@@ -137,6 +137,19 @@ async fn mcp_over_http_with_auth_host_check_scoping_and_rate_limit() {
     assert!(limited.contains("too many failed authentications"), "{limited}");
 }
 
+/// One raw HTTP/1.1 request without a body to the dashboard's `path`.
+fn dashboard(port: u16, method: &str, path: &str, token: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
 /// `caesar --json mcp token ARGS…`'s token.
 fn cli_token(env: &Env, args: &[&str]) -> serde_json::Value {
     let o = env.caesar(&[&["--json", "mcp", "token"], args].concat());
@@ -145,11 +158,10 @@ fn cli_token(env: &Env, args: &[&str]) -> serde_json::Value {
 }
 
 #[tokio::test]
-async fn a_readonly_token_gets_the_readonly_profile_whatever_it_asks_for() {
-    let gate = "gate";
+async fn a_readonly_token_only_reads_over_mcp_and_the_dashboard_whatever_it_asks_for() {
     let mut env = Env::new(&[]);
-    let gate_path = env.file(gate).display().to_string();
-    env.set_agents(&[("waiter", &["wait-file", &gate_path, "report", "success", "waited"])]);
+    let gate = env.file("gate").display().to_string();
+    env.set_agents(&[("waiter", &["wait-file", &gate, "report", "success", "waited"])]);
     let port = free_port();
     std::fs::create_dir_all(env.home.path().join("config")).unwrap();
     std::fs::write(
@@ -242,8 +254,20 @@ async fn a_readonly_token_gets_the_readonly_profile_whatever_it_asks_for() {
         (0..45).map(|_| post_at(port, "/mcp", &host, &rotated, list)[9..12].to_owned()).collect();
     assert!(statuses.iter().any(|s| s == "429"), "{statuses:?}");
 
-    std::fs::write(env.file(gate), "go").unwrap();
-    assert_eq!(await_one(&mut c, &task, std::time::Duration::from_secs(30)).await.status, "succeeded");
+    // The dashboard's JSON API takes the same tokens: the read-only one
+    // reads, and is refused every action; the full one may act.
+    let r = dashboard(port, "GET", "/api/tasks", &rotated);
+    assert!(r.starts_with("HTTP/1.1 200") && r.contains(&task), "{r}");
+    let cancel = format!("/api/task/{task}/cancel");
+    let r = dashboard(port, "POST", &cancel, &rotated);
+    assert!(r.starts_with("HTTP/1.1 403") && r.contains("read-only token"), "{r}");
+    assert!(dashboard(port, "GET", "/api/tasks", "guess").starts_with("HTTP/1.1 401"));
+    assert!(dashboard(port, "GET", "/", &full).starts_with("HTTP/1.1 401"), "pages need a login");
+    let s = c.status(pb::StatusRequest { task_id: task.clone() }).await.unwrap().into_inner();
+    assert!(matches!(s.status.as_str(), "pending" | "running"), "the task was not cancelled: {}", s.status);
+    let r = dashboard(port, "POST", &cancel, &full);
+    assert!(r.starts_with("HTTP/1.1 200") && r.contains(r#""cancelled":true"#), "{r}");
+    assert_eq!(await_one(&mut c, &task, std::time::Duration::from_secs(30)).await.status, "cancelled");
 }
 
 #[tokio::test]
