@@ -311,7 +311,13 @@ impl Store {
             tx.commit()?;
         }
         if version < secrets::VERSION {
-            secrets::migrate(&mut conn)?;
+            secrets::migrate(&mut conn).map_err(|e| {
+                Error::Precondition(format!(
+                    "cannot finish migration 8 of the store {} (dropping the channel secrets rebuilds the file, which \
+                     needs free space about its size): {e}; free some space and start caesard again",
+                    path.display()
+                ))
+            })?;
         }
         Ok(())
     }
