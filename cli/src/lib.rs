@@ -311,6 +311,10 @@ enum McpAction {
         /// Make a new token; the old one stops working at once.
         #[arg(long)]
         rotate: bool,
+        /// The read-only token instead: the server grants it the readonly
+        /// profile only, whatever `?profile=` the client asks for.
+        #[arg(long)]
+        readonly: bool,
     },
     /// Run caesar-mcp (the stdio MCP server) with these arguments.
     Serve {
@@ -602,16 +606,25 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(0)
         }
-        Command::Mcp { action: McpAction::Token { rotate } } => {
+        Command::Mcp { action: McpAction::Token { rotate, readonly } } => {
             let mut c = connect().await?;
-            let r = c.http_token(pb::HttpTokenRequest { rotate }).await.map_err(anyhow::Error::from)?.into_inner();
+            let r = c
+                .http_token(pb::HttpTokenRequest { rotate, readonly })
+                .await
+                .map_err(anyhow::Error::from)?
+                .into_inner();
             if json {
-                println!("{}", json!({"token": r.token, "url": r.url, "rotated": rotate}));
+                println!("{}", json!({"token": r.token, "url": r.url, "rotated": rotate, "readonly": readonly}));
             } else {
                 println!("{}", r.token);
                 if r.url.is_empty() {
                     eprintln!(
                         "caesar: MCP over HTTP is off: set [http] listen = \"127.0.0.1:7077\" in the global config and restart caesard"
+                    );
+                } else if readonly {
+                    eprintln!(
+                        "caesar: {} with `Authorization: Bearer <token>`: the read-only token, served the readonly profile only",
+                        r.url
                     );
                 } else {
                     eprintln!("caesar: {} with `Authorization: Bearer <token>`", r.url);

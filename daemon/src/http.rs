@@ -7,11 +7,15 @@
 //! socket, so never a second daemon. With no MCP roots over HTTP, a
 //! delegation must name its workspace.
 //!
-//! In front of them: a bearer token (generated on first use, kept 0600 in
-//! the state directory, shown or rotated by `caesar mcp token`) answered by
-//! 401 and a `WWW-Authenticate` challenge when bad or missing; `Host` and
-//! `Origin` checks against DNS rebinding; `?tools=` and `?profile=` scoping;
-//! and a per-token rate limit answering 429.
+//! In front of them: a bearer token answered by 401 and a
+//! `WWW-Authenticate` challenge when bad or missing; `Host` and `Origin`
+//! checks against DNS rebinding; `?tools=` and `?profile=` scoping; and a
+//! per-token rate limit answering 429. Two tokens, each kept 0600 in the
+//! state directory and read again only when its file changed: the full one
+//! (made on first use, `caesar mcp token [--rotate]`), and a read-only one
+//! (made when first asked for, `caesar mcp token --readonly [--rotate]`)
+//! that the server confines to the `readonly` profile whatever the client
+//! asks (`http_scope.rs`, issue 19).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -31,8 +35,29 @@ use tracing::{info, warn};
 
 use crate::error::{Error, Result};
 
-/// The token file in the state directory.
+/// The full token's file in the state directory.
 pub const TOKEN_FILE: &str = "http.token";
+/// The read-only token's file in the state directory.
+pub const READONLY_TOKEN_FILE: &str = "http.readonly.token";
+
+/// Which bearer token: what a request made with it may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TokenKind {
+    /// Every tool, as the user.
+    Full,
+    /// The `readonly` profile only, enforced by the server.
+    ReadOnly,
+}
+
+impl TokenKind {
+    /// The token's file name in the state directory.
+    pub fn file(self) -> &'static str {
+        match self {
+            TokenKind::Full => TOKEN_FILE,
+            TokenKind::ReadOnly => READONLY_TOKEN_FILE,
+        }
+    }
+}
 
 /// `[http]` of the global config.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,9 +80,10 @@ pub fn parse_listen(listen: &str) -> std::result::Result<SocketAddr, String> {
     Ok(addr)
 }
 
-/// The bearer token, created (0600) on first use; `rotate` makes a new one.
-pub fn token(state_dir: &Path, rotate: bool) -> Result<String> {
-    let path = state_dir.join(TOKEN_FILE);
+/// The bearer token of `kind`, created (0600) on first use; `rotate` makes
+/// a new one.
+pub fn token(state_dir: &Path, kind: TokenKind, rotate: bool) -> Result<String> {
+    let path = state_dir.join(kind.file());
     if !rotate
         && let Ok(t) = std::fs::read_to_string(&path)
         && !t.trim().is_empty()
@@ -99,14 +125,21 @@ pub fn token(state_dir: &Path, rotate: bool) -> Result<String> {
     Ok(token)
 }
 
+/// The tokens a request may carry, as the files hold them now; MCP over
+/// HTTP and the dashboard's API check the same ones.
+#[derive(Clone, Debug)]
+pub struct Tokens {
+    state_dir: PathBuf,
+    /// Each token as last read, with its file's identity then: it is read
+    /// again only when the file changed (a rotation renames a new one in).
+    cached: Arc<Mutex<HashMap<TokenKind, (FileStamp, String)>>>,
+}
+
 #[derive(Clone)]
 struct Guard {
-    state_dir: PathBuf,
+    tokens: Tokens,
     limit: u32,
     window: Arc<Mutex<HashMap<String, (Instant, u32)>>>,
-    /// The token as last read, with the file's identity then: it is read
-    /// again only when the file changed (a rotation renames a new one in).
-    cached: Arc<Mutex<Option<(FileStamp, String)>>>,
 }
 
 /// What tells a changed token file: inode, size, modification time.
@@ -117,6 +150,53 @@ type FileStamp = (u64, u64, Option<std::time::SystemTime>);
 /// never refused by this, so nobody can lock the user out.
 const FAILED_AUTH_PER_MINUTE: u32 = 30;
 const FAILED_KEY: &str = "\0failed-auth";
+
+impl Tokens {
+    /// The tokens kept in `state_dir`.
+    pub fn new(state_dir: PathBuf) -> Tokens {
+        Tokens { state_dir, cached: Default::default() }
+    }
+
+    /// The expected token of `kind`, from the cache while its file is
+    /// unchanged. The full token is made if missing; the read-only one
+    /// only when the user asks for it, so until then there is none.
+    fn expected(&self, kind: TokenKind) -> Result<Option<String>> {
+        let path = self.state_dir.join(kind.file());
+        let stamp = std::fs::metadata(&path).ok().map(|m| {
+            #[cfg(unix)]
+            let ino = std::os::unix::fs::MetadataExt::ino(&m);
+            #[cfg(not(unix))]
+            let ino = 0;
+            (ino, m.len(), m.modified().ok())
+        });
+        let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        if let (Some(stamp), Some((seen, t))) = (stamp, cached.get(&kind))
+            && stamp == *seen
+        {
+            return Ok(Some(t.clone()));
+        }
+        if stamp.is_none() && kind == TokenKind::ReadOnly {
+            cached.remove(&kind);
+            return Ok(None);
+        }
+        let t = token(&self.state_dir, kind, false)?;
+        match stamp {
+            Some(s) => cached.insert(kind, (s, t.clone())),
+            None => cached.remove(&kind),
+        };
+        Ok(Some(t))
+    }
+
+    /// Which token `given` is, compared in constant time with each.
+    pub fn kind_of(&self, given: &str) -> Result<Option<TokenKind>> {
+        for kind in [TokenKind::Full, TokenKind::ReadOnly] {
+            if self.expected(kind)?.is_some_and(|t| crate::ids::secrets_match(given, &t)) {
+                return Ok(Some(kind));
+            }
+        }
+        Ok(None)
+    }
+}
 
 impl Guard {
     fn challenge(why: &str) -> Response {
@@ -130,27 +210,6 @@ impl Guard {
             HeaderValue::from_static("Bearer realm=\"caesar\", error=\"invalid_token\""),
         );
         r
-    }
-
-    /// The expected token, from the cache while the file is unchanged.
-    fn expected(&self) -> Result<String> {
-        let path = self.state_dir.join(TOKEN_FILE);
-        let stamp = std::fs::metadata(&path).ok().map(|m| {
-            #[cfg(unix)]
-            let ino = std::os::unix::fs::MetadataExt::ino(&m);
-            #[cfg(not(unix))]
-            let ino = 0;
-            (ino, m.len(), m.modified().ok())
-        });
-        let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
-        if let (Some(stamp), Some((seen, t))) = (stamp, cached.as_ref())
-            && stamp == *seen
-        {
-            return Ok(t.clone());
-        }
-        let t = token(&self.state_dir, false)?;
-        *cached = stamp.map(|s| (s, t.clone()));
-        Ok(t)
     }
 
     /// Whether one more failed authentication may be answered 401 this minute.
@@ -189,19 +248,19 @@ impl Guard {
 }
 
 async fn guard(guard: Guard, req: Request, next: Next) -> Response {
-    // The file is checked each time (a stat), read when it changed:
-    // `caesar mcp token --rotate` takes effect at once.
-    let Ok(expected) = guard.expected() else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "the token file cannot be read\n").into_response();
-    };
+    // Each file is checked each time (a stat), read when it changed:
+    // `caesar mcp token [--readonly] --rotate` takes effect at once.
     let given = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    let valid = given.is_some_and(|g| crate::ids::secrets_match(g, &expected));
-    let Some(given) = given.filter(|_| valid) else {
+    let kind = match given.map(|g| guard.tokens.kind_of(g)).transpose() {
+        Ok(kind) => kind.flatten(),
+        Err(_) => return (StatusCode::INTERNAL_SERVER_ERROR, "the token file cannot be read\n").into_response(),
+    };
+    let (Some(given), Some(kind)) = (given, kind) else {
         if !guard.admit_failure() {
             return Guard::too_many();
         }
@@ -213,6 +272,13 @@ async fn guard(guard: Guard, req: Request, next: Next) -> Response {
         r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
         return r;
     }
+    let req = match kind {
+        TokenKind::Full => req,
+        TokenKind::ReadOnly => match crate::http_scope::confine(req).await {
+            Ok(req) => req,
+            Err(refused) => return refused,
+        },
+    };
     // Bad scoping is refused up front, with the valid names.
     let (profile, tools) = caesar_mcp::server::scope_of(req.uri().query().unwrap_or(""));
     if let Err(e) = caesar_mcp::tools::select(&profile, tools.as_deref()) {
@@ -229,7 +295,7 @@ pub async fn serve(
     stop: impl std::future::Future<Output = ()> + Send + 'static,
     dashboard: std::sync::Arc<crate::dashboard::Hub>,
 ) -> Result<()> {
-    token(&paths.state_dir, false)?;
+    token(&paths.state_dir, TokenKind::Full, false)?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| Error::Precondition(format!("cannot listen on {} for MCP over HTTP: {e}", config.listen)))?;
@@ -258,10 +324,9 @@ pub async fn serve(
             .with_allowed_origins(origins),
     );
     let g = Guard {
-        state_dir: paths.state_dir.clone(),
+        tokens: Tokens::new(paths.state_dir.clone()),
         limit: config.rate_limit_per_minute,
         window: Default::default(),
-        cached: Default::default(),
     };
     let app = axum::Router::new()
         .nest_service("/mcp", mcp)

@@ -1,7 +1,7 @@
 //! Identifiers and secrets.
 
 /// 64 bits from the operating system's random source (`getrandom(2)` on
-/// Linux). Ids and channel secrets must not be guessable, so there is no
+/// Linux). Ids and secrets must not be guessable, so there is no
 /// weaker fallback: if the OS refuses randomness, which it does not once
 /// booted, the process stops rather than hand out a predictable secret.
 fn random_u64() -> u64 {
@@ -26,7 +26,7 @@ pub fn question_id() -> String {
     format!("q_{:08x}", random_u64() & 0xffff_ffff)
 }
 
-/// A 128-bit secret in hex, for binding the return channel to one task.
+/// A 128-bit secret in hex: HTTP tokens, dashboard sessions, scratch names.
 pub fn secret() -> String {
     format!("{:016x}{:016x}", random_u64(), random_u64())
 }

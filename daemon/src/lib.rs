@@ -23,6 +23,7 @@ pub mod engine;
 pub mod error;
 pub mod http;
 pub mod http_legacy_tasks;
+pub mod http_scope;
 pub mod ids;
 pub mod init;
 pub mod lifecycle;

@@ -58,17 +58,18 @@ impl Service {
     }
 
     /// A return-channel call speaks for the caller's own task: from inside
-    /// task T's tree, only T, whose secret the transport stands in for; from
-    /// the user's side, the task whose secret it holds.
-    fn channel(&self, caller: &Caller, c: pb::ChannelRequest) -> Result<pb::ChannelRequest, Status> {
+    /// task T's tree, only T. The transport is the whole credential (issue
+    /// 19): no secret exists, so nothing an agent reads speaks for a task.
+    fn channel(&self, caller: &Caller, c: pb::ChannelRequest) -> Result<String, Status> {
         match caller {
-            Caller::User => Ok(c),
-            Caller::Task(t) if t.id == c.task_id => {
-                Ok(pb::ChannelRequest { task_id: c.task_id, secret: t.secret.clone() })
-            }
+            Caller::Task(t) if t.id == c.task_id => Ok(c.task_id),
             Caller::Task(t) => Err(Status::permission_denied(format!(
                 "this channel call names task {}, but it comes from inside task {}'s process tree: a channel speaks only for its own task",
                 c.task_id, t.id
+            ))),
+            Caller::User => Err(Status::permission_denied(format!(
+                "this channel call names task {}, but it comes from outside every task's process tree: the return channel speaks only from inside its task (`caesar-mcp --channel`, started by the task's agent); the orchestrator uses status, answer and cancel instead",
+                c.task_id
             ))),
             Caller::Untrusted(why) => Err(Status::permission_denied(format!("the channel call is refused: {why}"))),
         }
@@ -463,7 +464,9 @@ impl Caesar for Service {
     async fn http_token(&self, req: Request<pb::HttpTokenRequest>) -> Result<Response<pb::HttpTokenResponse>, Status> {
         self.caller(&req).await?.require_user("http token")?;
         let paths = self.engine.paths();
-        let token = crate::http::token(&paths.state_dir, req.into_inner().rotate)?;
+        let r = req.into_inner();
+        let kind = if r.readonly { crate::http::TokenKind::ReadOnly } else { crate::http::TokenKind::Full };
+        let token = crate::http::token(&paths.state_dir, kind, r.rotate)?;
         let url = crate::config::Config::load_global(&paths.config_dir)
             .ok()
             .and_then(|c| c.http)
@@ -620,8 +623,8 @@ impl Caesar for Service {
 
     async fn get_task(&self, req: Request<pb::ChannelRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {
         let caller = self.caller(&req).await?;
-        let c = self.channel(&caller, req.into_inner())?;
-        Ok(Response::new(pb::GetTaskResponse { task_json: self.engine.channel_get_task(&c.task_id, &c.secret)? }))
+        let task_id = self.channel(&caller, req.into_inner())?;
+        Ok(Response::new(pb::GetTaskResponse { task_json: self.engine.channel_get_task(&task_id)? }))
     }
 
     async fn report_progress(
@@ -630,8 +633,8 @@ impl Caesar for Service {
     ) -> Result<Response<pb::ReportProgressResponse>, Status> {
         let caller = self.caller(&req).await?;
         let r = req.into_inner();
-        let c = self.channel(&caller, r.channel.unwrap_or_default())?;
-        let seq = self.engine.channel_progress(&c.task_id, &c.secret, &r.message, r.pct)?;
+        let task_id = self.channel(&caller, r.channel.unwrap_or_default())?;
+        let seq = self.engine.channel_progress(&task_id, &r.message, r.pct)?;
         Ok(Response::new(pb::ReportProgressResponse { seq }))
     }
 
@@ -641,12 +644,10 @@ impl Caesar for Service {
     ) -> Result<Response<pb::AskOrchestratorResponse>, Status> {
         let caller = self.caller(&req).await?;
         let r = req.into_inner();
-        let c = self.channel(&caller, r.channel.unwrap_or_default())?;
+        let task_id = self.channel(&caller, r.channel.unwrap_or_default())?;
         let timeout = Duration::from_millis(if r.timeout_ms == 0 { ASK_DEFAULT_MS } else { r.timeout_ms });
-        let (question_id, answered, answer) = self
-            .engine
-            .channel_ask(&c.task_id, &c.secret, &r.question, r.options, timeout, Some(r.question_id.as_str()))
-            .await?;
+        let (question_id, answered, answer) =
+            self.engine.channel_ask(&task_id, &r.question, r.options, timeout, Some(r.question_id.as_str())).await?;
         Ok(Response::new(pb::AskOrchestratorResponse { question_id, answered, answer }))
     }
 
@@ -656,8 +657,8 @@ impl Caesar for Service {
     ) -> Result<Response<pb::SubmitReportResponse>, Status> {
         let caller = self.caller(&req).await?;
         let r = req.into_inner();
-        let c = self.channel(&caller, r.channel.unwrap_or_default())?;
-        self.engine.channel_submit_report(&c.task_id, &c.secret, &r.report_json)?;
+        let task_id = self.channel(&caller, r.channel.unwrap_or_default())?;
+        self.engine.channel_submit_report(&task_id, &r.report_json)?;
         Ok(Response::new(pb::SubmitReportResponse { accepted: true }))
     }
 

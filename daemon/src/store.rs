@@ -23,7 +23,7 @@ pub use lifecycle::AttemptRow;
 pub use listing::ListRow;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1: the first schema.
@@ -99,7 +99,11 @@ const MIGRATIONS: &[&str] = &[
     parking::MIGRATION,
     // 6 -> 7 (issue 18): MCP task handle ttls (`store/mcp_tasks.rs`).
     mcp_tasks::MIGRATION,
+    // 7 -> 8 (issue 19): the channel secrets dropped, in Rust
+    // (`store/secrets.rs`, [`secrets::migrate`]).
 ];
+
+mod secrets;
 
 mod mcp_tasks;
 pub use mcp_tasks::PageCursor;
@@ -183,7 +187,6 @@ pub struct TaskRecord {
     pub log_offset: u64,
     pub session_id: Option<String>,
     pub cancel_requested: bool,
-    pub secret: String,
     pub event_count: u64,
     pub last_event: Option<String>,
     pub blocker: Option<BlockerKind>,
@@ -265,7 +268,7 @@ impl std::fmt::Debug for Store {
 
 const TASK_COLUMNS: &str = "id, created_ms, agent, role, mode, isolation, network, model, objective, \
     workspace, task_dir, timeout_ms, depth, status, started_ms, finished_ms, exit_code, signal, error, \
-    supervisor_pid, supervisor_start, boot_id, log_offset, session_id, cancel_requested, secret, \
+    supervisor_pid, supervisor_start, boot_id, log_offset, session_id, cancel_requested, \
     event_count, last_event, blocker, launch_json, workshop, changes_state, run_handle";
 
 impl Store {
@@ -307,6 +310,15 @@ impl Store {
             tx.pragma_update(None, "user_version", (i + 1) as i64)?;
             tx.commit()?;
         }
+        if version < secrets::VERSION {
+            secrets::migrate(&mut conn).map_err(|e| {
+                Error::Precondition(format!(
+                    "cannot finish migration 8 of the store {} (dropping the channel secrets rebuilds the file, which \
+                     needs free space about its size): {e}; free some space and start caesard again",
+                    path.display()
+                ))
+            })?;
+        }
         Ok(())
     }
 
@@ -320,7 +332,7 @@ impl Store {
     fn insert_task_on(conn: &Connection, t: &TaskRecord) -> Result<()> {
         conn.execute(
             &format!(
-                "INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)"
+                "INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"
             ),
             params![
                 t.id,
@@ -348,7 +360,6 @@ impl Store {
                 t.log_offset as i64,
                 t.session_id,
                 t.cancel_requested,
-                t.secret,
                 t.event_count as i64,
                 t.last_event,
                 t.blocker.map(BlockerKind::as_str),
@@ -668,20 +679,19 @@ fn task_from_row(r: &Row<'_>) -> rusqlite::Result<TaskRecord> {
         log_offset: r.get::<_, i64>(22)? as u64,
         session_id: r.get(23)?,
         cancel_requested: r.get(24)?,
-        secret: r.get(25)?,
-        event_count: r.get::<_, i64>(26)? as u64,
-        last_event: r.get(27)?,
-        blocker: r.get::<_, Option<String>>(28)?.as_deref().and_then(BlockerKind::parse),
-        launch: Launch::decode(&r.get::<_, String>(29)?),
-        workshop: r.get::<_, Option<String>>(30)?.and_then(|w| serde_json::from_str(&w).ok()),
-        changes_state: r.get::<_, Option<String>>(31)?.as_deref().and_then(ChangesState::parse),
+        event_count: r.get::<_, i64>(25)? as u64,
+        last_event: r.get(26)?,
+        blocker: r.get::<_, Option<String>>(27)?.as_deref().and_then(BlockerKind::parse),
+        launch: Launch::decode(&r.get::<_, String>(28)?),
+        workshop: r.get::<_, Option<String>>(29)?.and_then(|w| serde_json::from_str(&w).ok()),
+        changes_state: r.get::<_, Option<String>>(30)?.as_deref().and_then(ChangesState::parse),
     })
 }
 
 /// The runner's handle of a row: its JSON, or for a row written before the
 /// handle had a column, the local supervisor recorded in `supervisor_*`.
 fn run_handle(r: &Row<'_>) -> rusqlite::Result<Option<RunHandle>> {
-    if let Some(json) = r.get::<_, Option<String>>(32)? {
+    if let Some(json) = r.get::<_, Option<String>>(31)? {
         return Ok(serde_json::from_str(&json).ok());
     }
     let pid: Option<u32> = r.get(19)?;
@@ -726,7 +736,6 @@ mod tests {
             log_offset: 0,
             session_id: None,
             cancel_requested: false,
-            secret: "s".into(),
             event_count: 0,
             last_event: None,
             blocker: None,

@@ -5,9 +5,9 @@
 //! one version to match the daemon), started by the agent's CLI with the
 //! task's id in its environment (`CAESAR_TASK_ID`). Four tools: `get_task`,
 //! `report_progress`, `ask_orchestrator` and `submit_report`. The daemon
-//! binds every call to the task whose process tree it comes from (issue 19);
-//! a `CAESAR_CHANNEL_SECRET`, where set, speaks only for a caller outside
-//! every task. No orchestrator tool is reachable from here.
+//! binds every call to the task whose process tree it comes from (issue 19),
+//! and to nothing else: there is no secret. No orchestrator tool is
+//! reachable from here.
 //!
 //! Questions live in the daemon, not here: `ask_orchestrator` picks its
 //! question id itself, so when the daemon restarts mid-wait the channel
@@ -61,7 +61,6 @@ pub struct SubmitArgs {
 struct Inner {
     paths: Paths,
     task_id: String,
-    secret: String,
     client: Mutex<Option<Client>>,
 }
 
@@ -101,17 +100,15 @@ impl Channel {
             tool_router: Self::tool_router(),
             inner: Arc::new(Inner {
                 paths,
+                // The daemon believes it only from inside that task's tree.
                 task_id: var("CAESAR_TASK_ID")?,
-                // Inside a task the daemon knows the caller by its process
-                // tree; the secret speaks only for callers outside every task.
-                secret: std::env::var("CAESAR_CHANNEL_SECRET").unwrap_or_default(),
                 client: Mutex::new(None),
             }),
         })
     }
 
     fn scope(&self) -> pb::ChannelRequest {
-        pb::ChannelRequest { task_id: self.inner.task_id.clone(), secret: self.inner.secret.clone() }
+        pb::ChannelRequest { task_id: self.inner.task_id.clone() }
     }
 
     /// Runs one RPC, reconnecting while the daemon restarts.

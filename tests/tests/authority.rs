@@ -103,18 +103,18 @@ try self $C status $CAESAR_TASK_ID"#,
 }
 
 #[tokio::test]
-async fn a_stolen_channel_secret_does_not_speak_for_another_task() {
-    // The victim's agent holds its channel secret in its environment, as
-    // every channel task does; the attacker reads it from /proc and calls
-    // submit_report for the victim through the real caesar-mcp --channel.
+async fn nothing_an_agent_reads_speaks_for_another_task() {
+    // The attacker reads the victim's /proc/<pid>/environ and caesar.db for
+    // anything that could speak for the victim, and calls submit_report for
+    // the victim through the real caesar-mcp --channel, naming its id.
     let attack = script(
         r#"V=$(cat "$CAESAR_HOME/files/victim"); P=$(cat "$CAESAR_HOME/files/victim.pid")
 tr '\0' '\n' < /proc/$P/environ > "$O/proc" 2>&1; echo "rc=$?" >> "$O/proc"
-S=$(cat "$CAESAR_HOME/files/leaked")
+sqlite3 "$CAESAR_HOME/state/caesar.db" .dump > "$O/db" 2>&1
 init='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}'
 inited='{"jsonrpc":"2.0","method":"notifications/initialized"}'
 call='{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit_report","arguments":{"report":{"status":"success","summary":"forged"}}}}'
-(printf '%s\n%s\n' "$init" "$inited"; sleep 1; printf '%s\n' "$call"; sleep 3) | env CAESAR_TASK_ID=$V CAESAR_CHANNEL_SECRET=$S $M --channel >"$O/forge" 2>&1"#,
+(printf '%s\n%s\n' "$init" "$inited"; sleep 1; printf '%s\n' "$call"; sleep 3) | env CAESAR_TASK_ID=$V $M --channel >"$O/forge" 2>&1"#,
     );
     let victim_script = r#"echo $$ > "$CAESAR_HOME/files/victim.pid"; exec sleep 30"#;
     // Both read-only, so that neither waits for the other's tree.
@@ -133,35 +133,33 @@ call='{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit_rep
     let environ = std::fs::read(format!("/proc/{}/environ", pid.trim())).unwrap();
     let text = String::from_utf8_lossy(&environ);
     assert!(!text.contains("CAESAR_CHANNEL_SECRET") && text.contains("CAESAR_TASK_ID="), "{text}");
-    // ... but caesar.db is readable to an agent where the kernel does not confine reads.
-    let db = rusqlite::Connection::open(env.paths.state_dir.join("caesar.db")).unwrap();
-    let stolen: String = db.query_row("SELECT secret FROM tasks WHERE id = ?1", [&victim], |r| r.get(0)).unwrap();
-    assert_eq!(stolen.len(), 32);
-    std::fs::write(env.file("leaked"), &stolen).unwrap();
     let mut req = env.delegate_request("attacker", "the attacker");
     req.mode = "read-only".into();
     let attacker = c.delegate(req).await.unwrap().into_inner().task_id;
     assert_eq!(await_one(&mut c, &attacker, LONG).await.status, "succeeded");
-    // Even where the kernel lets it read the secret (Landlock walls off
-    // another task's memory, not its /proc/<pid>/environ), it cannot use it.
+    // Naming the victim from inside another task's tree is refused.
     let forge = out(&env, "forge");
     assert!(forge.contains("speaks only for its own task"), "{forge}");
-    // What the attacker read of the victim's /proc/<pid>/environ (Landlock
-    // scopes signals and ptrace, not that file) holds no secret.
+    // What it read of the victim's environ and of the store (reads are not
+    // confined) holds no channel secret: there is none (store schema 8).
     let seen = out(&env, "proc");
-    assert!(!seen.contains("CAESAR_CHANNEL_SECRET") && !seen.contains(&stolen), "{seen}");
+    assert!(!seen.contains("CAESAR_CHANNEL_SECRET") && seen.contains("CAESAR_TASK_ID="), "{seen}");
+    let db = out(&env, "db");
+    assert!(
+        db.contains(&victim) && !db.contains("secret TEXT"),
+        "the attacker read a store that holds no secret: {db}"
+    );
 
-    // The same secret from the user's own process is accepted: the
-    // refusal is the transport's, not a wrong secret.
-    let mut ch = c.clone();
-    let r = ch
+    // From the user's own process the victim's name is refused too: only
+    // its own tree speaks for a task.
+    let r = c
         .report_progress(pb::ReportProgressRequest {
-            channel: Some(pb::ChannelRequest { task_id: victim.clone(), secret: stolen.clone() }),
+            channel: Some(pb::ChannelRequest { task_id: victim.clone() }),
             message: "from the user".into(),
             pct: None,
         })
         .await;
-    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(r.unwrap_err().code(), tonic::Code::PermissionDenied);
     c.cancel(pb::CancelRequest { task_id: victim.clone() }).await.unwrap();
     let v = await_one(&mut c, &victim, LONG).await;
     assert!(!v.report_json.contains("forged"), "{}", v.report_json);

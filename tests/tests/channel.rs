@@ -1,7 +1,9 @@
-//! The return channel on the daemon's side, spoken over gRPC with the
-//! secret the agent receives: progress, questions (answered, timed out,
-//! surviving a daemon SIGKILL), exactly-once answers, report validation, and
-//! the secret's scope.
+//! The return channel on the daemon's side, spoken over gRPC from inside
+//! the task's process tree (the agent relays the test's connection, as
+//! `caesar-mcp --channel` would make it): progress, questions (answered,
+//! timed out, surviving a daemon SIGKILL), exactly-once answers, report
+//! validation, and the channel's scope: its own task, from its own tree,
+//! with no secret anywhere (issue 19).
 
 #![allow(clippy::unwrap_used)]
 
@@ -9,37 +11,33 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use caesar_proto::client::Client;
 use caesar_proto::pb;
 use common::*;
 use tonic::Code;
 
 const LONG: Duration = Duration::from_secs(30);
 
-/// Starts a channel task whose agent prints its secret, then waits on `gate`.
-async fn channel_task(
-    env: &Env,
-    c: &mut caesar_proto::client::Client,
-    gate: &str,
-    extra: &[&str],
-) -> (String, pb::ChannelRequest) {
-    let mut args = vec!["env", "CAESAR_CHANNEL_SECRET", "wait-file", gate];
-    args.extend_from_slice(extra);
-    env.set_agents(&[("talker", &args)]);
+/// Starts a channel task whose agent relays a socket to the daemon, then
+/// waits on `gate`. Returns the task's id, its channel scope, and a client
+/// whose calls reach the daemon from inside the task's tree.
+async fn channel_task(env: &Env, c: &mut Client, gate: &str) -> (String, pb::ChannelRequest, Client) {
+    let relay = env.file("relay.sock").display().to_string();
+    env.set_agents(&[("talker", &["relay", &relay, "env", "CAESAR_CHANNEL_SECRET", "wait-file", gate])]);
     let mut req = env.delegate_request("talker", "talk to me");
     req.channel = true;
     let d = c.delegate(req).await.unwrap().into_inner();
     let raw = caesar_tests::daemon_files(env.paths.state_dir.join("tasks").join(&d.task_id)).join("raw.log");
     assert!(eventually(LONG, || std::fs::read_to_string(&raw).is_ok_and(|s| s.contains('\n'))).await);
-    // A local agent's environment holds no channel secret (issue 19): inside
-    // its own tree the transport speaks for the task.
+    // No channel secret in a local agent's environment (issue 19).
     let line = std::fs::read_to_string(&raw).unwrap();
     assert_eq!(line.trim(), "CAESAR_CHANNEL_SECRET=", "{line}");
-    // These tests call from outside every task, where the secret is what
-    // speaks for it: the one the daemon stored.
-    let db = rusqlite::Connection::open(env.paths.state_dir.join("caesar.db")).unwrap();
-    let secret: String = db.query_row("SELECT secret FROM tasks WHERE id = ?1", [&d.task_id], |r| r.get(0)).unwrap();
-    assert_eq!(secret.len(), 32);
-    (d.task_id.clone(), pb::ChannelRequest { task_id: d.task_id, secret })
+    (d.task_id.clone(), pb::ChannelRequest { task_id: d.task_id }, inside(env).await)
+}
+
+/// A client connected through the task's relay.
+async fn inside(env: &Env) -> Client {
+    caesar_proto::client::connect_at(&env.file("relay.sock")).await.unwrap().0
 }
 
 #[tokio::test]
@@ -47,11 +45,11 @@ async fn progress_a_question_answered_once_and_a_channel_report() {
     let mut env = Env::new(&[]);
     let gate = env.file("gate").display().to_string();
     let mut c = env.start_daemon().await;
-    let (id, ch) = channel_task(&env, &mut c, &gate, &[]).await;
+    let (id, ch, mut t) = channel_task(&env, &mut c, &gate).await;
 
-    let task = c.get_task(ch.clone()).await.unwrap().into_inner();
+    let task = t.get_task(ch.clone()).await.unwrap().into_inner();
     assert_eq!(json(&task.task_json)["id"], id.as_str());
-    let p = c
+    let p = t
         .report_progress(pb::ReportProgressRequest {
             channel: Some(ch.clone()),
             message: "half way".into(),
@@ -66,7 +64,7 @@ async fn progress_a_question_answered_once_and_a_channel_report() {
     assert_eq!((progress["seq"].as_u64(), progress["pct"].as_f64()), (Some(p.seq), Some(50.0)));
 
     // Ask in the background; the question shows in status and wakes an awaiter.
-    let mut asker = c.clone();
+    let mut asker = t.clone();
     let ask_ch = ch.clone();
     let ask = tokio::spawn(async move {
         asker
@@ -110,7 +108,7 @@ async fn progress_a_question_answered_once_and_a_channel_report() {
     assert!(s.pending_questions.is_empty());
 
     // An invalid report is refused naming the field; a valid one wins tier 1.
-    let e = c
+    let e = t
         .submit_report(pb::SubmitReportRequest {
             channel: Some(ch.clone()),
             report_json: r#"{"protocol":"caesar.report/v1","status":"done","summary":"x"}"#.into(),
@@ -119,7 +117,7 @@ async fn progress_a_question_answered_once_and_a_channel_report() {
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("status") || e.message().contains("done"), "{}", e.message());
-    c.submit_report(pb::SubmitReportRequest {
+    t.submit_report(pb::SubmitReportRequest {
         channel: Some(ch.clone()),
         report_json: r#"{"protocol":"caesar.report/v1","status":"partial","summary":"over the channel"}"#.into(),
     })
@@ -141,12 +139,12 @@ async fn progress_a_question_answered_once_and_a_channel_report() {
 }
 
 #[tokio::test]
-async fn an_unanswered_question_times_out_normally_and_the_secret_is_scoped() {
+async fn an_unanswered_question_times_out_normally_and_the_channel_is_scoped() {
     let mut env = Env::new(&[]);
     let gate = env.file("gate").display().to_string();
     let mut c = env.start_daemon().await;
-    let (id, ch) = channel_task(&env, &mut c, &gate, &[]).await;
-    let r = c
+    let (id, ch, mut t) = channel_task(&env, &mut c, &gate).await;
+    let r = t
         .ask_orchestrator(pb::AskOrchestratorRequest {
             channel: Some(ch.clone()),
             question: "anyone?".into(),
@@ -160,11 +158,21 @@ async fn an_unanswered_question_times_out_normally_and_the_secret_is_scoped() {
     assert!(!r.answered, "a timeout is an answer, not an error");
     assert!(r.answer.contains("best judgment"));
 
-    let wrong = pb::ChannelRequest { task_id: id.clone(), secret: "0".repeat(32) };
-    let e = c.get_task(wrong).await.unwrap_err();
+    // From inside the task, another task's name is refused ...
+    let other = pb::ChannelRequest { task_id: "t_000000000000".into() };
+    let e = t.get_task(other).await.unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied);
-    let other = pb::ChannelRequest { task_id: "t_000000000000".into(), secret: ch.secret.clone() };
-    assert_eq!(c.get_task(other).await.unwrap_err().code(), Code::NotFound);
+    assert!(e.message().contains("speaks only for its own task"), "{}", e.message());
+    // ... and from outside every task, even the task's own name: nothing
+    // but the task's process tree speaks for it.
+    let e = c.get_task(ch.clone()).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert!(e.message().contains("outside every task's process tree"), "{}", e.message());
+    // Nor is there a secret in the store for an agent to read (schema 8).
+    let db = rusqlite::Connection::open(env.paths.state_dir.join("caesar.db")).unwrap();
+    let mut columns = db.prepare("SELECT name FROM pragma_table_info('tasks')").unwrap();
+    let columns: Vec<String> = columns.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    assert!(columns.contains(&"objective".to_owned()) && !columns.iter().any(|c| c.contains("secret")), "{columns:?}");
     std::fs::write(&gate, "go").unwrap();
     await_one(&mut c, &id, LONG).await;
 }
@@ -174,8 +182,8 @@ async fn a_pending_question_survives_a_daemon_sigkill_and_is_answered_after() {
     let mut env = Env::new(&[]);
     let gate = env.file("gate").display().to_string();
     let mut c = env.start_daemon().await;
-    let (id, ch) = channel_task(&env, &mut c, &gate, &[]).await;
-    let mut asker = c.clone();
+    let (id, ch, mut t) = channel_task(&env, &mut c, &gate).await;
+    let mut asker = t.clone();
     let ask_ch = ch.clone();
     let first_ask = tokio::spawn(async move {
         asker
@@ -202,7 +210,7 @@ async fn a_pending_question_survives_a_daemon_sigkill_and_is_answered_after() {
     let s = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
     assert_eq!(s.pending_questions[0].question_id, question_id, "the question survived");
     // The channel reconnects and keeps waiting on the same question.
-    let mut asker = c.clone();
+    let mut asker = inside(&env).await;
     let again = tokio::spawn(async move {
         asker
             .ask_orchestrator(pb::AskOrchestratorRequest {

@@ -135,7 +135,12 @@ async fn the_http_endpoint_speaks_the_stateless_revision_with_the_workspace_as_a
     std::fs::write(env.home.path().join("config/config.toml"), format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"))
         .unwrap();
     let mut c = env.start_daemon_with(&[("CAESAR_MCP_PROGRESS_MS", "200")]).await;
-    let token = c.http_token(caesar_proto::pb::HttpTokenRequest { rotate: false }).await.unwrap().into_inner().token;
+    let token = c
+        .http_token(caesar_proto::pb::HttpTokenRequest { rotate: false, readonly: false })
+        .await
+        .unwrap()
+        .into_inner()
+        .token;
     assert!(eventually(LIMIT, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()).await);
 
     let d = answer(&post_2026(port, &token, 1, "server/discover", json!({})), 1);
@@ -179,7 +184,12 @@ async fn the_python_sdk_speaks_the_stateless_revision_over_stdio_and_http() {
     std::fs::write(env.home.path().join("config/config.toml"), format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"))
         .unwrap();
     let mut c = env.start_daemon_with(&[("CAESAR_MCP_PROGRESS_MS", "100")]).await;
-    let token = c.http_token(caesar_proto::pb::HttpTokenRequest { rotate: false }).await.unwrap().into_inner().token;
+    let token = c
+        .http_token(caesar_proto::pb::HttpTokenRequest { rotate: false, readonly: false })
+        .await
+        .unwrap()
+        .into_inner()
+        .token;
     assert!(eventually(LIMIT, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()).await);
     let version = std::process::Command::new("python3")
         .args(["-c", "import importlib.metadata as m; print(m.version('mcp'))"])
@@ -219,7 +229,12 @@ async fn over_http_subscriptions_listen_streams_notifications_tasks_until_the_ta
     std::fs::write(env.home.path().join("config/config.toml"), format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"))
         .unwrap();
     let mut c = env.start_daemon().await;
-    let token = c.http_token(caesar_proto::pb::HttpTokenRequest { rotate: false }).await.unwrap().into_inner().token;
+    let token = c
+        .http_token(caesar_proto::pb::HttpTokenRequest { rotate: false, readonly: false })
+        .await
+        .unwrap()
+        .into_inner()
+        .token;
     assert!(eventually(LIMIT, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()).await);
     let tasks = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
 

@@ -373,7 +373,7 @@ async fn the_http_endpoint_serves_the_2025_11_25_tasks_over_the_daemons_ids() {
     std::fs::write(env.home.path().join("config/config.toml"), format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"))
         .unwrap();
     let mut c = env.start_daemon().await;
-    let token = c.http_token(pb::HttpTokenRequest { rotate: false }).await.unwrap().into_inner().token;
+    let token = c.http_token(pb::HttpTokenRequest { rotate: false, readonly: false }).await.unwrap().into_inner().token;
     assert!(eventually(LIMIT, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()).await);
 
     let init = post_legacy(
@@ -610,7 +610,7 @@ async fn over_http_tasks_result_streams_the_status_notifications_before_the_resu
     std::fs::write(env.home.path().join("config/config.toml"), format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"))
         .unwrap();
     let mut c = env.start_daemon().await;
-    let token = c.http_token(pb::HttpTokenRequest { rotate: false }).await.unwrap().into_inner().token;
+    let token = c.http_token(pb::HttpTokenRequest { rotate: false, readonly: false }).await.unwrap().into_inner().token;
     assert!(eventually(LIMIT, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()).await);
 
     let args = json!({"objective": "ask", "agent": "asker", "channel": true, "workspace": env.workspace()});

@@ -3,6 +3,12 @@
 //! DNS rebinding) and, when it carries one, its Origin; every state-changing
 //! request must come from the dashboard's own origin and carry the session's
 //! CSRF token.
+//!
+//! A script may use the JSON API (`/api/…`) with MCP over HTTP's bearer
+//! tokens instead of a session (not an ambient credential, so no CSRF
+//! token): the full one for everything, the read-only one
+//! (`caesar mcp token --readonly`) for reading only: a state-changing call
+//! with it is 403, naming the token (issue 19).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,6 +19,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{Hub, LOGIN_VALID, SESSION_VALID, pages, prune};
+use crate::http::TokenKind;
 
 /// A login link handed out by `caesar ui`.
 #[derive(Debug, Clone)]
@@ -133,22 +140,45 @@ pub(super) async fn guard(hub: Arc<Hub>, mut req: Request, next: Next) -> Respon
     let own_origin = format!("http://{host}");
     let origin = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let changes_state = !matches!(*req.method(), Method::GET | Method::HEAD);
-    match &origin {
-        Some(o) if o != &own_origin => {
-            return pages::refusal(
-                StatusCode::FORBIDDEN,
-                &format!("cross-site request refused: it comes from {o}, not from the dashboard ({own_origin})"),
+    if let Some(o) = origin.as_ref().filter(|o| **o != own_origin) {
+        return pages::refusal(
+            StatusCode::FORBIDDEN,
+            &format!("cross-site request refused: it comes from {o}, not from the dashboard ({own_origin})"),
+            api,
+        );
+    }
+    if let Some(given) = bearer(req.headers()) {
+        return match hub.tokens.kind_of(given) {
+            Ok(Some(kind)) if api => {
+                if changes_state && kind == TokenKind::ReadOnly {
+                    return pages::refusal(
+                        StatusCode::FORBIDDEN,
+                        "forbidden: this is the read-only token, which only reads; answering, cancelling, applying \
+                         and discarding need the full token (`caesar mcp token`) or a login from `caesar ui`",
+                        api,
+                    );
+                }
+                next.run(req).await
+            }
+            Ok(Some(_)) => pages::refusal(
+                StatusCode::UNAUTHORIZED,
+                "a bearer token reaches the dashboard's JSON API (/api/…) only: run `caesar ui` for a login link",
                 api,
-            );
-        }
-        None if changes_state => {
-            return pages::refusal(
-                StatusCode::FORBIDDEN,
-                "cross-site request refused: a state-changing request must carry the dashboard's Origin",
+            ),
+            Ok(None) => pages::refusal(
+                StatusCode::UNAUTHORIZED,
+                "the bearer token is not valid: `caesar mcp token [--readonly]` shows it",
                 api,
-            );
-        }
-        _ => {}
+            ),
+            Err(_) => pages::refusal(StatusCode::INTERNAL_SERVER_ERROR, "the token file cannot be read", api),
+        };
+    }
+    if origin.is_none() && changes_state {
+        return pages::refusal(
+            StatusCode::FORBIDDEN,
+            "cross-site request refused: a state-changing request must carry the dashboard's Origin",
+            api,
+        );
     }
     if path == "/login" || path.starts_with("/assets/") {
         return next.run(req).await;
@@ -172,6 +202,11 @@ pub(super) async fn guard(hub: Arc<Hub>, mut req: Request, next: Next) -> Respon
     }
     req.extensions_mut().insert(session);
     next.run(req).await
+}
+
+/// The bearer token a request carries, if any.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ").map(str::trim)
 }
 
 /// Whether `host` (a Host header) names this dashboard on loopback.

@@ -8,7 +8,8 @@
 //! pushed to the page as server-sent events: nothing polls.
 //!
 //! Rooms: [`auth`] (one-time login links, session cookies, Host, Origin and
-//! CSRF checks), [`api`] (JSON views and the actions), [`sse`] (the live
+//! CSRF checks; MCP over HTTP's bearer tokens on the JSON API, the
+//! read-only one for reading only), [`api`] (JSON views and the actions), [`sse`] (the live
 //! streams), [`pages`] (the HTML shell and the embedded assets),
 //! [`orchestra`] (groups, budgets and the conflict radar).
 
@@ -47,6 +48,8 @@ pub struct Hub {
     sessions: Mutex<HashMap<String, auth::Session>>,
     /// The project shown first on the agents and health pages.
     workspace: Mutex<String>,
+    /// MCP over HTTP's bearer tokens, which reach the JSON API too.
+    tokens: crate::http::Tokens,
 }
 
 impl std::fmt::Debug for Hub {
@@ -67,6 +70,7 @@ impl Hub {
     /// A dashboard over `engine`, served nowhere yet.
     pub fn new(engine: Arc<Engine>) -> Arc<Hub> {
         Arc::new(Hub {
+            tokens: crate::http::Tokens::new(engine.paths().state_dir.clone()),
             engine,
             addr: Mutex::new(None),
             opening: tokio::sync::Mutex::new(()),

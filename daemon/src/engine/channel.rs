@@ -1,5 +1,6 @@
-//! The return channel's calls, each bound to one task by its secret, and the
-//! orchestrator's answers to a task's questions.
+//! The return channel's calls, each for the one task whose process tree made
+//! it (`rpc.rs::Service::channel` checks the transport: there is no secret),
+//! and the orchestrator's answers to a task's questions.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,18 +17,6 @@ use super::*;
 impl Engine {
     // ---------------------------------------------------------------- channel
 
-    /// The task a return-channel call speaks for, once its secret matches.
-    /// The secret binds a channel to one task: it can reach nothing else.
-    pub(super) fn channel_record(&self, task_id: &str, secret: &str) -> Result<TaskRecord> {
-        let record = self.record(task_id)?;
-        if !crate::ids::secrets_match(&record.secret, secret) {
-            return Err(Error::Refused(format!(
-                "the channel secret does not match task {task_id}: a channel speaks only for the task that started it"
-            )));
-        }
-        Ok(record)
-    }
-
     pub(super) fn channel_live(&self, record: &TaskRecord) -> Result<Arc<Live>> {
         if record.status.is_terminal() {
             return Err(Error::Precondition(format!("task {} has ended ({})", record.id, record.status.as_str())));
@@ -37,16 +26,16 @@ impl Engine {
     }
 
     /// `get_task`: the mission, as `task.json` holds it.
-    pub fn channel_get_task(&self, task_id: &str, secret: &str) -> Result<String> {
-        let record = self.channel_record(task_id, secret)?;
+    pub fn channel_get_task(&self, task_id: &str) -> Result<String> {
+        let record = self.record(task_id)?;
         let path = Path::new(&record.task_dir).join("task.json");
         crate::safe_fs::read_to_string_capped(&path, crate::safe_fs::REPORT_CAP)
             .map_err(|e| Error::io_at("cannot read", &path, e))
     }
 
     /// `report_progress`: a `progress` event in the task's log. Returns its seq.
-    pub fn channel_progress(&self, task_id: &str, secret: &str, message: &str, pct: Option<f64>) -> Result<u64> {
-        let record = self.channel_record(task_id, secret)?;
+    pub fn channel_progress(&self, task_id: &str, message: &str, pct: Option<f64>) -> Result<u64> {
+        let record = self.record(task_id)?;
         let live = self.channel_live(&record)?;
         if message.trim().is_empty() {
             return Err(Error::Invalid("`message` is empty: say what progress was made".to_owned()));
@@ -70,13 +59,12 @@ impl Engine {
     pub async fn channel_ask(
         &self,
         task_id: &str,
-        secret: &str,
         question: &str,
         options: Vec<String>,
         timeout: Duration,
         question_id: Option<&str>,
     ) -> Result<(String, bool, String)> {
-        let record = self.channel_record(task_id, secret)?;
+        let record = self.record(task_id)?;
         let live = self.channel_live(&record)?;
         let mut answers = live.answers.subscribe();
         // The channel may pick the id itself, so that after a daemon restart
@@ -148,8 +136,8 @@ impl Engine {
 
     /// `submit_report`: validated at once; an invalid report is refused with
     /// the failing field so the agent can correct it and submit again.
-    pub fn channel_submit_report(&self, task_id: &str, secret: &str, report_json: &str) -> Result<()> {
-        let record = self.channel_record(task_id, secret)?;
+    pub fn channel_submit_report(&self, task_id: &str, report_json: &str) -> Result<()> {
+        let record = self.record(task_id)?;
         let live = self.channel_live(&record)?;
         let report = crate::oacp::Report::parse(report_json).map_err(|e| Error::Invalid(e.to_string()))?;
         // In the daemon's part (issue 19): the agent cannot write it there,

@@ -168,7 +168,6 @@ impl Engine {
         // The queue is bounded: every pending task holds a row, a task
         // directory and a place in each queue turn.
         bounds::check_pending(self.store.count_status(TaskStatus::Pending)?, self.settings.max_pending)?;
-        let secret = crate::ids::secret();
 
         let id = succession.as_ref().map(|s| s.id.clone()).unwrap_or_else(crate::ids::task_id);
         let dir = TaskDir::new(self.paths.state_dir.join("tasks").join(&id));
@@ -428,7 +427,6 @@ impl Engine {
             log_offset: 0,
             session_id: session_id.clone(),
             cancel_requested: false,
-            secret,
             event_count: 0,
             last_event: None,
             blocker: None,

@@ -61,15 +61,9 @@ impl Engine {
             }
         }
         if launch.channel {
-            // What the in-agent channel server needs to reach this task, and
-            // only this task.
-            // The secret stays out of a local agent's environment (issue 19):
-            // another task could read it from /proc/<pid>/environ, and inside
-            // its own tree the transport speaks for the task. A cluster
-            // task's channel comes from outside every local tree and needs it.
-            if launch.kube.is_some() {
-                env.push(("CAESAR_CHANNEL_SECRET".to_owned(), record.secret.clone()));
-            }
+            // What the in-agent channel server needs to reach the daemon. No
+            // secret (issue 19): the caller's process tree names its task,
+            // and a Kubernetes pod gets no channel (`runner/multi.rs`).
             env.push(("CAESAR_SOCKET".to_owned(), self.paths.socket.display().to_string()));
         }
         // Kernel confinement (issue 19; `sandbox.rs`): the supervisor applies

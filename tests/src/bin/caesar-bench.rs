@@ -59,7 +59,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use caesar_proto::client;
-use caesar_proto::paths::Paths;
 use caesar_proto::pb;
 use caesar_tests::bench::{BenchDaemon, git};
 use serde_json::{Value, json};
@@ -174,7 +173,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "[[agent]]\nid = \"stamp\"\nbin = {f:?}\nargs = [\"stamp\", {s:?}, \"report\", \"success\", \"done\", \"stamp\", {s:?}]\n"
         ),
     )?;
-    let paths = Paths::under(home.path());
     // The daemon's environment, which caesar-mcp gets too.
     let envs = [
         ("CAESAR_HOME", home.path().display().to_string()),
@@ -284,10 +282,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // P9: the return channel's round trip, spoken over gRPC as caesar-mcp
     // --channel speaks it: ask, visible to await, answered, delivered.
     let gate = files.join("gate");
+    // The channel speaks only from inside its task's tree (issue 19): the
+    // agent relays the bench's connection, a hop as caesar-mcp's own.
+    let relay = files.join("relay.sock");
     std::fs::write(
         project.path().join(".caesar/config.toml"),
         format!(
-            "[[agent]]\nid = \"asker\"\nbin = {f:?}\nargs = [\"env\", \"CAESAR_CHANNEL_SECRET\", \"wait-file\", {:?}]\n",
+            "[[agent]]\nid = \"asker\"\nbin = {f:?}\nargs = [\"relay\", {:?}, \"env\", \"CAESAR_CHANNEL_SECRET\", \"wait-file\", {:?}]\n",
+            relay.display().to_string(),
             gate.display().to_string()
         ),
     )?;
@@ -295,22 +297,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     req.agent = "asker".into();
     req.channel = true;
     let asker = c.delegate(req).await?.into_inner();
-    // The secret is no longer in the agent's environment (issue 19): the
-    // bench, a process of the user's, reads it where the daemon keeps it.
+    // The agent is up once its `env` step printed (its raw log is in the
+    // daemon part).
     let raw = caesar_tests::daemon_files(std::path::Path::new(&asker.task_dir)).join("raw.log");
     while !std::fs::read_to_string(&raw).is_ok_and(|t| t.contains("CAESAR_CHANNEL_SECRET")) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let store = caesard::store::Store::open(&paths.state_dir.join("caesar.db")).map_err(|e| e.to_string())?;
-    let secret = store.task(&asker.task_id).map_err(|e| e.to_string())?.ok_or("no asker task")?.secret;
-    let scope = pb::ChannelRequest { task_id: asker.task_id.clone(), secret };
+    let inside = caesar_proto::client::connect_at(&relay).await.map_err(|e| e.to_string())?.0;
+    let scope = pb::ChannelRequest { task_id: asker.task_id.clone() };
     let mut visible = Figure::new("P9a ask→visible to await", "-");
     let mut answered = Figure::new("P9b visible→answer stored", "-");
     let mut delivered = Figure::new("P9c answer→delivered to the agent", "-");
     let mut round = Figure::new("P9 ask→answer delivered, round trip", "≤ 10 ms");
     let trips = runs.max(100);
     for i in 0..trips {
-        let mut channel = c.clone();
+        let mut channel = inside.clone();
         let ask = pb::AskOrchestratorRequest {
             channel: Some(scope.clone()),
             question: format!("question {i}?"),

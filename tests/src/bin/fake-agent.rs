@@ -26,6 +26,9 @@
 //! mcp-progress MSG   call report_progress on the return channel (an MCP client of it)
 //! mcp-ask QUESTION    call ask_orchestrator and print the reply
 //! mcp-report JSON     call submit_report and print the reply
+//! relay PATH          serve a unix socket at PATH in the background, each
+//!                     connection piped to $CAESAR_SOCKET: a test's client
+//!                     then reaches the daemon from inside this task's tree
 //! stamp FILE          append the wall-clock time (ns since the epoch) to FILE
 //! env NAME            print NAME=value of an environment variable
 //! environ             print the whole environment, one NAME=value a line
@@ -196,6 +199,11 @@ fn main() {
                 let reply = ch.call(tool, arguments);
                 println!("{tool}: {reply}");
             }
+            "relay" => {
+                let path = next(&mut i);
+                drop(out);
+                relay(&path);
+            }
             "stamp" => {
                 let file = next(&mut i);
                 let ns = std::time::SystemTime::now()
@@ -232,6 +240,37 @@ fn main() {
         }
         i += 1;
     }
+}
+
+/// Listens at `path` (ready when this returns) and, on a thread, pipes each
+/// connection to the daemon's socket, so that the daemon's peer is this
+/// process, inside the task's tree. It ends with the agent.
+fn relay(path: &str) {
+    use std::os::unix::net::{UnixListener, UnixStream};
+    let daemon = std::env::var("CAESAR_SOCKET").unwrap_or_default();
+    let _ = std::fs::remove_file(path);
+    let listener = match UnixListener::bind(path) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("relay: cannot listen at {path}: {e}");
+            return;
+        }
+    };
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let Ok(upstream) = UnixStream::connect(&daemon) else { continue };
+            for (mut from, mut to) in
+                [(conn.try_clone(), upstream.try_clone()), (upstream.try_clone(), conn.try_clone())]
+                    .into_iter()
+                    .filter_map(|(a, b)| Some((a.ok()?, b.ok()?)))
+            {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        }
+    });
 }
 
 fn write_report(text: &str) {
