@@ -101,7 +101,8 @@ async fn answer(c: &mut Client, id: &str, q: &pb::PendingQuestion, with: &str) {
 
 /// What the claude stand-in read on its stdin, in order (from the mirrored raw.log).
 fn received(env: &Env, id: &str) -> Vec<serde_json::Value> {
-    let raw = std::fs::read_to_string(task_dir(env, id).join("raw.log")).unwrap_or_default();
+    let raw =
+        std::fs::read_to_string(caesar_tests::daemon_files(task_dir(env, id)).join("raw.log")).unwrap_or_default();
     raw.lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v["subtype"] == "fake_got")
@@ -200,7 +201,8 @@ async fn an_acp_session_in_a_pod_asks_and_is_answered() {
     answer(&mut c, &id, &q, "allow_once").await;
     let t = await_one(&mut c, &id, LONG).await;
     assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
-    let raw = std::fs::read_to_string(task_dir(&env, &id).join("raw.log")).unwrap_or_default();
+    let raw =
+        std::fs::read_to_string(caesar_tests::daemon_files(task_dir(&env, &id)).join("raw.log")).unwrap_or_default();
     assert!(raw.contains("\"status\":\"completed\""), "the agent read the allow: {raw}");
     assert!(raw.contains("Allowed and done."), "{raw}");
     // A session, not its stream command: the pod's supervisor ran the opening.
