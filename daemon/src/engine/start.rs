@@ -109,8 +109,9 @@ impl Engine {
         }
         // Reads confined too (`sandbox/mount.rs`): caesar's directories
         // hidden in the agent's own mount namespace, but for its task
-        // directory, the socket's directory and its worktree.
-        if crate::sandbox::mount::works() {
+        // directory, the socket's directory and its worktree. Not in a
+        // Kubernetes pod, whose directories are not caesar's.
+        if launch.kube.is_none() && crate::sandbox::mount::works() {
             sandbox.hide =
                 [&self.paths.state_dir, &self.paths.config_dir, &self.paths.runtime_dir].into_iter().cloned().collect();
             sandbox.expose = crate::sandbox::exposed(dir.root(), &workdir, &workspace, &self.paths.socket, &env);

@@ -216,6 +216,16 @@ impl Plan {
                         return Err(err());
                     }
                 }
+                // A second user and mount namespace below the first: the
+                // mounts copied into it are locked together (the kernel
+                // locks what a less privileged namespace inherits), so an
+                // agent that is root in its namespace cannot unmount a
+                // tmpfs to uncover what it hides, nor remount it writable.
+                if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
+                    return Err(err());
+                }
+                super::write_file(c"/proc/self/uid_map", &self.uid_map)?;
+                super::write_file(c"/proc/self/gid_map", &self.gid_map)?;
                 if let Some(cwd) = &self.cwd {
                     // A working directory now hidden is not kept: the agent
                     // starts at `/` then.
@@ -232,6 +242,35 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn what_is_hidden_stays_hidden_even_for_root_in_the_namespace() {
+        use std::os::unix::process::CommandExt;
+        if !works() {
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let (hide, expose) = (d.path().join("state"), d.path().join("state/tasks/t_1"));
+        std::fs::create_dir_all(&expose).unwrap();
+        std::fs::write(hide.join("caesar.db"), "secret").unwrap();
+        std::fs::write(expose.join("mine"), "mine").unwrap();
+        let plan = Plan::new(std::slice::from_ref(&hide), std::slice::from_ref(&expose)).unwrap().unwrap();
+        // Root in its namespace (as here, running as root) keeps its
+        // capabilities across exec: it tries to unmount and remount.
+        let script = r#"umount -l "$1/tasks/t_1" 2>/dev/null; umount -l "$1" 2>/dev/null; mount -o remount,rw "$1" 2>/dev/null
+            if test -e "$1/caesar.db"; then echo uncovered; fi; cat "$1/tasks/t_1/mine"; : > "$1/planted" 2>/dev/null && echo wrote"#;
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c").arg(script).arg("t").arg(&hide);
+        // SAFETY: the closure makes only system calls on buffers `plan` owns.
+        unsafe {
+            cmd.pre_exec(move || plan.apply());
+        }
+        let out = cmd.output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(said.trim(), "mine", "{said}");
+        assert!(!hide.join("planted").exists());
+    }
 
     #[test]
     fn only_what_lies_beneath_a_hidden_directory_is_re_exposed() {
