@@ -242,7 +242,8 @@ pub fn exposed(
         out.extend(dirs.into_iter().next());
     }
     for name in STATE_ENV {
-        if let Some((_, v)) = env.iter().find(|(k, _)| k == name).filter(|(_, v)| Path::new(v).is_absolute()) {
+        let value = env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).or_else(|| std::env::var(name).ok());
+        if let Some(v) = value.filter(|v| Path::new(v).is_absolute()) {
             out.push(PathBuf::from(v));
         }
     }
