@@ -11,8 +11,10 @@
 //! task directory, the temporary directories, `/dev`, and its CLI's own
 //! state directories, so the workspace is out of its reach. The daemon
 //! decides the spec ([`for_task`]); the supervisor builds the ruleset
-//! before it forks ([`prepare`]) and the agent's `pre_exec` only makes two
-//! system calls ([`restrict_in_child`]).
+//! before it forks ([`prepare`]) and the agent's `pre_exec` only makes
+//! system calls ([`Prepared::in_child`]). Its reads of caesar's directories
+//! are confined first, in a mount namespace of its own where the kernel
+//! allows one ([`mount`]).
 
 use std::path::{Path, PathBuf};
 
