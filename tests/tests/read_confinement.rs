@@ -2,7 +2,7 @@
 //! in a mount namespace of its own, caesar's state, config and runtime
 //! directories are hidden but for its own task directory and the socket's
 //! directory. The agent tries to read the store, another task's raw log
-//! and report, its own `<id>.daemon/` files, the HTTP token, caesar's
+//! (in its daemon part) and report, its own `<id>.daemon/` files, the HTTP token, caesar's
 //! config file, and the store again through `/proc/<daemon pid>/root`:
 //! each is refused, while its workspace, its own task directory, a file of
 //! the home directory outside caesar's directories and its return channel
@@ -26,7 +26,7 @@ const LONG: Duration = Duration::from_secs(60);
 const ATTACK: &str = r#"O="$CAESAR_TASK_DIR"; F="$CAESAR_HOME/files"; try() { n=$1; shift; "$@" >"$O/out-$n" 2>&1; echo "rc=$?" >>"$O/out-$n"; }
 V=$(cat "$F/victim"); D=$(cat "$F/daemon-pid"); H=$(cat "$F/home-file")
 try db cat "$CAESAR_HOME/state/caesar.db"
-try raw cat "$V/raw.log"
+try raw cat "$V.daemon/raw.log"
 try report cat "$V/report.json"
 try mydaemon cat "$O.daemon/permissions/q.json"
 try token cat "$CAESAR_HOME/state/http.token"
@@ -69,7 +69,7 @@ async fn an_agent_reads_nothing_of_caesars_but_its_own_task_and_still_reaches_it
     for p in [
         env.paths.state_dir.join("caesar.db"),
         env.paths.state_dir.join("http.token"),
-        Path::new(&v.task_dir).join("raw.log"),
+        Path::new(&format!("{}.daemon", v.task_dir)).join("raw.log"),
         Path::new(&v.task_dir).join("report.json"),
     ] {
         assert!(p.is_file(), "{} exists", p.display());
