@@ -11,10 +11,14 @@
 //! task directory, the temporary directories, `/dev`, and its CLI's own
 //! state directories, so the workspace is out of its reach. The daemon
 //! decides the spec ([`for_task`]); the supervisor builds the ruleset
-//! before it forks ([`prepare`]) and the agent's `pre_exec` only makes two
-//! system calls ([`restrict_in_child`]).
+//! before it forks ([`prepare`]) and the agent's `pre_exec` only makes
+//! system calls ([`Prepared::in_child`]). Its reads of caesar's directories
+//! are confined first, in a mount namespace of its own where the kernel
+//! allows one ([`mount`]).
 
 use std::path::{Path, PathBuf};
+
+pub mod mount;
 
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +45,15 @@ pub struct SandboxSpec {
     /// worktree task's worktree in it).
     #[serde(default)]
     pub shield: Vec<PathBuf>,
+    /// Hidden from the agent behind empty read-only tmpfs mounts in a mount
+    /// namespace of its own (caesar's state, config and runtime
+    /// directories; `mount.rs`), where the kernel allows one.
+    #[serde(default)]
+    pub hide: Vec<PathBuf>,
+    /// Re-exposed by bind mount beneath a hidden directory (its task
+    /// directory, the main socket's directory, its worktree).
+    #[serde(default)]
+    pub expose: Vec<PathBuf>,
 }
 
 /// The Landlock ABI this kernel offers, `None` where it offers none.
@@ -61,6 +74,28 @@ pub fn kernel_abi() -> Option<i32> {
 /// What a task of this mode gets on this machine, in words (doctor,
 /// `agents describe`, the task's `started` event).
 pub fn describe(read_only: bool) -> String {
+    format!("{}; {}", describe_kernel(read_only), describe_reads())
+}
+
+/// Whether the agent's reads are confined ([`mount`]), in words.
+fn describe_reads() -> &'static str {
+    match (mount::works(), kernel_abi().is_some()) {
+        (true, true) => {
+            "reads confined: caesar's state, config and runtime directories hidden in a mount namespace of its own \
+             (but its own task directory, the socket's directory and its worktree)"
+        }
+        (true, false) => {
+            "reads partly confined: caesar's directories hidden in a mount namespace of its own, but without \
+             Landlock `/proc/<daemon pid>/root` still reaches them"
+        }
+        (false, _) => {
+            "reads not confined: no unprivileged user and mount namespaces here, so caesar's store, other tasks' \
+             directories and caesar's config are readable"
+        }
+    }
+}
+
+fn describe_kernel(read_only: bool) -> String {
     match kernel_abi() {
         None => "none: this kernel offers no Landlock (a read-only task is asked not to write, not prevented; \
                  another task's processes are not walled off)"
@@ -154,7 +189,7 @@ pub fn for_task(
             writable.push(PathBuf::from(v));
         }
     }
-    SandboxSpec { confine_writes: true, writable, protect: vec![workspace.to_path_buf()], shield: Vec::new() }
+    SandboxSpec { confine_writes: true, writable, protect: vec![workspace.to_path_buf()], ..SandboxSpec::default() }
 }
 
 /// The spec of a write task (issue 19): writes confined to `workdir` (its
@@ -183,6 +218,38 @@ pub fn for_write_task(
     }
     spec.shield = shield.to_vec();
     spec
+}
+
+/// What an agent's mount namespace re-exposes beneath caesar's hidden
+/// directories ([`mount::dirs`] keeps what lies beneath one): its task
+/// directory, the main socket's directory (its return channel), its
+/// workdir (a read-only task's workspace; a worktree and the main
+/// repository's git directory it needs), and the state directories its
+/// environment names.
+pub fn exposed(
+    task_dir: &Path,
+    workdir: &Path,
+    workspace: &Path,
+    socket: &Path,
+    env: &[(String, String)],
+) -> Vec<PathBuf> {
+    let mut out = vec![task_dir.to_path_buf(), workdir.to_path_buf()];
+    out.extend(socket.parent().map(Path::to_path_buf));
+    if workdir == workspace {
+        out.push(workspace.to_path_buf());
+    }
+    if let Some(dirs) = worktree_git_dirs(workdir) {
+        // The main repository's git directory: objects, refs, config, HEAD.
+        out.extend(dirs.get(1).and_then(|objects| objects.parent()).map(Path::to_path_buf));
+        out.extend(dirs.into_iter().next());
+    }
+    for name in STATE_ENV {
+        let value = env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).or_else(|| std::env::var(name).ok());
+        if let Some(v) = value.filter(|v| Path::new(v).is_absolute()) {
+            out.push(PathBuf::from(v));
+        }
+    }
+    out
 }
 
 /// A provider's state directories under `$HOME`.
@@ -246,6 +313,9 @@ fn carve_dir(w: &Path, hidden: &[&PathBuf], out: &mut Vec<PathBuf>) {
 pub struct Prepared {
     #[cfg(target_os = "linux")]
     fd: Option<std::os::fd::OwnedFd>,
+    /// The agent's mount namespace, where it gets one.
+    #[cfg(target_os = "linux")]
+    mounts: Option<mount::Plan>,
 }
 
 /// Builds the ruleset of `spec`. `None` where the kernel has no Landlock.
@@ -254,7 +324,8 @@ pub fn prepare(spec: &SandboxSpec) -> Result<Option<Prepared>, String> {
     use landlock::{
         ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, path_beneath_rules,
     };
-    let Some(abi) = kernel_abi() else { return Ok(None) };
+    let mounts = mount::Plan::new(&spec.hide, &spec.expose)?;
+    let Some(abi) = kernel_abi() else { return Ok(mounts.map(|m| Prepared { fd: None, mounts: Some(m) })) };
     let e = |e: landlock::RulesetError| format!("cannot build the Landlock ruleset: {e}");
     let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
     if spec.confine_writes {
@@ -266,7 +337,7 @@ pub fn prepare(spec: &SandboxSpec) -> Result<Option<Prepared>, String> {
         // Before ABI 6 only file access makes a domain, and a domain that
         // handles it forbids remounting (which a CLI's own sandbox does):
         // nothing to apply.
-        return Ok(None);
+        return Ok(mounts.map(|m| Prepared { fd: None, mounts: Some(m) }));
     }
     let mut created = ruleset.create().map_err(e)?;
     if spec.confine_writes {
@@ -275,7 +346,7 @@ pub fn prepare(spec: &SandboxSpec) -> Result<Option<Prepared>, String> {
         created = created.add_rules(path_beneath_rules(&writable, AccessFs::from_write(ABI::V3))).map_err(e)?;
     }
     let fd: Option<std::os::fd::OwnedFd> = created.into();
-    Ok(Some(Prepared { fd }))
+    Ok(Some(Prepared { fd, mounts }))
 }
 
 /// A rule needs its directory to exist: the state directories under
@@ -298,15 +369,19 @@ pub fn prepare(_spec: &SandboxSpec) -> Result<Option<Prepared>, String> {
 }
 
 impl Prepared {
-    /// The raw ruleset fd, for the child (`-1` for none).
-    pub fn raw(&self) -> i32 {
+    /// In the agent, between fork and exec: its mount namespace, then the
+    /// Landlock ruleset (a domain forbids mounting). Only system calls.
+    pub fn in_child(&self) -> std::io::Result<()> {
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
-            self.fd.as_ref().map_or(-1, |f| f.as_raw_fd())
+            if let Some(m) = &self.mounts {
+                m.apply()?;
+            }
+            restrict_in_child(self.fd.as_ref().map_or(-1, |f| f.as_raw_fd()))
         }
         #[cfg(not(target_os = "linux"))]
-        -1
+        Ok(())
     }
 }
 
@@ -331,6 +406,26 @@ pub fn restrict_in_child(fd: i32) -> std::io::Result<()> {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = fd;
+    Ok(())
+}
+
+/// Writes `bytes` to `path` with plain system calls (between fork and exec).
+#[cfg(target_os = "linux")]
+pub(crate) unsafe fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
+    use nix::libc;
+    // SAFETY: a NUL-terminated path and a buffer with its length.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let e = std::io::Error::last_os_error();
+        libc::close(fd);
+        if n != bytes.len() as isize {
+            return Err(e);
+        }
+    }
     Ok(())
 }
 

@@ -223,7 +223,10 @@ async fn a_permission_request_the_agent_swaps_after_asking_is_not_what_an_allow_
     // The allow sent back exactly the input that was asked, not the swap.
     let response = std::fs::read_to_string(task_dir.join("response")).unwrap();
     assert!(response.contains("echo harmless") && !response.contains("evil"), "{tampered}{response}");
-    if caesard::sandbox::kernel_abi().is_some() {
+    if caesard::sandbox::mount::works() {
+        // In its mount namespace the agent does not even see the kept request.
+        assert!(!tampered.contains("wrote") && !tampered.contains(".daemon/permissions"), "{tampered}");
+    } else if caesard::sandbox::kernel_abi().is_some() {
         assert!(tampered.contains("refused") && tampered.contains(".daemon/permissions"), "{tampered}");
     }
 }

@@ -99,7 +99,16 @@ impl Engine {
         }
         if read_only {
             sandbox.protect.push(crate::config::project_root(&workspace));
-            sandbox.protect.push(workspace);
+            sandbox.protect.push(workspace.clone());
+        }
+        // Reads confined too (`sandbox/mount.rs`): caesar's directories
+        // hidden in the agent's own mount namespace, but for its task
+        // directory, the socket's directory and its worktree. Not in a
+        // Kubernetes pod, whose directories are not caesar's.
+        if launch.kube.is_none() && crate::sandbox::mount::works() {
+            sandbox.hide =
+                [&self.paths.state_dir, &self.paths.config_dir, &self.paths.runtime_dir].into_iter().cloned().collect();
+            sandbox.expose = crate::sandbox::exposed(dir.root(), &workdir, &workspace, &self.paths.socket, &env);
         }
         env.push((crate::sandbox::ENV.to_owned(), serde_json::to_string(&sandbox).unwrap_or_default()));
         let protections = crate::sandbox::describe_for(read_only, &launch.parser);

@@ -115,9 +115,9 @@ impl Cut {
                     if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
                         return Err(err());
                     }
-                    write_file(c"/proc/self/setgroups", b"deny")?;
-                    write_file(c"/proc/self/uid_map", uid_map)?;
-                    write_file(c"/proc/self/gid_map", gid_map)?;
+                    crate::sandbox::write_file(c"/proc/self/setgroups", b"deny")?;
+                    crate::sandbox::write_file(c"/proc/self/uid_map", uid_map)?;
+                    crate::sandbox::write_file(c"/proc/self/gid_map", gid_map)?;
                     // A loopback of its own, so the commands' own local servers work.
                     let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
                     if s >= 0 {
@@ -136,24 +136,4 @@ impl Cut {
             }
         }
     }
-}
-
-/// Writes `bytes` to `path` with plain system calls (between fork and exec).
-#[cfg(target_os = "linux")]
-unsafe fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
-    use nix::libc;
-    // SAFETY: a NUL-terminated path and a buffer with its length.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
-        let e = std::io::Error::last_os_error();
-        libc::close(fd);
-        if n != bytes.len() as isize {
-            return Err(e);
-        }
-    }
-    Ok(())
 }

@@ -32,6 +32,11 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     version_args: &["--version"],
 };
 
+/// The override that keeps `/tmp` out of codex's workspace-write roots
+/// (the key is in codex-cli 0.171's binary and its config's
+/// `sandbox_workspace_write` table, beside `exclude_tmpdir_env_var`).
+pub(super) const EXCLUDE_SLASH_TMP: &str = "sandbox_workspace_write.exclude_slash_tmp=true";
+
 pub(super) fn launch(inv: &Invocation) -> Launch {
     let sandbox = match inv.mode {
         Mode::ReadOnly => "read-only",
@@ -63,6 +68,11 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
     if let (Mode::Write, Some(on)) = (inv.mode, inv.network) {
         // providers.md: network under workspace-write, off by default.
         args.extend([s("-c"), format!("sandbox_workspace_write.network_access={on}")]);
+    }
+    if inv.mode == Mode::Write {
+        // Issue 19: workspace-write also opens `/tmp`, and with it caesar's
+        // directories beneath it; `$TMPDIR` (the task's own) stays writable.
+        args.extend([s("-c"), s(EXCLUDE_SLASH_TMP)]);
     }
     if let Some(schema) = inv.output_schema_path {
         args.extend([s("--output-schema"), s(schema)]);

@@ -108,6 +108,10 @@ pub fn opening(inv: &Invocation) -> Value {
     if let (Mode::Write, Some(on)) = (inv.mode, inv.network) {
         config.insert(s("sandbox_workspace_write.network_access"), json!(on));
     }
+    if inv.mode == Mode::Write {
+        // Issue 19: `/tmp` (caesar's directories beneath it) out of the writable roots.
+        config.insert(s("sandbox_workspace_write.exclude_slash_tmp"), json!(true));
+    }
     let mut thread = json!({"cwd": inv.workspace, "approvalPolicy": "on-request", "sandbox": sandbox,
         "config": config, "ephemeral": false});
     if let Some(m) = inv.model {

@@ -290,7 +290,7 @@ pub fn run(args: SuperviseArgs) -> i32 {
             return 0;
         }
     };
-    let sandbox_fd = sandbox.as_ref().map_or(-1, |s| s.raw());
+    let sandbox = sandbox.map(std::sync::Arc::new);
     // The prompt (issue 19): read once, before any agent of this task ran,
     // for the arguments that stand for it and for a prompt on stdin (the
     // session's stream fallback may need it too).
@@ -309,7 +309,7 @@ pub fn run(args: SuperviseArgs) -> i32 {
     };
     let argv = prompt.as_deref().map_or_else(|| args.args.clone(), |p| crate::prompt::fill_args(&args.args, p));
     let feed = prompt.as_deref().filter(|_| args.stdin_prompt).map(str::as_bytes);
-    let spawned = spawn_agent(&args, &argv, &[], true, feed, &log, sandbox_fd, turn_over.clone());
+    let spawned = spawn_agent(&args, &argv, &[], true, feed, &log, sandbox.clone(), turn_over.clone());
     let (child, mut copier) = match spawned {
         Ok(c) => c,
         Err(e) => {
@@ -353,7 +353,7 @@ pub fn run(args: SuperviseArgs) -> i32 {
         let argv =
             prompt.as_deref().map_or_else(|| fallback.args.clone(), |p| crate::prompt::fill_args(&fallback.args, p));
         let feed = prompt.as_deref().filter(|_| fallback.stdin_prompt).map(str::as_bytes);
-        match spawn_agent(&args, &argv, &fallback.env, false, feed, &log, sandbox_fd, turn_over) {
+        match spawn_agent(&args, &argv, &fallback.env, false, feed, &log, sandbox.clone(), turn_over) {
             Ok((next, next_copier)) => {
                 agent_pid = started(&args.task_dir, next, &tx);
                 let leftovers = record.leftovers_killed;
@@ -388,7 +388,7 @@ fn spawn_agent(
     protocol: bool,
     feed: Option<&[u8]>,
     log: &File,
-    sandbox_fd: i32,
+    sandbox: Option<std::sync::Arc<crate::sandbox::Prepared>>,
     turn_over: mpsc::Sender<Msg>,
 ) -> std::io::Result<(std::process::Child, Option<std::thread::JoinHandle<stdin::CopyOutcome>>)> {
     use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
@@ -401,11 +401,11 @@ fn spawn_agent(
     // SIGKILL after the grace, with no chance to clean up.
     // SAFETY: pthread_sigmask is async-signal-safe, and the closure
     // touches nothing else between fork and exec.
-    // The sandbox's two system calls are as safe there.
+    // The sandbox's system calls (mount namespace, Landlock) are as safe there.
     unsafe {
         cmd.pre_exec(move || {
             pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).map_err(std::io::Error::from)?;
-            crate::sandbox::restrict_in_child(sandbox_fd)
+            sandbox.as_ref().map_or(Ok(()), |s| s.in_child())
         });
     }
     let stdin = match args.stdin_close_after.as_ref().filter(|_| protocol) {

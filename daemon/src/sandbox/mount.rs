@@ -1,0 +1,289 @@
+//! A mount namespace per agent (issue 19): its reads confined. Between fork
+//! and exec the agent unshares a user and a mount namespace (the user's own
+//! uid and gid mapped to themselves, `setgroups` denied), makes `/`
+//! recursively private, and hides caesar's state, config and runtime
+//! directories behind empty read-only tmpfs mounts, re-exposing by bind
+//! mount only what it needs beneath them (its own task directory, the main
+//! socket's directory, its worktree): `caesar.db`, other tasks' directories,
+//! its own `<id>.daemon/`, the HTTP token and caesar's configuration are
+//! then absent for it. Landlock comes after (a domain forbids mounting), and
+//! its ptrace scoping keeps `/proc/<pid>/root` of the daemon out of reach.
+//!
+//! The daemon decides the directories ([`dirs`]) where [`works`] (probed
+//! once); the supervisor turns them into a [`Plan`] before it forks
+//! ([`Plan::new`], every path a C string, the mount trees cloned in the
+//! child before the tmpfs covers their paths) and the agent's `pre_exec`
+//! only makes system calls ([`Plan::apply`]).
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// At most this many directories re-exposed (the child keeps their cloned
+/// trees in a fixed array: it cannot allocate).
+const MAX_EXPOSE: usize = 16;
+
+/// The hidden and re-exposed directories of a task, from what the daemon
+/// would hide and expose: missing paths dropped, a hidden path beneath
+/// another one dropped (the outer one covers it), one that is itself
+/// re-exposed dropped (nothing to hide), and only what lies strictly
+/// beneath a hidden path re-exposed (the outermost of nested ones).
+pub fn dirs(hide: &[PathBuf], expose: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let exists = |p: &&PathBuf| p.is_absolute() && p.is_dir();
+    let mut hidden: Vec<PathBuf> = Vec::new();
+    for h in hide.iter().filter(exists) {
+        if !expose.contains(h) && !hidden.contains(h) {
+            hidden.push(h.clone());
+        }
+    }
+    let keep = hidden.clone();
+    hidden.retain(|h| !keep.iter().any(|o| o != h && h.starts_with(o)));
+    let beneath = |p: &PathBuf| hidden.iter().any(|h| p.starts_with(h) && p != h);
+    let mut exposed: Vec<PathBuf> = Vec::new();
+    for e in expose.iter().filter(exists).filter(|e| beneath(e)) {
+        if !exposed.contains(e) {
+            exposed.push(e.clone());
+        }
+    }
+    let keep = exposed.clone();
+    exposed.retain(|e| !keep.iter().any(|o| o != e && e.starts_with(o)));
+    (hidden, exposed)
+}
+
+/// Whether an agent can have a mount namespace here: the whole sequence
+/// of [`Plan::apply`], tried once in a throwaway child on a temporary
+/// directory (a hidden directory with one re-exposed inside it).
+pub fn works() -> bool {
+    static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WORKS.get_or_init(|| {
+        #[cfg(target_os = "linux")]
+        {
+            if std::env::var("CAESAR_MOUNT_NS").is_ok_and(|v| v == "off") {
+                return false;
+            }
+            let d = std::env::temp_dir().join(format!("caesar-mount-probe-{}", std::process::id()));
+            let works = probe(&d);
+            let _ = std::fs::remove_dir_all(&d);
+            works
+        }
+        #[cfg(not(target_os = "linux"))]
+        false
+    })
+}
+
+/// [`works`] in the directory `d` (made, and left for the caller to remove).
+#[cfg(target_os = "linux")]
+fn probe(d: &Path) -> bool {
+    use std::os::unix::process::CommandExt;
+    let (hide, expose) = (d.join("h"), d.join("h/e"));
+    if std::fs::create_dir_all(&expose).is_err() || std::fs::write(hide.join("secret"), "").is_err() {
+        return false;
+    }
+    let Ok(Some(plan)) = Plan::new(std::slice::from_ref(&hide), &[expose]) else { return false };
+    // Inside, the hidden file is gone and the exposed directory is there.
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c").arg("test ! -e \"$1/secret\" && test -d \"$1/e\"").arg("probe").arg(&hide);
+    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null());
+    cmd.stderr(std::process::Stdio::null());
+    // SAFETY: the closure makes only system calls on buffers `plan` owns.
+    unsafe {
+        cmd.pre_exec(move || plan.apply());
+    }
+    cmd.status().is_ok_and(|s| s.success())
+}
+
+/// One directory re-exposed: its path, and the directories to make in the
+/// tmpfs on the way down to it.
+struct Expose {
+    target: CString,
+    mkdirs: Vec<CString>,
+}
+
+/// Everything the child needs, as C strings and bytes built before the fork.
+pub struct Plan {
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+    hide: Vec<CString>,
+    expose: Vec<Expose>,
+    /// The working directory, entered again once the mounts are made (the
+    /// inherited one would still be the covered directory, whose `..`
+    /// leads back into what is hidden).
+    cwd: Option<CString>,
+}
+
+fn c_path(p: &Path) -> Result<CString, String> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("a path with a NUL byte: {}", p.display()))
+}
+
+impl Plan {
+    /// The plan for these directories (filtered by [`dirs`]); `None` when
+    /// nothing is left to hide (a Kubernetes pod, where caesar's
+    /// directories do not exist).
+    pub fn new(hide: &[PathBuf], expose: &[PathBuf]) -> Result<Option<Plan>, String> {
+        let (hide, expose) = dirs(hide, expose);
+        if hide.is_empty() {
+            return Ok(None);
+        }
+        if expose.len() > MAX_EXPOSE {
+            return Err(format!("more than {MAX_EXPOSE} directories to re-expose in the agent's mount namespace"));
+        }
+        let mut exposes = Vec::new();
+        for e in &expose {
+            let Some(root) = hide.iter().find(|h| e.starts_with(h)) else { continue };
+            let mut mkdirs = Vec::new();
+            let mut at = root.clone();
+            for part in e.strip_prefix(root).map_err(|e| e.to_string())?.components() {
+                at.push(part);
+                mkdirs.push(c_path(&at)?);
+            }
+            exposes.push(Expose { target: c_path(e)?, mkdirs });
+        }
+        let (uid, gid) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
+        Ok(Some(Plan {
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            hide: hide.iter().map(|h| c_path(h)).collect::<Result<_, _>>()?,
+            expose: exposes,
+            cwd: std::env::current_dir().ok().map(|d| c_path(&d)).transpose()?,
+        }))
+    }
+
+    /// In the agent, between fork and exec: the namespaces, the tmpfs
+    /// mounts and the binds. Only system calls on buffers built before the
+    /// fork (async-signal-safe).
+    pub fn apply(&self) -> std::io::Result<()> {
+        #[cfg(target_os = "linux")]
+        {
+            use nix::libc;
+            const OPEN_TREE_CLONE: libc::c_uint = 1;
+            const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+            let err = std::io::Error::last_os_error;
+            let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+            let mut trees = [-1 as libc::c_int; MAX_EXPOSE];
+            // SAFETY: system calls on NUL-terminated strings and buffers
+            // owned by `self`, and on fds this process holds.
+            unsafe {
+                if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
+                    return Err(err());
+                }
+                super::write_file(c"/proc/self/setgroups", b"deny")?;
+                super::write_file(c"/proc/self/uid_map", &self.uid_map)?;
+                super::write_file(c"/proc/self/gid_map", &self.gid_map)?;
+                let none = std::ptr::null::<libc::c_char>();
+                if libc::mount(none, c"/".as_ptr(), none, libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+                    return Err(err());
+                }
+                // The re-exposed trees are cloned while their paths still lead to them.
+                for (i, e) in self.expose.iter().enumerate() {
+                    let how = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
+                    let fd = libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, e.target.as_ptr(), how);
+                    if fd < 0 {
+                        return Err(err());
+                    }
+                    trees[i] = fd as libc::c_int;
+                }
+                for h in &self.hide {
+                    let opts = c"mode=0700,size=1m";
+                    if libc::mount(c"tmpfs".as_ptr(), h.as_ptr(), c"tmpfs".as_ptr(), flags, opts.as_ptr().cast()) != 0 {
+                        return Err(err());
+                    }
+                }
+                for (i, e) in self.expose.iter().enumerate() {
+                    for d in &e.mkdirs {
+                        if libc::mkdir(d.as_ptr(), 0o700) != 0 {
+                            let e = err();
+                            if e.raw_os_error() != Some(libc::EEXIST) {
+                                return Err(e);
+                            }
+                        }
+                    }
+                    let moved = libc::syscall(
+                        libc::SYS_move_mount,
+                        trees[i],
+                        c"".as_ptr(),
+                        libc::AT_FDCWD,
+                        e.target.as_ptr(),
+                        MOVE_MOUNT_F_EMPTY_PATH,
+                    );
+                    if moved != 0 {
+                        return Err(err());
+                    }
+                    libc::close(trees[i]);
+                }
+                for h in &self.hide {
+                    let ro = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags;
+                    if libc::mount(none, h.as_ptr(), none, ro, std::ptr::null()) != 0 {
+                        return Err(err());
+                    }
+                }
+                // A second user and mount namespace below the first: the
+                // mounts copied into it are locked together (the kernel
+                // locks what a less privileged namespace inherits), so an
+                // agent that is root in its namespace cannot unmount a
+                // tmpfs to uncover what it hides, nor remount it writable.
+                if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
+                    return Err(err());
+                }
+                super::write_file(c"/proc/self/uid_map", &self.uid_map)?;
+                super::write_file(c"/proc/self/gid_map", &self.gid_map)?;
+                if let Some(cwd) = &self.cwd {
+                    // A working directory now hidden is not kept: the agent
+                    // starts at `/` then.
+                    if libc::chdir(cwd.as_ptr()) != 0 && libc::chdir(c"/".as_ptr()) != 0 {
+                        return Err(err());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn what_is_hidden_stays_hidden_even_for_root_in_the_namespace() {
+        use std::os::unix::process::CommandExt;
+        if !works() {
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let (hide, expose) = (d.path().join("state"), d.path().join("state/tasks/t_1"));
+        std::fs::create_dir_all(&expose).unwrap();
+        std::fs::write(hide.join("caesar.db"), "secret").unwrap();
+        std::fs::write(expose.join("mine"), "mine").unwrap();
+        let plan = Plan::new(std::slice::from_ref(&hide), std::slice::from_ref(&expose)).unwrap().unwrap();
+        // Root in its namespace (as here, running as root) keeps its
+        // capabilities across exec: it tries to unmount and remount.
+        let script = r#"umount -l "$1/tasks/t_1" 2>/dev/null; umount -l "$1" 2>/dev/null; mount -o remount,rw "$1" 2>/dev/null
+            if test -e "$1/caesar.db"; then echo uncovered; fi; cat "$1/tasks/t_1/mine"; : > "$1/planted" 2>/dev/null && echo wrote"#;
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c").arg(script).arg("t").arg(&hide);
+        // SAFETY: the closure makes only system calls on buffers `plan` owns.
+        unsafe {
+            cmd.pre_exec(move || plan.apply());
+        }
+        let out = cmd.output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(said.trim(), "mine", "{said}");
+        assert!(!hide.join("planted").exists());
+    }
+
+    #[test]
+    fn only_what_lies_beneath_a_hidden_directory_is_re_exposed() {
+        let d = tempfile::tempdir().unwrap();
+        let p = |s: &str| d.path().join(s);
+        for s in ["state/tasks/t_1/wt", "state/run", "config", "ws", "run"] {
+            std::fs::create_dir_all(p(s)).unwrap();
+        }
+        let hide = [p("state"), p("config"), p("run"), p("state/run"), p("missing")];
+        let expose = [p("state/tasks/t_1"), p("state/tasks/t_1/wt"), p("state/run"), p("ws"), p("run")];
+        let (h, e) = dirs(&hide, &expose);
+        // `run` is the socket's directory itself: nothing to hide there.
+        assert_eq!(h, vec![p("state"), p("config")]);
+        assert_eq!(e, vec![p("state/tasks/t_1"), p("state/run")]);
+    }
+}
