@@ -182,7 +182,7 @@ async fn a_pending_question_survives_a_daemon_sigkill_and_is_answered_after() {
     let mut env = Env::new(&[]);
     let gate = env.file("gate").display().to_string();
     let mut c = env.start_daemon().await;
-    let (id, ch, mut t) = channel_task(&env, &mut c, &gate).await;
+    let (id, ch, t) = channel_task(&env, &mut c, &gate).await;
     let mut asker = t.clone();
     let ask_ch = ch.clone();
     let first_ask = tokio::spawn(async move {

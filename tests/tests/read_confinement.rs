@@ -59,7 +59,7 @@ async fn an_agent_reads_nothing_of_caesars_but_its_own_task_and_still_reaches_it
     std::fs::write(env.file("home-file"), home.path().join("notes").display().to_string()).unwrap();
 
     let mut c = env.start_daemon().await;
-    c.http_token(pb::HttpTokenRequest { rotate: false }).await.unwrap();
+    c.http_token(pb::HttpTokenRequest { rotate: false, readonly: false }).await.unwrap();
     let victim = c.delegate(env.delegate_request("victim", "be read")).await.unwrap().into_inner().task_id;
     let v = await_one(&mut c, &victim, LONG).await;
     assert_eq!(v.status, "succeeded", "{v:?}");
