@@ -181,6 +181,9 @@ fn await_answers_carrying_capped_reports_fit_the_cap() {
 
 #[test]
 fn the_shaping_of_arbitrary_values_never_passes_the_cap() {
+    // Found by the libFuzzer run: a float whose JSON serde_json parses
+    // back one bit off (the text had been compared through a parse).
+    run("shaping", usize::MAX, b"220220E50", shaping);
     let mut rng = Rng(0x5EED_20);
     for i in 0..RUNS {
         let len = rng.below(if i % 10 == 0 { 16_384 } else { 1_024 });
