@@ -26,7 +26,7 @@ pub struct Limits {
     /// Stop after the first value (for a report embedded in other text).
     pub first_value_only: bool,
     /// Fields of the outermost object kept even past `total` (a report's
-    /// required fields), their values still capped.
+    /// required fields), each once, their values still capped.
     pub always: &'static [&'static str],
 }
 
@@ -205,13 +205,13 @@ impl<R: Read> Filter<R> {
         Ok(())
     }
 
-    /// Whether the field name starting at the cursor (its opening quote)
-    /// is one of `always`.
-    fn is_always(&mut self) -> Result<bool, FilterError> {
+    /// Which of `always` the field name starting at the cursor (its
+    /// opening quote) is, if any.
+    fn always_index(&mut self) -> Result<Option<usize>, FilterError> {
         let longest = self.limits.always.iter().map(|n| n.len()).max().unwrap_or(0);
         self.fill(longest + 2)?;
         let rest = &self.buf[self.at..self.len];
-        Ok(self.limits.always.iter().any(|name| {
+        Ok(self.limits.always.iter().position(|name| {
             rest.len() >= name.len() + 2
                 && rest[0] == b'"'
                 && &rest[1..=name.len()] == name.as_bytes()
@@ -416,12 +416,21 @@ impl<R: Read> Filter<R> {
         } else {
             let mut kept = 0usize;
             let base = path.len();
+            // Past the total each of `always` is kept once: a report that
+            // repeats `"summary"` 300,000 times must not be copied whole.
+            let mut always_kept = vec![false; if depth == 0 { self.limits.always.len() } else { 0 }];
             loop {
                 self.ws()?;
                 if self.peek()? != Some(b'"') {
                     return Err(self.error("expected a field name in quotes"));
                 }
-                let keep = emit && (!self.over_total() || depth == 0 && self.is_always()?);
+                let keep = emit
+                    && (!self.over_total()
+                        || depth == 0
+                            && match self.always_index()? {
+                                Some(i) => !std::mem::replace(&mut always_kept[i], true),
+                                None => false,
+                            });
                 let mark = self.out.len();
                 if keep && kept > 0 {
                     self.out.push(b',');

@@ -7,7 +7,8 @@
 //! the fuzz crate includes it by path (`#[path]`), without the rest of
 //! this library.
 
-use caesard::oacp::{MAX_REPORT_ITEMS, MAX_REPORT_STRING, Report, TRUNCATED_TITLE};
+use caesard::capped_json::{self, CUT_MARK, LISTED, Limits, PATH_BYTES};
+use caesard::oacp::{MAX_REPORT_ITEMS, MAX_REPORT_STRING, REPORT_LIMITS, Report, TRUNCATED_TITLE};
 use serde_json::{Value, json};
 
 /// The report parser: never panics; what it accepts respects every cap;
@@ -38,6 +39,112 @@ pub fn report_parser(data: &[u8]) {
             (None, Ok(_)) => panic!("the capped parse accepted text that is not JSON"),
         }
     }
+    capped_filter(data);
+}
+
+/// The stream filter the report parser reads with, under caps small
+/// enough for a fuzzer's few-KiB inputs to pass them all: the first four
+/// bytes choose the entries per array, the bytes per string, the depth and
+/// the total, the rest is filtered. What it copies out keeps every cap
+/// (the total within one value's overshoot), reads the same a few bytes
+/// at a time, and is JSON whenever the input is JSON within the depth.
+pub fn capped_filter(data: &[u8]) {
+    let [a, b, c, d, rest @ ..] = data else { return };
+    let limits = Limits {
+        items: usize::from(a % 6),
+        string_bytes: CUT_MARK.len() + usize::from(b % 32),
+        depth: usize::from(c % 8),
+        total: usize::from(*d) * 2,
+        first_value_only: a & 0x80 != 0,
+        always: REPORT_LIMITS.always,
+    };
+    let whole = capped_json::filter(rest, limits).map_err(|e| e.to_string());
+    let step = rest.len() % 5 + 1;
+    let chunked = capped_json::filter(Chunked { data: rest, step }, limits).map_err(|e| e.to_string());
+    assert_eq!(whole, chunked, "a read of {step} bytes at a time filtered differently");
+    let json_within_depth =
+        !limits.first_value_only && depth(rest) <= limits.depth && serde_json::from_slice::<Value>(rest).is_ok();
+    let (out, cut) = match whole {
+        Ok(copy) => copy,
+        // A number of more than MAX_SCALAR digits is JSON the filter refuses by design.
+        Err(e) if json_within_depth && !e.contains("number or literal longer") => {
+            panic!("the filter refused JSON within its depth: {e}")
+        }
+        Err(_) => return,
+    };
+    let bound = total_bound(&limits, rest);
+    assert!(
+        out.len() <= bound,
+        "the copy takes {} bytes, over the total of {} ({bound} with one value's overshoot)",
+        out.len(),
+        limits.total
+    );
+    assert!(cut.lists.len() <= LISTED, "{} list paths named", cut.lists.len());
+    for (path, had, kept) in &cut.lists {
+        assert!(path.len() <= PATH_BYTES && kept < had && *kept <= limits.items, "{path}: {had} -> {kept}");
+    }
+    match serde_json::from_slice::<Value>(&out) {
+        Ok(v) => check_filtered(&v, 0, &limits),
+        Err(e) if json_within_depth => panic!("the filter's copy of JSON is not JSON: {e}"),
+        Err(_) => {}
+    }
+}
+
+/// The most bytes [`capped_json::filter`] may copy out of `data` under
+/// `l`: the total, then one field begun below it (a cut name and a cut
+/// string or a scalar, each as written: an escape takes up to six bytes
+/// for one), the brackets that close, and each required field once.
+fn total_bound(l: &Limits, data: &[u8]) -> usize {
+    let string = (6 * l.string_bytes).min(data.len()) + CUT_MARK.len() + 2;
+    let field = 2 + string + string.max(longest_scalar(data));
+    l.total + field + l.depth + 1 + l.always.len() * field
+}
+
+/// The longest run of bytes outside strings that a number or literal is
+/// made of.
+fn longest_scalar(data: &[u8]) -> usize {
+    let (mut run, mut max, mut in_str, mut esc) = (0usize, 0usize, false, false);
+    for &b in data {
+        if in_str {
+            match (esc, b) {
+                (true, _) => esc = false,
+                (false, b'\\') => esc = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        if b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.') {
+            run += 1;
+            max = max.max(run);
+        } else {
+            run = 0;
+            in_str = b == b'"';
+        }
+    }
+    max
+}
+
+/// Every array of `v` within `l.items`, every string and field name
+/// within `l.string_bytes`, every value within `l.depth` (`v` is at `at`).
+fn check_filtered(v: &Value, at: usize, l: &Limits) {
+    assert!(at <= l.depth, "a value at depth {at}, past the depth of {}", l.depth);
+    match v {
+        Value::String(s) => {
+            assert!(s.len() <= l.string_bytes, "a string of {} bytes, over {}", s.len(), l.string_bytes)
+        }
+        Value::Array(items) => {
+            assert!(items.len() <= l.items, "an array of {} entries, over {}", items.len(), l.items);
+            items.iter().for_each(|i| check_filtered(i, at + 1, l));
+        }
+        Value::Object(fields) => {
+            for (k, f) in fields {
+                assert!(k.len() <= l.string_bytes, "a field name of {} bytes, over {}", k.len(), l.string_bytes);
+                check_filtered(f, at + 1, l);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A reader that hands over `step` bytes at a time.
@@ -59,7 +166,7 @@ impl std::io::Read for Chunked<'_> {
 /// the note of what was cut) and every string within [`MAX_REPORT_STRING`].
 pub fn check_report_caps(r: &Report) {
     let strings_ok = |s: &str| assert!(s.len() <= MAX_REPORT_STRING, "a string of {} bytes was kept", s.len());
-    for s in [&r.task_id, &r.summary, &r.details] {
+    for s in [&r.task_id, &r.summary, &r.details].into_iter().chain(&r.changes_verified_by) {
         strings_ok(s);
     }
     assert!(r.changes.len() <= MAX_REPORT_ITEMS);
@@ -135,7 +242,11 @@ pub fn check_shaping(value: Value, cap: usize) {
     let hint = "Truncated to fit the response cap. Lower limit, or read one task with caesar_status.";
     let (text, structured) = caesar_mcp::shape::shaped(&value, cap, hint).expect("a Value always encodes");
     let parsed: Value = serde_json::from_str(&text).expect("the text block is JSON");
-    assert_eq!(parsed, structured, "the text and the structured content differ");
+    // The text is the structured content's own JSON; a parse of it may
+    // differ by a float's last bit (serde_json's parse is not correctly
+    // rounded without `float_roundtrip`), so the text is compared.
+    let encoded = serde_json::to_string(&structured).expect("serializes");
+    assert_eq!(text, encoded, "the text and the structured content differ");
     let chars = text.chars().count();
     assert!(chars <= cap, "the answer takes {chars} characters, over the cap of {cap}");
     if size <= cap {

@@ -10,7 +10,9 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use caesar_tests::fuzzing::{Rng, check_report_caps, check_shaping, mutate, report_parser, shaping};
-use caesard::oacp::{MAX_REPORT_ITEMS, MAX_REPORT_STRING, Report, TRUNCATED_TITLE};
+use caesard::capped_json;
+use caesard::oacp::{MAX_REPORT_ITEMS, MAX_REPORT_STRING, REPORT_LIMITS, Report, TRUNCATED_TITLE};
+use caesard::safe_fs::REPORT_CAP;
 use serde_json::{Value, json};
 
 const RUNS: usize = 2_000;
@@ -127,6 +129,34 @@ fn a_report_past_the_total_keeps_its_required_fields() {
     check_report_caps(&r);
 }
 
+/// What the libFuzzer run of `tests/fuzz` broke, replayed: a required
+/// field repeated past the total was copied at every repetition, so the
+/// total capped nothing (limits from the first four bytes: no entries,
+/// 22-byte strings, depth 1, total 0; `cargo fuzz tmin` left 1,618 bytes).
+#[test]
+fn a_required_field_repeated_past_the_total_is_kept_once() {
+    let mut found = vec![0, 0, 1, 0];
+    found.extend_from_slice(format!("{{{}}}", vec![r#""summary":0"#; 131].join(",")).as_bytes());
+    run("found", 0, &found, report_parser);
+
+    // The same at the report's own caps: 80 findings of 64 KiB pass the
+    // total, then `task_id` 300,000 times (4 MB) and `summary` once.
+    let detail = "d".repeat(MAX_REPORT_STRING);
+    let findings: Vec<Value> =
+        (0..80).map(|k| json!({"severity": "low", "title": format!("t{k}"), "detail": detail})).collect();
+    let text = format!(
+        r#"{{"protocol":"caesar.report/v1","status":"success","findings":{},{}"summary":"last"}}"#,
+        serde_json::to_string(&findings).unwrap(),
+        r#""task_id":"t","#.repeat(300_000)
+    );
+    let (copy, _) = capped_json::filter(text.as_bytes(), REPORT_LIMITS).unwrap();
+    let most = REPORT_CAP as usize + 2 * MAX_REPORT_STRING;
+    assert!(copy.len() <= most, "the copy takes {} bytes, over {most}", copy.len());
+    let r = Report::parse_reader(text.as_bytes()).unwrap();
+    assert_eq!((r.task_id.as_str(), r.summary.as_str()), ("t", "last"));
+    check_report_caps(&r);
+}
+
 #[test]
 fn await_answers_carrying_capped_reports_fit_the_cap() {
     let mut rng = Rng(0x5EED_19);
@@ -151,6 +181,9 @@ fn await_answers_carrying_capped_reports_fit_the_cap() {
 
 #[test]
 fn the_shaping_of_arbitrary_values_never_passes_the_cap() {
+    // Found by the libFuzzer run: a float whose JSON serde_json parses
+    // back one bit off (the text had been compared through a parse).
+    run("shaping", usize::MAX, b"220220E50", shaping);
     let mut rng = Rng(0x5EED_20);
     for i in 0..RUNS {
         let len = rng.below(if i % 10 == 0 { 16_384 } else { 1_024 });
