@@ -140,15 +140,19 @@ call='{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit_rep
     // Naming the victim from inside another task's tree is refused.
     let forge = out(&env, "forge");
     assert!(forge.contains("speaks only for its own task"), "{forge}");
-    // What it read of the victim's environ and of the store (reads are not
-    // confined) holds no channel secret: there is none (store schema 8).
+    // What it could read of the victim's environ and of the store holds no
+    // channel secret: there is none (store schema 8). In the attacker's own
+    // mount namespace (`sandbox/mount.rs`) the store is hidden and the
+    // victim's environ, in another user namespace, does not open; where
+    // agents get no namespace both are read, and hold no secret.
     let seen = out(&env, "proc");
-    assert!(!seen.contains("CAESAR_CHANNEL_SECRET") && seen.contains("CAESAR_TASK_ID="), "{seen}");
+    assert!(!seen.contains("CAESAR_CHANNEL_SECRET"), "{seen}");
+    assert!(seen.contains("CAESAR_TASK_ID=") || !seen.contains("rc=0"), "{seen}");
     let db = out(&env, "db");
-    assert!(
-        db.contains(&victim) && !db.contains("secret TEXT"),
-        "the attacker read a store that holds no secret: {db}"
-    );
+    assert!(!db.contains("secret TEXT"), "the attacker read a store that holds a secret column: {db}");
+    if db.contains(&victim) {
+        assert!(!caesard::sandbox::mount::works(), "the store was readable inside a mount namespace: {db}");
+    }
 
     // From the user's own process the victim's name is refused too: only
     // its own tree speaks for a task.
