@@ -133,6 +133,10 @@ pub struct Tokens {
     /// Each token as last read, with its file's identity then: it is read
     /// again only when the file changed (a rotation renames a new one in).
     cached: Arc<Mutex<HashMap<TokenKind, (FileStamp, String)>>>,
+    /// Failed authentications this minute (its start, the count), shared by
+    /// the clones of one `Tokens` (MCP over HTTP's server and the dashboard
+    /// each hold their own).
+    failures: Arc<Mutex<Option<(Instant, u32)>>>,
 }
 
 #[derive(Clone)]
@@ -149,12 +153,11 @@ type FileStamp = (u64, u64, Option<std::time::SystemTime>);
 /// past it they get 429 without a challenge (issue 19). A valid token is
 /// never refused by this, so nobody can lock the user out.
 const FAILED_AUTH_PER_MINUTE: u32 = 30;
-const FAILED_KEY: &str = "\0failed-auth";
 
 impl Tokens {
     /// The tokens kept in `state_dir`.
     pub fn new(state_dir: PathBuf) -> Tokens {
-        Tokens { state_dir, cached: Default::default() }
+        Tokens { state_dir, cached: Default::default(), failures: Default::default() }
     }
 
     /// The expected token of `kind`, from the cache while its file is
@@ -187,6 +190,20 @@ impl Tokens {
         Ok(Some(t))
     }
 
+    /// Whether one more failed authentication may be answered (401) this
+    /// minute; past [`FAILED_AUTH_PER_MINUTE`] the answer is 429. A valid
+    /// token is never counted, so nobody can lock the user out.
+    pub fn admit_failure(&self) -> bool {
+        let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let slot = f.get_or_insert((now, 0));
+        if now.duration_since(slot.0) >= Duration::from_secs(60) {
+            *slot = (now, 0);
+        }
+        slot.1 = slot.1.saturating_add(1);
+        slot.1 <= FAILED_AUTH_PER_MINUTE
+    }
+
     /// Which token `given` is, compared in constant time with each.
     pub fn kind_of(&self, given: &str) -> Result<Option<TokenKind>> {
         for kind in [TokenKind::Full, TokenKind::ReadOnly] {
@@ -214,7 +231,7 @@ impl Guard {
 
     /// Whether one more failed authentication may be answered 401 this minute.
     fn admit_failure(&self) -> bool {
-        self.count(FAILED_KEY, FAILED_AUTH_PER_MINUTE)
+        self.tokens.admit_failure()
     }
 
     /// Whether this token may make one more request in the current minute.

@@ -265,6 +265,14 @@ async fn a_readonly_token_only_reads_over_mcp_and_the_dashboard_whatever_it_asks
     assert!(dashboard(port, "GET", "/", &full).starts_with("HTTP/1.1 401"), "pages need a login");
     let s = c.status(pb::StatusRequest { task_id: task.clone() }).await.unwrap().into_inner();
     assert!(matches!(s.status.as_str(), "pending" | "running"), "the task was not cancelled: {}", s.status);
+    // Failed bearer attempts on the API are limited as MCP's are: past
+    // thirty a minute they get 429, and a valid token still reads.
+    let statuses: Vec<String> =
+        (0..40).map(|_| dashboard(port, "GET", "/api/tasks", "guess")[9..12].to_owned()).collect();
+    let first = statuses.iter().position(|s| s == "429").unwrap_or_else(|| panic!("never limited: {statuses:?}"));
+    assert!(first <= 30 && statuses[..first].iter().all(|s| s == "401"), "{statuses:?}");
+    assert!(statuses[first..].iter().all(|s| s == "429"), "{statuses:?}");
+    assert!(dashboard(port, "GET", "/api/tasks", &rotated).starts_with("HTTP/1.1 200"));
     let r = dashboard(port, "POST", &cancel, &full);
     assert!(r.starts_with("HTTP/1.1 200") && r.contains(r#""cancelled":true"#), "{r}");
     assert_eq!(await_one(&mut c, &task, std::time::Duration::from_secs(30)).await.status, "cancelled");

@@ -165,6 +165,16 @@ pub(super) async fn guard(hub: Arc<Hub>, mut req: Request, next: Next) -> Respon
                 "a bearer token reaches the dashboard's JSON API (/api/…) only: run `caesar ui` for a login link",
                 api,
             ),
+            // Failed attempts are limited as MCP over HTTP's are (issue 19).
+            Ok(None) if !hub.tokens.admit_failure() => {
+                let mut r = pages::refusal(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too many failed authentications this minute; `caesar mcp token [--readonly]` shows the token",
+                    api,
+                );
+                r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+                r
+            }
             Ok(None) => pages::refusal(
                 StatusCode::UNAUTHORIZED,
                 "the bearer token is not valid: `caesar mcp token [--readonly]` shows it",
