@@ -289,6 +289,19 @@ impl Store {
         Ok(store)
     }
 
+    /// Runs a store operation, telling tokio when it runs on an async
+    /// worker: SQLite's work (an fsync on every commit, `synchronous=FULL`)
+    /// then moves the worker's other tasks to another thread instead of
+    /// stalling them (issue 19). Off the workers (the blocking pool, a plain
+    /// thread, a current-thread runtime) it simply runs.
+    fn blocking<T>(&self, op: impl FnOnce() -> T) -> T {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(op),
+            _ => op(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves SQLite consistent (the
         // transaction rolls back), so the poison flag carries no meaning.
@@ -324,8 +337,10 @@ impl Store {
 
     /// Records a new task.
     pub fn insert_task(&self, t: &TaskRecord) -> Result<()> {
-        let conn = self.lock();
-        Self::insert_task_on(&conn, t)
+        self.blocking(|| {
+            let conn = self.lock();
+            Self::insert_task_on(&conn, t)
+        })
     }
 
     /// [`Store::insert_task`] on an open connection or transaction.
@@ -374,59 +389,71 @@ impl Store {
 
     /// One task, or `None`.
     pub fn task(&self, id: &str) -> Result<Option<TaskRecord>> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))?;
-        Ok(stmt.query_row([id], task_from_row).optional()?)
+        self.blocking(|| {
+            let conn = self.lock();
+            let mut stmt = conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))?;
+            Ok(stmt.query_row([id], task_from_row).optional()?)
+        })
     }
 
     /// Tasks, newest first, optionally only in some statuses.
     pub fn tasks(&self, statuses: &[TaskStatus], limit: u32) -> Result<Vec<TaskRecord>> {
-        let conn = self.lock();
-        let mut out = Vec::new();
-        if statuses.is_empty() {
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_ms DESC, id DESC LIMIT ?1"
-            ))?;
-            for row in stmt.query_map([limit], task_from_row)? {
-                out.push(row?);
-            }
-        } else {
-            let list = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(",");
-            let mut stmt = conn.prepare(&format!(
+        self.blocking(|| {
+            let conn = self.lock();
+            let mut out = Vec::new();
+            if statuses.is_empty() {
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_ms DESC, id DESC LIMIT ?1"
+                ))?;
+                for row in stmt.query_map([limit], task_from_row)? {
+                    out.push(row?);
+                }
+            } else {
+                let list = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(",");
+                let mut stmt = conn.prepare(&format!(
                 "SELECT {TASK_COLUMNS} FROM tasks WHERE status IN ({list}) ORDER BY created_ms DESC, id DESC LIMIT ?1"
             ))?;
-            for row in stmt.query_map([limit], task_from_row)? {
-                out.push(row?);
+                for row in stmt.query_map([limit], task_from_row)? {
+                    out.push(row?);
+                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// Records where a task runs, once its workshop is prepared.
     pub fn set_workshop(&self, id: &str, workshop: &Prepared) -> Result<()> {
-        self.lock().execute("UPDATE tasks SET workshop = ?2 WHERE id = ?1", params![id, to_json(workshop)?])?;
-        Ok(())
+        self.blocking(|| {
+            self.lock().execute("UPDATE tasks SET workshop = ?2 WHERE id = ?1", params![id, to_json(workshop)?])?;
+            Ok(())
+        })
     }
 
     /// Records that a task's changes were applied or discarded.
     pub fn set_changes_state(&self, id: &str, state: ChangesState) -> Result<()> {
-        self.lock().execute("UPDATE tasks SET changes_state = ?2 WHERE id = ?1", params![id, state.as_str()])?;
-        Ok(())
+        self.blocking(|| {
+            self.lock().execute("UPDATE tasks SET changes_state = ?2 WHERE id = ?1", params![id, state.as_str()])?;
+            Ok(())
+        })
     }
 
     /// How many pending tasks were queued before `task` (its queue position).
     pub fn pending_before(&self, task: &TaskRecord) -> Result<u32> {
+        self.blocking(|| {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT COUNT(*) FROM tasks WHERE status = 'pending' AND (created_ms < ?1 OR (created_ms = ?1 AND id < ?2))",
         )?;
         Ok(stmt.query_row(params![task.created_ms, task.id], |r| r.get(0))?)
+    })
     }
 
     /// How many tasks are in `status`.
     pub fn count_status(&self, status: TaskStatus) -> Result<u32> {
-        let conn = self.lock();
-        Ok(conn.query_row("SELECT COUNT(*) FROM tasks WHERE status = ?1", [status.as_str()], |r| r.get(0))?)
+        self.blocking(|| {
+            let conn = self.lock();
+            Ok(conn.query_row("SELECT COUNT(*) FROM tasks WHERE status = ?1", [status.as_str()], |r| r.get(0))?)
+        })
     }
 
     /// Marks a task running with the identity of its supervisor process.
@@ -434,22 +461,26 @@ impl Store {
     /// `started` event) in one transaction, so a crash cannot leave a running
     /// task without it.
     pub fn set_running(&self, id: &str, started_ms: i64, run: &RunHandle, events: &[EventRecord]) -> Result<()> {
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        tx.execute(
-            "UPDATE tasks SET status = 'running', started_ms = ?2, run_handle = ?3 WHERE id = ?1",
-            params![id, started_ms, to_json(run)?],
-        )?;
-        insert_events(&tx, id, events, None)?;
-        tx.commit()?;
-        Ok(())
+        self.blocking(|| {
+            let mut conn = self.lock();
+            let tx = conn.transaction()?;
+            tx.execute(
+                "UPDATE tasks SET status = 'running', started_ms = ?2, run_handle = ?3 WHERE id = ?1",
+                params![id, started_ms, to_json(run)?],
+            )?;
+            insert_events(&tx, id, events, None)?;
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     /// Records that the user asked to cancel, before any signal is sent, so a
     /// daemon restarted mid-cancel still knows the ending was a cancel.
     pub fn set_cancel_requested(&self, id: &str) -> Result<()> {
-        self.lock().execute("UPDATE tasks SET cancel_requested = 1 WHERE id = ?1", [id])?;
-        Ok(())
+        self.blocking(|| {
+            self.lock().execute("UPDATE tasks SET cancel_requested = 1 WHERE id = ?1", [id])?;
+            Ok(())
+        })
     }
 
     /// Records the provider's session id and the blocker, when seen.
@@ -459,22 +490,26 @@ impl Store {
         session_id: Option<&str>,
         blocker: Option<BlockerKind>,
     ) -> Result<()> {
-        self.lock().execute(
-            "UPDATE tasks SET session_id = COALESCE(?2, session_id), blocker = COALESCE(?3, blocker) WHERE id = ?1",
-            params![id, session_id, blocker.map(BlockerKind::as_str)],
-        )?;
-        Ok(())
+        self.blocking(|| {
+            self.lock().execute(
+                "UPDATE tasks SET session_id = COALESCE(?2, session_id), blocker = COALESCE(?3, blocker) WHERE id = ?1",
+                params![id, session_id, blocker.map(BlockerKind::as_str)],
+            )?;
+            Ok(())
+        })
     }
 
     /// Appends parsed events and advances the raw-log offset in one
     /// transaction: after a crash, parsing resumes exactly where the stored
     /// events end, with no gap and no duplicate.
     pub fn append_events(&self, id: &str, events: &[EventRecord], new_offset: Option<u64>) -> Result<()> {
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        insert_events(&tx, id, events, new_offset)?;
-        tx.commit()?;
-        Ok(())
+        self.blocking(|| {
+            let mut conn = self.lock();
+            let tx = conn.transaction()?;
+            insert_events(&tx, id, events, new_offset)?;
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     /// Ends a task: its status, its report and `events` (its `finished`
@@ -482,6 +517,7 @@ impl Store {
     /// ends with it. A task already ended is left as it is, nothing is
     /// written, and `false` is returned.
     pub fn finish(&self, id: &str, o: &Outcome, events: &[EventRecord]) -> Result<bool> {
+        self.blocking(|| {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
         let changed = tx.execute(
@@ -497,109 +533,135 @@ impl Store {
         }
         tx.commit()?;
         Ok(changed == 1)
+    })
     }
 
     /// A task's report, once it has one.
     pub fn report(&self, id: &str) -> Result<Option<StoredReport>> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached("SELECT source, status, body FROM reports WHERE task_id = ?1")?;
-        Ok(stmt
-            .query_row([id], |r| Ok(StoredReport { source: r.get(0)?, status: r.get(1)?, body: r.get(2)? }))
-            .optional()?)
+        self.blocking(|| {
+            let conn = self.lock();
+            let mut stmt = conn.prepare_cached("SELECT source, status, body FROM reports WHERE task_id = ?1")?;
+            Ok(stmt
+                .query_row([id], |r| Ok(StoredReport { source: r.get(0)?, status: r.get(1)?, body: r.get(2)? }))
+                .optional()?)
+        })
     }
 
     /// Event lines with `seq >= from`, in order, at most `limit`.
     pub fn events_from(&self, id: &str, from: u64, limit: u32) -> Result<Vec<(u64, String)>> {
-        let conn = self.lock();
-        let mut stmt =
-            conn.prepare_cached("SELECT seq, line FROM events WHERE task_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3")?;
-        let rows = stmt.query_map(params![id, from as i64, limit], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.blocking(|| {
+            let conn = self.lock();
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, line FROM events WHERE task_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+            )?;
+            let rows =
+                stmt.query_map(params![id, from as i64, limit], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
     }
 
     /// The last `limit` event lines, in order.
     pub fn last_events(&self, id: &str, limit: u32) -> Result<Vec<String>> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached("SELECT line FROM events WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2")?;
-        let mut lines =
-            stmt.query_map(params![id, limit], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
-        lines.reverse();
-        Ok(lines)
+        self.blocking(|| {
+            let conn = self.lock();
+            let mut stmt =
+                conn.prepare_cached("SELECT line FROM events WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2")?;
+            let mut lines =
+                stmt.query_map(params![id, limit], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
+            lines.reverse();
+            Ok(lines)
+        })
     }
 
     /// Questions of a task that have no answer yet.
     pub fn pending_questions(&self, id: &str) -> Result<Vec<QuestionRecord>> {
+        self.blocking(|| {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT task_id, question_id, question, options, asked_ms, answer, delivered FROM questions WHERE task_id = ?1 AND answer IS NULL ORDER BY asked_ms",
         )?;
         let rows = stmt.query_map([id], |r| question_from_row(r).map(|(q, _)| q))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    })
     }
 
     /// The agent of the task that reported this provider session id, if any.
     pub fn agent_of_session(&self, session_id: &str) -> Result<Option<String>> {
-        let conn = self.lock();
-        let mut stmt =
-            conn.prepare_cached("SELECT agent FROM tasks WHERE session_id = ?1 ORDER BY created_ms DESC LIMIT 1")?;
-        Ok(stmt.query_row([session_id], |r| r.get(0)).optional()?)
+        self.blocking(|| {
+            let conn = self.lock();
+            let mut stmt =
+                conn.prepare_cached("SELECT agent FROM tasks WHERE session_id = ?1 ORDER BY created_ms DESC LIMIT 1")?;
+            Ok(stmt.query_row([session_id], |r| r.get(0)).optional()?)
+        })
     }
 
     /// Records a question an agent asked. Durable before the agent is told
     /// anything, and before the question shows anywhere.
     pub fn insert_question(&self, q: &QuestionRecord) -> Result<()> {
-        let options = serde_json::to_string(&q.options).map_err(|e| Error::Internal(e.to_string()))?;
-        self.lock().execute(
-            "INSERT INTO questions (task_id, question_id, question, options, asked_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![q.task_id, q.question_id, q.question, options, q.asked_ms],
-        )?;
-        Ok(())
+        self.blocking(|| {
+            let options = serde_json::to_string(&q.options).map_err(|e| Error::Internal(e.to_string()))?;
+            self.lock().execute(
+                "INSERT INTO questions (task_id, question_id, question, options, asked_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![q.task_id, q.question_id, q.question, options, q.asked_ms],
+            )?;
+            Ok(())
+        })
     }
 
     /// One question of a task, with whether its answer was delivered.
     pub fn question(&self, task_id: &str, question_id: &str) -> Result<Option<(QuestionRecord, bool)>> {
+        self.blocking(|| {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT task_id, question_id, question, options, asked_ms, answer, delivered FROM questions WHERE task_id = ?1 AND question_id = ?2",
         )?;
         Ok(stmt.query_row([task_id, question_id], question_from_row).optional()?)
+    })
     }
 
     /// Every question of a task, answered or not, oldest first, each with
     /// whether its answer was delivered (for audits: doctor, the soak test).
     pub fn questions(&self, task_id: &str) -> Result<Vec<(QuestionRecord, bool)>> {
+        self.blocking(|| {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT task_id, question_id, question, options, asked_ms, answer, delivered FROM questions WHERE task_id = ?1 ORDER BY asked_ms, question_id",
         )?;
         let rows = stmt.query_map([task_id], question_from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    })
     }
 
     /// Answers a question if it has no answer yet. Of two concurrent
     /// answers exactly one gets `true`.
     pub fn answer_question(&self, task_id: &str, question_id: &str, answer: &str, at_ms: i64) -> Result<bool> {
+        self.blocking(|| {
         let changed = self.lock().execute(
             "UPDATE questions SET answer = ?3, answered_ms = ?4 WHERE task_id = ?1 AND question_id = ?2 AND answer IS NULL",
             params![task_id, question_id, answer, at_ms],
         )?;
         Ok(changed == 1)
+    })
     }
 
     /// Marks an answer handed to the agent.
     pub fn mark_delivered(&self, task_id: &str, question_id: &str) -> Result<()> {
-        self.lock().execute(
-            "UPDATE questions SET delivered = 1 WHERE task_id = ?1 AND question_id = ?2",
-            params![task_id, question_id],
-        )?;
-        Ok(())
+        self.blocking(|| {
+            self.lock().execute(
+                "UPDATE questions SET delivered = 1 WHERE task_id = ?1 AND question_id = ?2",
+                params![task_id, question_id],
+            )?;
+            Ok(())
+        })
     }
 
     /// Runs SQLite's integrity check; `Ok(())` when the file is sound.
     pub fn integrity_check(&self) -> Result<()> {
-        let conn = self.lock();
-        let verdict: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
-        if verdict == "ok" { Ok(()) } else { Err(Error::Internal(format!("store integrity check: {verdict}"))) }
+        self.blocking(|| {
+            let conn = self.lock();
+            let verdict: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+            if verdict == "ok" { Ok(()) } else { Err(Error::Internal(format!("store integrity check: {verdict}"))) }
+        })
     }
 }
 
@@ -753,6 +815,34 @@ mod tests {
             task_id: "t_1".into(),
             body: EventBody::Message { text: format!("m{seq}") },
         }
+    }
+
+    #[test]
+    fn a_store_call_that_waits_on_an_async_worker_leaves_the_runtime_its_other_tasks() {
+        // One worker: a store call that waits (here on the connection,
+        // held by this thread; on a slow disk, on an fsync) must not keep
+        // the runtime's other tasks from running.
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(Store::open(&dir.path().join("caesar.db")).unwrap());
+        store.insert_task(&sample("t_1")).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let held = store.lock();
+        let (calling, called) = std::sync::mpsc::channel();
+        let s = std::sync::Arc::clone(&store);
+        let call = rt.spawn(async move {
+            calling.send(()).unwrap();
+            s.task("t_1").unwrap().is_some()
+        });
+        called.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let (ran, other) = std::sync::mpsc::channel();
+        rt.spawn(async move { ran.send(()).unwrap() });
+        // A bound for a failure, not a timing: without block_in_place the
+        // other task never runs while the connection is held.
+        let result = other.recv_timeout(std::time::Duration::from_secs(20));
+        drop(held);
+        assert!(result.is_ok(), "the store call kept the only worker from its other tasks");
+        assert!(rt.block_on(call).unwrap());
     }
 
     #[test]

@@ -42,11 +42,13 @@ pub struct GroupRecord {
 impl Store {
     /// Stores a task's verification outcome (JSON of [`crate::oacp::Verification`]).
     pub fn put_verification(&self, task_id: &str, body: &str, at_ms: i64) -> Result<()> {
-        self.lock().execute(
-            "INSERT OR REPLACE INTO task_verification (task_id, body, created_ms) VALUES (?1, ?2, ?3)",
-            params![task_id, body, at_ms],
-        )?;
-        Ok(())
+        self.blocking(|| {
+            self.lock().execute(
+                "INSERT OR REPLACE INTO task_verification (task_id, body, created_ms) VALUES (?1, ?2, ?3)",
+                params![task_id, body, at_ms],
+            )?;
+            Ok(())
+        })
     }
 
     /// A task's stored verification outcome, if its verification ended.
@@ -59,39 +61,45 @@ impl Store {
 
     /// Records a group and its members in one transaction.
     pub fn insert_group(&self, g: &GroupRecord) -> Result<()> {
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        insert_group_on(&tx, g)?;
-        tx.commit()?;
-        Ok(())
+        self.blocking(|| {
+            let mut conn = self.lock();
+            let tx = conn.transaction()?;
+            insert_group_on(&tx, g)?;
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     /// Records a group's member tasks and the group in one transaction: a
     /// failure (or a crash) anywhere leaves neither a half group nor
     /// members without their group.
     pub fn insert_group_with_tasks(&self, g: &GroupRecord, tasks: &[super::TaskRecord]) -> Result<()> {
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        for t in tasks {
-            Store::insert_task_on(&tx, t)?;
-        }
-        insert_group_on(&tx, g)?;
-        tx.commit()?;
-        Ok(())
+        self.blocking(|| {
+            let mut conn = self.lock();
+            let tx = conn.transaction()?;
+            for t in tasks {
+                Store::insert_task_on(&tx, t)?;
+            }
+            insert_group_on(&tx, g)?;
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     /// A group by id.
     pub fn group(&self, id: &str) -> Result<Option<GroupRecord>> {
-        let conn = self.lock();
-        let head: Option<(String, i64, String, String)> = conn
-            .query_row("SELECT id, created_ms, objective, workspace FROM groups WHERE id = ?1", params![id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })
-            .optional()?;
-        let Some((id, created_ms, objective, workspace)) = head else { return Ok(None) };
-        let mut stmt = conn.prepare("SELECT task_id FROM group_tasks WHERE group_id = ?1 ORDER BY position")?;
-        let task_ids = stmt.query_map(params![id], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
-        Ok(Some(GroupRecord { id, created_ms, objective, workspace, task_ids }))
+        self.blocking(|| {
+            let conn = self.lock();
+            let head: Option<(String, i64, String, String)> = conn
+                .query_row("SELECT id, created_ms, objective, workspace FROM groups WHERE id = ?1", params![id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .optional()?;
+            let Some((id, created_ms, objective, workspace)) = head else { return Ok(None) };
+            let mut stmt = conn.prepare("SELECT task_id FROM group_tasks WHERE group_id = ?1 ORDER BY position")?;
+            let task_ids = stmt.query_map(params![id], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+            Ok(Some(GroupRecord { id, created_ms, objective, workspace, task_ids }))
+        })
     }
 
     /// The group a task belongs to, if any.

@@ -55,11 +55,13 @@ const ATTEMPT_COLUMNS: &str = "task_id, root_id, successor_id, next_agent, stopp
 impl Store {
     /// Records that a budget limit stopped the task (the first one wins).
     pub fn record_budget_stop(&self, task_id: &str, limit: &str, detail: &str, at_ms: i64) -> Result<()> {
-        self.lock().execute(
-            "INSERT OR IGNORE INTO task_budget_stops (task_id, limit_name, detail, at_ms) VALUES (?1, ?2, ?3, ?4)",
-            params![task_id, limit, detail, at_ms],
-        )?;
-        Ok(())
+        self.blocking(|| {
+            self.lock().execute(
+                "INSERT OR IGNORE INTO task_budget_stops (task_id, limit_name, detail, at_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![task_id, limit, detail, at_ms],
+            )?;
+            Ok(())
+        })
     }
 
     /// The limit that stopped the task and its figures, if one did.
@@ -76,16 +78,26 @@ impl Store {
     /// stored one (so a conclusion redone after a crash keeps the first
     /// successor id, and never makes a second).
     pub fn record_fallback(&self, row: &AttemptRow) -> Result<AttemptRow> {
-        let conn = self.lock();
-        conn.execute(
-            &format!("INSERT OR IGNORE INTO task_attempts ({ATTEMPT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
-            params![row.task_id, row.root_id, row.successor_id, row.next_agent, row.stopped_by, row.message, row.at_ms],
-        )?;
-        Ok(conn.query_row(
-            &format!("SELECT {ATTEMPT_COLUMNS} FROM task_attempts WHERE task_id = ?1"),
-            params![row.task_id],
-            attempt,
-        )?)
+        self.blocking(|| {
+            let conn = self.lock();
+            conn.execute(
+                &format!("INSERT OR IGNORE INTO task_attempts ({ATTEMPT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+                params![
+                    row.task_id,
+                    row.root_id,
+                    row.successor_id,
+                    row.next_agent,
+                    row.stopped_by,
+                    row.message,
+                    row.at_ms
+                ],
+            )?;
+            Ok(conn.query_row(
+                &format!("SELECT {ATTEMPT_COLUMNS} FROM task_attempts WHERE task_id = ?1"),
+                params![row.task_id],
+                attempt,
+            )?)
+        })
     }
 
     /// The fallback that followed this task, if any.
@@ -102,28 +114,33 @@ impl Store {
 
     /// The attempts of a chain, oldest first.
     pub fn attempts_of(&self, root_id: &str) -> Result<Vec<AttemptRow>> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {ATTEMPT_COLUMNS} FROM task_attempts WHERE root_id = ?1 ORDER BY at_ms, rowid"
-        ))?;
-        let rows = stmt.query_map(params![root_id], attempt)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.blocking(|| {
+            let conn = self.lock();
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {ATTEMPT_COLUMNS} FROM task_attempts WHERE root_id = ?1 ORDER BY at_ms, rowid"
+            ))?;
+            let rows = stmt.query_map(params![root_id], attempt)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
     }
 
     /// Fallbacks whose next task was never delegated (a daemon died between
     /// the two): recovery delegates them.
     pub fn unstarted_fallbacks(&self) -> Result<Vec<AttemptRow>> {
+        self.blocking(|| {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {ATTEMPT_COLUMNS} FROM task_attempts a WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = a.successor_id) ORDER BY at_ms"
         ))?;
         let rows = stmt.query_map([], attempt)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    })
     }
 
     /// The usage and message events stored for a task, in order: what a
     /// budget's tally is rebuilt from after a restart.
     pub fn usage_and_messages(&self, task_id: &str) -> Result<Vec<EventBody>> {
+        self.blocking(|| {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(
             "SELECT line FROM events WHERE task_id = ?1 AND (line LIKE '%\"type\":\"usage\"%' OR line LIKE '%\"type\":\"message\"%') ORDER BY seq",
@@ -136,13 +153,16 @@ impl Store {
             }
         }
         Ok(out)
+    })
     }
 }
 
 impl Store {
     /// Forgets a fallback whose next task could not be delegated.
     pub fn drop_fallback(&self, task_id: &str) -> Result<()> {
-        self.lock().execute("DELETE FROM task_attempts WHERE task_id = ?1", params![task_id])?;
-        Ok(())
+        self.blocking(|| {
+            self.lock().execute("DELETE FROM task_attempts WHERE task_id = ?1", params![task_id])?;
+            Ok(())
+        })
     }
 }

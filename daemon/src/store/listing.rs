@@ -58,18 +58,22 @@ const LIST_SQL: &str = "WITH q AS (
 impl Store {
     /// The newest `limit` tasks as list rows, those waiting on an answer first.
     pub fn list_rows(&self, limit: u32) -> Result<Vec<ListRow>> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(LIST_SQL)?;
-        let rows = stmt.query_map([limit], row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.blocking(|| {
+            let conn = self.lock();
+            let mut stmt = conn.prepare_cached(LIST_SQL)?;
+            let rows = stmt.query_map([limit], row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
     }
 
     /// The ids of the newest `limit` fan-out groups, newest first.
     pub fn recent_group_ids(&self, limit: u32) -> Result<Vec<String>> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached("SELECT id FROM groups ORDER BY created_ms DESC, id DESC LIMIT ?1")?;
-        let rows = stmt.query_map([limit], |r| r.get(0))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.blocking(|| {
+            let conn = self.lock();
+            let mut stmt = conn.prepare_cached("SELECT id FROM groups ORDER BY created_ms DESC, id DESC LIMIT ?1")?;
+            let rows = stmt.query_map([limit], |r| r.get(0))?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
     }
 }
 

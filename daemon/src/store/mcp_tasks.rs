@@ -55,62 +55,68 @@ impl Store {
     /// Up to `limit` tasks created before `after` (all when `None`), newest
     /// first, and the cursor of the page after them when there are more.
     pub fn tasks_page(&self, limit: u32, after: Option<&PageCursor>) -> Result<(Vec<TaskRecord>, Option<PageCursor>)> {
-        let conn = self.lock();
-        // One more than asked tells whether a next page exists.
-        let take = i64::from(limit) + 1;
-        let mut out = Vec::new();
-        match after {
-            None => {
-                let mut stmt = conn.prepare_cached(&format!(
-                    "SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_ms DESC, id DESC LIMIT ?1"
-                ))?;
-                for row in stmt.query_map([take], task_from_row)? {
-                    out.push(row?);
+        self.blocking(|| {
+            let conn = self.lock();
+            // One more than asked tells whether a next page exists.
+            let take = i64::from(limit) + 1;
+            let mut out = Vec::new();
+            match after {
+                None => {
+                    let mut stmt = conn.prepare_cached(&format!(
+                        "SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_ms DESC, id DESC LIMIT ?1"
+                    ))?;
+                    for row in stmt.query_map([take], task_from_row)? {
+                        out.push(row?);
+                    }
                 }
-            }
-            Some(c) => {
-                let mut stmt = conn.prepare_cached(&format!(
-                    "SELECT {TASK_COLUMNS} FROM tasks WHERE created_ms < ?1 OR (created_ms = ?1 AND id < ?2)
+                Some(c) => {
+                    let mut stmt = conn.prepare_cached(&format!(
+                        "SELECT {TASK_COLUMNS} FROM tasks WHERE created_ms < ?1 OR (created_ms = ?1 AND id < ?2)
                      ORDER BY created_ms DESC, id DESC LIMIT ?3"
-                ))?;
-                for row in stmt.query_map(params![c.created_ms, c.id, take], task_from_row)? {
-                    out.push(row?);
+                    ))?;
+                    for row in stmt.query_map(params![c.created_ms, c.id, take], task_from_row)? {
+                        out.push(row?);
+                    }
                 }
             }
-        }
-        let next = if out.len() > limit as usize {
-            out.truncate(limit as usize);
-            out.last().map(|t| PageCursor { created_ms: t.created_ms, id: t.id.clone() })
-        } else {
-            None
-        };
-        Ok((out, next))
+            let next = if out.len() > limit as usize {
+                out.truncate(limit as usize);
+                out.last().map(|t| PageCursor { created_ms: t.created_ms, id: t.id.clone() })
+            } else {
+                None
+            };
+            Ok((out, next))
+        })
     }
 
     /// Records the ttl chosen for task `id`'s MCP handle (the last one wins).
     pub fn set_mcp_ttl(&self, id: &str, ttl_ms: u64, at_ms: i64) -> Result<()> {
-        let ttl = i64::try_from(ttl_ms).unwrap_or(i64::MAX);
-        self.lock().execute(
-            "INSERT INTO mcp_task_ttls (task_id, ttl_ms, at_ms) VALUES (?1, ?2, ?3)
+        self.blocking(|| {
+            let ttl = i64::try_from(ttl_ms).unwrap_or(i64::MAX);
+            self.lock().execute(
+                "INSERT INTO mcp_task_ttls (task_id, ttl_ms, at_ms) VALUES (?1, ?2, ?3)
              ON CONFLICT(task_id) DO UPDATE SET ttl_ms = excluded.ttl_ms, at_ms = excluded.at_ms",
-            params![id, ttl, at_ms],
-        )?;
-        Ok(())
+                params![id, ttl, at_ms],
+            )?;
+            Ok(())
+        })
     }
 
     /// The MCP handle ttls of those of `ids` that have one, in one query.
     pub fn mcp_ttls(&self, ids: &[&str]) -> Result<HashMap<String, u64>> {
-        if ids.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let conn = self.lock();
-        let marks = vec!["?"; ids.len()].join(",");
-        let mut stmt =
-            conn.prepare(&format!("SELECT task_id, ttl_ms FROM mcp_task_ttls WHERE task_id IN ({marks})"))?;
-        let rows = stmt.query_map(rusqlite::params_from_iter(ids.iter()), |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64))
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.blocking(|| {
+            if ids.is_empty() {
+                return Ok(HashMap::new());
+            }
+            let conn = self.lock();
+            let marks = vec!["?"; ids.len()].join(",");
+            let mut stmt =
+                conn.prepare(&format!("SELECT task_id, ttl_ms FROM mcp_task_ttls WHERE task_id IN ({marks})"))?;
+            let rows = stmt.query_map(rusqlite::params_from_iter(ids.iter()), |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64))
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
     }
 }
 

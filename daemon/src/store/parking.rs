@@ -62,22 +62,24 @@ impl Store {
     /// Records a park, unless the task has one already; returns the stored
     /// one (the first successor id and reset time win).
     pub fn record_park(&self, row: &ParkRow) -> Result<ParkRow> {
-        let conn = self.lock();
-        conn.execute(
-            &format!("INSERT OR IGNORE INTO task_parks ({PARK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
-            params![row.task_id, row.successor_id, row.parked_until, row.reason, row.session_id, row.at_ms],
-        )?;
-        if let Some(s) = &row.session_id {
+        self.blocking(|| {
+            let conn = self.lock();
             conn.execute(
-                "UPDATE task_parks SET session_id = ?2 WHERE task_id = ?1 AND session_id IS NULL",
-                params![row.task_id, s],
+                &format!("INSERT OR IGNORE INTO task_parks ({PARK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+                params![row.task_id, row.successor_id, row.parked_until, row.reason, row.session_id, row.at_ms],
             )?;
-        }
-        Ok(conn.query_row(
-            &format!("SELECT {PARK_COLUMNS} FROM task_parks WHERE task_id = ?1"),
-            params![row.task_id],
-            park,
-        )?)
+            if let Some(s) = &row.session_id {
+                conn.execute(
+                    "UPDATE task_parks SET session_id = ?2 WHERE task_id = ?1 AND session_id IS NULL",
+                    params![row.task_id, s],
+                )?;
+            }
+            Ok(conn.query_row(
+                &format!("SELECT {PARK_COLUMNS} FROM task_parks WHERE task_id = ?1"),
+                params![row.task_id],
+                park,
+            )?)
+        })
     }
 
     /// The park of a blocked task, if one was recorded.
@@ -103,30 +105,36 @@ impl Store {
     /// Forgets a park that did not happen (the task fell back instead, or
     /// had changed files).
     pub fn drop_park(&self, task_id: &str) -> Result<()> {
-        self.lock().execute("DELETE FROM task_parks WHERE task_id = ?1", params![task_id])?;
-        Ok(())
+        self.blocking(|| {
+            self.lock().execute("DELETE FROM task_parks WHERE task_id = ?1", params![task_id])?;
+            Ok(())
+        })
     }
 
     /// Parks whose resuming task is pending: those still parked at `now_ms`
     /// are kept out of the queue, the others' timers are re-armed after a
     /// restart.
     pub fn pending_parks(&self) -> Result<Vec<ParkRow>> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {PARK_COLUMNS} FROM task_parks p WHERE EXISTS \
+        self.blocking(|| {
+            let conn = self.lock();
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {PARK_COLUMNS} FROM task_parks p WHERE EXISTS \
              (SELECT 1 FROM tasks t WHERE t.id = p.successor_id AND t.status = 'pending')"
-        ))?;
-        let rows = stmt.query_map([], park)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+            ))?;
+            let rows = stmt.query_map([], park)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
     }
 
     /// Stores a group's limits (at its delegation, before any member).
     pub fn set_group_budget(&self, group_id: &str, limits_json: &str) -> Result<()> {
-        self.lock().execute(
-            "INSERT OR IGNORE INTO group_budgets (group_id, limits) VALUES (?1, ?2)",
-            params![group_id, limits_json],
-        )?;
-        Ok(())
+        self.blocking(|| {
+            self.lock().execute(
+                "INSERT OR IGNORE INTO group_budgets (group_id, limits) VALUES (?1, ?2)",
+                params![group_id, limits_json],
+            )?;
+            Ok(())
+        })
     }
 
     /// A group's limits (JSON) and the stop that ended it (limit, detail), if any.
@@ -147,10 +155,12 @@ impl Store {
 
     /// Records that a limit stopped the group (the first one wins).
     pub fn record_group_stop(&self, group_id: &str, limit: &str, detail: &str, at_ms: i64) -> Result<()> {
+        self.blocking(|| {
         self.lock().execute(
             "UPDATE group_budgets SET stopped_limit = ?2, detail = ?3, at_ms = ?4 WHERE group_id = ?1 AND stopped_limit IS NULL",
             params![group_id, limit, detail, at_ms],
         )?;
         Ok(())
+    })
     }
 }

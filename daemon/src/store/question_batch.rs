@@ -21,18 +21,20 @@ impl Store {
         new_offset: Option<u64>,
         questions: &[QuestionRecord],
     ) -> Result<()> {
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        for q in questions {
-            let options = serde_json::to_string(&q.options).map_err(|e| Error::Internal(e.to_string()))?;
-            tx.execute(
+        self.blocking(|| {
+            let mut conn = self.lock();
+            let tx = conn.transaction()?;
+            for q in questions {
+                let options = serde_json::to_string(&q.options).map_err(|e| Error::Internal(e.to_string()))?;
+                tx.execute(
                 "INSERT INTO questions (task_id, question_id, question, options, asked_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![q.task_id, q.question_id, q.question, options, q.asked_ms],
             )?;
-        }
-        insert_events(&tx, id, events, new_offset)?;
-        tx.commit()?;
-        Ok(())
+            }
+            insert_events(&tx, id, events, new_offset)?;
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     /// Answers a question that has no answer yet and stores `events` (its `answer` event) in the
@@ -46,6 +48,7 @@ impl Store {
         at_ms: i64,
         events: &[EventRecord],
     ) -> Result<bool> {
+        self.blocking(|| {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
         let changed = tx.execute(
@@ -58,5 +61,6 @@ impl Store {
         insert_events(&tx, task_id, events, None)?;
         tx.commit()?;
         Ok(true)
+    })
     }
 }
