@@ -100,11 +100,11 @@ fn total_bound(l: &Limits, data: &[u8]) -> usize {
     l.total + field + l.depth + 1 + l.always.len() * field
 }
 
-/// The longest run of bytes outside strings that a number or literal is
-/// made of.
-fn longest_scalar(data: &[u8]) -> usize {
-    let (mut run, mut max, mut in_str, mut esc) = (0usize, 0usize, false, false);
-    for &b in data {
+/// The bytes of `data` outside JSON strings, each string's opening quote
+/// standing for the whole string.
+fn outside_strings(data: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    let (mut in_str, mut esc) = (false, false);
+    data.iter().copied().filter(move |&b| {
         if in_str {
             match (esc, b) {
                 (true, _) => esc = false,
@@ -112,14 +112,23 @@ fn longest_scalar(data: &[u8]) -> usize {
                 (false, b'"') => in_str = false,
                 _ => {}
             }
-            continue;
+            return false;
         }
+        in_str = b == b'"';
+        true
+    })
+}
+
+/// The longest run of bytes outside strings that a number or literal is
+/// made of.
+fn longest_scalar(data: &[u8]) -> usize {
+    let (mut run, mut max) = (0usize, 0usize);
+    for b in outside_strings(data) {
         if b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.') {
             run += 1;
             max = max.max(run);
         } else {
             run = 0;
-            in_str = b == b'"';
         }
     }
     max
@@ -197,19 +206,9 @@ pub fn check_report_caps(r: &Report) {
 /// The deepest nesting of brackets outside strings (for the comparison's
 /// limit: serde_json accepts 128 levels, the capped parse 64).
 fn depth(data: &[u8]) -> usize {
-    let (mut d, mut max, mut in_str, mut esc) = (0usize, 0usize, false, false);
-    for &b in data {
-        if in_str {
-            match (esc, b) {
-                (true, _) => esc = false,
-                (false, b'\\') => esc = true,
-                (false, b'"') => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
+    let (mut d, mut max) = (0usize, 0usize);
+    for b in outside_strings(data) {
         match b {
-            b'"' => in_str = true,
             b'[' | b'{' => {
                 d += 1;
                 max = max.max(d);

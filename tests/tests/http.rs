@@ -15,6 +15,19 @@ use std::process::Stdio;
 use caesar_proto::pb;
 use common::*;
 
+/// Configures `env`'s daemon to serve MCP over HTTP on a free loopback
+/// port (40 requests a minute per token), returned.
+fn serve_http(env: &Env) -> u16 {
+    let port = free_port();
+    std::fs::create_dir_all(env.home.path().join("config")).unwrap();
+    std::fs::write(
+        env.home.path().join("config/config.toml"),
+        format!("[http]\nlisten = \"127.0.0.1:{port}\"\nrate_limit_per_minute = 40\n"),
+    )
+    .unwrap();
+    port
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -57,13 +70,7 @@ fn post_at(port: u16, path: &str, host: &str, token: &str, body: &str) -> String
 #[tokio::test]
 async fn mcp_over_http_with_auth_host_check_scoping_and_rate_limit() {
     let mut env = Env::new(&[("writer", &["report", "success", "over http"])]);
-    let port = free_port();
-    std::fs::create_dir_all(env.home.path().join("config")).unwrap();
-    std::fs::write(
-        env.home.path().join("config/config.toml"),
-        format!("[http]\nlisten = \"127.0.0.1:{port}\"\nrate_limit_per_minute = 40\n"),
-    )
-    .unwrap();
+    let port = serve_http(&env);
     let mut c = env.start_daemon().await;
     let t = c.http_token(pb::HttpTokenRequest { rotate: false, readonly: false }).await.unwrap().into_inner();
     assert_eq!(t.url, format!("http://127.0.0.1:{port}/mcp"));
@@ -162,13 +169,7 @@ async fn a_readonly_token_only_reads_over_mcp_and_the_dashboard_whatever_it_asks
     let mut env = Env::new(&[]);
     let gate = env.file("gate").display().to_string();
     env.set_agents(&[("waiter", &["wait-file", &gate, "report", "success", "waited"])]);
-    let port = free_port();
-    std::fs::create_dir_all(env.home.path().join("config")).unwrap();
-    std::fs::write(
-        env.home.path().join("config/config.toml"),
-        format!("[http]\nlisten = \"127.0.0.1:{port}\"\nrate_limit_per_minute = 40\n"),
-    )
-    .unwrap();
+    let port = serve_http(&env);
     let mut c = env.start_daemon().await;
     let host = format!("127.0.0.1:{port}");
     assert!(eventually(std::time::Duration::from_secs(10), || TcpStream::connect(("127.0.0.1", port)).is_ok()).await);
