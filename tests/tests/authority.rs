@@ -129,8 +129,14 @@ call='{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit_rep
     assert!(eventually(LONG, || env.file("victim.pid").exists()).await);
     // The victim's environment, readable from /proc, holds no secret and
     // no key of the daemon's own environment (issue 19) ...
-    let pid = std::fs::read_to_string(env.file("victim.pid")).unwrap();
-    let environ = std::fs::read(format!("/proc/{}/environ", pid.trim())).unwrap();
+    // The pid is written just before `exec sleep`: while the exec replaces
+    // the process's memory its environ reads empty, so wait past it.
+    let environ_of = || {
+        let pid = std::fs::read_to_string(env.file("victim.pid")).unwrap_or_default();
+        std::fs::read(format!("/proc/{}/environ", pid.trim())).unwrap_or_default()
+    };
+    assert!(eventually(LONG, || !environ_of().is_empty()).await, "the victim's environ stays empty");
+    let environ = environ_of();
     let text = String::from_utf8_lossy(&environ);
     assert!(!text.contains("CAESAR_CHANNEL_SECRET") && text.contains("CAESAR_TASK_ID="), "{text}");
     let mut req = env.delegate_request("attacker", "the attacker");
