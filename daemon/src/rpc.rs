@@ -609,8 +609,6 @@ impl Caesar for Service {
         Ok(Response::new(pb::AnswerResponse { answered: true }))
     }
 
-    type WatchEventsStream = EventStream;
-
     async fn watch_events(&self, req: Request<pb::WatchEventsRequest>) -> Result<Response<EventStream>, Status> {
         let caller = self.caller(&req).await?;
         let r = req.into_inner();
