@@ -52,8 +52,13 @@ pub fn main() -> ExitCode {
                 Some(crate::runner::kubernetes::stdin::STDIN_ARG) => {
                     crate::runner::kubernetes::stdin::stdin_main(&args[2..])
                 }
+                Some(crate::runner::kubernetes::channel::CHANNEL_ARG) => {
+                    crate::runner::kubernetes::channel::channel_main(&args[2..])
+                }
                 _ => {
-                    eprintln!("caesard __kube: use `pod`, `fetch`, `collect`, `receive`, `result`, `taken` or `stdin`");
+                    eprintln!(
+                        "caesard __kube: use `pod`, `fetch`, `collect`, `receive`, `result`, `taken`, `stdin` or `channel`"
+                    );
                     2
                 }
             };

@@ -216,3 +216,40 @@ impl Engine {
         Ok(())
     }
 }
+
+/// A remote task's channel calls (issue 16): its runner holds the stream
+/// into the task's own pod, which is the call's whole credential, and
+/// hands each call here with that task's id.
+impl crate::runner::remote_channel::ChannelCalls for Engine {
+    fn call(
+        self: Arc<Self>,
+        task_id: String,
+        call: crate::runner::remote_channel::ChannelCall,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::runner::remote_channel::ChannelOutcome> + Send>>
+    {
+        use crate::runner::remote_channel::{ChannelCall, ChannelFault, ChannelReply};
+        Box::pin(async move {
+            if call.task_id() != task_id {
+                return Err(ChannelFault::other_task(call.task_id(), &task_id));
+            }
+            let done = match call {
+                ChannelCall::GetTask { .. } => {
+                    self.channel_get_task(&task_id).map(|task_json| ChannelReply::Task { task_json })
+                }
+                ChannelCall::Progress { message, pct, .. } => {
+                    self.channel_progress(&task_id, &message, pct).map(|seq| ChannelReply::Progress { seq })
+                }
+                ChannelCall::Ask { question, options, timeout_ms, question_id, .. } => {
+                    let ms = if timeout_ms == 0 { crate::rpc::ASK_DEFAULT_MS } else { timeout_ms };
+                    self.channel_ask(&task_id, &question, options, Duration::from_millis(ms), Some(&question_id))
+                        .await
+                        .map(|(question_id, answered, answer)| ChannelReply::Answer { question_id, answered, answer })
+                }
+                ChannelCall::Submit { report_json, .. } => {
+                    self.channel_submit_report(&task_id, &report_json).map(|()| ChannelReply::Accepted)
+                }
+            };
+            done.map_err(|e| ChannelFault::from(tonic::Status::from(e)))
+        })
+    }
+}

@@ -135,10 +135,31 @@ impl Engine {
                 "session `{session}` belongs to agent `{owner}`, not `{agent_id}`: resume it with agent `{owner}`, or omit `session_id`"
             )));
         }
+        // Where it runs (`[runner]`, issue 16): per delegation, role or project.
+        let asked = match input.runner.as_deref().filter(|r| !r.trim().is_empty()) {
+            Some(r) => Some(crate::runner::settings::RunnerKind::parse(r).map_err(Error::Invalid)?),
+            None => None,
+        };
+        let role_runner =
+            resolution.role.as_ref().and_then(|r| config.role_runner.get(&r.name).map(|k| (r.name.as_str(), *k)));
+        let (kind, chosen_by) = crate::runner::settings::choose(asked, role_runner, config.runner.kind);
+        let kube = config
+            .runner
+            .for_kind(kind)
+            .map_err(|(key, why)| Error::Invalid(format!("{chosen_by} needs a cluster, but `{key}` {why}")))?;
         // The return channel: `caesar-mcp --channel`, injected into the
         // agent's CLI where it can load an MCP server, and named in task.json
-        // for OACP agents that start it themselves.
-        let channel_bin = if input.channel { self.channel_binary() } else { None };
+        // for OACP agents that start it themselves. In a pod it is the
+        // image's, and reaches the pod's relay (`runner/kubernetes/channel.rs`).
+        let channel_bin = match (input.channel, &kube) {
+            (false, _) => None,
+            (true, Some(_)) => Some(PathBuf::from("caesar-mcp")),
+            (true, None) => self.channel_binary(),
+        };
+        let channel_socket = match &kube {
+            Some(_) => PathBuf::from(crate::runner::remote_channel::KUBE_POD_SOCKET),
+            None => self.paths.socket.clone(),
+        };
         let channel = match (&channel_bin, &resolution.target) {
             (None, _) if input.channel => {
                 warnings.insert(
@@ -220,7 +241,7 @@ impl Engine {
         // The one description of the channel (no secret in it: the daemon
         // binds a channel to its task by the caller's process tree).
         let spec =
-            crate::channel_spec::channel_spec(channel_bin.as_deref().unwrap_or(Path::new("")), &id, &self.paths.socket);
+            crate::channel_spec::channel_spec(channel_bin.as_deref().unwrap_or(Path::new("")), &id, &channel_socket);
         let (channel_env, channel_args, channel_bin_s) = (spec.env, spec.args, spec.command);
         if channel && channel_bin.is_some() {
             doc.channel = Some(serde_json::json!({
@@ -375,18 +396,8 @@ impl Engine {
         launch.max_parallel = config.policy.max_parallel;
         // `[runner]` (issue 16): a Kubernetes task is refused here, before
         // anything is recorded or created, when its Job could not be.
-        let asked = match input.runner.as_deref().filter(|r| !r.trim().is_empty()) {
-            Some(r) => Some(crate::runner::settings::RunnerKind::parse(r).map_err(Error::Invalid)?),
-            None => None,
-        };
-        let role_runner =
-            resolution.role.as_ref().and_then(|r| config.role_runner.get(&r.name).map(|k| (r.name.as_str(), *k)));
-        let (kind, chosen_by) = crate::runner::settings::choose(asked, role_runner, config.runner.kind);
-        launch.kube = config
-            .runner
-            .for_kind(kind)
-            .map_err(|(key, why)| Error::Invalid(format!("{chosen_by} needs a cluster, but `{key}` {why}")))?;
-        if let Some(k) = launch.kube.clone() {
+        launch.kube = kube.clone();
+        if let Some(k) = kube {
             crate::runner::multi::fit_remote(&launch).map_err(Error::Precondition)?;
             // What asks on stdin needs `pods/exec`; claude in plan mode asks nothing (its pump
             // only carries an interrupt, and gives up where exec is forbidden).
@@ -395,7 +406,7 @@ impl Engine {
                 crate::provider::Stdin::Control { .. } => crate::provider::asks_on_stdin(&launch.parser, &launch.args),
                 crate::provider::Stdin::Session { .. } => true,
             };
-            crate::runner::multi::preflight(&k, &id, stdin).await.map_err(Error::Precondition)?;
+            crate::runner::multi::preflight(&k, &id, stdin, launch.channel).await.map_err(Error::Precondition)?;
         }
         launch.lifecycle = lifecycle;
         launch.verify = verify_commands;

@@ -323,17 +323,18 @@ impl Engine {
         std::fs::create_dir_all(paths.state_dir.join("tasks"))
             .map_err(|e| Error::io_at("cannot create", &paths.state_dir, e))?;
         let store = Store::open(&paths.state_dir.join("caesar.db"))?;
-        let runner = Arc::new(crate::runner::multi::Runners::new(LocalRunner {
+        let local = LocalRunner {
             supervisor_exe: settings.supervisor_exe.clone(),
             grace_ms: settings.grace_ms,
             raw_log_cap: settings.raw_log_cap,
-        }));
-        Ok(Arc::new(Engine {
+        };
+        // The runners hold the engine weakly: a remote task's channel calls come back to it.
+        Ok(Arc::new_cyclic(|engine: &std::sync::Weak<Engine>| Engine {
             preparing: prepare::Preparing::new(settings.prepare_parallel),
             paths,
             settings,
             store,
-            runner,
+            runner: Arc::new(crate::runner::multi::Runners::new(local, engine.clone())),
             live: Mutex::new(HashMap::new()),
             queue: Default::default(),
             projects: Default::default(),

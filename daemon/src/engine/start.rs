@@ -62,9 +62,14 @@ impl Engine {
         }
         if launch.channel {
             // What the in-agent channel server needs to reach the daemon. No
-            // secret (issue 19): the caller's process tree names its task,
-            // and a Kubernetes pod gets no channel (`runner/multi.rs`).
-            env.push(("CAESAR_SOCKET".to_owned(), self.paths.socket.display().to_string()));
+            // secret (issue 19): the caller's process tree names its task; in
+            // a Kubernetes pod the socket is the pod's relay's, and the stream
+            // the daemon opened into that pod names it (`runner/kubernetes/channel.rs`).
+            let socket = match launch.kube {
+                Some(_) => crate::runner::remote_channel::KUBE_POD_SOCKET.to_owned(),
+                None => self.paths.socket.display().to_string(),
+            };
+            env.push(("CAESAR_SOCKET".to_owned(), socket));
         }
         // Kernel confinement (issue 19; `sandbox.rs`): the supervisor applies
         // it to the agent; a read-only task's temp files go to its own dir.
@@ -155,6 +160,7 @@ impl Engine {
             kube: launch.kube.as_ref(),
             session,
             prompt_stdin: launch.stdin == crate::provider::Stdin::Prompt,
+            channel: launch.channel,
         };
         let live = self.make_live(&record.id, TaskStatus::Running, record.event_count);
         let started = match self.runner.start(&spec) {

@@ -11,13 +11,16 @@
 //! [`local::LocalRunner`] runs `caesard __supervise` on this machine. A
 //! runner for a process elsewhere (a Kubernetes Job) implements the same
 //! trait: its handle names the Job, it copies the pod's output into
-//! `raw.log`, and its exit record comes from the pod.
+//! `raw.log`, and its exit record comes from the pod. Such a runner also
+//! carries the task's return channel ([`remote_channel`]), which has no
+//! path to the daemon's socket from there.
 
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 pub mod local;
 mod log_wake;
 pub mod multi;
+pub mod remote_channel;
 pub mod settings;
 
 use std::future::Future;
@@ -78,6 +81,9 @@ pub struct StartSpec<'a> {
     /// (issue 19, [`crate::prompt`]); its arguments may also hold [`crate::prompt::TOKEN`],
     /// filled in by the supervisor.
     pub prompt_stdin: bool,
+    /// The agent has the return channel (`caesar-mcp --channel`): a runner
+    /// for elsewhere carries its calls ([`remote_channel`]).
+    pub channel: bool,
 }
 
 /// A started run, as the runner hands it back.

@@ -30,10 +30,13 @@ const KUBE_MARK: &str = "kube.json";
 
 impl Runners {
     /// The local runner and, built with `kubernetes` and inside a runtime,
-    /// the Kubernetes one.
-    pub fn new(local: LocalRunner) -> Runners {
+    /// the Kubernetes one, which carries its tasks' return channels to
+    /// `calls` (the engine).
+    pub fn new(local: LocalRunner, calls: std::sync::Weak<dyn super::remote_channel::ChannelCalls>) -> Runners {
         #[cfg(feature = "kubernetes")]
-        let kube = super::kubernetes::KubeRunner::new(local.grace_ms, local.raw_log_cap);
+        let kube = super::kubernetes::KubeRunner::new(local.grace_ms, local.raw_log_cap, calls);
+        #[cfg(not(feature = "kubernetes"))]
+        let _ = calls;
         Runners {
             local,
             #[cfg(feature = "kubernetes")]
@@ -77,13 +80,11 @@ const REMOTE_PROMPT_CAP: u64 = 64 * 1024;
 /// Fits a launch to a pod, or says why it cannot run there. The agent's
 /// stdin reaches the pod (the pump, `runner::kubernetes::stdin`): claude's
 /// permission prompts, ACP and codex app-server sessions run there as they
-/// do locally. What a remote task cannot do yet is refused before anything
-/// is recorded: the return channel (a socket on this machine) and a prompt
-/// too large for the pod's environment.
+/// do locally, and so does the return channel (the relay,
+/// `runner::kubernetes::channel`). What a remote task cannot do is refused
+/// before anything is recorded: a prompt too large for the pod's
+/// environment.
 pub fn fit_remote(launch: &crate::agents::Launch) -> std::result::Result<(), String> {
-    if launch.channel {
-        return Err("the return channel (`channel: true`) does not reach a Kubernetes pod yet: delegate without it, or set `[runner] kind = \"local\"`".to_owned());
-    }
     if let Some(p) = launch.prompt.filter(|p| p.bytes > REMOTE_PROMPT_CAP) {
         return Err(format!(
             "this prompt is {} bytes, more than the {REMOTE_PROMPT_CAP} a Kubernetes pod receives yet: shorten the \
@@ -96,11 +97,13 @@ pub fn fit_remote(launch: &crate::agents::Launch) -> std::result::Result<(), Str
 
 /// Checks that a task with these settings can run on its cluster; the
 /// error is the reason and the fix. Nothing is created. `stdin`: its agent
-/// takes answers on stdin (the daemon must be allowed `pods/exec`).
+/// takes answers on stdin; `channel`: it has the return channel (for
+/// either the daemon must be allowed `pods/exec`).
 pub async fn preflight(
     settings: &super::settings::KubeSettings,
     task_id: &str,
     stdin: bool,
+    channel: bool,
 ) -> std::result::Result<(), String> {
     #[cfg(feature = "kubernetes")]
     {
@@ -120,11 +123,11 @@ pub async fn preflight(
             base_oid: "0000000000000000000000000000000000000000",
             agent: "preflight",
         };
-        super::kubernetes::client::preflight(settings, &manifest::job_json(&input, settings), stdin).await
+        super::kubernetes::client::preflight(settings, &manifest::job_json(&input, settings), stdin, channel).await
     }
     #[cfg(not(feature = "kubernetes"))]
     {
-        let _ = (settings, task_id, stdin);
+        let _ = (settings, task_id, stdin, channel);
         Err(NO_KUBERNETES.to_owned())
     }
 }
@@ -202,7 +205,7 @@ mod tests {
     }
 
     #[test]
-    fn sessions_and_claude_write_run_in_a_pod_and_the_channel_is_refused_by_name() {
+    fn sessions_claude_write_and_the_channel_run_in_a_pod() {
         let i = inv();
         let acp = provider::acp::with_fallback(
             provider::acp::launch("gemini", &i).unwrap(),
@@ -226,11 +229,10 @@ mod tests {
         // A session with no stream command to fall back to runs too.
         let bare = stored("generic", provider::acp::launch("gemini", &i).unwrap());
         fit_remote(&bare).unwrap();
-        // The return channel still does not reach a pod: refused, saying how to run it.
+        // The return channel reaches a pod (its relay).
         let mut chan = stored("claude", provider::build_launch("claude", &i).unwrap());
         chan.channel = true;
-        let why = fit_remote(&chan).unwrap_err();
-        assert!(why.contains("channel: true") && why.contains("kind = \"local\""), "{why}");
+        fit_remote(&chan).unwrap();
         let mut big = stored("claude", provider::build_launch("claude", &i).unwrap());
         big.prompt = Some(PromptRef { bytes: REMOTE_PROMPT_CAP + 1, via: Via::Stdin });
         assert!(fit_remote(&big).unwrap_err().contains("bytes"));

@@ -101,8 +101,14 @@ pub fn explain(e: &kube::Error, verb: &str, resource: &str, namespace: &str) -> 
 /// image, a kubeconfig, a reachable API server, the namespace, the right to
 /// create Jobs, and a Job the server accepts (a server-side dry run, so
 /// nothing is created).
-/// `stdin`: the task's agent takes its answers on stdin, carried over `pods/exec` (the pump).
-pub async fn preflight(settings: &KubeSettings, job: &serde_json::Value, stdin: bool) -> Result<(), String> {
+/// `stdin`: the task's agent takes its answers on stdin, carried over `pods/exec` (the pump);
+/// `channel`: it has the return channel, carried over `pods/exec` too (the relay).
+pub async fn preflight(
+    settings: &KubeSettings,
+    job: &serde_json::Value,
+    stdin: bool,
+    channel: bool,
+) -> Result<(), String> {
     super::manifest::check_image(&settings.image).map_err(|e| {
         format!("runner.kubernetes.image {e}; fix: name an image like `registry.example/caesar-agent:1`")
     })?;
@@ -112,6 +118,9 @@ pub async fn preflight(settings: &KubeSettings, job: &serde_json::Value, stdin: 
     }
     if stdin {
         may_exec(&client, &settings.namespace, Need::Stdin).await?;
+    }
+    if channel {
+        may_exec(&client, &settings.namespace, Need::Channel).await?;
     }
     let api: Api<Job> = Api::namespaced(client, &settings.namespace);
     let job: Job = serde_json::from_value(job.clone()).map_err(|e| format!("the Job does not encode: {e}"))?;
@@ -134,6 +143,8 @@ enum Need {
     Workspace,
     /// The agent's stdin (permission answers, a session's requests).
     Stdin,
+    /// The return channel's calls and their answers.
+    Channel,
 }
 
 /// `workspace = "api"` sends the workspace through `pods/exec`, and the pump
@@ -175,6 +186,10 @@ async fn may_exec(client: &Client, namespace: &str, need: Need) -> Result<(), St
         Need::Stdin => (
             "which this agent needs to receive its answers on stdin (write mode's permission prompts, a session)",
             "delegate it read-only (claude), or set `[runner] kind = \"local\"`",
+        ),
+        Need::Channel => (
+            "which the return channel (`channel: true`) needs to carry the agent's calls",
+            "delegate without `channel`, or set `[runner] kind = \"local\"`",
         ),
     };
     Err(format!(

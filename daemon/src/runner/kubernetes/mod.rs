@@ -13,8 +13,10 @@
 //! - [`follow`]: a task's mirror, from pod log to raw.log and exit.json.
 //! - [`status`]: pod status to state and ending.
 //! - [`stdin`]: the agent's stdin over one `pods/exec` stream (the pump).
+//! - [`channel`]: the return channel over another one (the relay).
 
 pub mod bundle;
+pub mod channel;
 pub mod client;
 pub mod follow;
 pub mod frames;
@@ -31,13 +33,14 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{DeleteParams, PostParams};
 use serde::{Deserialize, Serialize};
 
+use super::remote_channel::ChannelCalls;
 use super::settings::{KubeSettings, WorkspaceMode};
 use super::{Adopted, RunHandle, RunWatch, Runner, StartSpec, Started};
 use crate::clock::now_ms;
@@ -68,6 +71,9 @@ pub struct Meta {
     /// The agent's stdin is held open and fed by the daemon (the pump, [`stdin`]).
     #[serde(default)]
     pub stdin: bool,
+    /// The agent has the return channel, carried by the relay ([`channel`]).
+    #[serde(default)]
+    pub channel: bool,
 }
 
 /// The marker file's name.
@@ -96,6 +102,10 @@ pub struct KubeRunner {
     stops: Mutex<HashMap<String, Arc<AtomicBool>>>,
     /// The stdin pumps of the tasks that have one, by task id.
     pumps: Arc<Mutex<HashMap<String, Arc<stdin::Pump>>>>,
+    /// Who carries out the channel calls the relays bring (the engine).
+    calls: Weak<dyn ChannelCalls>,
+    /// Tasks whose channel relay runs in this daemon.
+    relays: Arc<Mutex<HashSet<String>>>,
 }
 
 impl std::fmt::Debug for KubeRunner {
@@ -111,12 +121,16 @@ fn block<F: Future>(rt: &tokio::runtime::Handle, f: F) -> F::Output {
 
 impl KubeRunner {
     /// A runner on the current runtime.
-    pub fn new(grace_ms: u64, log_cap: u64) -> Option<KubeRunner> {
+    /// A runner on the current runtime; `calls` carries out its tasks'
+    /// channel calls (the engine).
+    pub fn new(grace_ms: u64, log_cap: u64, calls: Weak<dyn ChannelCalls>) -> Option<KubeRunner> {
         let rt = tokio::runtime::Handle::try_current().ok()?;
         Some(KubeRunner {
             rt,
             grace_ms,
             log_cap,
+            calls,
+            relays: Default::default(),
             clusters: Default::default(),
             mirrors: Default::default(),
             stops: Default::default(),
@@ -159,6 +173,19 @@ impl KubeRunner {
             stop: self.stop_flag(task_id),
         };
         self.rt.spawn(task.run());
+    }
+
+    /// The task's channel relay, started (with its one exec stream) unless it runs already.
+    fn spawn_relay(&self, cluster: Arc<Cluster>, task_id: &str, dir: &TaskDir) {
+        if !self.relays.lock().unwrap_or_else(|p| p.into_inner()).insert(task_id.to_owned()) {
+            return;
+        }
+        let relay = channel::Relay { task_id: task_id.to_owned(), exit: dir.exit(), calls: self.calls.clone() };
+        let (all, id, stop) = (self.relays.clone(), task_id.to_owned(), self.stop_flag(task_id));
+        self.rt.spawn(async move {
+            relay.run(cluster, stop).await;
+            all.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        });
     }
 
     /// The task's stdin pump, started (with its one exec stream) unless it runs already.
@@ -211,6 +238,7 @@ impl KubeRunner {
             pull_timeout_s: k.image_pull_timeout_seconds,
             workspace: k.workspace,
             stdin: spec.stdin.is_some(),
+            channel: spec.channel,
         };
         let meta_bytes = serde_json::to_vec(&meta).map_err(|e| e.to_string())?;
         crate::supervisor::write_atomic(&spec.dir.root().join(META_FILE), &meta_bytes).map_err(|e| e.to_string())?;
@@ -242,6 +270,9 @@ impl KubeRunner {
         };
         if meta.stdin {
             self.spawn_pump(cluster.clone(), spec.task_id, spec.dir);
+        }
+        if meta.channel {
+            self.spawn_relay(cluster.clone(), spec.task_id, spec.dir);
         }
         self.spawn_mirror(cluster, spec.task_id, spec.dir, meta.clone());
         Ok((handle, meta))
@@ -372,6 +403,9 @@ impl Runner for KubeRunner {
                     // Re-established after a daemon restart: the pod says what it already wrote.
                     if meta.stdin {
                         self.spawn_pump(c.clone(), &task_id, dir);
+                    }
+                    if meta.channel {
+                        self.spawn_relay(c.clone(), &task_id, dir);
                     }
                     self.spawn_mirror(c, &task_id, dir, meta)
                 }

@@ -176,6 +176,10 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path, sdir: &Path) -> Ending {
         .env_remove(FILES_ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::null());
+    // caesar's socket, for the agent's tree, is the pod's channel relay
+    // (`channel.rs`; under the pod's root in the simulator): from a pod only
+    // the return channel is served.
+    cmd.env("CAESAR_SOCKET", super::channel::pod_socket(repo.parent().unwrap_or(repo)));
     if let Some(f) = log {
         cmd.stderr(f);
     }

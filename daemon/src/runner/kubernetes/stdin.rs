@@ -180,14 +180,7 @@ impl Pump {
 
     /// One exec stream: until it drops or the task ends.
     async fn stream(&self, cluster: &Cluster, task_id: &str, stop: &AtomicBool) -> Result<(), String> {
-        let pod = cluster
-            .pods
-            .of(task_id)
-            .into_iter()
-            .rev()
-            .find(agent_running)
-            .and_then(|p| p.metadata.name)
-            .ok_or("the agent container is not running")?;
+        let pod = agent_pod(cluster, task_id).ok_or("the agent container is not running")?;
         let ap = AttachParams {
             container: Some(CONTAINER.to_owned()),
             stdin: true,
@@ -253,6 +246,11 @@ impl Pump {
         let _ = w.shutdown().await;
         ended
     }
+}
+
+/// The task's pod whose agent container runs, by name (the newest).
+pub(super) fn agent_pod(cluster: &Cluster, task_id: &str) -> Option<String> {
+    cluster.pods.of(task_id).into_iter().rev().find(agent_running).and_then(|p| p.metadata.name)
 }
 
 /// Whether the pod's agent container runs (exec reaches only a running one).
