@@ -538,7 +538,7 @@ mod tests {
 
     #[test]
     fn what_is_said_of_cut_lists_stays_small() {
-        let list = format!("[{}]", vec!["0"; 5].join(","));
+        let list = format!("[{}]", ["0"; 5].join(","));
         let many: Vec<String> = (0..40).map(|k| format!("\"{k}{}\": {list}", "n".repeat(300))).collect();
         let text = format!("{{{}, \"q\": [{{\"o\": {list}}}, {{\"o\": {list}}}]}}", many.join(","));
         let (_, cut) = run(&text, Limits { string_bytes: 1000, ..limits() });

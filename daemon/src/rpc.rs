@@ -246,7 +246,13 @@ impl Caesar for Service {
         // The depth is the daemon's to say, never the request's: 0 for the
         // user, the parent's plus one inside a task.
         let (d, group_id, task_ids) = match (&caller, group) {
-            (Caller::Untrusted(_), _) => return Err(caller.require_user("delegate").unwrap_err().into()),
+            (Caller::Untrusted(_), _) => {
+                return Err(caller
+                    .require_user("delegate")
+                    .err()
+                    .map(Status::from)
+                    .unwrap_or_else(|| Status::permission_denied("delegate")));
+            }
             (Caller::Task(_), Some(_)) => {
                 return Err(Status::failed_precondition(
                     "a fan-out group (`agents` or `attempts`) is delegated by the user's orchestrator, not from inside a task: delegate the members one by one",
@@ -344,7 +350,13 @@ impl Caesar for Service {
                 .filter(|v| crate::engine::authority_reaches(t, &v.record))
                 .take(limit as usize)
                 .collect(),
-            Caller::Untrusted(_) => return Err(caller.require_user("list tasks").unwrap_err().into()),
+            Caller::Untrusted(_) => {
+                return Err(caller
+                    .require_user("list tasks")
+                    .err()
+                    .map(Status::from)
+                    .unwrap_or_else(|| Status::permission_denied("list tasks")));
+            }
         };
         Ok(Response::new(pb::ListTasksResponse {
             tasks: tasks

@@ -5,6 +5,8 @@
 //! bad requests are refused with a clear message. Screenshots of each page
 //! go to target/dashboard-shots/.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 #[path = "dashboard/webdriver.rs"]
 mod webdriver;

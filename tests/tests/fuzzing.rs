@@ -159,7 +159,7 @@ fn a_required_field_repeated_past_the_total_is_kept_once() {
 
 #[test]
 fn await_answers_carrying_capped_reports_fit_the_cap() {
-    let mut rng = Rng(0x5EED_19);
+    let mut rng = Rng(0x005E_ED19);
     let reports: Vec<Value> = report_seeds()
         .iter()
         .filter_map(|s| Report::parse_reader(&s[..]).ok())
@@ -184,7 +184,7 @@ fn the_shaping_of_arbitrary_values_never_passes_the_cap() {
     // Found by the libFuzzer run: a float whose JSON serde_json parses
     // back one bit off (the text had been compared through a parse).
     run("shaping", usize::MAX, b"220220E50", shaping);
-    let mut rng = Rng(0x5EED_20);
+    let mut rng = Rng(0x005E_ED20);
     for i in 0..RUNS {
         let len = rng.below(if i % 10 == 0 { 16_384 } else { 1_024 });
         let input: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();

@@ -286,27 +286,24 @@ fn install(host: Host, env: &Env, host_env: &[(String, String)], codex_server: &
         String::from_utf8_lossy(&o.stderr).trim()
     );
     assert!(o.status.success(), "{done}");
-    match host {
-        Host::Codex => {
-            // codex starts MCP servers with a minimal environment, without CAESAR_HOME:
-            // caesar-mcp would look for (and start) a daemon at the default paths. Its env table.
-            let path = PathBuf::from(&host_env.iter().find(|(k, _)| k == "CODEX_HOME").unwrap().1).join("config.toml");
-            let mut text = std::fs::read_to_string(&path).unwrap();
-            assert!(text.contains("[mcp_servers.caesar]"), "caesar mcp install codex registered nothing:\n{text}");
-            // [V] `codex exec` refuses every call of a server not pre-approved ("MCP tool call
-            // requires approval, but approval policy is never"), and the env table is how
-            // CAESAR_HOME reaches caesar-mcp: `caesar mcp install codex` writes both.
-            assert!(
-                text.contains("default_tools_approval_mode = \"approve\"") && text.contains("CAESAR_HOME"),
-                "caesar mcp install codex left the entry incomplete:\n{text}"
-            );
-            if !codex_server.is_empty() {
-                text = text.replace("tool_timeout_sec = 660\n", codex_server);
-                std::fs::write(&path, text).unwrap();
-                done.push_str(&format!("; set {}", codex_server.trim()));
-            }
+    if host == Host::Codex {
+        // codex starts MCP servers with a minimal environment, without CAESAR_HOME:
+        // caesar-mcp would look for (and start) a daemon at the default paths. Its env table.
+        let path = PathBuf::from(&host_env.iter().find(|(k, _)| k == "CODEX_HOME").unwrap().1).join("config.toml");
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("[mcp_servers.caesar]"), "caesar mcp install codex registered nothing:\n{text}");
+        // [V] `codex exec` refuses every call of a server not pre-approved ("MCP tool call
+        // requires approval, but approval policy is never"), and the env table is how
+        // CAESAR_HOME reaches caesar-mcp: `caesar mcp install codex` writes both.
+        assert!(
+            text.contains("default_tools_approval_mode = \"approve\"") && text.contains("CAESAR_HOME"),
+            "caesar mcp install codex left the entry incomplete:\n{text}"
+        );
+        if !codex_server.is_empty() {
+            text = text.replace("tool_timeout_sec = 660\n", codex_server);
+            std::fs::write(&path, text).unwrap();
+            done.push_str(&format!("; set {}", codex_server.trim()));
         }
-        _ => {}
     }
     done
 }

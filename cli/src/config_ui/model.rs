@@ -99,7 +99,7 @@ pub struct RoleRow {
 impl RoleRow {
     /// The role as `role_add` writes it.
     fn spec(&self) -> Value {
-        let timeout = if self.timeout_ms % 1000 == 0 {
+        let timeout = if self.timeout_ms.is_multiple_of(1000) {
             format!("{}s", self.timeout_ms / 1000)
         } else {
             format!("{}ms", self.timeout_ms)
@@ -222,7 +222,7 @@ impl Snapshot {
 
 /// `90s`, `10m`, `1h30m`: a duration as the config takes it.
 pub fn human_ms(ms: u64) -> String {
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         return format!("{ms}ms");
     }
     let secs = ms / 1000;

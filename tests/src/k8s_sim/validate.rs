@@ -314,12 +314,12 @@ pub fn job_semantics(job: &Value) -> Result<(), Refusal> {
         }
     }
     for key in ["backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"] {
-        if let Some(n) = job["spec"][key].as_i64() {
-            if n < 0 || (key == "activeDeadlineSeconds" && n == 0) {
-                return invalid(format!(
-                    "Job.batch \"{name}\" is invalid: spec.{key}: Invalid value: {n}: must be greater than or equal to 0"
-                ));
-            }
+        if let Some(n) = job["spec"][key].as_i64()
+            && (n < 0 || (key == "activeDeadlineSeconds" && n == 0))
+        {
+            return invalid(format!(
+                "Job.batch \"{name}\" is invalid: spec.{key}: Invalid value: {n}: must be greater than or equal to 0"
+            ));
         }
     }
     Ok(())

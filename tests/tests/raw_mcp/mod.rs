@@ -4,7 +4,6 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -42,7 +41,7 @@ impl Raw {
         assert!(shim.is_file(), "{} is missing: build the workspace", shim.display());
         let log = std::fs::File::create(env.file("shim-raw.log")).unwrap();
         // No --root, and no roots to ask for: the working directory is the workspace.
-        let mut child = tokio::process::Command::new(PathBuf::from(shim))
+        let mut child = tokio::process::Command::new(shim)
             .current_dir(env.project.path())
             .envs(env.envs())
             .envs(extra.iter().copied())

@@ -90,12 +90,15 @@ impl Meta {
     }
 }
 
+/// A connected cluster namespace: kubeconfig, context, namespace.
+type ClusterKey = (Option<String>, Option<String>, String);
+
 /// Runs tasks as Kubernetes Jobs.
 pub struct KubeRunner {
     rt: tokio::runtime::Handle,
     grace_ms: u64,
     log_cap: u64,
-    clusters: tokio::sync::Mutex<HashMap<(Option<String>, Option<String>, String), Arc<Cluster>>>,
+    clusters: tokio::sync::Mutex<HashMap<ClusterKey, Arc<Cluster>>>,
     /// Tasks whose mirror runs in this daemon.
     mirrors: Mutex<HashSet<String>>,
     /// Runs caesar asked to stop, by task id.
@@ -525,7 +528,7 @@ impl KubeRunner {
     /// A cluster lookup that does not borrow the runner (for spawned tasks):
     /// it reuses a connected cluster, or connects one for the call.
     fn clusters_handle(&self) -> impl Fn(Option<String>, Option<String>, String) -> ClusterFuture + use<> {
-        let known: Vec<((Option<String>, Option<String>, String), Arc<Cluster>)> = self
+        let known: Vec<(ClusterKey, Arc<Cluster>)> = self
             .clusters
             .try_lock()
             .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
