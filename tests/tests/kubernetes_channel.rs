@@ -156,3 +156,96 @@ async fn a_channel_task_is_refused_at_delegate_without_create_on_pods_exec() {
     let t = await_one(&mut c, &id, LONG).await;
     assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
 }
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
+fn stamps(path: &std::path::Path) -> Vec<u128> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+fn summary(what: &str, mut ms: Vec<f64>) {
+    ms.sort_by(f64::total_cmp);
+    let at = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
+    println!("{what}: n={} median={:.1} ms p95={:.1} ms max={:.1} ms", ms.len(), at(0.5), at(0.95), at(1.0));
+}
+
+/// The figures in BENCHMARKS.md ("The return channel in a pod"): one
+/// channel call's round trip (`report_progress`, from the agent's MCP call
+/// to its answer) and a question's two legs (the agent asks → the
+/// orchestrator sees it; the orchestrator answers → the agent has it), in a
+/// pod on the simulator and, for comparison, on this machine. Not a timed
+/// test: it prints what it measures. `cargo nextest run -p caesar-tests
+/// --test kubernetes_channel --run-ignored only -E 'test(figures)' --no-capture`
+#[tokio::test]
+#[ignore = "measurement, run by hand for BENCHMARKS.md"]
+async fn figures() {
+    const CALLS: usize = 30;
+    const ASKS: usize = 10;
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[]);
+    let calls = env.file("calls").display().to_string();
+    let asks = env.file("asks").display().to_string();
+    let mut asker: Vec<String> = Vec::new();
+    for i in 0..ASKS {
+        asker.extend(["stamp".into(), asks.clone(), "mcp-ask".into(), format!("question {i}")]);
+        asker.extend(["stamp".into(), asks.clone()]);
+    }
+    asker.extend(["mcp-report".into(), REPORT.into()]);
+    let mut progress: Vec<String> = Vec::new();
+    for i in 0..=CALLS {
+        progress.extend(["mcp-progress".into(), format!("call {i}"), "stamp".into(), calls.clone()]);
+    }
+    progress.extend(["mcp-report".into(), REPORT.into()]);
+    let progress: Vec<&str> = progress.iter().map(String::as_str).collect();
+    let asker: Vec<&str> = asker.iter().map(String::as_str).collect();
+    env.set_agents(&[("caller", &progress), ("asker", &asker)]);
+    project(&env, &sim, "caesar-agent:1", "");
+    let mut c = env.start_daemon().await;
+    for runner in ["kubernetes", "local"] {
+        let _ = std::fs::remove_file(&calls);
+        let _ = std::fs::remove_file(&asks);
+        let mut req = env.delegate_request("caller", "call");
+        req.channel = true;
+        req.runner = runner.into();
+        let id = c.delegate(req).await.unwrap().into_inner().task_id;
+        let t = await_one(&mut c, &id, LONG).await;
+        assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+        // The first call also started the channel: left out.
+        let s = stamps(std::path::Path::new(&calls));
+        assert_eq!(s.len(), CALLS + 1, "{s:?}");
+        summary(
+            &format!("{runner}: report_progress round trip"),
+            s.windows(2).map(|w| (w[1] - w[0]) as f64 / 1e6).collect(),
+        );
+
+        let mut req = env.delegate_request("asker", "ask");
+        req.channel = true;
+        req.runner = runner.into();
+        let id = c.delegate(req).await.unwrap().into_inner().task_id;
+        let (mut seen, mut answered) = (Vec::new(), Vec::new());
+        for i in 0..ASKS {
+            let q = question(&mut c, &id).await;
+            seen.push(now_ns());
+            assert_eq!(q.question, format!("question {i}"));
+            answered.push(now_ns());
+            c.answer(pb::AnswerRequest { task_id: id.clone(), question_id: q.question_id, answer: "go".into() })
+                .await
+                .unwrap();
+        }
+        let t = await_one(&mut c, &id, LONG).await;
+        assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+        let s = stamps(std::path::Path::new(&asks));
+        assert_eq!(s.len(), 2 * ASKS, "{s:?}");
+        // The first question also started the channel: left out.
+        summary(
+            &format!("{runner}: asked -> visible to the orchestrator"),
+            (1..ASKS).map(|i| (seen[i] - s[2 * i]) as f64 / 1e6).collect(),
+        );
+        summary(
+            &format!("{runner}: answered -> the agent has it"),
+            (0..ASKS).map(|i| (s[2 * i + 1] - answered[i]) as f64 / 1e6).collect(),
+        );
+    }
+}
