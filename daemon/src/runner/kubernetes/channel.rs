@@ -45,6 +45,11 @@ pub const CHANNEL_ARG: &str = "channel";
 /// above what the daemon keeps of either (its caps then apply).
 const MAX_LINE: usize = 16 << 20;
 
+/// The most calls of one task carried at once (a channel makes one at a
+/// time; this bounds what a pod that floods the stream can make the daemon
+/// hold, each waiting question being a task of its own).
+const MAX_IN_FLIGHT: usize = 64;
+
 /// How the stream's error starts when RBAC refuses the exec.
 const FORBIDDEN: &str = "forbidden: ";
 
@@ -127,7 +132,21 @@ impl Relay {
                 _ => why,
             }
         })?;
-        let (Some(mut w), Some(r)) = (p.stdin(), p.stdout()) else { return Err("the exec has no stdin".into()) };
+        let (Some(w), Some(r)) = (p.stdin(), p.stdout()) else { return Err("the exec has no stdin".into()) };
+        let done = p.join();
+        self.carry(r, w, async move { done.await.map_err(|e| format!("the channel's stream dropped: {e}")) }, stop)
+            .await
+    }
+
+    /// Carries the calls read from `r` to the engine and their outcomes to
+    /// `w`, until `r` ends, `done` (the stream's end) resolves, the task
+    /// ends or `stop` is set.
+    async fn carry<R, W, D>(&self, r: R, mut w: W, done: D, stop: &AtomicBool) -> Result<(), String>
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+        W: tokio::io::AsyncWrite + Unpin,
+        D: std::future::Future<Output = Result<(), String>>,
+    {
         // The pod's lines, read by a task of their own (the reading is not cancel-safe).
         let (req_tx, mut requests) = mpsc::channel::<Result<Request, String>>(64);
         let reader = tokio::spawn(async move {
@@ -147,16 +166,26 @@ impl Relay {
         });
         let (reply_tx, mut replies) = mpsc::unbounded_channel::<Response>();
         let mut calls = tokio::task::JoinSet::new();
-        let done = p.join();
+        // Calls not yet answered (each one's task may outlive its answer a little).
+        let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         tokio::pin!(done);
         let ended = loop {
             tokio::select! {
                 item = requests.recv() => match item {
+                    Some(Ok(req)) if in_flight.load(Ordering::Acquire) >= MAX_IN_FLIGHT => {
+                        let fault = crate::runner::remote_channel::ChannelFault {
+                            code: tonic::Code::ResourceExhausted as i32,
+                            message: format!("more than {MAX_IN_FLIGHT} channel calls at once from this pod: wait for an answer"),
+                        };
+                        let _ = reply_tx.send(Response { id: req.id, outcome: Err(fault) });
+                    }
                     Some(Ok(req)) => {
                         let Some(engine) = self.calls.upgrade() else { break Ok(()) };
-                        let (task_id, tx) = (self.task_id.clone(), reply_tx.clone());
+                        let (task_id, tx, count) = (self.task_id.clone(), reply_tx.clone(), in_flight.clone());
+                        count.fetch_add(1, Ordering::AcqRel);
                         calls.spawn(async move {
                             let outcome = engine.call(task_id, req.call).await;
+                            count.fetch_sub(1, Ordering::AcqRel);
                             let _ = tx.send(Response { id: req.id, outcome });
                         });
                     }
@@ -171,7 +200,7 @@ impl Relay {
                     }
                 }
                 Some(_) = calls.join_next(), if !calls.is_empty() => {}
-                r = &mut done => break r.map_err(|e| format!("the channel's stream dropped: {e}")),
+                r = &mut done => break r,
                 () = tokio::time::sleep(Duration::from_secs(1)) => {
                     if self.exit.exists() || stop.load(Ordering::Acquire) {
                         break Ok(());
@@ -398,6 +427,84 @@ impl Caesar for PodRelay {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An engine that records what it is handed: progress answered at once,
+    /// questions never.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<(String, ChannelCall)>>);
+
+    impl ChannelCalls for Recorder {
+        fn call(
+            self: Arc<Self>,
+            task_id: String,
+            call: ChannelCall,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ChannelOutcome> + Send>> {
+            let wait = matches!(call, ChannelCall::Ask { .. });
+            self.0.lock().unwrap().push((task_id, call));
+            Box::pin(async move {
+                if wait {
+                    std::future::pending::<()>().await;
+                }
+                Ok(ChannelReply::Progress { seq: 1 })
+            })
+        }
+    }
+
+    fn line(id: u64, call: ChannelCall) -> Vec<u8> {
+        let mut l = serde_json::to_vec(&Request { id, call }).unwrap();
+        l.push(b'\n');
+        l
+    }
+
+    /// The daemon's side of a stream: every call is handed over as the
+    /// stream's task's (whatever it names), the calls held at once are
+    /// bounded, and a line that is not a call ends the stream.
+    #[tokio::test]
+    async fn the_daemon_carries_a_streams_calls_as_its_tasks_and_bounds_them() {
+        let d = tempfile::tempdir().unwrap();
+        let engine = Arc::new(Recorder::default());
+        let calls: Weak<dyn ChannelCalls> = Arc::downgrade(&(engine.clone() as Arc<dyn ChannelCalls>));
+        let relay = Relay { task_id: "t_pod".into(), exit: d.path().join("exit.json"), calls };
+        let (mut pod_out, daemon_in) = tokio::io::duplex(1 << 20);
+        let (daemon_out, pod_in) = tokio::io::duplex(1 << 20);
+        let mut pod_in = tokio::io::BufReader::new(pod_in);
+        let carried = tokio::spawn(async move {
+            let stop = AtomicBool::new(false);
+            relay.carry(daemon_in, daemon_out, std::future::pending(), &stop).await
+        });
+        let mut next_answer = async || -> Response {
+            serde_json::from_slice(&read_line_capped(&mut pod_in, MAX_LINE).await.unwrap().unwrap()).unwrap()
+        };
+        // A call naming another task goes to the engine as the stream's
+        // task's call (the engine refuses it: `engine/channel.rs`).
+        let progress = ChannelCall::Progress { task_id: "t_other".into(), message: "m".into(), pct: None };
+        pod_out.write_all(&line(1, progress.clone())).await.unwrap();
+        let first = next_answer().await;
+        assert_eq!((first.id, first.outcome.is_ok()), (1, true));
+        // Questions nobody answers: past the bound, refused at once.
+        for id in 2..=(MAX_IN_FLIGHT as u64 + 3) {
+            let ask = ChannelCall::Ask {
+                task_id: "t_pod".into(),
+                question: "q".into(),
+                options: vec![],
+                timeout_ms: 0,
+                question_id: format!("q_{id}"),
+            };
+            pod_out.write_all(&line(id, ask)).await.unwrap();
+        }
+        for want in [MAX_IN_FLIGHT as u64 + 2, MAX_IN_FLIGHT as u64 + 3] {
+            let refused = next_answer().await;
+            assert_eq!(refused.id, want);
+            assert_eq!(refused.outcome.unwrap_err().code, tonic::Code::ResourceExhausted as i32);
+        }
+        pod_out.write_all(b"not a call\n").await.unwrap();
+        let ended = carried.await.unwrap();
+        assert!(ended.unwrap_err().contains("something else than a call"));
+        let seen = engine.0.lock().unwrap().clone();
+        assert!(seen.iter().all(|(task, _)| task == "t_pod"), "{seen:?}");
+        assert_eq!(seen[0].1, progress);
+        assert!(seen.len() <= 1 + MAX_IN_FLIGHT, "{}", seen.len());
+    }
 
     #[test]
     fn the_socket_is_where_the_agents_channel_is_told() {
