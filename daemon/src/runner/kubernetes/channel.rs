@@ -228,6 +228,7 @@ pub fn pod_socket(ws: &Path) -> PathBuf {
 /// `caesard __kube channel`, in the agent container: serves the channel's
 /// calls on the pod's socket until its stdin ends; 0 then.
 pub fn channel_main(_argv: &[String]) -> i32 {
+    super::pod::out_of_the_agents_reach();
     let socket = pod_socket(&super::phases::dirs().0);
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -84,9 +84,24 @@ fn parse(argv: &[String]) -> Result<PodArgs, String> {
     Ok(PodArgs { task_id: task_id.ok_or("--task-id is required")?, sup })
 }
 
+/// Puts this process out of the agent's reach as far as its uid allows:
+/// the agent runs as the same user in the agent container (the image's, with
+/// no capability to switch), so it could attach to the wrapper, the stdin
+/// pump or the channel relay with ptrace and speak for them. A process
+/// that is not dumpable cannot be attached to, nor its `/proc` files
+/// (memory, environment, descriptors) read, by another of its uid without
+/// `CAP_SYS_PTRACE`, whatever the node's Yama setting. A signal still
+/// reaches it: that only ends the agent's own task, which says so.
+pub fn out_of_the_agents_reach() {
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("caesard {POD_ARG0}: cannot make this process non-dumpable: {e}");
+    }
+}
+
 /// Runs the pod's side of a task; the container's exit code.
 #[cfg(unix)]
 pub fn main(argv: &[String]) -> i32 {
+    out_of_the_agents_reach();
     let args = match parse(argv) {
         Ok(a) => a,
         Err(e) => {
@@ -361,4 +376,18 @@ fn write_files(tdir: &Path, sdir: &Path) -> std::io::Result<()> {
         std::fs::write(dir.join(name), data)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The wrapper, the pump and the relay leave this process non-dumpable:
+    /// not attachable with ptrace by the agent, its uid's other process. (An
+    /// end-to-end check cannot run here: the tests run as root, whose
+    /// `CAP_SYS_PTRACE` passes over the flag.)
+    #[test]
+    fn the_pods_own_processes_are_not_dumpable() {
+        assert!(nix::sys::prctl::get_dumpable().unwrap(), "a test process starts dumpable");
+        super::out_of_the_agents_reach();
+        assert!(!nix::sys::prctl::get_dumpable().unwrap());
+    }
 }

@@ -262,6 +262,7 @@ fn agent_running(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
 /// `caesard __kube stdin`, in the agent container: the pump's lines into the
 /// supervisor's FIFO, each once; 0 at the end of its input.
 pub fn stdin_main(_argv: &[String]) -> i32 {
+    super::pod::out_of_the_agents_reach();
     let (ws, _, _) = super::phases::dirs();
     // The supervisor's FIFO is in its daemon part (`/ws/.caesar.daemon`).
     match copy_lines(&ws.join(super::pod::DAEMON_DIR), std::io::stdin().lock(), &mut std::io::stdout().lock()) {
