@@ -207,6 +207,84 @@ async fn the_simulators_exec_refuses_what_an_api_server_refuses() {
     assert_eq!(t.status, "cancelled", "{}", t.error);
 }
 
+/// A write task cancelled after it wrote a file, under either transport,
+/// with or without the cancelling daemon dying before the result was in:
+/// it ends `cancelled`, and its partial work is reviewable as a local
+/// task's is (Diff shows it, Apply applies it), then its result ref goes
+/// and no pod process is left.
+async fn a_cancelled_write_task_brings_its_changes_back(api: bool, restart: bool) {
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[(
+        "partial",
+        // It holds SIGTERM: its pod's supervisor stops it at the grace, which
+        // leaves a restart the time to come between the cancel and the collection.
+        &["write", "partial.txt", "half done\n", "say", "agent-up", "ignore-term", "hang"],
+    )]);
+    project(&env, &sim, "caesar-agent:1", "");
+    if api {
+        api_config(&env, &sim);
+    }
+    let grace = [("CAESAR_KILL_GRACE_MS", if restart { "4000" } else { "300" })];
+    let mut c = env.start_daemon_with(&grace).await;
+    let id = c.delegate(env.delegate_request("partial", "x")).await.unwrap().into_inner().task_id;
+    // In its output (the task's events name it already, in the command line).
+    let raw = caesar_tests::daemon_files(task_dir(&env, &id)).join("raw.log");
+    assert!(eventually(LONG, wait_for(&raw, "agent-up")).await);
+    let r = format!("refs/caesar/tasks/{id}/result");
+    if restart {
+        // The cancel is asked; its daemon dies once the pod is being deleted,
+        // before the agent ended and so before any result was made.
+        let mut other = env.client().await;
+        let cancelling = id.clone();
+        let cancel = tokio::spawn(async move { other.cancel(pb::CancelRequest { task_id: cancelling }).await });
+        let deleting = || sim.pods_of(&id).first().is_some_and(|p| p["metadata"]["deletionTimestamp"].is_string());
+        assert!(eventually(LONG, deleting).await, "{:?}", sim.pods_of(&id));
+        env.kill_daemons().await;
+        let _ = cancel.await;
+        let daemon_files = caesar_tests::daemon_files(task_dir(&env, &id));
+        assert!(!daemon_files.join("exit.json").exists(), "the run ended before the daemon died");
+        assert!(!task_dir(&env, &id).join("kube-result.bundle").exists(), "the result was taken before");
+        assert!(!has_ref(env.project.path(), &r) && task_refs(&sim, &id).iter().all(|x| *x != r));
+        c = env.start_daemon_with(&grace).await;
+    } else {
+        c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap();
+    }
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "cancelled", "{}", t.error);
+    assert!(!t.report_json.contains("could not be brought back"), "{}", t.report_json);
+    let diff = c.diff(pb::DiffRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert!(diff.files.iter().any(|f| f.path == "partial.txt"), "{:?}", diff.files);
+    assert!(diff.patch.contains("+half done"), "{}", diff.patch);
+    let a = c.apply(pb::ApplyRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert!(a.applied && a.conflicts.is_empty(), "{a:?}");
+    assert_eq!(std::fs::read_to_string(env.project.path().join("partial.txt")).unwrap(), "half done\n");
+    // Applied: the result ref goes, here (api) or on the remote (git).
+    let gone = || !has_ref(env.project.path(), &r) && task_refs(&sim, &id).is_empty();
+    assert!(eventually(LONG, gone).await, "{r} is still there");
+    assert!(sim.pods_of(&id).is_empty(), "the pod is gone when the cancel is done");
+    assert!(eventually(LONG, || sim.stats()["processes"] == 0).await, "{}", sim.stats());
+}
+
+#[tokio::test]
+async fn a_cancelled_write_task_with_workspace_api_brings_its_changes_back() {
+    a_cancelled_write_task_brings_its_changes_back(true, false).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_write_task_with_workspace_api_brings_its_changes_back_across_a_daemon_restart() {
+    a_cancelled_write_task_brings_its_changes_back(true, true).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_write_task_with_workspace_git_brings_its_changes_back() {
+    a_cancelled_write_task_brings_its_changes_back(false, false).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_write_task_with_workspace_git_brings_its_changes_back_across_a_daemon_restart() {
+    a_cancelled_write_task_brings_its_changes_back(false, true).await;
+}
+
 /// A commit id no repository holds.
 const FORGED: &str = "0123456789abcdef0123456789abcdef01234567";
 

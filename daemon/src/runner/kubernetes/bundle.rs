@@ -160,6 +160,25 @@ pub fn fetcher(pod: &Pod) -> Fetcher {
     }
 }
 
+/// Whether the pod's collector container has run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collector {
+    /// Never started: no agent ran beside it, no result was made.
+    NeverRan,
+    /// Running or ended: a result may be (or have been) there.
+    Started,
+}
+
+/// Reads the collector's state from the pod.
+pub fn collector(pod: &Pod) -> Collector {
+    let st = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+    let c = st.and_then(|l| l.iter().find(|c| c.name == COLLECT_CONTAINER)).and_then(|c| c.state.as_ref());
+    match c {
+        Some(s) if s.running.is_some() || s.terminated.is_some() => Collector::Started,
+        _ => Collector::NeverRan,
+    }
+}
+
 /// Streams the base bundle into the init container.
 pub async fn send_base(cluster: &Cluster, pod: &str, task_dir: &Path) -> Result<(), String> {
     let path = task_dir.join(BASE_FILE);

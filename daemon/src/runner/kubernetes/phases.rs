@@ -306,6 +306,18 @@ fn wait_agent_end(notes: &Path, root: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Blocks SIGTERM and SIGINT for this process (and the git it runs).
+fn hold_stop_signals() {
+    #[cfg(unix)]
+    {
+        use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+        let mut stop = SigSet::empty();
+        stop.add(Signal::SIGTERM);
+        stop.add(Signal::SIGINT);
+        let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&stop), None);
+    }
+}
+
 /// `caesard __kube collect --task-id T (--remote R | --workspace api) --base
 /// OID`: waits for the agent's end, pushes (or bundles) the result, says
 /// which commit it is.
@@ -320,8 +332,12 @@ pub fn collect_main(argv: &[String]) -> i32 {
             return 2;
         }
     };
-    // Until the agent's wrapper released its lock (the pod's deletion or its
-    // deadline stops this container otherwise).
+    // A stop (the pod's deletion) is not this container's end: the agent's
+    // is. Its SIGTERM is held as PID 1 of a container ignores it, so the
+    // result of a cancelled run is still made and, with bundles, waits to be
+    // taken; the grace period's SIGKILL is the bound.
+    hold_stop_signals();
+    // Until the agent's wrapper released its lock.
     let ended = wait_agent_end(&notes, &root);
     let pushed = if let Err(e) = ended {
         Pushed { result: None, error: Some(e) }
