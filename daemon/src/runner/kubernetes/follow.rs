@@ -161,7 +161,8 @@ impl MirrorTask {
                 let name = pod.metadata.name.clone().unwrap_or_default();
                 match bundle::send_base(&self.cluster, &name, self.dir.root()).await {
                     Ok(()) => Ok(true),
-                    Err(e) if e.contains("Kubernetes refused (") => {
+                    // RBAC, or the receiver's own refusal of a bundle past its cap: final.
+                    Err(e) if e.contains("Kubernetes refused (") || e.contains("the bundle is larger than") => {
                         Err(format!("the task's workspace cannot be sent to the pod: {e}"))
                     }
                     Err(e) => {
