@@ -207,6 +207,222 @@ async fn the_simulators_exec_refuses_what_an_api_server_refuses() {
     assert_eq!(t.status, "cancelled", "{}", t.error);
 }
 
+/// A write task cancelled after it wrote a file, under either transport,
+/// with or without the cancelling daemon dying before the result was in:
+/// it ends `cancelled`, and its partial work is reviewable as a local
+/// task's is (Diff shows it, Apply applies it), then its result ref goes
+/// and no pod process is left.
+async fn a_cancelled_write_task_brings_its_changes_back(api: bool, restart: bool) {
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[(
+        "partial",
+        // It holds SIGTERM: its pod's supervisor stops it at the grace, which
+        // leaves a restart the time to come between the cancel and the collection.
+        &["write", "partial.txt", "half done\n", "say", "agent-up", "ignore-term", "hang"],
+    )]);
+    project(&env, &sim, "caesar-agent:1", "");
+    if api {
+        api_config(&env, &sim);
+    }
+    let grace = [("CAESAR_KILL_GRACE_MS", if restart { "4000" } else { "300" })];
+    let mut c = env.start_daemon_with(&grace).await;
+    let id = c.delegate(env.delegate_request("partial", "x")).await.unwrap().into_inner().task_id;
+    // In its output (the task's events name it already, in the command line).
+    let raw = caesar_tests::daemon_files(task_dir(&env, &id)).join("raw.log");
+    assert!(eventually(LONG, wait_for(&raw, "agent-up")).await);
+    let r = format!("refs/caesar/tasks/{id}/result");
+    if restart {
+        // The cancel is asked; its daemon dies once the pod is being deleted,
+        // before the agent ended and so before any result was made.
+        let mut other = env.client().await;
+        let cancelling = id.clone();
+        let cancel = tokio::spawn(async move { other.cancel(pb::CancelRequest { task_id: cancelling }).await });
+        let deleting = || sim.pods_of(&id).first().is_some_and(|p| p["metadata"]["deletionTimestamp"].is_string());
+        assert!(eventually(LONG, deleting).await, "{:?}", sim.pods_of(&id));
+        env.kill_daemons().await;
+        let _ = cancel.await;
+        let daemon_files = caesar_tests::daemon_files(task_dir(&env, &id));
+        assert!(!daemon_files.join("exit.json").exists(), "the run ended before the daemon died");
+        assert!(!task_dir(&env, &id).join("kube-result.bundle").exists(), "the result was taken before");
+        assert!(!has_ref(env.project.path(), &r) && task_refs(&sim, &id).iter().all(|x| *x != r));
+        c = env.start_daemon_with(&grace).await;
+    } else {
+        c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap();
+    }
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status, "cancelled", "{}", t.error);
+    assert!(!t.report_json.contains("could not be brought back"), "{}", t.report_json);
+    let diff = c.diff(pb::DiffRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert!(diff.files.iter().any(|f| f.path == "partial.txt"), "{:?}", diff.files);
+    assert!(diff.patch.contains("+half done"), "{}", diff.patch);
+    let a = c.apply(pb::ApplyRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert!(a.applied && a.conflicts.is_empty(), "{a:?}");
+    assert_eq!(std::fs::read_to_string(env.project.path().join("partial.txt")).unwrap(), "half done\n");
+    // Applied: the result ref goes, here (api) or on the remote (git).
+    let gone = || !has_ref(env.project.path(), &r) && task_refs(&sim, &id).is_empty();
+    assert!(eventually(LONG, gone).await, "{r} is still there");
+    assert!(sim.pods_of(&id).is_empty(), "the pod is gone when the cancel is done");
+    assert!(eventually(LONG, || sim.stats()["processes"] == 0).await, "{}", sim.stats());
+}
+
+#[tokio::test]
+async fn a_cancelled_write_task_with_workspace_api_brings_its_changes_back() {
+    a_cancelled_write_task_brings_its_changes_back(true, false).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_write_task_with_workspace_api_brings_its_changes_back_across_a_daemon_restart() {
+    a_cancelled_write_task_brings_its_changes_back(true, true).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_write_task_with_workspace_git_brings_its_changes_back() {
+    a_cancelled_write_task_brings_its_changes_back(false, false).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_write_task_with_workspace_git_brings_its_changes_back_across_a_daemon_restart() {
+    a_cancelled_write_task_brings_its_changes_back(false, true).await;
+}
+
+/// Commits `mib` MiB of random (incompressible) bytes as `big.bin` in the
+/// project; their sha256.
+fn commit_big_file(env: &Env, mib: usize) -> String {
+    let p = env.project.path();
+    let mut data = vec![0u8; mib << 20];
+    std::fs::File::open("/dev/urandom").unwrap().read_exact(&mut data).unwrap();
+    std::fs::write(p.join("big.bin"), &data).unwrap();
+    drop(data);
+    git(p, &["add", "big.bin"]);
+    git(p, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "big"]);
+    let out = std::process::Command::new("sha256sum").arg(p.join("big.bin")).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_owned()
+}
+
+/// The agent of the large-workspace round trip: it prints the large
+/// file's sha256 as it finds it in the pod, and changes another file.
+const BIG_AGENT: &[&str] =
+    &["sh", "sha256sum big.bin", "write", "README.md", "hello\nbig\n", "report", "success", "big ok"];
+
+/// A `VmHWM:` or `VmRSS:` figure (KiB) of a process, 0 when it is gone.
+fn status_kb(pid: &str, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Memory seen while a round trip runs, sampled from `/proc` every
+/// millisecond: the highest peak RSS of a `caesard __kube receive`
+/// process, and the daemon's highest RSS while `window` is set.
+struct Sampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    window: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<(u64, u64)>,
+}
+
+impl Sampler {
+    fn start(daemon: u32) -> Sampler {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let window = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s, w) = (stop.clone(), window.clone());
+        let thread = std::thread::spawn(move || {
+            let (mut receiver, mut daemon_rss) = (0u64, 0u64);
+            // Bounded: a measurement stops by itself after ten minutes.
+            for _ in 0..600_000 {
+                if s.load(Ordering::Acquire) {
+                    break;
+                }
+                if w.load(Ordering::Acquire) {
+                    daemon_rss = daemon_rss.max(status_kb(&daemon.to_string(), "VmRSS:"));
+                }
+                for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+                    let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+                    let needle = b"__kube\0receive\0";
+                    if cmd.windows(needle.len()).any(|x| x == needle) {
+                        receiver = receiver.max(status_kb(&e.file_name().to_string_lossy(), "VmHWM:"));
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            (receiver, daemon_rss)
+        });
+        Sampler { stop, window, thread }
+    }
+
+    /// (the receiver's peak RSS, the daemon's highest RSS in the window), KiB.
+    fn finish(self) -> (u64, u64) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        self.thread.join().unwrap()
+    }
+}
+
+/// Runs the large-workspace round trip; the daemon's pid, and with
+/// `measure` what [`Sampler`] saw, its window from the base bundle's making
+/// (the worktree is prepared) to the task's end.
+async fn big_round_trip(env: &mut Env, sim: &Sim, mib: usize, measure: bool) -> (u32, Option<(u64, u64)>) {
+    env.set_agents(&[("big", BIG_AGENT)]);
+    project(env, sim, "caesar-agent:1", "");
+    api_config(env, sim);
+    let sum = commit_big_file(env, mib);
+    let mut c = env.start_daemon().await;
+    let pid = env.daemon_pid().await;
+    let sampler = measure.then(|| Sampler::start(pid));
+    let id = c.delegate(env.delegate_request("big", "x")).await.unwrap().into_inner().task_id;
+    if let Some(s) = &sampler {
+        assert!(eventually(LONG, || task_dir(env, &id).join("kube-base.bundle").exists()).await);
+        s.window.store(true, std::sync::atomic::Ordering::Release);
+    }
+    let t = await_one(&mut c, &id, LONG).await;
+    let seen = sampler.map(Sampler::finish);
+    assert_eq!(t.status, "succeeded", "{}", t.error);
+    // Byte-identical in the pod's checkout.
+    let texts = messages(&all_logs(&mut c, &id).await);
+    assert!(texts.iter().any(|t| t.starts_with(&format!("{sum}  big.bin"))), "{sum} not in {texts:?}");
+    // The change comes back, and only it.
+    let diff = c.diff(pb::DiffRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    let paths: Vec<&str> = diff.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["README.md"], "{}", diff.patch);
+    assert!(diff.patch.contains("+big"), "{}", diff.patch);
+    let a = c.apply(pb::ApplyRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert!(a.applied && a.conflicts.is_empty(), "{a:?}");
+    assert_eq!(std::fs::read_to_string(env.project.path().join("README.md")).unwrap(), "hello\nbig\n");
+    (pid, seen)
+}
+
+#[tokio::test]
+async fn with_workspace_api_a_large_incompressible_workspace_round_trips() {
+    let sim = Sim::start(&[]);
+    let mut env = Env::new(&[]);
+    big_round_trip(&mut env, &sim, 48, false).await;
+}
+
+/// The figures in BENCHMARKS.md for the base bundle's streaming: over the
+/// 48 MiB round trip, the daemon's peak RSS (VmHWM: the worktree's
+/// preparation sets it), its highest RSS from the bundle's making to the
+/// task's end (the bundle sent, the result taken), and the pod receiver's
+/// peak RSS. `cargo nextest run -p caesar-tests --test kubernetes_workspace
+/// --run-ignored only -E 'test(bundle_memory)' --no-capture`
+#[tokio::test]
+#[ignore = "measurement, run by hand for BENCHMARKS.md"]
+async fn bundle_memory() {
+    // 0 MiB: the same round trip with an empty large file, for the baseline.
+    for mib in [0, 48] {
+        let sim = Sim::start(&[]);
+        let mut env = Env::new(&[]);
+        let (pid, seen) = big_round_trip(&mut env, &sim, mib, true).await;
+        let (receiver, sending) = seen.unwrap();
+        println!(
+            "FIGURE {mib} MiB api round trip (KiB): daemon VmHWM {}, daemon VmRSS max from the bundle to the end {sending}, receiver VmHWM {receiver}",
+            peak_rss_kb(pid)
+        );
+    }
+}
+
 /// A commit id no repository holds.
 const FORGED: &str = "0123456789abcdef0123456789abcdef01234567";
 

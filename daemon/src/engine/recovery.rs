@@ -108,6 +108,14 @@ impl Engine {
             .unwrap_or_else(|| self.make_live(&record.id, TaskStatus::Running, record.event_count));
         let exited = self.runner.exit_record(&dir).is_some();
         let alive = !exited && self.runner.is_alive(&handle);
+        if record.cancel_requested && !exited {
+            // A cancel recorded by a daemon that died before the run ended
+            // (or before it asked the runner): asked again, before the
+            // runner re-attaches, so that the run's end reads as caesar's
+            // stop (a remote one's partial work still comes back) and not
+            // as someone else's.
+            self.runner.request_stop(&handle);
+        }
         let watch = self.runner.attach(&handle, &dir);
         let mut run = Run::new(&record, dir, live, Some(handle), started_ms, record.session_id.clone());
         self.restore_meters(&mut run);

@@ -21,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::Meta;
 use super::manifest::{COLLECT_CONTAINER, FETCH_CONTAINER, result_ref};
-use super::phases::{BUNDLE_REF, RECEIVE_ARG, RESULT_ARG, TAKEN_ARG};
+use super::phases::{BASE_CAP, BUNDLE_REF, RECEIVE_ARG, RESULT_ARG, TAKEN_ARG};
 use super::pod::POD_ARG0;
 use super::watch::Cluster;
 use super::workspace::{self, git};
@@ -47,6 +47,13 @@ pub fn make_base(workdir: &Path, task_id: &str, scratch: &Path) -> Result<String
     let made = git(&tmp, None, &["bundle", "create", "-q", &out, BUNDLE_REF]);
     let _ = std::fs::remove_dir_all(&tmp);
     made.map_err(|e| format!("cannot bundle the task's workspace: {e}"))?;
+    let size = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
+    if size > BASE_CAP {
+        let _ = std::fs::remove_file(&out);
+        return Err(format!(
+            "the task's workspace bundles to {size} bytes, more than the {BASE_CAP} a pod takes over pods/exec: use [runner.kubernetes] workspace = \"git\", or leave the large files out of the workspace"
+        ));
+    }
     Ok(oid)
 }
 
@@ -58,14 +65,19 @@ pub const RESULT_CAP: u64 = 1 << 30;
 /// The most bytes of an exec's stderr kept (for its error).
 const STDERR_CAP: u64 = 64 * 1024;
 
+/// How many bytes of a file go into one write on an exec's stdin (kube
+/// sends each as one websocket frame).
+const STDIN_PIECE: usize = 64 * 1024;
+
 /// Runs `caesard __kube <arg>` in a container of the pod over `pods/exec`,
-/// with `input` on its stdin and its stdout copied into `out` (at most
-/// `cap` bytes); the bytes copied when it succeeded, else why not.
+/// with the file `input` streamed on its stdin in [`STDIN_PIECE`]s (never
+/// read whole) and its stdout copied into `out` (at most `cap` bytes); the
+/// bytes copied when it succeeded, else why not.
 async fn exec<W>(
     cluster: &Cluster,
     pod: &str,
     (container, arg): (&str, &str),
-    input: Option<Vec<u8>>,
+    input: Option<&Path>,
     out: &mut W,
     cap: u64,
 ) -> Result<u64, String>
@@ -78,11 +90,17 @@ where
         stdout: true,
         stderr: true,
         tty: false,
-        max_stdin_buf_size: Some(64 * 1024),
+        max_stdin_buf_size: Some(STDIN_PIECE),
         max_stdout_buf_size: Some(64 * 1024),
         ..Default::default()
     };
     let command = ["caesard", POD_ARG0, arg];
+    let file = match input {
+        Some(path) => {
+            Some(tokio::fs::File::open(path).await.map_err(|e| format!("cannot read {}: {e}", path.display()))?)
+        }
+        None => None,
+    };
     let mut p = cluster
         .pod_api()
         .exec(pod, command, &ap)
@@ -91,8 +109,9 @@ where
     let status = p.take_status();
     let (stdin, stdout, stderr) = (p.stdin(), p.stdout(), p.stderr());
     let write = async move {
-        if let (Some(mut w), Some(data)) = (stdin, input) {
-            w.write_all(&data).await?;
+        if let (Some(mut w), Some(f)) = (stdin, file) {
+            let mut r = tokio::io::BufReader::with_capacity(STDIN_PIECE, f);
+            tokio::io::copy_buf(&mut r, &mut w).await?;
             w.shutdown().await?;
         }
         Ok::<_, std::io::Error>(())
@@ -117,12 +136,17 @@ where
         None => None,
     };
     let _ = p.join().await;
-    w.map_err(|e| format!("cannot send to `{arg}` in container {container}: {e}"))?;
+    let err = err.unwrap_or_default();
+    // The command's own word first: a receiver that refused the input ends
+    // the stream it was being sent on, and says why.
+    let failed = status.as_ref().is_some_and(|s| s.status.as_deref() != Some("Success"));
+    if !failed {
+        w.map_err(|e| format!("cannot send to `{arg}` in container {container}: {e}"))?;
+    }
     let copied = copied.map_err(|e| format!("cannot keep what `{arg}` sent: {e}"))?;
     if copied > cap {
         return Err(format!("`caesard __kube {arg}` in container {container} sent more than {cap} bytes: refused"));
     }
-    let err = err.unwrap_or_default();
     match status {
         Some(s) if s.status.as_deref() == Some("Success") => Ok(copied),
         Some(s) => Err(format!(
@@ -160,12 +184,31 @@ pub fn fetcher(pod: &Pod) -> Fetcher {
     }
 }
 
-/// Streams the base bundle into the init container.
+/// Whether the pod's collector container has run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collector {
+    /// Never started: no agent ran beside it, no result was made.
+    NeverRan,
+    /// Running or ended: a result may be (or have been) there.
+    Started,
+}
+
+/// Reads the collector's state from the pod.
+pub fn collector(pod: &Pod) -> Collector {
+    let st = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+    let c = st.and_then(|l| l.iter().find(|c| c.name == COLLECT_CONTAINER)).and_then(|c| c.state.as_ref());
+    match c {
+        Some(s) if s.running.is_some() || s.terminated.is_some() => Collector::Started,
+        _ => Collector::NeverRan,
+    }
+}
+
+/// Streams the base bundle from the task directory into the init
+/// container, a piece at a time.
 pub async fn send_base(cluster: &Cluster, pod: &str, task_dir: &Path) -> Result<(), String> {
     let path = task_dir.join(BASE_FILE);
-    let data = tokio::fs::read(&path).await.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut sink = tokio::io::sink();
-    exec(cluster, pod, (FETCH_CONTAINER, RECEIVE_ARG), Some(data), &mut sink, STDERR_CAP).await.map(|_| ())
+    exec(cluster, pod, (FETCH_CONTAINER, RECEIVE_ARG), Some(&path), &mut sink, STDERR_CAP).await.map(|_| ())
 }
 
 /// Takes the result from the collector, checks it, keeps it as the task's

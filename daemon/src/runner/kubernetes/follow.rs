@@ -161,7 +161,8 @@ impl MirrorTask {
                 let name = pod.metadata.name.clone().unwrap_or_default();
                 match bundle::send_base(&self.cluster, &name, self.dir.root()).await {
                     Ok(()) => Ok(true),
-                    Err(e) if e.contains("Kubernetes refused (") => {
+                    // RBAC, or the receiver's own refusal of a bundle past its cap: final.
+                    Err(e) if e.contains("Kubernetes refused (") || e.contains("the bundle is larger than") => {
                         Err(format!("the task's workspace cannot be sent to the pod: {e}"))
                     }
                     Err(e) => {
@@ -340,9 +341,10 @@ impl MirrorTask {
         }
         // What the pod says (its frames, its termination message) comes
         // from a container the agent shares: the result is what caesar
-        // reads itself, the result ref or the collector's bundle.
-        let stopped_api = self.meta.workspace == WorkspaceMode::Api && self.stop.load(Ordering::Acquire);
-        if exit.spawn_error.is_none() && !stopped_api {
+        // reads itself, the result ref or the collector's bundle. A stopped
+        // run's too: its collector outlives the stop (it holds SIGTERM), so
+        // a cancelled task's partial work comes back as under git.
+        if exit.spawn_error.is_none() {
             match self.bring_back(&ending).await {
                 Ok((verified, mut notes)) => {
                     findings.append(&mut notes);
@@ -412,9 +414,14 @@ impl MirrorTask {
                 got
             }
             WorkspaceMode::Api => {
-                let pod = self.cluster.pods.of(&self.task_id).last().and_then(|p| p.metadata.name.clone());
+                let pod = self.cluster.pods.of(&self.task_id).last().cloned();
                 let pod = pod.ok_or("the pod is gone, and its result with it")?;
-                Some(bundle::bring_back(&self.cluster, &pod, &meta, &scratch).await?)
+                // Stopped before its containers started: no agent ran, there is nothing to take.
+                if self.stop.load(Ordering::Acquire) && bundle::collector(&pod) == bundle::Collector::NeverRan {
+                    return Ok((None, Vec::new()));
+                }
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                Some(bundle::bring_back(&self.cluster, &name, &meta, &scratch).await?)
             }
         };
         let mut notes = Vec::new();

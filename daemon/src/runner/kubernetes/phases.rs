@@ -208,35 +208,68 @@ pub fn fetch_main(argv: &[String]) -> i32 {
     }
 }
 
+/// The most bytes a base bundle may have, on both sides: the daemon
+/// refuses to start a task whose bundle is larger, and `__kube receive`
+/// stops reading past it (the bundle lands on the node's disk, in `/git`).
+pub const BASE_CAP: u64 = 4 << 30;
+
 /// `caesard __kube receive`, exec'd by the daemon in the init container: its
-/// stdin, a git bundle, becomes `/git/base.bundle` (whole, or not at all).
+/// stdin, a git bundle, becomes `/git/base.bundle` (whole, or not at all),
+/// written as it arrives: at most [`BASE_CAP`] bytes, never held in memory.
 pub fn receive_main(_argv: &[String]) -> i32 {
-    use std::io::Read;
     let (_, _, git_dir) = dirs();
     let root = git_root(&git_dir);
-    let mut data = Vec::new();
-    if let Err(e) = std::io::stdin().read_to_end(&mut data) {
-        eprintln!("caesard __kube {RECEIVE_ARG}: cannot read the bundle: {e}");
-        return 1;
-    }
-    if !(data.starts_with(b"# v2 git bundle\n") || data.starts_with(b"# v3 git bundle\n")) {
-        eprintln!("caesard __kube {RECEIVE_ARG}: stdin is not a git bundle ({} bytes)", data.len());
-        return 1;
-    }
-    let tmp = root.join(format!(".{BASE_BUNDLE}.tmp"));
-    let written = std::fs::create_dir_all(&root)
-        .and_then(|_| std::fs::write(&tmp, &data))
-        .and_then(|_| std::fs::rename(&tmp, root.join(BASE_BUNDLE)));
-    match written {
-        Ok(()) => {
-            println!("received {} bytes", data.len());
+    match receive(std::io::stdin().lock(), &root, BASE_CAP) {
+        Ok(n) => {
+            println!("received {n} bytes");
             0
         }
         Err(e) => {
-            eprintln!("caesard __kube {RECEIVE_ARG}: cannot store the bundle: {e}");
+            eprintln!("caesard __kube {RECEIVE_ARG}: {e}");
             1
         }
     }
+}
+
+/// Copies a git bundle from `input` to `root/base.bundle` through a
+/// temporary file, in fixed-size pieces, refusing it past `cap` bytes; the
+/// bytes received.
+fn receive(mut input: impl std::io::Read, root: &Path, cap: u64) -> Result<u64, String> {
+    use std::io::{Read, Write};
+    const HEADS: [&[u8]; 2] = [b"# v2 git bundle\n", b"# v3 git bundle\n"];
+    let mut head = Vec::with_capacity(HEADS[0].len());
+    (&mut input)
+        .take(HEADS[0].len() as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| format!("cannot read the bundle: {e}"))?;
+    if !HEADS.contains(&head.as_slice()) {
+        return Err(format!("stdin is not a git bundle (it starts with {:?})", String::from_utf8_lossy(&head)));
+    }
+    std::fs::create_dir_all(root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    let tmp = root.join(format!(".{BASE_BUNDLE}.tmp"));
+    let stored = (|| {
+        let mut out = std::io::BufWriter::with_capacity(256 * 1024, std::fs::File::create(&tmp)?);
+        out.write_all(&head)?;
+        // One byte past the cap tells a bundle that is too large.
+        let rest = std::io::copy(&mut input.take(cap.saturating_sub(head.len() as u64) + 1), &mut out)?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        Ok::<_, std::io::Error>(head.len() as u64 + rest)
+    })();
+    let n = match stored {
+        Ok(n) if n <= cap => n,
+        Ok(_) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(format!(
+                "the bundle is larger than {cap} bytes: refused (the task's workspace is too large for workspace = \"api\"; use workspace = \"git\")"
+            ));
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(format!("cannot store the bundle in {}: {e}", root.display()));
+        }
+    };
+    std::fs::rename(&tmp, root.join(BASE_BUNDLE)).map_err(|e| format!("cannot store the bundle: {e}"))?;
+    Ok(n)
 }
 
 /// The work tree as a commit on the base, made with the collector's own
@@ -306,6 +339,18 @@ fn wait_agent_end(notes: &Path, root: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Blocks SIGTERM and SIGINT for this process (and the git it runs).
+fn hold_stop_signals() {
+    #[cfg(unix)]
+    {
+        use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+        let mut stop = SigSet::empty();
+        stop.add(Signal::SIGTERM);
+        stop.add(Signal::SIGINT);
+        let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&stop), None);
+    }
+}
+
 /// `caesard __kube collect --task-id T (--remote R | --workspace api) --base
 /// OID`: waits for the agent's end, pushes (or bundles) the result, says
 /// which commit it is.
@@ -320,8 +365,12 @@ pub fn collect_main(argv: &[String]) -> i32 {
             return 2;
         }
     };
-    // Until the agent's wrapper released its lock (the pod's deletion or its
-    // deadline stops this container otherwise).
+    // A stop (the pod's deletion) is not this container's end: the agent's
+    // is. Its SIGTERM is held as PID 1 of a container ignores it, so the
+    // result of a cancelled run is still made and, with bundles, waits to be
+    // taken; the grace period's SIGKILL is the bound.
+    hold_stop_signals();
+    // Until the agent's wrapper released its lock.
     let ended = wait_agent_end(&notes, &root);
     let pushed = if let Err(e) = ended {
         Pushed { result: None, error: Some(e) }
@@ -415,4 +464,59 @@ pub fn result_main(_argv: &[String]) -> i32 {
 pub fn taken_main(_argv: &[String]) -> i32 {
     let (_, _, git_dir) = dirs();
     i32::from(std::fs::write(git_root(&git_dir).join(TAKEN), b"1").is_err())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that yields `n` bytes of a git bundle without holding them.
+    struct Bundle {
+        head: &'static [u8],
+        left: u64,
+    }
+
+    impl std::io::Read for Bundle {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if !self.head.is_empty() {
+                let n = self.head.len().min(buf.len());
+                buf[..n].copy_from_slice(&self.head[..n]);
+                self.head = &self.head[n..];
+                return Ok(n);
+            }
+            let n = (buf.len() as u64).min(self.left) as usize;
+            buf[..n].fill(b'x');
+            self.left -= n as u64;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn the_base_bundle_is_stored_whole_up_to_the_cap_and_refused_past_it() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let root = t.path().join("git");
+        let head = b"# v2 git bundle\n";
+        let size = |extra: u64| head.len() as u64 + extra;
+
+        // At the cap: stored whole, its temporary file gone.
+        let cap = size(1 << 20);
+        let n = receive(Bundle { head, left: 1 << 20 }, &root, cap).expect("stored");
+        assert_eq!(n, cap);
+        assert_eq!(std::fs::metadata(root.join(BASE_BUNDLE)).expect("bundle").len(), cap);
+        assert!(!root.join(format!(".{BASE_BUNDLE}.tmp")).exists());
+        std::fs::remove_file(root.join(BASE_BUNDLE)).expect("rm");
+
+        // One byte past it: refused with the fix named, nothing left behind.
+        let e = receive(Bundle { head, left: (1 << 20) + 1 }, &root, cap).expect_err("refused");
+        assert!(e.contains("larger than") && e.contains("workspace = \"git\""), "{e}");
+        assert!(!root.join(BASE_BUNDLE).exists());
+        assert!(!root.join(format!(".{BASE_BUNDLE}.tmp")).exists());
+
+        // Not a bundle: refused before anything is written.
+        let e = receive(&b"GIF89a not a bundle"[..], &root, cap).expect_err("refused");
+        assert!(e.contains("not a git bundle"), "{e}");
+        let e = receive(&b""[..], &root, cap).expect_err("refused");
+        assert!(e.contains("not a git bundle"), "{e}");
+        assert!(!root.join(BASE_BUNDLE).exists());
+    }
 }
