@@ -101,7 +101,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         answered_at = Some(monotonic_ns());
         c.answer(pb::AnswerRequest { task_id: id.clone(), question_id: q.question_id, answer: "allow".into() }).await?;
     }
-    let _ = c.cancel(pb::CancelRequest { task_id: id.clone(), ..Default::default() }).await;
+    let _ = c.cancel(pb::CancelRequest { task_id: id.clone() }).await;
     println!("| figure | median (ms) | p95 (ms) | max (ms) | target |");
     println!("|---|---|---|---|---|");
     let (a, b, target) = if remote {

@@ -17,10 +17,10 @@ pub fn kubeconfig_path(setting: Option<&str>) -> PathBuf {
     if let Some(p) = setting.filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    if let Some(k) = std::env::var_os("KUBECONFIG").filter(|k| !k.is_empty()) {
-        if let Some(first) = std::env::split_paths(&k).next() {
-            return first;
-        }
+    if let Some(k) = std::env::var_os("KUBECONFIG").filter(|k| !k.is_empty())
+        && let Some(first) = std::env::split_paths(&k).next()
+    {
+        return first;
     }
     let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
     home.join(".kube").join("config")
