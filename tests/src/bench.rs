@@ -78,3 +78,71 @@ impl BenchDaemon {
         let _ = self.child.wait();
     }
 }
+
+/// The Kubernetes simulator (`k8s-sim`, `crate::k8s_sim`) as the tests start it, for a bench's
+/// remote mode: on 127.0.0.1, namespace `caesar`, its kubeconfig and a bare repository standing
+/// for the team's git server in its own temporary directory, and `path` as "the image" (the
+/// PATH its pods' containers get). It stops, killing every pod process, when this is dropped.
+pub struct SimCluster {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl SimCluster {
+    /// Starts `bin_dir/k8s-sim` and waits (up to 5 s) for the port it chose.
+    pub fn start(bin_dir: &Path, path: &str) -> BenchResult<SimCluster> {
+        let dir = tempfile::Builder::new().prefix("k8s").tempdir_in("/tmp")?;
+        let port_file = dir.path().join("port");
+        let child = Command::new(bin_dir.join("k8s-sim"))
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .arg("--port-file")
+            .arg(&port_file)
+            .args(["--namespace", "caesar", "--path", path])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let sim = SimCluster { child, dir };
+        let mut port = None;
+        for _ in 0..500 {
+            if let Some(p) = std::fs::read_to_string(&port_file).ok().and_then(|p| p.trim().parse::<u16>().ok()) {
+                port = Some(p);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let port = port.ok_or("k8s-sim wrote no port within 5 s")?;
+        git(sim.dir.path(), &["init", "-q", "--bare", "remote.git"])?;
+        std::fs::write(
+            sim.kubeconfig(),
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n    server: http://127.0.0.1:{port}\ncontexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n    namespace: caesar\ncurrent-context: sim\nusers:\n- name: sim\n  user: {{}}\n"
+            ),
+        )?;
+        Ok(sim)
+    }
+
+    /// The simulator's kubeconfig.
+    pub fn kubeconfig(&self) -> std::path::PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// The `[runner]` settings that send a project's tasks to this simulator, for its
+    /// `.caesar/config.local.toml`.
+    pub fn runner_config(&self) -> String {
+        format!(
+            "[runner]\nkind = \"kubernetes\"\n[runner.kubernetes]\nkubeconfig = {:?}\nnamespace = \"caesar\"\nimage = \"caesar-agent:1\"\ngit_remote = {:?}\nttl_seconds = 600\n",
+            self.kubeconfig().display().to_string(),
+            self.dir.path().join("remote.git").display().to_string(),
+        )
+    }
+}
+
+impl Drop for SimCluster {
+    fn drop(&mut self) {
+        // Closing its stdin stops it, and with it every pod process.
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}

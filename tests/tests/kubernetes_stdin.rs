@@ -213,7 +213,7 @@ async fn an_acp_session_in_a_pod_asks_and_is_answered() {
 
 #[tokio::test]
 async fn a_remote_session_is_cancelled_through_its_interrupt_and_its_pod_goes() {
-    let (sim, mut env, _img) = rig("qwen", &acp_agent("ask 'sleep 1000'"));
+    let (sim, mut env, _img) = rig("qwen", &acp_agent("ask 'sleep 1000' say 'Not after a cancel.'"));
     let mut c = env.start_daemon().await;
     let id = write_task(&mut c, &env, "qwen", "do it").await;
     let _ = question(&mut c, &id).await;
@@ -221,9 +221,23 @@ async fn a_remote_session_is_cancelled_through_its_interrupt_and_its_pod_goes() 
     let t = await_one(&mut c, &id, LONG).await;
     assert_eq!(t.status, "cancelled", "{}", t.error);
     assert!(sim.pods_of(&id).is_empty(), "the pod is gone when the cancel is done");
-    // The session's cancel went down the agent's stdin in the pod: every line queued was written.
+    // The session's cancel went down the agent's stdin in the pod, and the agent answered it:
+    // it ends its turn with `stopReason: "cancelled"` only once it read `session/cancel`
+    // (`fake-acp`), and the mirrored raw.log holds that response to the prompt.
     let queued = std::fs::read_to_string(task_dir(&env, &id).join("kube-stdin.jsonl")).unwrap_or_default();
     assert!(queued.contains("session/cancel"), "{queued}");
+    let raw =
+        std::fs::read_to_string(caesar_tests::daemon_files(task_dir(&env, &id)).join("raw.log")).unwrap_or_default();
+    let responses: Vec<serde_json::Value> = raw
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["result"].get("stopReason").is_some())
+        .collect();
+    assert_eq!(responses.len(), 1, "one answer to the prompt: {raw}");
+    assert_eq!(responses[0]["result"]["stopReason"], "cancelled", "the agent in the pod read the cancel: {raw}");
+    // The tool it was asking for did not run: its permission was never granted.
+    assert!(raw.contains(r#""status":"failed""#) && !raw.contains(r#""status":"completed""#), "{raw}");
+    assert!(!raw.contains("Not after a cancel."), "the turn ended at the cancel: {raw}");
     assert!(eventually(Duration::from_secs(10), || sim.stats()["processes"] == 0).await, "no pod process left");
 }
 

@@ -5,12 +5,17 @@
 //! P15a request printed → pending question visible to `Await`, and P15b `Answer` called →
 //! control response read by the agent (the next request carries that stamp).
 //!
-//! `caesar-bench-permissions [--rounds N]`.
+//! `caesar-bench-permissions [--rounds N] [--remote]`. `--remote` runs the task on the
+//! Kubernetes runner against the simulator as the tests start it (`k8s-sim`, whose process
+//! kubelet runs the pod's supervisor and the agent as local processes, so both clocks are this
+//! machine's; "the image" a directory holding the agent as `claude`): the request comes through
+//! the pod's log stream mirrored into raw.log, the answer through the stdin pump's `pods/exec`
+//! stream into the pod's FIFO.
 
 use std::path::Path;
 
 use caesar_proto::pb;
-use caesar_tests::bench::{BenchDaemon, commit_project};
+use caesar_tests::bench::{BenchDaemon, SimCluster, commit_project};
 
 /// CLOCK_MONOTONIC in nanoseconds, the clock Python's `time.monotonic_ns` reads.
 fn monotonic_ns() -> i64 {
@@ -34,15 +39,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
+    let remote = args.iter().any(|a| a == "--remote");
     let bin_dir = std::env::current_exe()?.parent().ok_or("no bin dir")?.to_path_buf();
     let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("agents/claude_control_agent.py");
     let home = tempfile::Builder::new().prefix("cp").tempdir_in("/tmp")?;
+    // A pod runs the agent by its CLI's name from the image's PATH: the agent is `claude` there.
+    let image = home.path().join("image");
+    std::fs::create_dir_all(&image)?;
+    std::os::unix::fs::symlink(&agent, image.join("claude"))?;
+    let agent = image.join("claude");
     let project = tempfile::tempdir()?;
     let p = project.path();
     commit_project(
         p,
         &format!("[policy]\nallow_recursion = true\n\n[bin]\nclaude = {:?}\n", agent.display().to_string()),
     )?;
+    let _cluster = if remote {
+        let path = format!("{}:{}:{}", image.display(), bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+        let cluster = SimCluster::start(&bin_dir, &path)?;
+        std::fs::write(p.join(".caesar/config.local.toml"), cluster.runner_config())?;
+        Some(cluster)
+    } else {
+        None
+    };
     let mut daemon = BenchDaemon::start(&bin_dir, home.path(), "warn", &[]).await?;
     let c = &mut daemon.client;
     let d = c
@@ -82,15 +101,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         answered_at = Some(monotonic_ns());
         c.answer(pb::AnswerRequest { task_id: id.clone(), question_id: q.question_id, answer: "allow".into() }).await?;
     }
-    let _ = c.cancel(pb::CancelRequest { task_id: id.clone(), ..Default::default() }).await;
+    let _ = c.cancel(pb::CancelRequest { task_id: id.clone() }).await;
     println!("| figure | median (ms) | p95 (ms) | max (ms) | target |");
     println!("|---|---|---|---|---|");
-    for (name, v) in [
-        ("P15a claude can_use_tool printed → visible to Await", &mut visible),
-        ("P15b Answer → control response read by the agent", &mut delivered),
-    ] {
+    let (a, b, target) = if remote {
+        ("P15a remote can_use_tool printed → visible to Await", "P15b remote Answer → read by the agent", "none yet")
+    } else {
+        (
+            "P15a claude can_use_tool printed → visible to Await",
+            "P15b Answer → control response read by the agent",
+            "≤ 5 ms",
+        )
+    };
+    for (name, v) in [(a, &mut visible), (b, &mut delivered)] {
         let max = v.iter().copied().fold(0.0, f64::max);
-        println!("| {name} | {:.2} | {:.2} | {max:.2} | ≤ 5 ms |", percentile(v, 0.5), percentile(v, 0.95));
+        let n = v.len();
+        println!("| {name} (n={n}) | {:.2} | {:.2} | {max:.2} | {target} |", percentile(v, 0.5), percentile(v, 0.95));
     }
     daemon.stop().await;
     Ok(())

@@ -11,7 +11,10 @@
 //! raw LINE          LINE as is (malformed JSON-RPC, unknown methods, stray responses)
 //! big BYTES         one session/update line of BYTES bytes
 //! ask TITLE         session/request_permission for an `execute` tool; waits for the answer,
-//!                   then reports the tool completed (allowed) or failed (rejected)
+//!                   then reports the tool completed (allowed) or failed (rejected); a
+//!                   `session/cancel` read while it waits ends the turn there, as ACP says:
+//!                   the tool failed, the rest of the script skipped, the prompt answered
+//!                   with `stopReason: "cancelled"`
 //! stamp FILE        append the wall-clock time (ns since the epoch) to FILE
 //! stamp-sent FILE   with `ask`: stamp FILE right after the request is written
 //! stamp-answer FILE with `ask`: stamp FILE as soon as the answer is read
@@ -88,7 +91,8 @@ fn main() {
             "session/prompt" => {
                 let mut i = 0;
                 let mut ask_id = 100;
-                while i < args.len() {
+                let mut cancelled = false;
+                while i < args.len() && !cancelled {
                     let value = args.get(i + 1).cloned().unwrap_or_default();
                     match args[i].as_str() {
                         "say" => update(
@@ -145,6 +149,10 @@ fn main() {
                             for line in lines.by_ref() {
                                 let Ok(line) = line else { break };
                                 let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+                                if v.get("method").and_then(|m| m.as_str()) == Some("session/cancel") {
+                                    cancelled = true;
+                                    break;
+                                }
                                 if v.get("id").and_then(|i| i.as_u64()) == Some(ask_id) && v.get("method").is_none() {
                                     if let Some(f) = &answer_file {
                                         stamp(f);
@@ -168,7 +176,8 @@ fn main() {
                     }
                     i += 2;
                 }
-                send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}}));
+                let stop = if cancelled { "cancelled" } else { "end_turn" };
+                send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": stop}}));
             }
             "session/cancel" => {}
             _ if !id.is_null() => send(&serde_json::json!({"jsonrpc": "2.0", "id": id,

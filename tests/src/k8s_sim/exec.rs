@@ -189,6 +189,7 @@ pub async fn exec(
     let work = root.join(spec["workingDir"].as_str().unwrap_or("").trim_start_matches('/'));
     let run = Run {
         sim: sim.clone(),
+        mounts: json!({"volumeMounts": spec["volumeMounts"].clone()}),
         root,
         work,
         env,
@@ -219,6 +220,8 @@ pub async fn exec(
 /// One exec'd command and its streams.
 struct Run {
     sim: Arc<Sim>,
+    /// The container's `volumeMounts`, mounted for the exec'd process as for the container's.
+    mounts: Value,
     root: std::path::PathBuf,
     work: std::path::PathBuf,
     env: Vec<(String, String)>,
@@ -274,6 +277,7 @@ impl Run {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
+        kubelet::mount_volumes(&mut cmd, &self.root, &self.mounts);
         // Each stream the client asked for opens with its channel byte alone.
         for (open, ch) in [(self.stdout, 1u8), (self.stderr, 2u8), (true, 3u8)] {
             if open {

@@ -214,12 +214,6 @@ fn remove_if_deleting(sim: &Arc<Sim>, ns: &str, pod: &str) {
     }
 }
 
-/// Runs one container of the pod as a local process, in a directory of its
-/// own (`<pod>/c/<name>`, its `CAESAR_POD_ROOT`) where each of its volume
-/// mounts is a link to the pod's one directory of that volume, so two
-/// containers share exactly the volumes they both mount. Its status is kept
-/// in `field[i]`; its `terminated` state once it ended, `None` when it never
-/// started (a missing Secret).
 /// A container's environment: its envFrom Secrets, then its env; the
 /// Secret that does not exist, as the kubelet's waiting message.
 pub fn container_env(sim: &Sim, c: &Value) -> Result<Vec<(String, String)>, String> {
@@ -244,6 +238,72 @@ pub fn container_root(sim: &Sim, pod: &str, container: &str) -> std::path::PathB
     sim.cfg.state_dir.join("pods").join(pod).join("c").join(container)
 }
 
+/// Mounts the container's volumes at their `mountPath`s (`/ws`, `/git`) for
+/// the process `cmd` starts, as a container runtime does: the process gets a
+/// mount namespace of its own (its children inherit it) in which the link
+/// `<root>/<mountPath>` (the pod's directory of that volume) is bound at the
+/// absolute path. So the paths the Job names (a session's `cwd`, `TMPDIR`,
+/// the sandbox's paths) are the pod's in every process of the container,
+/// whatever reads them (a real codex, its own sandbox), as in a cluster;
+/// `CAESAR_POD_ROOT` still names the same directories through the links.
+/// It needs root (as on the developers' machines and in CI): the mount
+/// points are made on this machine, empty, at first use, and stay. Where a
+/// mount point cannot be made or the namespace is refused, the process runs
+/// without these mounts, reaching its volumes under `CAESAR_POD_ROOT` only.
+pub fn mount_volumes(cmd: &mut tokio::process::Command, root: &std::path::Path, c: &Value) {
+    use std::os::unix::ffi::OsStrExt;
+    let mut binds: Vec<(std::ffi::CString, std::ffi::CString)> = Vec::new();
+    for m in c["volumeMounts"].as_array().into_iter().flatten() {
+        let Some(at) = m["mountPath"].as_str().filter(|a| a.starts_with('/') && a.len() > 1) else { continue };
+        if std::fs::create_dir_all(at).is_err() {
+            continue;
+        }
+        let source = root.join(at.trim_start_matches('/'));
+        let (Ok(source), Ok(target)) =
+            (std::ffi::CString::new(source.as_os_str().as_bytes()), std::ffi::CString::new(at))
+        else {
+            continue;
+        };
+        binds.push((source, target));
+    }
+    if binds.is_empty() {
+        return;
+    }
+    let slash = c"/";
+    // SAFETY: between fork and exec the closure makes only system calls on
+    // strings built before the fork; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            use nix::libc;
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return Ok(());
+            }
+            // Nothing mounted here reaches the machine's namespace.
+            let private = libc::mount(
+                std::ptr::null(),
+                slash.as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            );
+            if private != 0 {
+                return Ok(());
+            }
+            for (source, target) in &binds {
+                libc::mount(source.as_ptr(), target.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Runs one container of the pod as a local process, in a directory of its
+/// own (`<pod>/c/<name>`, its `CAESAR_POD_ROOT`) where each of its volume
+/// mounts is a link to the pod's one directory of that volume, so two
+/// containers share exactly the volumes they both mount; they are also
+/// mounted at their paths ([`mount_volumes`]). Its status is kept in
+/// `field[i]`; its `terminated` state once it ended, `None` when it never
+/// started (a missing Secret).
 async fn run_container(sim: &Arc<Sim>, ns: &str, pod: &str, c: &Value, field: &str, i: usize) -> Option<Value> {
     let cname = c["name"].as_str().unwrap_or("").to_owned();
     // The container's environment: its env, its envFrom Secrets.
@@ -295,6 +355,7 @@ async fn run_container(sim: &Arc<Sim>, ns: &str, pod: &str, c: &Value, field: &s
         .stderr(std::process::Stdio::piped())
         .process_group(0)
         .kill_on_drop(false);
+    mount_volumes(&mut cmd, &root, c);
     if stopping(sim, ns, pod) {
         return Some(json!({"exitCode": 137, "reason": "Error"}));
     }

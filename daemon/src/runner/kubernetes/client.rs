@@ -69,8 +69,54 @@ async fn connect_new(path: &std::path::Path, context: Option<&str>) -> Result<Cl
         )
     })?;
     let server = config.cluster_url.to_string();
+    let mut config = config;
+    if let Some(proxy) = config.proxy_url.as_ref().map(ToString::to_string) {
+        let host = config.cluster_url.host().unwrap_or_default().to_owned();
+        if env_proxy_exempts(&proxy, &host)? {
+            config.proxy_url = None;
+        }
+    }
     let client = Client::try_from(config).map_err(|e| format!("cannot build a client for {server}: {e}"))?;
     Ok(client)
+}
+
+/// Whether the proxy kube chose (`proxy`) is to be dropped for a cluster
+/// on `host`. Without a kubeconfig `proxy-url`, kube takes the daemon's
+/// `HTTPS_PROXY` (or `https_proxy`), which this build cannot go through
+/// (kube's `http-proxy` feature is off), and takes it even for a cluster
+/// that `NO_PROXY` exempts: every client build then failed, naming a cargo
+/// feature. A cluster `NO_PROXY` covers goes direct (true); another is
+/// refused, saying what to change. A `proxy-url` the kubeconfig names is
+/// left to kube (false), which refuses it.
+fn env_proxy_exempts(proxy: &str, host: &str) -> Result<bool, String> {
+    let same = |v: &str| v.trim_end_matches('/') == proxy.trim_end_matches('/');
+    let from_env = ["HTTPS_PROXY", "https_proxy"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        .next()
+        .is_some_and(|v| same(&v));
+    if !from_env {
+        return Ok(false);
+    }
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let no_proxy = ["NO_PROXY", "no_proxy"].iter().filter_map(|k| std::env::var(k).ok()).collect::<Vec<_>>().join(",");
+    if no_proxy_covers(&no_proxy, host) {
+        return Ok(true);
+    }
+    Err(format!(
+        "the daemon's environment sets HTTPS_PROXY ({proxy}) and caesar's Kubernetes client does not go through a proxy: add the cluster's host `{host}` to NO_PROXY, or unset HTTPS_PROXY, in the daemon's environment"
+    ))
+}
+
+/// Whether a `NO_PROXY` list (comma-separated; `*`, a host, or a domain
+/// with or without its leading dot, which covers its subdomains) covers
+/// `host`.
+fn no_proxy_covers(list: &str, host: &str) -> bool {
+    let host = host.to_ascii_lowercase();
+    list.split(',').map(|e| e.trim().to_ascii_lowercase()).filter(|e| !e.is_empty()).any(|e| {
+        let domain = e.trim_start_matches('.');
+        e == "*" || host == domain || host.ends_with(&format!(".{domain}"))
+    })
 }
 
 /// A Kubernetes error as a sentence with its fix.
@@ -195,4 +241,26 @@ async fn may_exec(client: &Client, namespace: &str, need: Need) -> Result<(), St
     Err(format!(
         "Kubernetes does not let the daemon's user `create` on `pods/exec` in namespace `{namespace}`{why}, {needs}; fix: grant it (the pods/exec rule in packaging/kubernetes/rbac.yaml) or {or}"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_proxy_covers_hosts_domains_and_the_wildcard() {
+        assert!(no_proxy_covers("127.0.0.1,localhost", "127.0.0.1"));
+        assert!(no_proxy_covers(" example.com ", "api.example.com"));
+        assert!(no_proxy_covers(".example.com", "API.example.com"));
+        assert!(no_proxy_covers("*", "anything"));
+        assert!(!no_proxy_covers("example.com", "notexample.com"));
+        assert!(!no_proxy_covers("", "127.0.0.1"));
+        assert!(!no_proxy_covers("10.0.0.1", "127.0.0.1"));
+    }
+
+    #[test]
+    fn a_proxy_the_kubeconfig_names_is_left_to_kube() {
+        // Not the environment's (whatever it holds here): kube decides.
+        assert_eq!(env_proxy_exempts("http://proxy.invalid.example:3128/", "cluster.example"), Ok(false));
+    }
 }
