@@ -26,6 +26,8 @@ async fn a_task_runs_as_a_job_and_its_report_and_diff_come_back() {
             "hello from the pod",
             "env",
             "FAKE_PROVIDER_KEY",
+            "sh",
+            "mktemp >/dev/null && echo \"temp files in $TMPDIR\"",
             "write",
             "src/new.rs",
             "fn main() {}\n",
@@ -55,6 +57,8 @@ async fn a_task_runs_as_a_job_and_its_report_and_diff_come_back() {
     assert!(texts.contains(&"hello from the pod".to_owned()), "{texts:?}");
     // The provider key reached the agent from the Secret, and no task file holds it.
     assert!(texts.contains(&"FAKE_PROVIDER_KEY=sk-not-in-any-file".to_owned()), "{texts:?}");
+    // Its TMPDIR, the task directory's tmp/ as on the laptop, exists in the pod.
+    assert!(texts.contains(&"temp files in /ws/.caesar/tmp".to_owned()), "{texts:?}");
     for f in ["task.json", "kube.json"] {
         let s = std::fs::read_to_string(task_dir(&env, &d.task_id).join(f)).unwrap_or_default();
         assert!(!s.contains("sk-not-in-any-file"), "{f} holds the credential");

@@ -150,7 +150,8 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path, sdir: &Path) -> Ending {
     stop.add(Signal::SIGTERM);
     stop.add(Signal::SIGINT);
     let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&stop), None);
-    let made = std::fs::create_dir_all(tdir).and_then(|_| std::fs::create_dir_all(repo)).and_then(|_| {
+    // The task directory's `tmp/` is the agent's TMPDIR, as on the laptop (`engine/start.rs`).
+    let made = std::fs::create_dir_all(tdir.join("tmp")).and_then(|_| std::fs::create_dir_all(repo)).and_then(|_| {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(sdir)
     });
