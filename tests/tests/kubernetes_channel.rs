@@ -29,22 +29,6 @@ async fn channel_task(c: &mut Client, env: &Env, agent: &str) -> String {
     d.task_id
 }
 
-/// The task's next pending question (waiting on the daemon's attention wake).
-async fn question(c: &mut Client, id: &str) -> pb::PendingQuestion {
-    for _ in 0..45 {
-        let r = c
-            .r#await(pb::AwaitRequest { task_ids: vec![id.to_owned()], timeout_ms: 2_000, wake_on_attention: true })
-            .await
-            .unwrap()
-            .into_inner();
-        if let Some(q) = r.tasks[0].pending_questions.first() {
-            return q.clone();
-        }
-        assert!(r.tasks[0].report_json.is_empty(), "ended before asking: {:?}", r.tasks[0]);
-    }
-    panic!("no question from {id}");
-}
-
 fn raw_log(env: &Env, id: &str) -> String {
     std::fs::read_to_string(caesar_tests::daemon_files(task_dir(env, id)).join("raw.log")).unwrap_or_default()
 }

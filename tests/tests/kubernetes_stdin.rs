@@ -77,22 +77,6 @@ async fn write_task(c: &mut Client, env: &Env, agent: &str, objective: &str) -> 
     c.delegate(req).await.unwrap().into_inner().task_id
 }
 
-/// The task's next pending question (waiting on the daemon's attention wake).
-async fn question(c: &mut Client, id: &str) -> pb::PendingQuestion {
-    for _ in 0..45 {
-        let r = c
-            .r#await(pb::AwaitRequest { task_ids: vec![id.to_owned()], timeout_ms: 2_000, wake_on_attention: true })
-            .await
-            .unwrap()
-            .into_inner();
-        if let Some(q) = r.tasks[0].pending_questions.first() {
-            return q.clone();
-        }
-        assert!(r.tasks[0].report_json.is_empty(), "ended before asking: {:?}", r.tasks[0]);
-    }
-    panic!("no question from {id}");
-}
-
 async fn answer(c: &mut Client, id: &str, q: &pb::PendingQuestion, with: &str) {
     c.answer(pb::AnswerRequest { task_id: id.to_owned(), question_id: q.question_id.clone(), answer: with.into() })
         .await

@@ -188,3 +188,19 @@ pub fn validate_against_official_schemas(sim: &Sim, job: &serde_json::Value) {
         Err(e) => panic!("kubernetes-validate must be installed in CI: {e}"),
     }
 }
+
+/// The task's next pending question (waiting on the daemon's attention wake).
+pub async fn question(c: &mut caesar_proto::client::Client, id: &str) -> pb::PendingQuestion {
+    for _ in 0..45 {
+        let r = c
+            .r#await(pb::AwaitRequest { task_ids: vec![id.to_owned()], timeout_ms: 2_000, wake_on_attention: true })
+            .await
+            .unwrap()
+            .into_inner();
+        if let Some(q) = r.tasks[0].pending_questions.first() {
+            return q.clone();
+        }
+        assert!(r.tasks[0].report_json.is_empty(), "ended before asking: {:?}", r.tasks[0]);
+    }
+    panic!("no question from {id}");
+}

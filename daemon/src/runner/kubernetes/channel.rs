@@ -26,13 +26,12 @@ use std::time::Duration;
 
 use caesar_proto::pb;
 use caesar_proto::pb::caesar_server::{Caesar, CaesarServer};
-use kube::api::AttachParams;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 
-use super::manifest::CONTAINER;
 use super::pod::POD_ARG0;
+use super::stdin::FORBIDDEN;
 use super::watch::Cluster;
 use crate::runner::remote_channel::{
     ChannelCall, ChannelCalls, ChannelOutcome, ChannelReply, KUBE_POD_SOCKET, Request, Response,
@@ -49,9 +48,6 @@ const MAX_LINE: usize = 16 << 20;
 /// time; this bounds what a pod that floods the stream can make the daemon
 /// hold, each waiting question being a task of its own).
 const MAX_IN_FLIGHT: usize = 64;
-
-/// How the stream's error starts when RBAC refuses the exec.
-const FORBIDDEN: &str = "forbidden: ";
 
 /// Reads one line of at most `cap` bytes (without its newline); `None` at
 /// the end of the input. A longer line is an error: the other side is not
@@ -114,24 +110,7 @@ impl Relay {
 
     /// One exec stream: until it drops, the task ends or it is stopped.
     async fn stream(&self, cluster: &Cluster, stop: &AtomicBool) -> Result<(), String> {
-        let pod = super::stdin::agent_pod(cluster, &self.task_id).ok_or("the agent container is not running")?;
-        let ap = AttachParams {
-            container: Some(CONTAINER.to_owned()),
-            stdin: true,
-            stdout: true,
-            stderr: false,
-            tty: false,
-            max_stdin_buf_size: Some(256 * 1024),
-            max_stdout_buf_size: Some(256 * 1024),
-            ..Default::default()
-        };
-        let mut p = cluster.pod_api().exec(&pod, ["caesard", POD_ARG0, CHANNEL_ARG], &ap).await.map_err(|e| {
-            let why = super::client::explain(&e, "create", "pods/exec", &cluster.namespace);
-            match e {
-                kube::Error::Api(s) if s.code == 403 => format!("{FORBIDDEN}{why}"),
-                _ => why,
-            }
-        })?;
+        let mut p = super::stdin::exec_in_agent(cluster, &self.task_id, CHANNEL_ARG, 256 * 1024).await?;
         let (Some(w), Some(r)) = (p.stdin(), p.stdout()) else { return Err("the exec has no stdin".into()) };
         let done = p.join();
         self.carry(r, w, async move { done.await.map_err(|e| format!("the channel's stream dropped: {e}")) }, stop)

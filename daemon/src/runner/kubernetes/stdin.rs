@@ -42,7 +42,7 @@ pub const QUEUE_FILE: &str = "kube-stdin.jsonl";
 pub const SEQ_FILE: &str = "stdin.seq";
 
 /// How the stream's error starts when RBAC refuses the exec.
-const FORBIDDEN: &str = "forbidden: ";
+pub(super) const FORBIDDEN: &str = "forbidden: ";
 
 /// The most bytes of one line the pod takes (a permission answer is a few
 /// hundred; this bounds what a forged stream could make it hold).
@@ -180,24 +180,7 @@ impl Pump {
 
     /// One exec stream: until it drops or the task ends.
     async fn stream(&self, cluster: &Cluster, task_id: &str, stop: &AtomicBool) -> Result<(), String> {
-        let pod = agent_pod(cluster, task_id).ok_or("the agent container is not running")?;
-        let ap = AttachParams {
-            container: Some(CONTAINER.to_owned()),
-            stdin: true,
-            stdout: true,
-            stderr: false,
-            tty: false,
-            max_stdin_buf_size: Some(64 * 1024),
-            max_stdout_buf_size: Some(64 * 1024),
-            ..Default::default()
-        };
-        let mut p = cluster.pod_api().exec(&pod, ["caesard", POD_ARG0, STDIN_ARG], &ap).await.map_err(|e| {
-            let why = super::client::explain(&e, "create", "pods/exec", &cluster.namespace);
-            match e {
-                kube::Error::Api(s) if s.code == 403 => format!("{FORBIDDEN}{why}"),
-                _ => why,
-            }
-        })?;
+        let mut p = exec_in_agent(cluster, task_id, STDIN_ARG, 64 * 1024).await?;
         let (Some(mut w), Some(r)) = (p.stdin(), p.stdout()) else { return Err("the exec has no stdin".into()) };
         let mut lines = tokio::io::BufReader::new(r).lines();
         // A connection dropped without a close (an API server gone) ends the client's task with
@@ -246,6 +229,35 @@ impl Pump {
         let _ = w.shutdown().await;
         ended
     }
+}
+
+/// Runs `caesard __kube <arg>` in the task's running agent container with
+/// its stdin and stdout streamed (`buf` bytes buffered each way); a refusal
+/// by RBAC is said with [`FORBIDDEN`] first.
+pub(super) async fn exec_in_agent(
+    cluster: &Cluster,
+    task_id: &str,
+    arg: &str,
+    buf: usize,
+) -> Result<kube::api::AttachedProcess, String> {
+    let pod = agent_pod(cluster, task_id).ok_or("the agent container is not running")?;
+    let ap = AttachParams {
+        container: Some(CONTAINER.to_owned()),
+        stdin: true,
+        stdout: true,
+        stderr: false,
+        tty: false,
+        max_stdin_buf_size: Some(buf),
+        max_stdout_buf_size: Some(buf),
+        ..Default::default()
+    };
+    cluster.pod_api().exec(&pod, ["caesard", POD_ARG0, arg], &ap).await.map_err(|e| {
+        let why = super::client::explain(&e, "create", "pods/exec", &cluster.namespace);
+        match e {
+            kube::Error::Api(s) if s.code == 403 => format!("{FORBIDDEN}{why}"),
+            _ => why,
+        }
+    })
 }
 
 /// The task's pod whose agent container runs, by name (the newest).
