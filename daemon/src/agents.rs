@@ -22,8 +22,10 @@ pub struct Launch {
     /// the config and hands them to the supervisor's environment only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_env: Vec<String>,
-    /// Which line parser reads the output: a provider id, or `generic`.
-    pub parser: String,
+    /// Which adapter launched it and reads its output (stored under its old
+    /// name, `parser`, so rows written before decode).
+    #[serde(rename = "parser")]
+    pub provider: crate::launch::ProviderId,
     /// Facts found while resolving (network, model), added to the report.
     #[serde(default)]
     pub findings: Vec<crate::oacp::Finding>,
@@ -93,7 +95,7 @@ impl Launch {
     pub fn decode(json: &str) -> Launch {
         serde_json::from_str(json).unwrap_or_else(|e| {
             tracing::warn!("a stored launch plan does not decode ({e}): the task will fail to start");
-            Launch { parser: crate::provider::GENERIC.to_owned(), ..Launch::default() }
+            Launch { provider: crate::launch::ProviderId::Generic, ..Launch::default() }
         })
     }
 

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::launch::ProviderId;
 use crate::oacp::Mode;
 
 mod gate;
@@ -226,21 +227,21 @@ pub fn builtin_roles() -> Vec<Role> {
         role(
             "reviewer",
             "Reviews a diff and reports bugs and regressions. Changes nothing.",
-            &["codex", "antigravity"],
+            &[ProviderId::Codex.as_str(), ProviderId::Antigravity.as_str()],
             Mode::ReadOnly,
             IsolationPref::Inplace,
         ),
         role(
             "implementer",
             "Implements a precise task and hands back a reviewed diff.",
-            &["codex", "antigravity", "opencode"],
+            &[ProviderId::Codex.as_str(), ProviderId::Antigravity.as_str(), ProviderId::Opencode.as_str()],
             Mode::Write,
             IsolationPref::Worktree,
         ),
         role(
             "investigator",
             "Explores the code and explains a mechanism. Changes nothing.",
-            &["antigravity", "codex", "opencode"],
+            &[ProviderId::Antigravity.as_str(), ProviderId::Codex.as_str(), ProviderId::Opencode.as_str()],
             Mode::ReadOnly,
             IsolationPref::Auto,
         ),
@@ -591,7 +592,7 @@ impl Config {
             let mut section =
                 self.http.clone().unwrap_or(HttpSection { listen: String::new(), rate_limit_per_minute: 120 });
             if let Some(listen) = h.listen {
-                crate::http::parse_listen(&listen).map_err(|e| bad("listen", e))?;
+                parse_listen(&listen).map_err(|e| bad("listen", e))?;
                 section.listen = listen;
             }
             if let Some(limit) = h.rate_limit_per_minute {
@@ -788,6 +789,19 @@ fn worktree_project(path: &Path) -> Option<PathBuf> {
         }
     }
     found
+}
+
+/// Parses and checks `[http] listen`: loopback only.
+pub fn parse_listen(listen: &str) -> std::result::Result<std::net::SocketAddr, String> {
+    let addr: std::net::SocketAddr = listen
+        .parse()
+        .map_err(|e| format!("[http] listen `{listen}` is not an address:port ({e}); write it like 127.0.0.1:7077"))?;
+    if !addr.ip().is_loopback() {
+        return Err(format!(
+            "[http] listen `{listen}` is not a loopback address: caesar serves MCP over HTTP on 127.0.0.1 or [::1] only"
+        ));
+    }
+    Ok(addr)
 }
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ pub fn path(dir: &TaskDir) -> std::path::PathBuf {
 
 /// Writes the prompt of a new task (before the task is recorded).
 pub fn write(dir: &TaskDir, prompt: &str) -> std::io::Result<()> {
-    crate::supervisor::write_atomic(&path(dir), prompt.as_bytes())
+    crate::safe_fs::write_atomic(&path(dir), prompt.as_bytes())
 }
 
 /// Reads the prompt back from `files`, the directory of the task's daemon
@@ -99,7 +99,7 @@ pub fn read(files: &std::path::Path) -> std::io::Result<String> {
 
 /// Keeps a new task's `context` for its fallbacks (before the task is recorded).
 pub fn write_context(dir: &TaskDir, context: &str) -> std::io::Result<()> {
-    crate::supervisor::write_atomic(&dir.daemon_files().join(CONTEXT_FILE), context.as_bytes())
+    crate::safe_fs::write_atomic(&dir.daemon_files().join(CONTEXT_FILE), context.as_bytes())
 }
 
 /// The `context` kept by [`write_context`], read without following a link.

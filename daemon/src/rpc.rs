@@ -18,8 +18,7 @@ pub const AWAIT_DEFAULT_MS: u64 = 30_000;
 pub const AWAIT_MAX_MS: u64 = 10 * 60 * 1000;
 /// Default age of a finished task's worktree before gc removes it (1 day).
 pub const GC_DEFAULT_AGE_MS: u64 = 24 * 60 * 60 * 1000;
-/// Default wait of `ask_orchestrator` (5 minutes; never past the task's deadline).
-pub const ASK_DEFAULT_MS: u64 = 5 * 60 * 1000;
+pub use crate::engine::ASK_DEFAULT_MS;
 
 /// The service. Shutdown requests are passed to the server through `stop`.
 pub struct Service {
@@ -515,7 +514,7 @@ impl Caesar for Service {
             problems,
             http_url,
             http_listening,
-            environment: crate::server::environment_origin().to_owned(),
+            environment: crate::origin::environment_origin().to_owned(),
             protections: format!(
                 "read-only tasks: {}; write tasks: {}",
                 crate::sandbox::describe(true),
@@ -549,8 +548,8 @@ impl Caesar for Service {
             .map_err(|e| Status::internal(e.to_string()))??;
         let options_json = entry.options.to_string();
         let protections_json = serde_json::json!({
-            "read-only": crate::sandbox::describe_for(true, &entry.id),
-            "write": crate::sandbox::describe_for(false, &entry.id),
+            "read-only": crate::sandbox::describe_for(true, entry.id.parse().unwrap_or_default()),
+            "write": crate::sandbox::describe_for(false, entry.id.parse().unwrap_or_default()),
         })
         .to_string();
         Ok(Response::new(pb::DescribeAgentResponse { agent: Some(agent_info(entry)), options_json, protections_json }))

@@ -145,7 +145,7 @@ impl TaskDir {
         // Durable before the task is recorded, or a restart would read the
         // task as one of before the move. Empty: it takes no block of a
         // full disk, only its name.
-        supervisor::write_atomic(&part.join(LAYOUT_MARKER), b"")?;
+        crate::safe_fs::write_atomic(&part.join(LAYOUT_MARKER), b"")?;
         if let Some(tasks) = part.parent() {
             std::fs::File::open(tasks)?.sync_all()?;
         }

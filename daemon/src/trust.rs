@@ -77,7 +77,7 @@ impl TrustStore {
 
     fn save(&self, book: &Book) -> Result<()> {
         let bytes = serde_json::to_vec_pretty(book).map_err(|e| Error::Internal(e.to_string()))?;
-        crate::supervisor::write_atomic(&self.file, &bytes).map_err(|e| Error::io_at("cannot write", &self.file, e))?;
+        crate::safe_fs::write_atomic(&self.file, &bytes).map_err(|e| Error::io_at("cannot write", &self.file, e))?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

@@ -86,7 +86,7 @@ impl Driver for CodexAppDriver {
             let message = format!("codex app-server could not be opened ({why}): running `codex exec --json` instead");
             let mut parsed = Parsed::default();
             parsed.events.push(crate::oacp::EventBody::Progress { message, pct: None });
-            self.fallback = Some(StreamDriver::new("codex", DriverKind::Stream));
+            self.fallback = Some(StreamDriver::new(crate::launch::ProviderId::Codex, DriverKind::Stream));
             return Reading { parsed, replies: Vec::new() };
         }
         if self.held.len() < HELD_LINES && is_opening_error(line) {

@@ -39,34 +39,7 @@ pub enum DriverKind {
     CodexAppServer,
 }
 
-/// A two-way session protocol a supervisor opens (see [`opening`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionProtocol {
-    /// The Agent Client Protocol.
-    Acp,
-    /// `codex app-server`'s JSON-RPC protocol.
-    CodexAppServer,
-}
-
-impl SessionProtocol {
-    /// The name on the supervisor's command line and in descriptions.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SessionProtocol::Acp => "acp",
-            SessionProtocol::CodexAppServer => "codex_app_server",
-        }
-    }
-
-    /// The protocol of a name written by [`SessionProtocol::as_str`].
-    pub fn parse(name: &str) -> Option<SessionProtocol> {
-        match name {
-            "acp" => Some(SessionProtocol::Acp),
-            "codex_app_server" => Some(SessionProtocol::CodexAppServer),
-            _ => None,
-        }
-    }
-}
+pub use crate::launch::SessionProtocol;
 
 /// What the driver makes of one line of the agent's output.
 #[derive(Debug, Default)]
@@ -122,7 +95,7 @@ pub fn for_launch(launch: &Launch) -> Box<dyn Driver> {
         return Box::new(codex_app::CodexAppDriver::new());
     }
     if launch.driver_kind() == DriverKind::Acp {
-        return Box::new(acp::AcpDriver::new(&launch.parser));
+        return Box::new(acp::AcpDriver::new(launch.provider));
     }
-    Box::new(stream::StreamDriver::new(&launch.parser, launch.driver_kind()))
+    Box::new(stream::StreamDriver::new(launch.provider, launch.driver_kind()))
 }

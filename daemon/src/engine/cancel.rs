@@ -122,9 +122,11 @@ mod tests {
 
     fn codex_app_launch() -> crate::agents::Launch {
         let inv = Invocation::bare("do it", Mode::Write);
-        let planned =
-            provider::acp::with_fallback(provider::codex_app::launch(&inv), provider::build_launch("codex", &inv));
-        crate::agents::Launch { parser: "codex".into(), stdin: planned.stdin, ..Default::default() }
+        let planned = provider::acp::with_fallback(
+            provider::codex_app::launch(&inv),
+            provider::build_launch(crate::launch::ProviderId::Codex, &inv),
+        );
+        crate::agents::Launch { provider: crate::launch::ProviderId::Codex, stdin: planned.stdin, ..Default::default() }
     }
 
     #[test]

@@ -8,11 +8,12 @@ use crate::agents::{self, Launch, TokenValues};
 use crate::clock::{now_ms, rfc3339};
 use crate::config::{IsolationPref, project_root};
 use crate::error::{Error, Result};
+use crate::launch::ProviderId;
 use crate::oacp::{Isolation, Mode, TASK_PROTOCOL, TaskDoc};
 use crate::provider::{self};
 use crate::resolve::{self, AgentTarget};
 use crate::store::{TaskRecord, TaskStatus};
-use crate::supervisor::{self};
+
 use crate::workshop;
 
 use super::*;
@@ -298,7 +299,7 @@ impl Engine {
                     program: program.display().to_string(),
                     args,
                     secret_env: def.env.keys().cloned().collect(),
-                    parser: provider::GENERIC.to_owned(),
+                    provider: ProviderId::Generic,
                     stdin,
                     ..Launch::default()
                 }
@@ -332,7 +333,7 @@ impl Engine {
                     network: resolution.network.request,
                 };
                 // A provider that speaks a session protocol is driven through it (adapter data).
-                let built = provider::acp::launch(spec.id, &invocation)
+                let built = provider::acp::launch(spec.id.as_str(), &invocation)
                     .map(|acp| provider::acp::with_fallback(acp, provider::build_launch(spec.id, &invocation)))
                     .or_else(|| self.codex_app_launch(spec.id, program, &invocation))
                     .or_else(|| provider::build_launch(spec.id, &invocation))
@@ -350,7 +351,7 @@ impl Engine {
                     program: program.display().to_string(),
                     args: built.args,
                     env: built.env,
-                    parser: spec.id.to_owned(),
+                    provider: spec.id,
                     native_report: schema_path.is_some(),
                     stdin: built.stdin,
                     ..Launch::default()
@@ -372,7 +373,7 @@ impl Engine {
         }
         // gemini skips its own folder-trust check only in a folder the user
         // trusted with `caesar trust` (issue 19); elsewhere it decides itself.
-        if launch.parser == "gemini"
+        if launch.provider == ProviderId::Gemini
             && !(config.untrusted.is_empty()
                 && crate::trust::TrustStore::new(&self.paths.state_dir).trusts_folder(&project))
         {
@@ -403,7 +404,7 @@ impl Engine {
             // only carries an interrupt, and gives up where exec is forbidden).
             let stdin = match &launch.stdin {
                 crate::provider::Stdin::Null | crate::provider::Stdin::Prompt => false,
-                crate::provider::Stdin::Control { .. } => crate::provider::asks_on_stdin(&launch.parser, &launch.args),
+                crate::provider::Stdin::Control { .. } => crate::provider::asks_on_stdin(launch.provider, &launch.args),
                 crate::provider::Stdin::Session { .. } => true,
             };
             crate::runner::multi::preflight(&k, &id, stdin, launch.channel).await.map_err(Error::Precondition)?;
@@ -411,7 +412,7 @@ impl Engine {
         launch.lifecycle = lifecycle;
         launch.verify = verify_commands;
         let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
-        supervisor::write_atomic(&dir.task_json(), &task_json)
+        crate::safe_fs::write_atomic(&dir.task_json(), &task_json)
             .map_err(|e| Error::io_at("cannot write", &dir.task_json(), e))?;
 
         let record = TaskRecord {
@@ -481,10 +482,10 @@ impl Engine {
 
 /// Providers that read a per-run MCP server only from a file in the
 /// project: injecting the channel would write into the user's tree.
-pub(super) fn needs_workspace_files(provider: &str, resuming: bool) -> bool {
+pub(super) fn needs_workspace_files(provider: ProviderId, resuming: bool) -> bool {
     // An ACP agent gets the channel through session/new's mcpServers instead.
-    matches!(provider, "gemini" | "qwen" | "cursor-agent" | "grok")
-        && !provider::acp::runs_as_session(provider, resuming)
+    provider::adapter(provider).is_some_and(|a| a.mcp_from_workspace)
+        && !provider::acp::runs_as_session(provider.as_str(), resuming)
 }
 
 /// The directory of a task being delegated, removed on drop unless the task
@@ -539,7 +540,7 @@ mod tests {
     fn cursor() -> Launch {
         let inv = provider::Invocation::bare(crate::prompt::TOKEN, Mode::ReadOnly);
         let acp = provider::acp::launch("cursor-agent", &inv).unwrap();
-        let built = provider::acp::with_fallback(acp, provider::build_launch("cursor-agent", &inv));
+        let built = provider::acp::with_fallback(acp, provider::build_launch(ProviderId::CursorAgent, &inv));
         Launch { program: "/bin/cursor-agent".into(), args: built.args, stdin: built.stdin, ..Launch::default() }
     }
 

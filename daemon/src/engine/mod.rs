@@ -80,6 +80,7 @@ mod parking;
 
 pub use authority::{Caller, reaches as authority_reaches};
 pub use budget::{Meter, Tally};
+pub use channel::ASK_DEFAULT_MS;
 use conclude::Exit;
 pub use fallback::{AttemptView, BudgetView, LifecycleView};
 use monitor::Run;

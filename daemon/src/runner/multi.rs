@@ -195,7 +195,7 @@ mod tests {
     /// A task's launch as delegation stores it, from a provider's session launch.
     fn stored(parser: &str, planned: provider::Launch) -> crate::agents::Launch {
         crate::agents::Launch {
-            parser: parser.into(),
+            provider: parser.parse().expect("a provider id"),
             args: planned.args,
             env: planned.env,
             stdin: planned.stdin,
@@ -209,7 +209,7 @@ mod tests {
         let i = inv();
         let acp = provider::acp::with_fallback(
             provider::acp::launch("gemini", &i).unwrap(),
-            provider::build_launch("gemini", &i),
+            provider::build_launch(crate::launch::ProviderId::Gemini, &i),
         );
         // A session stays a session: its stdin reaches the pod.
         let gemini = stored("gemini", acp);
@@ -218,22 +218,29 @@ mod tests {
         assert!(matches!(gemini.stdin, Stdin::Session { .. }));
         assert_eq!(gemini.args, before);
         assert!(gemini.findings.is_empty(), "{:?}", gemini.findings);
-        let app = provider::acp::with_fallback(provider::codex_app::launch(&i), provider::build_launch("codex", &i));
+        let app = provider::acp::with_fallback(
+            provider::codex_app::launch(&i),
+            provider::build_launch(crate::launch::ProviderId::Codex, &i),
+        );
         let codex = stored("codex", app);
         fit_remote(&codex).unwrap();
         assert!(matches!(codex.stdin, Stdin::Session { .. }));
         // claude write asks its permissions on stdin: it runs in a pod now.
-        let w = stored("claude", provider::build_launch("claude", &Invocation { mode: Mode::Write, ..inv() }).unwrap());
+        let w = stored(
+            "claude",
+            provider::build_launch(crate::launch::ProviderId::Claude, &Invocation { mode: Mode::Write, ..inv() })
+                .unwrap(),
+        );
         assert!(matches!(w.stdin, Stdin::Control { .. }));
         fit_remote(&w).unwrap();
         // A session with no stream command to fall back to runs too.
         let bare = stored("generic", provider::acp::launch("gemini", &i).unwrap());
         fit_remote(&bare).unwrap();
         // The return channel reaches a pod (its relay).
-        let mut chan = stored("claude", provider::build_launch("claude", &i).unwrap());
+        let mut chan = stored("claude", provider::build_launch(crate::launch::ProviderId::Claude, &i).unwrap());
         chan.channel = true;
         fit_remote(&chan).unwrap();
-        let mut big = stored("claude", provider::build_launch("claude", &i).unwrap());
+        let mut big = stored("claude", provider::build_launch(crate::launch::ProviderId::Claude, &i).unwrap());
         big.prompt = Some(PromptRef { bytes: REMOTE_PROMPT_CAP + 1, via: Via::Stdin });
         assert!(fit_remote(&big).unwrap_err().contains("bytes"));
     }

@@ -472,7 +472,7 @@ fn spawn_agent(
 /// Returns its pid.
 fn started(task_dir: &Path, mut child: std::process::Child, tx: &mpsc::Sender<Msg>) -> u32 {
     let agent_pid = child.id();
-    let _ = write_atomic(
+    let _ = crate::safe_fs::write_atomic(
         &task_dir.join(AGENT_FILE),
         &serde_json::to_vec(&AgentStarted {
             pid: agent_pid,
@@ -538,33 +538,7 @@ fn exit_now() -> ExitRecord {
 }
 
 fn write_exit(task_dir: &Path, record: &ExitRecord) {
-    let _ = write_atomic(&task_dir.join(EXIT_FILE), &serde_json::to_vec(record).unwrap_or_default());
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file, fsync, rename,
-/// fsync of the directory. A reader sees the old file or the whole new one.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        // The directory may be an agent's (a task directory): a link left at
-        // the temporary name is removed, never written through, and the
-        // file is created new (O_EXCL refuses a link put back meanwhile).
-        match std::fs::remove_file(&tmp) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent()
-        && let Ok(d) = File::open(dir)
-    {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    let _ = crate::safe_fs::write_atomic(&task_dir.join(EXIT_FILE), &serde_json::to_vec(record).unwrap_or_default());
 }
 
 /// Reads `exit.json` from a task directory, if the supervisor wrote it.
@@ -612,7 +586,7 @@ mod tests {
         // the FIFO's name.
         std::os::unix::fs::symlink(&victim, d.path().join("exit.tmp")).unwrap();
         std::os::unix::fs::symlink(&victim, d.path().join(STDIN_FIFO)).unwrap();
-        write_atomic(&d.path().join(EXIT_FILE), b"{}").unwrap();
+        crate::safe_fs::write_atomic(&d.path().join(EXIT_FILE), b"{}").unwrap();
         assert_eq!(std::fs::read_to_string(d.path().join(EXIT_FILE)).unwrap(), "{}");
         assert!(write_agent_stdin(d.path(), "{\"type\":\"control_response\"}").is_err());
         // A regular file in the FIFO's place is refused too.

@@ -244,7 +244,7 @@ impl KubeRunner {
             channel: spec.channel,
         };
         let meta_bytes = serde_json::to_vec(&meta).map_err(|e| e.to_string())?;
-        crate::supervisor::write_atomic(&spec.dir.root().join(META_FILE), &meta_bytes).map_err(|e| e.to_string())?;
+        crate::safe_fs::write_atomic(&spec.dir.root().join(META_FILE), &meta_bytes).map_err(|e| e.to_string())?;
         let job = self.job_for(spec, k, &base);
         let job: Job = serde_json::from_value(job).map_err(|e| format!("the Job does not encode: {e}"))?;
         let api = cluster.job_api();
@@ -507,7 +507,7 @@ impl Runner for KubeRunner {
                 }
             }
         }
-        crate::supervisor::write_atomic(&marker, b"{}").map_err(|e| format!("cannot record the release: {e}"))?;
+        crate::safe_fs::write_atomic(&marker, b"{}").map_err(|e| format!("cannot record the release: {e}"))?;
         Ok(true)
     }
 
@@ -556,7 +556,7 @@ fn manifest_task(job: &str) -> Option<String> {
 
 fn write_failed(dir: &TaskDir, why: &str) {
     let exit = ExitRecord { spawn_error: Some(why.to_owned()), finished_ms: now_ms(), ..Default::default() };
-    let _ = crate::supervisor::write_atomic(&dir.exit(), &serde_json::to_vec(&exit).unwrap_or_default());
+    let _ = crate::safe_fs::write_atomic(&dir.exit(), &serde_json::to_vec(&exit).unwrap_or_default());
 }
 
 /// A remote run has ended once its mirror wrote `exit.json`.
