@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::launch::ProviderId;
+pub use crate::launch::WorktreeSection;
 use crate::oacp::Mode;
 
 mod gate;
@@ -140,17 +141,6 @@ struct RawPolicy {
     max_depth: Option<u32>,
 }
 
-/// `[worktree]`: what a task's worktree needs to be workable.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WorktreeSection {
-    /// Paths copied from the workspace (reflinked where the filesystem can).
-    pub copy: Vec<String>,
-    /// Paths symlinked from the workspace (shared, not isolated).
-    pub link: Vec<String>,
-    /// Commands run in the worktree before the agent starts.
-    pub setup: Vec<String>,
-}
-
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawWorktree {
@@ -199,7 +189,7 @@ struct RawRole {
     /// Commands run in the worktree after the agent ends (issue 17).
     verify: Option<Vec<String>>,
     /// Where the role's tasks run (issue 16), over `[runner] kind`.
-    runner: Option<crate::runner::settings::RunnerKind>,
+    runner: Option<crate::launch::runner::RunnerKind>,
 }
 
 fn auto_isolation() -> IsolationPref {
@@ -263,7 +253,7 @@ struct Layer {
     /// MCP over HTTP, served by the daemon (read from the global layer).
     http: Option<RawHttp>,
     /// `[runner]`: local or Kubernetes (issue 16).
-    runner: Option<crate::runner::settings::RawRunner>,
+    runner: Option<crate::launch::runner::RawRunner>,
     /// Default limits of every task (issue 17).
     budget: Option<crate::lifecycle::RawBudget>,
     /// Webhooks and a command hook on task events (issue 17).
@@ -328,7 +318,7 @@ pub struct Config {
     pub role_verify: BTreeMap<String, Vec<String>>,
     /// Each role's `runner`, by role name (issue 16; a role redefined in a
     /// later layer takes its own, or none).
-    pub role_runner: BTreeMap<String, crate::runner::settings::RunnerKind>,
+    pub role_runner: BTreeMap<String, crate::launch::runner::RunnerKind>,
     /// `[notify]`: webhooks and a command hook (read from the global layer).
     pub notify: crate::notify::NotifyConfig,
     /// Where each `policy.*` and `worktree.*` field came from; absent means default.
@@ -336,7 +326,7 @@ pub struct Config {
     /// The files that were read.
     pub files: Vec<PathBuf>,
     /// `[runner]`, merged key by key.
-    pub runner: crate::runner::settings::RunnerConfig,
+    pub runner: crate::launch::runner::RunnerConfig,
     /// `[budget]`: limits of every task, merged field by field (issue 17).
     pub budget: crate::lifecycle::Limits,
     /// Each role's `budget` and `on_blocker`, by role name (issue 17).

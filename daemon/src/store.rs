@@ -11,8 +11,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::agents::Launch;
 use crate::error::{Error, Result};
+use crate::launch::LaunchPlan;
 use crate::oacp::{BlockerKind, EventRecord, Isolation, Mode};
 use crate::runner::RunHandle;
 use crate::workshop::Prepared;
@@ -192,7 +192,7 @@ pub struct TaskRecord {
     pub blocker: Option<BlockerKind>,
     /// The launch plan: the resolved command line, driver and workshop plan,
     /// decoded once here.
-    pub launch: Launch,
+    pub launch: LaunchPlan,
     /// Where the task runs, once its workshop is prepared.
     pub workshop: Option<Prepared>,
     /// What the caller decided about the task's changes.
@@ -744,7 +744,7 @@ fn task_from_row(r: &Row<'_>) -> rusqlite::Result<TaskRecord> {
         event_count: r.get::<_, i64>(25)? as u64,
         last_event: r.get(26)?,
         blocker: r.get::<_, Option<String>>(27)?.as_deref().and_then(BlockerKind::parse),
-        launch: Launch::decode(&r.get::<_, String>(28)?),
+        launch: LaunchPlan::decode(&r.get::<_, String>(28)?),
         workshop: r.get::<_, Option<String>>(29)?.and_then(|w| serde_json::from_str(&w).ok()),
         changes_state: r.get::<_, Option<String>>(30)?.as_deref().and_then(ChangesState::parse),
     })

@@ -20,9 +20,8 @@ use crate::provider::{LineParser, Parsed, PermissionAsk, Stream};
 use super::stream::StreamDriver;
 use super::{Decision, Driver, DriverKind, Reading};
 
-/// The line the supervisor writes into `raw.log` when the session could not be opened and it
-/// runs the provider's one-shot stream command instead; from there on the output is a stream.
-pub const FALLBACK_MARKER: &str = "caesar: the ACP handshake failed";
+/// The line the supervisor writes into `raw.log` when the session could not be opened.
+pub use crate::supervisor::opening::ACP_FALLBACK_MARKER as FALLBACK_MARKER;
 
 /// How many lines (and bytes) of output before the agent's first JSON-RPC message are held
 /// back: should the handshake fail, the stream fallback prints its own account, and what the
@@ -300,7 +299,7 @@ mod tests {
             let provider = name.split('_').next().unwrap();
             let mut d = AcpDriver::new(crate::launch::ProviderId::of(provider));
             let (mut asks, mut session, mut final_text) = (Vec::new(), None, None);
-            let mut opening = super::super::opening::AcpOpening::from_json(
+            let mut opening = crate::supervisor::opening::AcpOpening::from_json(
                 crate::provider::acp::opening("/project", None, "p").to_string().as_bytes(),
             )
             .unwrap();
@@ -310,7 +309,7 @@ mod tests {
                 asks.extend(r.parsed.permission);
                 session = session.or(r.parsed.session_id);
                 final_text = r.parsed.final_text.or(final_text);
-                if let super::super::opening::Step::Write(_) = opening.on_line(line.as_bytes()) {
+                if let crate::supervisor::opening::Step::Write(_) = opening.on_line(line.as_bytes()) {
                     writes += 1;
                 }
             }

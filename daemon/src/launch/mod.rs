@@ -6,10 +6,13 @@
 //! its adapter in `provider/`; this module only names it, and the session
 //! protocol ([`SessionProtocol`]) a launch speaks on the agent's stdin.
 
+mod plan;
 mod provider_id;
+pub mod runner;
 
 use serde::{Deserialize, Serialize};
 
+pub use plan::{DriverKind, LaunchPlan, PromptRef, Stdin, Via, WorkshopPlan, WorktreeSection};
 pub use provider_id::{ProviderId, UnknownProvider};
 
 /// A two-way session protocol the supervisor opens before the agent's

@@ -128,7 +128,7 @@ pub fn opening(inv: &Invocation) -> Value {
     }
     let mut opening = json!({"thread_start": thread, "turn_start": turn});
     if let Some(thread) = inv.resume_session {
-        // The supervisor sends `thread/resume` instead of `thread/start` (driver::codex_opening).
+        // The supervisor sends `thread/resume` instead of `thread/start` (the supervisor's codex opening).
         opening["resume"] = json!(thread);
     }
     opening

@@ -249,29 +249,7 @@ pub struct Launch {
     pub stdin: Stdin,
 }
 
-/// What an agent reads on stdin.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stdin {
-    /// `/dev/null`: every CLI that takes its prompt as an argument, because several append piped
-    /// stdin to the prompt.
-    #[default]
-    Null,
-    /// A line protocol the supervisor keeps open for the whole run, so that it outlives daemon
-    /// restarts: `initial` is written first, then each line the daemon writes to the task's
-    /// `stdin.fifo`. The supervisor closes the agent's stdin once the agent prints a line that
-    /// starts with `close_after` (the end of its turn), which is what makes the CLI exit.
-    Control { initial: String, close_after: String },
-    /// A two-way session protocol (ACP): the supervisor writes `initial` (the `initialize`
-    /// request), then carries out the rest of the opening in `opening` (session/new, then the
-    /// prompt) as the agent answers, so that a daemon restart mid-handshake can neither repeat
-    /// nor lose a step; it closes stdin once the prompt's turn has ended.
-    Session { protocol: crate::launch::SessionProtocol, initial: String, opening: String },
-    /// The prompt on stdin, then end of file (issue 19: prompts out of argv): the supervisor
-    /// writes the task's `prompt.txt` into a pipe and closes it. For the one-shot CLIs that read
-    /// a piped stdin as their prompt (codex `exec -`, gemini and qwen, opencode `run`).
-    Prompt,
-}
+pub use crate::launch::Stdin;
 
 /// The line that answers a permission request on the agent's stdin, for the providers whose
 /// control protocol caesar bridges; `None` for the others.

@@ -84,7 +84,7 @@ const REMOTE_PROMPT_CAP: u64 = 64 * 1024;
 /// `runner::kubernetes::channel`). What a remote task cannot do is refused
 /// before anything is recorded: a prompt too large for the pod's
 /// environment.
-pub fn fit_remote(launch: &crate::agents::Launch) -> std::result::Result<(), String> {
+pub fn fit_remote(launch: &crate::launch::LaunchPlan) -> std::result::Result<(), String> {
     if let Some(p) = launch.prompt.filter(|p| p.bytes > REMOTE_PROMPT_CAP) {
         return Err(format!(
             "this prompt is {} bytes, more than the {REMOTE_PROMPT_CAP} a Kubernetes pod receives yet: shorten the \
@@ -100,7 +100,7 @@ pub fn fit_remote(launch: &crate::agents::Launch) -> std::result::Result<(), Str
 /// takes answers on stdin; `channel`: it has the return channel (for
 /// either the daemon must be allowed `pods/exec`).
 pub async fn preflight(
-    settings: &super::settings::KubeSettings,
+    settings: &crate::launch::runner::KubeSettings,
     task_id: &str,
     stdin: bool,
     channel: bool,
@@ -193,8 +193,8 @@ mod tests {
     }
 
     /// A task's launch as delegation stores it, from a provider's session launch.
-    fn stored(parser: &str, planned: provider::Launch) -> crate::agents::Launch {
-        crate::agents::Launch {
+    fn stored(parser: &str, planned: provider::Launch) -> crate::launch::LaunchPlan {
+        crate::launch::LaunchPlan {
             provider: parser.parse().expect("a provider id"),
             args: planned.args,
             env: planned.env,

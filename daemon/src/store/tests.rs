@@ -31,7 +31,7 @@ pub(crate) fn sample(id: &str) -> TaskRecord {
         event_count: 0,
         last_event: None,
         blocker: None,
-        launch: Launch::default(),
+        launch: LaunchPlan::default(),
         workshop: None,
         changes_state: None,
     }

@@ -27,7 +27,7 @@ use super::status::{self, PodState};
 use super::watch::Cluster;
 use super::{Meta, bundle, workspace};
 use crate::clock::now_ms;
-use crate::runner::settings::WorkspaceMode;
+use crate::launch::runner::WorkspaceMode;
 use crate::task_dir::TaskDir;
 
 /// What one mirror works on.

@@ -41,10 +41,10 @@ use kube::api::{DeleteParams, PostParams};
 use serde::{Deserialize, Serialize};
 
 use super::remote_channel::ChannelCalls;
-use super::settings::{KubeSettings, WorkspaceMode};
 use super::{Adopted, RunHandle, RunWatch, Runner, StartSpec, Started};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
+use crate::launch::runner::{KubeSettings, WorkspaceMode};
 use crate::supervisor::ExitRecord;
 use crate::task_dir::TaskDir;
 use watch::Cluster;
