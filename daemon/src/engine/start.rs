@@ -172,7 +172,7 @@ impl Engine {
         };
         let event = EventBody::Started {
             agent: record.agent.clone(),
-            command: crate::prompt::command_line(&launch),
+            command: crate::prompt::command_line(launch),
             protections: Some(protections),
         };
         self.emit_with(&record.id, dir.root(), &live, vec![event], |events| {
