@@ -16,6 +16,8 @@
 //!
 //! A missing file keeps `ErrorKind::NotFound`, so callers can still treat
 //! absence as absence.
+//!
+//! The design beside its neighbours: `docs/design/confinement.md`.
 
 use std::fs::File;
 use std::io::{self, Read};

@@ -15,6 +15,8 @@
 //! system calls ([`Prepared::in_child`]). Its reads of caesar's directories
 //! are confined first, in a mount namespace of its own where the kernel
 //! allows one ([`mount`]).
+//!
+//! The design beside its neighbours: `docs/design/confinement.md`.
 
 use std::path::{Path, PathBuf};
 

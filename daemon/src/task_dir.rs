@@ -17,6 +17,8 @@
 //! A task delegated before the move has no [`LAYOUT_MARKER`] in its daemon
 //! part: its files are read where that daemon put them, in the task
 //! directory, and only for such a task.
+//!
+//! The design beside its neighbours: `docs/design/confinement.md`.
 
 use std::path::{Path, PathBuf};
 
