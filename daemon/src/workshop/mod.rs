@@ -418,6 +418,7 @@ fn make_worktree(
     // side). A failed try is still cleaned up whole (its record too) and
     // tried again, a few times, before it is the task's failure.
     let one_add_at_a_time = WORKTREE_ADDS.lock().unwrap_or_else(|p| p.into_inner());
+    screen_records(repo.commondir());
     let mut tries = 0;
     loop {
         tries += 1;
@@ -472,8 +473,8 @@ fn remove_leftovers(repo: &Repository, task_id: &str, branch: &str, wt_path: &Pa
     let head_line = format!("ref: refs/heads/{branch}");
     for entry in std::fs::read_dir(&records).into_iter().flatten().flatten() {
         let admin = entry.path();
-        let head = std::fs::read_to_string(admin.join("HEAD")).unwrap_or_default();
-        let gitdir = std::fs::read_to_string(admin.join("gitdir")).unwrap_or_default();
+        let head = record_file(&admin.join("HEAD"));
+        let gitdir = record_file(&admin.join("gitdir"));
         let ours = entry.file_name() == task_id
             || head.trim() == head_line
             || Path::new(gitdir.trim()).parent() == Some(wt_path);
@@ -494,14 +495,83 @@ fn remove_leftovers(repo: &Repository, task_id: &str, branch: &str, wt_path: &Pa
         b.delete().map_err(|e| {
             let mut seen = String::new();
             for entry in std::fs::read_dir(&records).into_iter().flatten().flatten() {
-                let head = std::fs::read_to_string(entry.path().join("HEAD")).unwrap_or_default();
-                let gitdir = std::fs::read_to_string(entry.path().join("gitdir")).unwrap_or_default();
+                let head = record_file(&entry.path().join("HEAD"));
+                let gitdir = record_file(&entry.path().join("gitdir"));
                 seen.push_str(&format!(" [{:?} HEAD={} gitdir={}]", entry.file_name(), head.trim(), gitdir.trim()));
             }
             WorkshopError::git(format!("delete the leftover branch {branch} (worktree records:{seen})"))(e)
         })?;
     }
     Ok(())
+}
+
+/// The files of a worktree record (`<commondir>/worktrees/<name>/`) that
+/// git and libgit2 open. A worktree task's agent can write its own record.
+const RECORD_FILES: [&str; 4] = ["HEAD", "gitdir", "commondir", "index"];
+
+/// A small file of a worktree record, read without following a link nor
+/// blocking on a FIFO; empty when it is not a regular file.
+fn record_file(path: &Path) -> String {
+    crate::safe_fs::read_to_string_capped(path, 64 * 1024).unwrap_or_default()
+}
+
+/// The first of the record `admin`'s git files that is there and is not a
+/// regular file (a FIFO, a link, a directory), or `admin` itself when it
+/// is not a directory.
+pub(crate) fn hostile_record(admin: &Path) -> Option<PathBuf> {
+    if std::fs::symlink_metadata(admin).is_ok_and(|m| !m.is_dir()) {
+        return Some(admin.to_path_buf());
+    }
+    RECORD_FILES
+        .iter()
+        .map(|f| admin.join(f))
+        .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_file()))
+}
+
+/// Removes every worktree record of the repository at `commondir` whose
+/// git files are not all regular files: libgit2 reads every record's HEAD
+/// when it adds a worktree, and a FIFO an agent planted at its own blocked
+/// every later preparation, across restarts (issue 29). Only an agent makes
+/// such a record; its task's worktree is then no longer git's.
+fn screen_records(commondir: &Path) {
+    for entry in std::fs::read_dir(commondir.join("worktrees")).into_iter().flatten().flatten() {
+        let admin = entry.path();
+        let Some(bad) = hostile_record(&admin) else { continue };
+        tracing::warn!(
+            "the worktree record {} holds {}, which is not a regular file (an agent's doing): the record is removed",
+            admin.display(),
+            bad.display()
+        );
+        let gone = if bad == admin { std::fs::remove_file(&admin) } else { std::fs::remove_dir_all(&admin) };
+        if let Err(e) = gone {
+            tracing::warn!("cannot remove the worktree record {}: {e}", admin.display());
+        }
+    }
+}
+
+/// Refuses a working tree whose `.git` file leads to a record with a git
+/// file that is not a regular file: libgit2 would block on a FIFO there.
+pub(crate) fn refuse_hostile_git(workdir: &Path) -> Result<(), WorkshopError> {
+    let dotgit = workdir.join(".git");
+    let Ok(meta) = std::fs::symlink_metadata(&dotgit) else { return Ok(()) };
+    if meta.is_dir() {
+        return Ok(());
+    }
+    let refuse = |what: &Path| {
+        WorkshopError::Invalid(format!(
+            "{} is not a regular file (the task's agent made it so): caesar does not open this worktree's git metadata. Discard the task (`caesar discard`)",
+            what.display()
+        ))
+    };
+    if !meta.is_file() {
+        return Err(refuse(&dotgit));
+    }
+    let text = record_file(&dotgit);
+    let Some(gitdir) = text.trim().strip_prefix("gitdir:").map(|g| workdir.join(g.trim())) else { return Ok(()) };
+    match hostile_record(&gitdir) {
+        Some(bad) => Err(refuse(&bad)),
+        None => Ok(()),
+    }
 }
 
 /// Adds `/.caesar/wt/` to the repository's `info/exclude` once, so worktrees
