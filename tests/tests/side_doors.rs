@@ -304,6 +304,11 @@ async fn a_fifo_an_agent_plants_in_its_worktree_record_blocks_nothing() {
     assert_eq!(t.status, "succeeded", "the next worktree task was blocked: {t:?}");
     let diff = c.diff(pb::DiffRequest { task_id: writer.clone() }).await.unwrap().into_inner();
     assert!(diff.patch.contains("+a"), "{diff:?}");
+    // The planter's worktree, discarded, is removed by gc; nothing blocks.
+    c.discard(pb::DiscardRequest { task_id: planter.clone() }).await.unwrap();
+    let gc = c.gc(pb::GcRequest { dry_run: false, force: false, older_than_ms: 1 }).await.unwrap().into_inner();
+    let item = gc.items.iter().find(|i| i.task_id == planter);
+    assert!(item.is_some_and(|i| i.action == "removed"), "{:?}", gc.items);
 }
 
 #[tokio::test]

@@ -388,6 +388,9 @@ fn make_worktree(
     }
     let wt_dir = root.join(WORKTREES_DIR);
     let wt_path = wt_dir.join(input.task_id);
+    // Before anything reads the records (deleting a branch and adding a
+    // worktree read every record's HEAD).
+    screen_records(repo.commondir());
     // A task is prepared again only when no preparation of it was ever
     // recorded (a daemon killed in the middle): a worktree named by its id,
     // and the branch named by its id, label and objective, are what that
@@ -418,7 +421,6 @@ fn make_worktree(
     // side). A failed try is still cleaned up whole (its record too) and
     // tried again, a few times, before it is the task's failure.
     let one_add_at_a_time = WORKTREE_ADDS.lock().unwrap_or_else(|p| p.into_inner());
-    screen_records(repo.commondir());
     let mut tries = 0;
     loop {
         tries += 1;
@@ -559,7 +561,7 @@ pub(crate) fn refuse_hostile_git(workdir: &Path) -> Result<(), WorkshopError> {
     }
     let refuse = |what: &Path| {
         WorkshopError::Invalid(format!(
-            "{} is not a regular file (the task's agent made it so): caesar does not open this worktree's git metadata. Discard the task (`caesar discard`)",
+            "{} is not a regular file (the task's agent made it so): caesar does not open this worktree's git metadata. Discard the task (`caesar discard <id>`), and `caesar gc` removes its worktree",
             what.display()
         ))
     };
@@ -706,7 +708,21 @@ pub fn remove_discarded(p: &Prepared, force: bool) -> Result<Removed, WorkshopEr
 
 fn remove_with(p: &Prepared, force: bool, discarded: bool) -> Result<Removed, WorkshopError> {
     let (Some(root), Isolation::Worktree) = (&p.repo_root, p.isolation) else { return Ok(Removed::default()) };
-    let state = if force { None } else { Some(inspect(p)?) };
+    let state = if force {
+        None
+    } else {
+        match inspect(p) {
+            Ok(s) => Some(s),
+            // A worktree that cannot be inspected (its agent broke its git
+            // record, issue 29) still goes when the caller discarded it; its
+            // branch is then kept unless forced.
+            Err(e) if discarded => {
+                tracing::warn!(task_id = p.task_id, "removing a discarded worktree that cannot be inspected: {e}");
+                None
+            }
+            Err(e) => return Err(e),
+        }
+    };
     if let Some(s) = &state
         && s.unmerged()
         && !discarded
@@ -717,6 +733,8 @@ fn remove_with(p: &Prepared, force: bool, discarded: bool) -> Result<Removed, Wo
         });
     }
     let repo = Repository::open(root).map_err(WorkshopError::git(format!("open {}", root.display())))?;
+    // Pruning and deleting the branch read every worktree record's HEAD.
+    screen_records(repo.commondir());
     let mut out = Removed::default();
     if let Some(wt) = &p.worktree {
         if wt.exists() {
@@ -733,7 +751,11 @@ fn remove_with(p: &Prepared, force: bool, discarded: bool) -> Result<Removed, Wo
         && let Ok(mut b) = repo.find_branch(branch, BranchType::Local)
     {
         let unique = state.as_ref().map_or(0, |s| s.unique_commits);
-        if force || unique == 0 {
+        if !force && state.is_none() {
+            out.branch_kept = Some(format!(
+                "branch {branch} kept: its worktree could not be inspected; delete it with `git branch -D {branch}` (or force the removal)"
+            ));
+        } else if force || unique == 0 {
             b.delete().map_err(WorkshopError::git(format!("delete branch {branch}")))?;
             out.branch_deleted = true;
         } else {
