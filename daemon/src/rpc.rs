@@ -487,7 +487,9 @@ impl Caesar for Service {
     }
 
     async fn health(&self, req: Request<pb::HealthRequest>) -> Result<Response<pb::HealthResponse>, Status> {
+        let caller = self.caller(&req).await?;
         let workspace = req.into_inner().workspace;
+        caller.require_workspace("health", &workspace)?;
         let engine = self.engine.clone();
         let (store, problems) = tokio::task::spawn_blocking(move || engine.health(&workspace))
             .await
@@ -568,7 +570,10 @@ impl Caesar for Service {
         &self,
         req: Request<pb::ShowConfigRequest>,
     ) -> Result<Response<pb::ShowConfigResponse>, Status> {
-        let config = self.engine.show_config(&req.into_inner().workspace)?;
+        let caller = self.caller(&req).await?;
+        let workspace = req.into_inner().workspace;
+        caller.require_workspace("config show", &workspace)?;
+        let config = self.engine.show_config(&workspace)?;
         Ok(Response::new(pb::ShowConfigResponse { config_json: config.to_string() }))
     }
 
@@ -677,6 +682,7 @@ impl Caesar for Service {
         &self,
         req: Request<pb::OpenDashboardRequest>,
     ) -> Result<Response<pb::OpenDashboardResponse>, Status> {
+        self.caller(&req).await?.require_user("ui (the dashboard's login link)")?;
         let Some(hub) = &self.dashboard else {
             return Err(Status::unavailable("this daemon serves no dashboard"));
         };
@@ -705,6 +711,7 @@ impl Caesar for Service {
         Ok(Response::new(pb::TrustResponse {
             entries: entries
                 .into_iter()
+                .filter(|e| caller.sees_path(&e.path))
                 .map(|e| pb::TrustEntry {
                     path: e.path,
                     sha256: e.sha256,

@@ -560,14 +560,38 @@ impl Store {
         })
     }
 
-    /// The last `limit` event lines, in order.
-    pub fn last_events(&self, id: &str, limit: u32) -> Result<Vec<String>> {
+    /// The bytes of a task's stored event lines, each with its newline: the
+    /// length its `events.jsonl` has when it holds them exactly.
+    pub fn events_bytes(&self, id: &str) -> Result<u64> {
+        self.blocking(|| {
+            let conn = self.lock();
+            let mut stmt = conn.prepare_cached(
+                "SELECT COALESCE(SUM(length(CAST(line AS BLOB)) + 1), 0) FROM events WHERE task_id = ?1",
+            )?;
+            Ok(stmt.query_row([id], |r| r.get::<_, i64>(0))?.max(0) as u64)
+        })
+    }
+
+    /// The last `limit` event lines, in order, no more than `max_bytes` of
+    /// them (the newest always).
+    pub fn last_events(&self, id: &str, limit: u32, max_bytes: usize) -> Result<Vec<String>> {
         self.blocking(|| {
             let conn = self.lock();
             let mut stmt =
                 conn.prepare_cached("SELECT line FROM events WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2")?;
-            let mut lines =
-                stmt.query_map(params![id, limit], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
+            // Newest first, read one row at a time, until `max_bytes` (the
+            // newest line always, even alone past it): one answer never
+            // holds more (issue 29).
+            let mut lines = Vec::new();
+            let mut bytes = 0usize;
+            for line in stmt.query_map(params![id, limit], |r| r.get::<_, String>(0))? {
+                let line = line?;
+                bytes = bytes.saturating_add(line.len());
+                if bytes > max_bytes && !lines.is_empty() {
+                    break;
+                }
+                lines.push(line);
+            }
             lines.reverse();
             Ok(lines)
         })
