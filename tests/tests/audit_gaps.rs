@@ -58,7 +58,10 @@ async fn gc_with_the_largest_age_removes_nothing() {
     let id = c.delegate(env.delegate_request("writer", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
     assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(t.changes(), pb::ChangesState::Unspecified, "nothing decided yet");
     c.discard(pb::DiscardRequest { task_id: id.clone() }).await.unwrap();
+    let s = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert_eq!(s.changes().as_str(), "discarded", "the wire says what became of the changes");
     // Older than ~584 million years, forced: nothing is that old.
     let gc = c.gc(pb::GcRequest { dry_run: false, force: true, older_than_ms: u64::MAX }).await.unwrap().into_inner();
     assert!(gc.items.iter().all(|i| i.action != "removed"), "{:?}", gc.items);

@@ -383,6 +383,8 @@ async fn the_radar_sees_two_tasks_and_uncommitted_changes_on_the_same_lines_and_
     // Applying w1 breaks w2's later apply: it says so.
     let r = c.apply(pb::ApplyRequest { task_id: ids[0].clone() }).await.unwrap().into_inner();
     assert!(r.applied, "{r:?}");
+    let s1 = c.status(pb::StatusRequest { task_id: ids[0].clone() }).await.unwrap().into_inner();
+    assert_eq!(s1.changes(), pb::ChangesState::Applied);
     assert_eq!(r.breaks.len(), 1, "{:?}", r.breaks);
     assert_eq!(r.breaks[0].task_id, ids[1]);
     let r2 = c.apply(pb::ApplyRequest { task_id: ids[1].clone() }).await.unwrap().into_inner();
