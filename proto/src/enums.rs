@@ -102,13 +102,6 @@ spelled!(TaskStatus, "task status", {
     TimedOut => "timed_out",
 });
 
-impl TaskStatus {
-    /// Whether the task can change no more (`UNSPECIFIED` is not an end).
-    pub fn is_terminal(self) -> bool {
-        matches!(self, TaskStatus::Succeeded | TaskStatus::Failed | TaskStatus::Cancelled | TaskStatus::TimedOut)
-    }
-}
-
 spelled!(Phase, "phase", {
     Preparing => "preparing",
     Queued => "queued",
@@ -194,7 +187,5 @@ mod tests {
             "unknown blocker kind -3 on the wire: this build knows auth, rate_limit, permission, network; the daemon \
              and its client are of different versions (restart the daemon with `caesar daemon stop`, then retry)"
         );
-        assert!(TaskStatus::TimedOut.is_terminal() && !TaskStatus::Running.is_terminal());
-        assert!(!TaskStatus::Unspecified.is_terminal());
     }
 }
