@@ -86,7 +86,7 @@ pub fn comparison(g: &pb::GroupSummary) -> String {
             "{:<16} {:<12} {:<10} {:<8} {:<9} {:>5} {:>7} {:>7} {:>9} {:>7}s  {}\n",
             m.task_id,
             sanitize(&m.agent),
-            m.status,
+            pb::TaskStatus::spell(m.status),
             if m.report_status.is_empty() { "-" } else { &m.report_status },
             if m.verification.is_empty() { "-" } else { &m.verification },
             m.files_changed,

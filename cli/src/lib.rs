@@ -540,7 +540,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Ps { all, limit } => {
             let mut c = connect().await?;
-            let statuses = if all { vec![] } else { vec!["pending".to_owned(), "running".to_owned()] };
+            let statuses =
+                if all { vec![] } else { vec![pb::TaskStatus::Pending.into(), pb::TaskStatus::Running.into()] };
             let r =
                 c.list_tasks(pb::ListTasksRequest { statuses, limit }).await.map_err(anyhow::Error::from)?.into_inner();
             if json {
@@ -570,11 +571,14 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 .map_err(anyhow::Error::from)?
                 .into_inner();
             if json {
-                println!("{}", json!({"task_id": task_id, "cancelled": r.cancelled, "status": r.status}));
+                println!(
+                    "{}",
+                    json!({"task_id": task_id, "cancelled": r.cancelled, "status": pb::TaskStatus::spell(r.status)})
+                );
             } else if r.cancelled {
                 println!("{task_id}: cancelled");
             } else {
-                println!("{task_id}: not running ({}), nothing to cancel", r.status);
+                println!("{task_id}: not running ({}), nothing to cancel", pb::TaskStatus::spell(r.status));
             }
             Ok(0)
         }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 pub fn task_json(t: &pb::TaskView) -> Value {
     let mut v = json!({
         "task_id": t.task_id,
-        "status": t.status,
+        "status": pb::TaskStatus::spell(t.status),
         "agent": t.agent,
         "mode": t.mode,
         "isolation": t.isolation,
@@ -33,11 +33,11 @@ pub fn task_json(t: &pb::TaskView) -> Value {
     put(&mut v, "report_source", &t.report_source);
     put(&mut v, "session_id", &t.session_id);
     put(&mut v, "error", &t.error);
-    put(&mut v, "blocker", &t.blocker);
+    put(&mut v, "blocker", pb::BlockerKind::spell(t.blocker));
     put(&mut v, "parked_until", &t.parked_until);
     put(&mut v, "parked_reason", &t.parked_reason);
     put(&mut v, "current_task_id", &t.current_task_id);
-    put(&mut v, "phase", &t.phase);
+    put(&mut v, "phase", pb::Phase::spell(t.phase));
     if let Some(code) = t.exit_code {
         v["exit_code"] = json!(code);
     }
@@ -56,8 +56,9 @@ pub fn task_json(t: &pb::TaskView) -> Value {
             .iter()
             .map(|q| {
                 let mut j = json!({"question_id": q.question_id, "question": q.question, "options": q.options, "asked_at": q.asked_at});
-                if !q.kind.is_empty() {
-                    j["kind"] = json!(q.kind);
+                let kind = pb::QuestionKind::spell(q.kind);
+                if !kind.is_empty() {
+                    j["kind"] = json!(kind);
                 }
                 if !q.tool.is_empty() {
                     j["tool"] = json!(q.tool);
@@ -84,7 +85,7 @@ pub fn task_json(t: &pb::TaskView) -> Value {
 pub fn delegate_json(d: &pb::DelegateResponse) -> Value {
     json!({
         "task_id": d.task_id, "agent": d.agent, "mode": d.mode, "isolation": d.isolation,
-        "network": d.network, "model": d.model, "workspace": d.workspace, "status": d.status,
+        "network": d.network, "model": d.model, "workspace": d.workspace, "status": pb::TaskStatus::spell(d.status),
         "timeout_ms": d.timeout_ms, "warnings": d.warnings,
         "agent_reason": d.agent_reason, "worktree": d.worktree,
     })
@@ -214,7 +215,7 @@ fn prefixed(prefix: &str, s: &str) -> String {
 
 /// A task in a few lines.
 pub fn print_task(t: &pb::TaskView, with_report: bool) {
-    println!("{}  {}  {}  {}", t.task_id, t.status, t.agent, sanitize(&t.objective));
+    println!("{}  {}  {}  {}", t.task_id, pb::TaskStatus::spell(t.status), t.agent, sanitize(&t.objective));
     println!("  mode {}, isolation {}, {} event(s), {}", t.mode, t.isolation, t.event_count, human_ms(t.elapsed_ms));
     if !t.report_status.is_empty() {
         println!("  report: {} (from {})", t.report_status, t.report_source);
@@ -233,7 +234,7 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
     }
     for q in &t.pending_questions {
         println!("  QUESTION {}: {}", q.question_id, sanitize(&q.question));
-        if q.kind == "permission" {
+        if q.kind() == pb::QuestionKind::Permission {
             let kind = if q.tool_kind.is_empty() { String::new() } else { format!(" ({})", q.tool_kind) };
             println!("    permission for {}{kind}, input: {}", sanitize(&q.tool), sanitize(&q.input_json));
             let offered: Vec<String> =
@@ -253,12 +254,12 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
 /// The report of a finished task.
 pub fn print_report(t: &pb::TaskView) {
     let Ok(r) = serde_json::from_str::<Value>(&t.report_json) else {
-        println!("{}: {} (no report)", t.task_id, t.status);
+        println!("{}: {} (no report)", t.task_id, pb::TaskStatus::spell(t.status));
         return;
     };
     let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
     println!();
-    println!("{}: {}, report {} (from {})", t.task_id, t.status, s("status"), t.report_source);
+    println!("{}: {}, report {} (from {})", t.task_id, pb::TaskStatus::spell(t.status), s("status"), t.report_source);
     println!("{}", sanitize(s("summary")));
     if !s("details").is_empty() {
         println!("\n{}", sanitize(s("details")));
@@ -311,7 +312,7 @@ pub fn print_table(tasks: &[pb::TaskView]) {
         } else if !t.parked_until.is_empty() {
             "parked".to_owned()
         } else {
-            t.status.clone()
+            pb::TaskStatus::spell(t.status).to_owned()
         };
         println!(
             "{:<16} {:<10} {:<12} {:>8}  {}",
@@ -375,6 +376,29 @@ pub fn print_agents(agents: &[pb::AgentInfo]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_json_face_spells_the_wire_enums_as_before_and_an_unknown_one_unrecognized() {
+        let t = pb::TaskView {
+            task_id: "t_1".into(),
+            status: pb::TaskStatus::TimedOut.into(),
+            blocker: pb::BlockerKind::RateLimit.into(),
+            phase: pb::Phase::Unspecified.into(),
+            pending_questions: vec![pb::PendingQuestion {
+                question_id: "q_1".into(),
+                kind: pb::QuestionKind::Permission.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let v = task_json(&t);
+        assert_eq!((v["status"].as_str(), v["blocker"].as_str()), (Some("timed_out"), Some("rate_limit")), "{v}");
+        assert!(v.get("phase").is_none(), "no phase: no field, as before: {v}");
+        assert_eq!(v["pending_questions"][0]["kind"], "permission", "{v}");
+        let newer = pb::TaskView { status: 42, phase: 42, ..t };
+        let v = task_json(&newer);
+        assert_eq!((v["status"].as_str(), v["phase"].as_str()), (Some("unrecognized"), Some("unrecognized")), "{v}");
+    }
 
     #[test]
     fn sanitize_removes_escape_sequences_and_controls_but_keeps_newlines_and_tabs() {

@@ -111,7 +111,7 @@ pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
         let Some(t) = r.tasks.into_iter().next() else {
             return Err(Failure { code: 1, message: "the daemon returned no task".into() });
         };
-        if !matches!(t.status.as_str(), "pending" | "running") {
+        if !matches!(t.status(), pb::TaskStatus::Pending | pb::TaskStatus::Running) {
             break t;
         }
         if !json && !t.parked_until.is_empty() && t.parked_until != told_parked {
@@ -165,7 +165,7 @@ pub(crate) async fn run_group(
     } else {
         print!("{}", fanout::comparison(&g));
     }
-    Ok(if g.members.iter().any(|m| m.status == "succeeded") { 0 } else { 1 })
+    Ok(if g.members.iter().any(|m| m.status() == pb::TaskStatus::Succeeded) { 0 } else { 1 })
 }
 
 /// The warning under which the daemon says which agent it picked when none
@@ -220,12 +220,13 @@ pub(crate) fn agent_reason(d: &pb::DelegateResponse) -> Option<&str> {
 /// The exit code for a finished task: 0 only when it succeeded and its
 /// report does not say otherwise.
 pub(crate) fn exit_code_of(t: &pb::TaskView) -> u8 {
-    match t.status.as_str() {
-        "succeeded" if matches!(t.report_status.as_str(), "failed" | "blocked") => 1,
-        "succeeded" => 0,
-        "cancelled" => 4,
-        "timed_out" => 5,
-        "pending" | "running" => 1,
+    use pb::TaskStatus as S;
+    match t.status() {
+        S::Succeeded if matches!(t.report_status.as_str(), "failed" | "blocked") => 1,
+        S::Succeeded => 0,
+        S::Cancelled => 4,
+        S::TimedOut => 5,
+        S::Pending | S::Running => 1,
         _ => 1,
     }
 }

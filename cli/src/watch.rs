@@ -70,7 +70,7 @@ async fn snapshot(c: &mut Client, ids: &[String]) -> Result<Vec<pb::TaskView>, t
     Ok(all
         .into_iter()
         .filter(|t| {
-            matches!(t.status.as_str(), "pending" | "running")
+            matches!(t.status(), pb::TaskStatus::Pending | pb::TaskStatus::Running)
                 || parse_ms(&t.finished_at).is_some_and(|f| now - f < RECENT_MS)
         })
         .collect())
@@ -255,7 +255,9 @@ fn screen(tasks: &[pb::TaskView], color: bool, width: usize, now: i64) -> String
     let paint = |code: &str, s: &str| if color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_owned() };
     let clean = |s: &str| render::one_line(&render::sanitize(s), 1000);
     let mut sorted: Vec<&pb::TaskView> = tasks.iter().collect();
-    sorted.sort_by_key(|t| (t.pending_questions.is_empty(), !matches!(t.status.as_str(), "running" | "pending")));
+    sorted.sort_by_key(|t| {
+        (t.pending_questions.is_empty(), !matches!(t.status(), pb::TaskStatus::Running | pb::TaskStatus::Pending))
+    });
     let mut out = String::new();
     let mut line = |s: String| {
         out.push_str(&fit(&s, width));
@@ -269,10 +271,10 @@ fn screen(tasks: &[pb::TaskView], color: bool, width: usize, now: i64) -> String
         line("no running or recent task".to_owned());
     }
     for t in sorted {
-        let status = match t.status.as_str() {
+        let status = match pb::TaskStatus::spell(t.status) {
             "running" => paint("32", "running   "),
             "succeeded" => paint("32", "succeeded "),
-            "failed" | "timed_out" => paint("31", &format!("{:<10}", t.status)),
+            word @ ("failed" | "timed_out") => paint("31", &format!("{word:<10}")),
             other => format!("{other:<10}"),
         };
         let tool = t
@@ -286,15 +288,15 @@ fn screen(tasks: &[pb::TaskView], color: bool, width: usize, now: i64) -> String
         let mut note = String::new();
         if let Some(q) = t.pending_questions.first() {
             note = paint("33", &format!("QUESTION {}: {}", q.question_id, clean(&q.question)));
-        } else if t.status == "running"
+        } else if t.status() == pb::TaskStatus::Running
             && let Some(at) = last_at
             && now - at > SILENT_MS
         {
             note = format!("no event for {} s", (now - at) / 1000);
         } else if !t.parked_until.is_empty() {
             note = paint("33", &format!("parked until {}: {}", t.parked_until, clean(&t.parked_reason)));
-        } else if !t.blocker.is_empty() {
-            note = paint("31", &format!("blocked: {}", t.blocker));
+        } else if t.blocker != 0 {
+            note = paint("31", &format!("blocked: {}", pb::BlockerKind::spell(t.blocker)));
         } else if let Some(p) = t.queue_position {
             note = format!("queued, {p} ahead");
         } else if !t.report_status.is_empty() {
@@ -337,14 +339,14 @@ mod tests {
         let old = "1970-01-01T00:00:00.000Z";
         let quiet = pb::TaskView {
             task_id: "t_quiet".into(),
-            status: "running".into(),
+            status: pb::TaskStatus::Running.into(),
             objective: "stay quiet".into(),
             last_event_json: format!("{{\"at\":\"{old}\"}}"),
             ..Default::default()
         };
         let asking = pb::TaskView {
             task_id: "t_asking".into(),
-            status: "running".into(),
+            status: pb::TaskStatus::Running.into(),
             objective: "ask something".into(),
             pending_questions: vec![pb::PendingQuestion {
                 question_id: "q_1".into(),
@@ -368,7 +370,7 @@ mod tests {
         let long = "Fix the flaky test in tests/io.rs, then the other one, and the one after it too";
         let talking = pb::TaskView {
             task_id: "t_talking".into(),
-            status: "running".into(),
+            status: pb::TaskStatus::Running.into(),
             agent: "codex".into(),
             objective: long.into(),
             output_tail:
@@ -378,7 +380,7 @@ mod tests {
         };
         let working = pb::TaskView {
             task_id: "t_working".into(),
-            status: "running".into(),
+            status: pb::TaskStatus::Running.into(),
             objective: "Review\nsrc/parser.rs".into(),
             activity: Some(pb::Activity {
                 kind: "tool_use".into(),

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
 use crate::engine::{Caller, DelegateInput, Engine, TaskView};
+use crate::rpc_kinds::{WireEnum, wire_opt};
 use crate::store::TaskStatus;
 
 /// Default and ceiling of `Await.timeout_ms`.
@@ -90,7 +91,7 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
     };
     pb::TaskView {
         task_id: r.id,
-        status: r.status.as_str().to_owned(),
+        status: r.status.wire(),
         agent: r.agent,
         role: r.role.unwrap_or_default(),
         mode: r.mode.as_str().to_owned(),
@@ -116,7 +117,7 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
                     question: q.question,
                     options: q.options,
                     asked_at: crate::clock::rfc3339(q.asked_ms),
-                    kind: d.kind.as_str().to_owned(),
+                    kind: d.kind.wire(),
                     tool: d.tool.unwrap_or_default(),
                     tool_kind: d.tool_kind.unwrap_or_default(),
                     input_json: d.input_json.unwrap_or_default(),
@@ -138,7 +139,7 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         network: r.network,
         output_age_ms: v.output.as_ref().map(|(_, at)| (now - at).max(0) as u64),
         output_tail: v.output.map(|(t, _)| t).unwrap_or_default(),
-        blocker: r.blocker.map(|b| b.as_str().to_owned()).unwrap_or_default(),
+        blocker: wire_opt(r.blocker),
         elapsed_ms,
         activity: v.activity.map(|a| pb::Activity {
             kind: a.kind.to_owned(),
@@ -147,12 +148,18 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
             age_ms: (now - a.at_ms).max(0) as u64,
         }),
         queue_position: v.queue_position,
-        phase: v.phase.map(|p| p.as_str().to_owned()).unwrap_or_default(),
+        phase: wire_opt(v.phase),
+        changes: wire_opt(r.changes_state),
         attempts: v
             .lifecycle
             .attempts
             .into_iter()
-            .map(|a| pb::Attempt { task_id: a.task_id, agent: a.agent, stopped_by: a.stopped_by, message: a.message })
+            .map(|a| pb::Attempt {
+                task_id: a.task_id,
+                agent: a.agent,
+                stopped_by: wire_opt(a.stopped_by),
+                message: a.message,
+            })
             .collect(),
         budget: v.lifecycle.budget.map(|b| pb::BudgetStatus {
             limits: Some(pb::Budget {
@@ -285,7 +292,7 @@ impl Caesar for Service {
             network: t.network,
             model: t.model.unwrap_or_default(),
             workspace: t.workspace,
-            status: t.status.as_str().to_owned(),
+            status: t.status.wire(),
             warnings: d.warnings.into_iter().collect(),
             task_dir: t.task_dir,
             timeout_ms: t.timeout_ms,
@@ -330,14 +337,7 @@ impl Caesar for Service {
     async fn list_tasks(&self, req: Request<pb::ListTasksRequest>) -> Result<Response<pb::ListTasksResponse>, Status> {
         let caller = self.caller(&req).await?;
         let r = req.into_inner();
-        let mut statuses = Vec::new();
-        for s in &r.statuses {
-            statuses.push(TaskStatus::parse(s).ok_or_else(|| {
-                Status::invalid_argument(format!(
-                    "unknown status `{s}`: use pending, running, succeeded, failed, cancelled or timed_out"
-                ))
-            })?);
-        }
+        let statuses = r.statuses.iter().map(|&s| TaskStatus::from_wire(s)).collect::<Result<Vec<_>, _>>()?;
         let limit = if r.limit == 0 { 50 } else { r.limit.min(10_000) };
         let tasks = match &caller {
             Caller::User => self.engine.list(&statuses, limit)?,
@@ -392,7 +392,7 @@ impl Caesar for Service {
             caller.require_parent_of("cancel", &self.engine.record_of(&id)?)?;
         }
         let (cancelled, status) = self.engine.cancel(&id).await?;
-        Ok(Response::new(pb::CancelResponse { cancelled, status: status.as_str().to_owned() }))
+        Ok(Response::new(pb::CancelResponse { cancelled, status: status.wire() }))
     }
 
     async fn diff(&self, req: Request<pb::DiffRequest>) -> Result<Response<pb::DiffResponse>, Status> {

@@ -9,6 +9,7 @@ use tonic::Status;
 
 use crate::engine::Engine;
 use crate::engine::groups::{self, GroupAsk, GroupView};
+use crate::rpc_kinds::WireEnum;
 use crate::workshop::radar::Meeting;
 
 /// Overlaps on the wire.
@@ -78,7 +79,7 @@ fn summary(g: GroupView) -> pb::GroupSummary {
             .map(|m| pb::GroupMember {
                 task_id: m.task_id,
                 agent: m.agent,
-                status: m.status,
+                status: m.status.wire(),
                 report_status: m.report_status,
                 verification: m.verification,
                 files_changed: m.files_changed,

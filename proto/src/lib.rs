@@ -12,6 +12,7 @@ pub mod civil;
 pub mod client;
 pub mod codec;
 pub mod duration;
+pub mod enums;
 pub mod instance;
 pub mod ipc;
 pub mod kinds;
@@ -26,7 +27,9 @@ pub mod pb {
 
 /// The API protocol number. A client refuses to work with a daemon that
 /// answers `Ping` with another number (see [`client::connect_or_start`]).
-pub const PROTOCOL: u32 = 1;
+/// 2 (issue 28): task status, phase, blocker kind, changes state and
+/// question kind became enums, under new field numbers.
+pub const PROTOCOL: u32 = 2;
 
 /// The version of this build, shared by the three binaries.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

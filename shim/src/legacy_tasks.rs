@@ -87,11 +87,12 @@ fn task_id_param(params: Option<&Value>) -> Result<String, McpError> {
 
 /// The revision's status of a daemon task.
 pub fn status_of(v: &pb::TaskView) -> &'static str {
-    match v.status.as_str() {
-        "pending" | "running" if !v.pending_questions.is_empty() => "input_required",
-        "pending" | "running" => "working",
-        "succeeded" => "completed",
-        "cancelled" => "cancelled",
+    use pb::TaskStatus as S;
+    match v.status() {
+        S::Pending | S::Running if !v.pending_questions.is_empty() => "input_required",
+        S::Pending | S::Running => "working",
+        S::Succeeded => "completed",
+        S::Cancelled => "cancelled",
         _ => "failed",
     }
 }
@@ -114,10 +115,10 @@ pub fn task_json(v: &pb::TaskView) -> Value {
                 q.question, q.question_id, v.task_id, q.question_id
             )
         }
-        "working" if v.status == "pending" => "queued: the agent waits its turn".to_owned(),
+        "working" if v.status() == pb::TaskStatus::Pending => "queued: the agent waits its turn".to_owned(),
         "working" => format!("running ({} events)", v.event_count),
-        _ if v.report_status.is_empty() => v.status.clone(),
-        _ => format!("{}, report {}", v.status, v.report_status),
+        _ if v.report_status.is_empty() => pb::TaskStatus::spell(v.status).to_owned(),
+        _ => format!("{}, report {}", pb::TaskStatus::spell(v.status), v.report_status),
     };
     let mut t = json!({
         "taskId": v.task_id,

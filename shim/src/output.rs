@@ -172,12 +172,12 @@ impl TaskResult {
     /// Maps the daemon's view. `for_await` adds `pending` and the report.
     pub fn from_view(t: &pb::TaskView, for_await: bool) -> TaskResult {
         let json = |s: &str| serde_json::from_str::<Value>(s).ok();
-        let finished = !matches!(t.status.as_str(), "pending" | "running");
+        let finished = !matches!(t.status(), pb::TaskStatus::Pending | pb::TaskStatus::Running);
         TaskResult {
             conflicts_with: overlaps_out(&t.conflicts_with),
             radar_age_ms: t.radar_age_ms,
             task_id: t.task_id.clone(),
-            status: t.status.clone(),
+            status: pb::TaskStatus::spell(t.status).to_owned(),
             agent: non_empty(&t.agent),
             role: non_empty(&t.role),
             mode: non_empty(&t.mode),
@@ -202,7 +202,7 @@ impl TaskResult {
                     question: q.question.clone(),
                     options: q.options.clone(),
                     asked_at: non_empty(&q.asked_at),
-                    kind: non_empty(&q.kind),
+                    kind: non_empty(pb::QuestionKind::spell(q.kind)),
                     tool: non_empty(&q.tool),
                     tool_kind: non_empty(&q.tool_kind),
                     input: json(&q.input_json),
@@ -213,7 +213,7 @@ impl TaskResult {
                         .collect(),
                 })
                 .collect(),
-            blocker: non_empty(&t.blocker),
+            blocker: non_empty(pb::BlockerKind::spell(t.blocker)),
             error: non_empty(&t.error),
             session_id: non_empty(&t.session_id),
             output_tail: non_empty(&t.output_tail),
@@ -222,7 +222,7 @@ impl TaskResult {
                 .attempts
                 .iter()
                 .map(|a| {
-                    serde_json::json!({"task_id": a.task_id, "agent": a.agent, "stopped_by": a.stopped_by, "message": a.message})
+                    serde_json::json!({"task_id": a.task_id, "agent": a.agent, "stopped_by": pb::BlockerKind::spell(a.stopped_by), "message": a.message})
                 })
                 .collect(),
             current_task_id: non_empty(&t.current_task_id),
@@ -325,7 +325,7 @@ impl GroupOut {
                 .map(|m| GroupMemberOut {
                     task_id: m.task_id.clone(),
                     agent: m.agent.clone(),
-                    status: m.status.clone(),
+                    status: pb::TaskStatus::spell(m.status).to_owned(),
                     report_status: non_empty(&m.report_status),
                     verification: non_empty(&m.verification),
                     files_changed: m.files_changed,
@@ -609,4 +609,33 @@ pub struct DescribeAgentOutput {
     /// Truncation marks.
     #[serde(flatten)]
     pub shaping: Shaping,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_result_spells_the_wire_enums_as_before_and_an_unknown_one_unrecognized() {
+        let t = pb::TaskView {
+            task_id: "t_1".into(),
+            status: pb::TaskStatus::Running.into(),
+            blocker: pb::BlockerKind::Network.into(),
+            attempts: vec![pb::Attempt { stopped_by: pb::BlockerKind::RateLimit.into(), ..Default::default() }],
+            pending_questions: vec![pb::PendingQuestion {
+                kind: pb::QuestionKind::Question.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let v = serde_json::to_value(TaskResult::from_view(&t, true)).unwrap();
+        assert_eq!((v["status"].as_str(), v["blocker"].as_str()), (Some("running"), Some("network")), "{v}");
+        assert_eq!(v["attempts"][0]["stopped_by"], "rate_limit", "{v}");
+        assert_eq!(v["pending_questions"][0]["kind"], "question", "{v}");
+        assert_eq!(v["pending"], true, "{v}");
+        let newer = pb::TaskView { status: 42, blocker: 0, ..t };
+        let v = serde_json::to_value(TaskResult::from_view(&newer, true)).unwrap();
+        assert_eq!(v["status"], "unrecognized", "{v}");
+        assert!(v.get("blocker").is_none(), "no blocker: no field, as before: {v}");
+    }
 }

@@ -242,7 +242,7 @@ impl Shim {
             workspace: d.workspace,
             worktree: (!d.worktree.is_empty()).then_some(d.worktree),
             timeout_ms: (d.timeout_ms > 0).then_some(d.timeout_ms),
-            status: d.status,
+            status: pb::TaskStatus::spell(d.status).to_owned(),
             warnings,
         };
         finish(&out, self.cap(), "Truncated to fit the response cap.")
@@ -315,11 +315,11 @@ impl Shim {
             else {
                 continue;
             };
-            if !matches!(v.status.as_str(), "pending" | "running") {
+            if !matches!(v.status(), pb::TaskStatus::Pending | pb::TaskStatus::Running) {
                 done += 1;
                 continue;
             }
-            let mut line = format!("{id}: {}", v.status);
+            let mut line = format!("{id}: {}", pb::TaskStatus::spell(v.status));
             if let Ok(e) = serde_json::from_str::<Value>(&v.last_event_json) {
                 line.push_str(&format!(", last event: {}", event_summary(&e)));
             }
@@ -477,7 +477,7 @@ impl Shim {
             })
             .await?;
         finish(
-            &CancelOutput { task_id: id, cancelled: r.cancelled, status: r.status },
+            &CancelOutput { task_id: id, cancelled: r.cancelled, status: pb::TaskStatus::spell(r.status).to_owned() },
             self.cap(),
             "Truncated to fit the response cap.",
         )

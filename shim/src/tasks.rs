@@ -83,7 +83,7 @@ pub async fn view(daemon: &Daemon, id: &str) -> Result<pb::TaskView, McpError> {
 
 /// Whether the task has ended (its `tasks/get` then carries a result).
 pub fn ended(v: &pb::TaskView) -> bool {
-    !matches!(v.status.as_str(), "pending" | "running")
+    !matches!(v.status(), pb::TaskStatus::Pending | pb::TaskStatus::Running)
 }
 
 /// `tasks/get`: the daemon's task as a detailed MCP task. `completed`
@@ -93,12 +93,13 @@ pub fn detail(v: pb::TaskView, result: Option<CallToolResult>) -> Result<GetTask
     let created = if v.created_at.is_empty() { now() } else { v.created_at.clone() };
     let updated =
         [&v.finished_at, &v.started_at].into_iter().find(|t| !t.is_empty()).cloned().unwrap_or(created.clone());
-    let payload = match v.status.as_str() {
-        "pending" | "running" if !v.pending_questions.is_empty() => {
+    use pb::TaskStatus as S;
+    let payload = match v.status() {
+        S::Pending | S::Running if !v.pending_questions.is_empty() => {
             TaskPayload::InputRequired { input_requests: questions(&v)? }
         }
-        "pending" | "running" => TaskPayload::Working,
-        "cancelled" => TaskPayload::Cancelled,
+        S::Pending | S::Running => TaskPayload::Working,
+        S::Cancelled => TaskPayload::Cancelled,
         _ => match serde_json::to_value(&status) {
             Ok(Value::Object(result)) => TaskPayload::Completed { result },
             _ => return Err(McpError::internal_error("the task's result did not serialize", None)),
@@ -106,10 +107,10 @@ pub fn detail(v: pb::TaskView, result: Option<CallToolResult>) -> Result<GetTask
     };
     let message = match &payload {
         TaskPayload::InputRequired { .. } => "the agent asked a question: answer it with tasks/update".to_owned(),
-        TaskPayload::Working => format!("{} ({} events)", v.status, v.event_count),
+        TaskPayload::Working => format!("{} ({} events)", S::spell(v.status), v.event_count),
         _ => format!(
             "{}{}",
-            v.status,
+            S::spell(v.status),
             if v.report_status.is_empty() { String::new() } else { format!(", report {}", v.report_status) }
         ),
     };

@@ -99,7 +99,7 @@ async fn an_acp_agent_from_config_is_asked_answered_by_option_and_reports() {
 
     let id = delegate(&env, &mut c).await;
     let q = pending(&mut c, &id).await;
-    assert_eq!(q.kind, "permission", "{q:?}");
+    assert_eq!(q.kind().as_str(), "permission", "{q:?}");
     assert_eq!(q.tool_kind, "execute", "{q:?}");
     // The whole command, not a summary of it.
     assert_eq!(json(&q.input_json)["command"], "echo ran > acp.txt && printf '%s' \"$CAESAR_TASK_ID\" > id.txt");
@@ -143,7 +143,7 @@ async fn an_acp_agent_from_config_is_asked_answered_by_option_and_reports() {
     .unwrap();
 
     let t = finish(&mut c, &id).await;
-    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     assert_eq!(json(&t.report_json)["status"], "success", "{}", t.report_json);
     assert!(t.report_json.contains("acp.txt"), "git saw the command's file: {}", t.report_json);
     let answered = log_entries(&log).into_iter().find_map(|e| e.get("permission").cloned()).unwrap();

@@ -57,8 +57,11 @@ async fn gc_with_the_largest_age_removes_nothing() {
     let mut c = env.start_daemon().await;
     let id = c.delegate(env.delegate_request("writer", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(t.changes(), pb::ChangesState::Unspecified, "nothing decided yet");
     c.discard(pb::DiscardRequest { task_id: id.clone() }).await.unwrap();
+    let s = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert_eq!(s.changes().as_str(), "discarded", "the wire says what became of the changes");
     // Older than ~584 million years, forced: nothing is that old.
     let gc = c.gc(pb::GcRequest { dry_run: false, force: true, older_than_ms: u64::MAX }).await.unwrap().into_inner();
     assert!(gc.items.iter().all(|i| i.action != "removed"), "{:?}", gc.items);
@@ -90,7 +93,7 @@ async fn an_agent_entry_whose_bin_is_claude_meets_the_recursion_rule() {
     std::fs::write(env.project.path().join(".caesar/config.toml"), config("[policy]\nallow_recursion = true\n\n"))
         .unwrap();
     let id = c.delegate(env.delegate_request("helper", "x")).await.unwrap().into_inner().task_id;
-    assert_eq!(await_one(&mut c, &id, LONG).await.status, "succeeded");
+    assert_eq!(await_one(&mut c, &id, LONG).await.status().as_str(), "succeeded");
 }
 
 #[tokio::test]
@@ -113,7 +116,7 @@ async fn a_config_an_agent_writes_in_its_worktree_never_becomes_policy() {
     let mut c = env.start_daemon().await;
     let req = pb::DelegateRequest { mode: "write".into(), ..env.delegate_request("planter", "plant") };
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
-    assert_eq!(await_one(&mut c, &id, LONG).await.status, "succeeded");
+    assert_eq!(await_one(&mut c, &id, LONG).await.status().as_str(), "succeeded");
     let worktree = p.join(".caesar/wt").join(&id);
     let written = std::fs::read_to_string(worktree.join(".caesar/config.toml")).unwrap();
     assert!(written.contains("planted"), "the agent wrote its config: {written}");
@@ -219,7 +222,7 @@ async fn a_permission_request_the_agent_swaps_after_asking_is_not_what_an_allow_
         .await
         .unwrap();
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     // The allow sent back exactly the input that was asked, not the swap.
     let response = std::fs::read_to_string(task_dir.join("response")).unwrap();
     assert!(response.contains("echo harmless") && !response.contains("evil"), "{tampered}{response}");

@@ -68,7 +68,7 @@ try self $C status $CAESAR_TASK_ID"#,
     let config_before = std::fs::read_to_string(env.project.path().join(".caesar/config.toml")).unwrap();
     let attacker = c.delegate(ro("attacker", "the attacker")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &attacker, LONG).await;
-    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     assert!(env.file("out").join("done").exists());
 
     for name in ["status", "logs", "cancel", "answer", "apply", "discard", "token", "policy", "stop", "forged", "fake"]
@@ -88,7 +88,7 @@ try self $C status $CAESAR_TASK_ID"#,
 
     // Nothing the attacker asked for happened.
     let v = c.status(pb::StatusRequest { task_id: victim.clone() }).await.unwrap().into_inner();
-    assert_eq!(v.status, "running", "the victim was not cancelled");
+    assert_eq!(v.status().as_str(), "running", "the victim was not cancelled");
     assert!(!env.paths.state_dir.join("http-token").exists() || !out(&env, "token").contains("rc=0"));
     let config_after = std::fs::read_to_string(env.project.path().join(".caesar/config.toml")).unwrap();
     assert_eq!(config_before, config_after, "the policy edit was refused");
@@ -99,7 +99,7 @@ try self $C status $CAESAR_TASK_ID"#,
     assert!(o.status.success(), "{o:?}");
     let o = env.caesar(&["cancel", &victim]);
     assert!(o.status.success(), "{o:?}");
-    assert_eq!(await_one(&mut c, &victim, LONG).await.status, "cancelled");
+    assert_eq!(await_one(&mut c, &victim, LONG).await.status().as_str(), "cancelled");
 }
 
 #[tokio::test]
@@ -142,7 +142,7 @@ call='{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit_rep
     let mut req = env.delegate_request("attacker", "the attacker");
     req.mode = "read-only".into();
     let attacker = c.delegate(req).await.unwrap().into_inner().task_id;
-    assert_eq!(await_one(&mut c, &attacker, LONG).await.status, "succeeded");
+    assert_eq!(await_one(&mut c, &attacker, LONG).await.status().as_str(), "succeeded");
     // Naming the victim from inside another task's tree is refused.
     let forge = out(&env, "forge");
     assert!(forge.contains("speaks only for its own task"), "{forge}");
@@ -198,7 +198,7 @@ K=$(head -n1 "$O/child"); try await $C await $K"#,
     req.depth = 7;
     let p = c.delegate(req).await.unwrap().into_inner();
     let t = await_one(&mut c, &p.task_id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     let task_json = |dir: &str| json(&std::fs::read_to_string(std::path::Path::new(dir).join("task.json")).unwrap());
     assert_eq!(task_json(&p.task_dir)["depth"], 1, "the claimed depth 7 was ignored");
 
@@ -209,7 +209,7 @@ K=$(head -n1 "$O/child"); try await $C await $K"#,
     let child_id = child.lines().next().unwrap().trim().to_owned();
     assert!(out(&env, "await").contains("rc=0"), "{}", out(&env, "await"));
     let k = await_one(&mut c, &child_id, LONG).await;
-    assert_eq!((k.status.as_str(), k.mode.as_str()), ("succeeded", "read-only"), "{k:?}");
+    assert_eq!((k.status().as_str(), k.mode.as_str()), ("succeeded", "read-only"), "{k:?}");
     assert_eq!(task_json(&k.task_dir)["depth"], 2);
     let deeper = out(&env, "deeper");
     assert!(deeper.contains("max_depth = 2") && !deeper.contains("rc=0"), "{deeper}");
@@ -234,7 +234,7 @@ try kill-$T kill -0 $S"#,
     for mode in ["read-only", "write"] {
         let req = pb::DelegateRequest { mode: mode.into(), ..env.delegate_request("writer", mode) };
         let id = c.delegate(req).await.unwrap().into_inner().task_id;
-        assert_eq!(await_one(&mut c, &id, LONG).await.status, "succeeded");
+        assert_eq!(await_one(&mut c, &id, LONG).await.status().as_str(), "succeeded");
         ids.push((mode, id));
     }
     let abi = caesard::sandbox::kernel_abi();
@@ -281,7 +281,7 @@ async fn a_flood_of_control_bytes_cannot_swell_the_events_past_the_raw_log_cap()
     let mut c = env.start_daemon_with(&[("CAESAR_RAW_LOG_MAX_BYTES", &cap.to_string())]).await;
     let id = c.delegate(env.delegate_request("flood", "flood")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     assert_eq!(json(&t.report_json)["summary"], "flooded", "the report is not lost");
     let events = std::path::Path::new(&t.task_dir).join("events.jsonl");
     let size = std::fs::metadata(&events).unwrap().len();
@@ -312,7 +312,7 @@ async fn agent_env_values_stay_out_of_show_config_and_a_relative_bin_is_the_conf
     // is found beside the config file that names it.
     let id = c.delegate(env.delegate_request("rel", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     let logs =
         c.logs(pb::LogsRequest { task_id: id, raw: false, limit: 100, max_bytes: 0 }).await.unwrap().into_inner();
     let started = logs.events_json.iter().find(|e| e.contains("\"started\"")).unwrap();

@@ -238,7 +238,7 @@ async fn a_pending_question_survives_a_daemon_sigkill_and_is_answered_after() {
     let got = again.await.unwrap().unwrap().into_inner();
     assert_eq!((got.question_id.as_str(), got.answered, got.answer.as_str()), (question_id.as_str(), true, "yes"));
     std::fs::write(&gate, "go").unwrap();
-    assert_eq!(await_one(&mut c, &id, LONG).await.status, "succeeded");
+    assert_eq!(await_one(&mut c, &id, LONG).await.status().as_str(), "succeeded");
 }
 
 #[tokio::test]
@@ -277,7 +277,7 @@ async fn an_agent_speaks_mcp_to_caesar_mcp_channel_end_to_end() {
         .await
         .unwrap();
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!((t.status.as_str(), t.report_source.as_str()), ("succeeded", "channel"));
+    assert_eq!((t.status().as_str(), t.report_source.as_str()), ("succeeded", "channel"));
     assert_eq!(json(&t.report_json)["summary"], "used the answer");
     let logs =
         c.logs(pb::LogsRequest { task_id: d.task_id, limit: 100, ..Default::default() }).await.unwrap().into_inner();

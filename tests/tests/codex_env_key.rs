@@ -87,7 +87,7 @@ async fn codex_gets_the_key_its_config_names_and_nothing_else_of_the_daemon() {
     let t = await_one(&mut c, &id, Duration::from_secs(120)).await;
     let raw =
         std::fs::read_to_string(caesar_tests::daemon_files(Path::new(&t.task_dir)).join("raw.log")).unwrap_or_default();
-    assert_eq!(t.status, "succeeded", "{t:?}\n{}", raw.chars().take(20_000).collect::<String>());
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}\n{}", raw.chars().take(20_000).collect::<String>());
     // codex sent the key it read from the variable its config names.
     let asked = server.model_requests();
     assert!(!asked.is_empty(), "codex reached the model server");

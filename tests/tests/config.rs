@@ -65,14 +65,14 @@ async fn policy_refusals_come_in_order_with_their_remedy_and_write_nothing() {
     assert_eq!(std::fs::read_dir(env.paths.state_dir.join("tasks")).unwrap().count(), 0);
 
     let ok = c.delegate(env.delegate_request("good", "x")).await.unwrap().into_inner();
-    assert_eq!(await_one(&mut c, &ok.task_id, LONG).await.status, "succeeded");
+    assert_eq!(await_one(&mut c, &ok.task_id, LONG).await.status().as_str(), "succeeded");
     // The depth is the daemon's to say (issue 19): the user's own request
     // is at depth 0 whatever it claims; tests/authority.rs reaches
     // max_depth through real nested delegations.
     let mut deep = env.delegate_request("good", "x");
     deep.depth = 1;
     let deep = c.delegate(deep).await.unwrap().into_inner();
-    assert_eq!(await_one(&mut c, &deep.task_id, LONG).await.status, "succeeded");
+    assert_eq!(await_one(&mut c, &deep.task_id, LONG).await.status().as_str(), "succeeded");
 
     // Listings show each agent's standing: the allowlist comes before recursion.
     let agents = c.list_agents(pb::ListAgentsRequest { workspace: env.workspace() }).await.unwrap().into_inner().agents;
@@ -120,7 +120,7 @@ async fn a_role_falls_back_past_missing_and_denied_agents_and_brings_its_default
     assert_eq!(d.model, "model-from-models", "explicit, then role, then [models]");
     assert_eq!(d.timeout_ms, 120_000);
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!(t.status, "succeeded");
+    assert_eq!(t.status().as_str(), "succeeded");
     let logs =
         c.logs(pb::LogsRequest { task_id: d.task_id, limit: 100, ..Default::default() }).await.unwrap().into_inner();
     assert!(logs.events_json.iter().any(|e| e.contains("--model=model-from-models")));
@@ -165,10 +165,10 @@ async fn max_parallel_queues_fifo_and_a_queued_task_can_be_cancelled() {
     let gate = gated_and_quick(&env, "[policy]\nmax_parallel = 1\n");
     let mut c = env.start_daemon().await;
     let first = c.delegate(env.delegate_request("gated", "1")).await.unwrap().into_inner();
-    assert_eq!(first.status, "running");
+    assert_eq!(first.status().as_str(), "running");
     let second = c.delegate(env.delegate_request("quick", "2")).await.unwrap().into_inner();
     let third = c.delegate(env.delegate_request("quick", "3")).await.unwrap().into_inner();
-    assert_eq!((second.status.as_str(), third.status.as_str()), ("pending", "pending"));
+    assert_eq!((second.status().as_str(), third.status().as_str()), ("pending", "pending"));
     let s = c.status(pb::StatusRequest { task_id: third.task_id.clone() }).await.unwrap().into_inner();
     assert_eq!(s.queue_position, Some(1));
     let s = c.status(pb::StatusRequest { task_id: second.task_id.clone() }).await.unwrap().into_inner();
@@ -177,14 +177,14 @@ async fn max_parallel_queues_fifo_and_a_queued_task_can_be_cancelled() {
     // Cancelling a queued task ends it at once.
     let r = c.cancel(pb::CancelRequest { task_id: second.task_id.clone() }).await.unwrap().into_inner();
     assert!(r.cancelled);
-    assert_eq!(r.status, "cancelled");
+    assert_eq!(r.status().as_str(), "cancelled");
     let s = c.status(pb::StatusRequest { task_id: third.task_id.clone() }).await.unwrap().into_inner();
-    assert_eq!((s.status.as_str(), s.queue_position), ("pending", Some(0)));
+    assert_eq!((s.status().as_str(), s.queue_position), ("pending", Some(0)));
 
     std::fs::write(&gate, "go").unwrap();
     let t1 = await_one(&mut c, &first.task_id, LONG).await;
     let t3 = await_one(&mut c, &third.task_id, LONG).await;
-    assert_eq!((t1.status.as_str(), t3.status.as_str()), ("succeeded", "succeeded"));
+    assert_eq!((t1.status().as_str(), t3.status().as_str()), ("succeeded", "succeeded"));
     assert!(t3.started_at >= t1.finished_at, "the queued task started after the first ended");
 }
 
@@ -260,19 +260,19 @@ async fn two_write_tasks_never_share_a_tree_but_readers_go_ahead() {
     let mut read = env.delegate_request("quick", "read");
     read.mode = "read-only".into();
     let reader = c.delegate(read).await.unwrap().into_inner();
-    assert_eq!(writer.status, "running");
-    assert_eq!(second.status, "pending", "the tree is taken by a write task");
+    assert_eq!(writer.status().as_str(), "running");
+    assert_eq!(second.status().as_str(), "pending", "the tree is taken by a write task");
     assert_eq!(
-        await_one(&mut c, &reader.task_id, LONG).await.status,
+        await_one(&mut c, &reader.task_id, LONG).await.status().as_str(),
         "succeeded",
         "a reader passes the blocked writer"
     );
     let s = c.status(pb::StatusRequest { task_id: second.task_id.clone() }).await.unwrap().into_inner();
-    assert_eq!(s.status, "pending");
+    assert_eq!(s.status().as_str(), "pending");
     std::fs::write(&gate, "go").unwrap();
     let t1 = await_one(&mut c, &writer.task_id, LONG).await;
     let t2 = await_one(&mut c, &second.task_id, LONG).await;
-    assert_eq!(t2.status, "succeeded");
+    assert_eq!(t2.status().as_str(), "succeeded");
     assert!(t2.started_at >= t1.finished_at);
 }
 

@@ -115,7 +115,7 @@ try autostart env -u CAESAR_TASK_ID CAESAR_HOME="$CAESAR_TASK_DIR/other" {c_bin}
     };
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     let out = |n: &str| std::fs::read_to_string(Path::new(&t.task_dir).join(format!("out-{n}"))).unwrap_or_default();
 
     // Its own places stay writable.
@@ -184,7 +184,7 @@ try files sh -c "echo x > \"$CAESAR_HOME/files/ok-$T\"""#;
         let req = pb::DelegateRequest { mode: mode.into(), ..env.delegate_request("w", mode) };
         let id = c.delegate(req).await.unwrap().into_inner().task_id;
         let t = await_one(&mut c, &id, LONG).await;
-        assert_eq!(t.status, "succeeded", "{mode}: {t:?}");
+        assert_eq!(t.status().as_str(), "succeeded", "{mode}: {t:?}");
         let out =
             |n: &str| std::fs::read_to_string(Path::new(&t.task_dir).join(format!("out-{n}"))).unwrap_or_default();
         for n in ["tmp", "mine", "files"] {

@@ -117,7 +117,7 @@ async fn the_list_is_live_and_a_question_answered_on_the_page_reaches_the_agent(
     .await
     .unwrap();
     let t = await_one(&mut c, &asker, LONG).await;
-    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     let logs = c.logs(pb::LogsRequest { task_id: asker.clone(), limit: 100, ..Default::default() }).await.unwrap();
     assert!(
         logs.into_inner().events_json.iter().any(|e| e.contains("ask_orchestrator: Answer: spaces")),
@@ -213,7 +213,7 @@ async fn a_diff_applied_from_the_page_lands_in_the_main_tree_and_a_stale_apply_w
     let editor = c.delegate(req).await.unwrap().into_inner().task_id;
     for id in [&writer, &editor] {
         let t = await_one(&mut c, id, LONG).await;
-        assert_eq!(t.status, "succeeded", "{t:?}");
+        assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     }
     let main = env.project.path().to_path_buf();
     // The main tree moves under the editor's change.
@@ -272,7 +272,7 @@ async fn a_diff_applied_from_the_page_lands_in_the_main_tree_and_a_stale_apply_w
     });
     assert_eq!(std::fs::read_to_string(main.join("README.md")).unwrap(), "changed in the main tree meanwhile\n");
     let t = c.status(pb::StatusRequest { task_id: editor.clone() }).await.unwrap().into_inner();
-    assert_eq!(t.status, "succeeded");
+    assert_eq!(t.status().as_str(), "succeeded");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -330,7 +330,7 @@ async fn a_forged_cross_site_post_is_refused() {
     });
     assert_eq!(r[0], 403, "{r}");
     let t = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
-    assert_eq!(t.status, "running", "the forged requests cancelled nothing");
+    assert_eq!(t.status().as_str(), "running", "the forged requests cancelled nothing");
     // The page's own cancel, confirmed, does.
     tokio::task::block_in_place(|| {
         b.goto(&format!("http://127.0.0.1:{port}/task/{id}"));
@@ -346,7 +346,7 @@ async fn a_forged_cross_site_post_is_refused() {
         );
     });
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "cancelled");
+    assert_eq!(t.status().as_str(), "cancelled");
 }
 
 /// claude (the real CLI, against the scripted model) asks before running a shell command;
@@ -623,7 +623,7 @@ async fn a_permission_allowed_on_the_page_lets_claude_run_the_tool() {
     let (b, port) = tokio::task::block_in_place(|| logged_in(&env));
     tokio::task::block_in_place(|| answer_permission(&b, port, &id, "allow", "task-permission"));
     let t = await_one(&mut c, &id, Duration::from_secs(120)).await;
-    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     let r = json(&t.report_json);
     assert!(r["changes"].to_string().contains("bridged.txt"), "git saw the write the page allowed: {r}");
     let o = env.caesar(&["apply", &id]);
@@ -697,7 +697,7 @@ async fn dashboard_figures() {
                 .await
                 .unwrap()
                 .into_inner();
-            if r.tasks.iter().all(|t| !matches!(t.status.as_str(), "pending" | "running")) {
+            if r.tasks.iter().all(|t| !matches!(t.status().as_str(), "pending" | "running")) {
                 break;
             }
             eprintln!("awaiting, {:?}", started.elapsed());

@@ -46,7 +46,7 @@ async fn verification_that_passes_is_in_the_report_with_verified_by_command() {
     let d = c.delegate(req).await.unwrap().into_inner();
     assert_eq!(d.isolation, "worktree");
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
     assert_eq!(t.report_status, "success");
     let report = json(&t.report_json);
     assert_eq!(report["verified_by"], "command", "{report}");
@@ -74,7 +74,7 @@ async fn verification_that_fails_overrides_a_claimed_success_with_a_high_finding
     req.role = "checked".into();
     let d = c.delegate(req).await.unwrap().into_inner();
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!(t.status, "succeeded", "the process outcome is the agent's");
+    assert_eq!(t.status().as_str(), "succeeded", "the process outcome is the agent's");
     assert_eq!(t.report_status, "failed", "the tests decide, not the agent");
     let report = json(&t.report_json);
     assert!(report["summary"].as_str().unwrap().starts_with("verification failed"), "{report}");
@@ -133,7 +133,7 @@ async fn verification_survives_a_daemon_sigkill_and_is_run_again() {
     env.kill_daemons().await;
     let mut c = env.start_daemon().await;
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
     let report = json(&t.report_json);
     assert_eq!(report["verification"]["outcome"], "passed", "{report}");
     let runs = pids_in(&marks);
@@ -154,7 +154,7 @@ async fn cancelling_during_verification_kills_it() {
     let r = c.cancel(pb::CancelRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
     assert!(r.cancelled, "{r:?}");
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!(t.status, "cancelled");
+    assert_eq!(t.status().as_str(), "cancelled");
     assert!(eventually(Duration::from_secs(5), || !alive(pid)).await, "the verification's tree is gone");
 }
 
@@ -278,7 +278,7 @@ async fn a_group_of_three_is_awaited_by_its_id_and_compared() {
     let by_agent = |a: &str| g.members.iter().find(|m| m.agent == a).unwrap();
     assert_eq!(by_agent("a1").files_changed, 2);
     assert_eq!(by_agent("a2").files_changed, 1);
-    assert!(g.members.iter().all(|m| m.status == "succeeded"));
+    assert!(g.members.iter().all(|m| m.status().as_str() == "succeeded"));
     assert_eq!(by_agent("a1").verification, "passed");
     assert_eq!(by_agent("a3").verification, "failed", "a3 wrote no shared.txt");
     assert_eq!(by_agent("a3").report_status, "failed");
@@ -383,6 +383,8 @@ async fn the_radar_sees_two_tasks_and_uncommitted_changes_on_the_same_lines_and_
     // Applying w1 breaks w2's later apply: it says so.
     let r = c.apply(pb::ApplyRequest { task_id: ids[0].clone() }).await.unwrap().into_inner();
     assert!(r.applied, "{r:?}");
+    let s1 = c.status(pb::StatusRequest { task_id: ids[0].clone() }).await.unwrap().into_inner();
+    assert_eq!(s1.changes(), pb::ChangesState::Applied);
     assert_eq!(r.breaks.len(), 1, "{:?}", r.breaks);
     assert_eq!(r.breaks[0].task_id, ids[1]);
     let r2 = c.apply(pb::ApplyRequest { task_id: ids[1].clone() }).await.unwrap().into_inner();
@@ -435,7 +437,7 @@ async fn two_live_tasks_editing_one_file_conflict_within_a_bounded_time_and_the_
     }
     let started = std::time::Instant::now();
     let v = radar_until(&mut c, &ids[0], |o| o.iter().any(|o| o.task_id == ids[1])).await;
-    assert_eq!(v.status, "running", "seen while both are live");
+    assert_eq!(v.status().as_str(), "running", "seen while both are live");
     let seen_in = started.elapsed();
     let o = v.conflicts_with.iter().find(|o| o.task_id == ids[1]).unwrap();
     assert_eq!(o.paths, ["README.md"]);
@@ -515,7 +517,7 @@ async fn a_webhook_is_retried_until_delivered_and_the_command_hook_runs() {
     let mut c = env.start_daemon_with(&[("CAESAR_NOTIFY_BACKOFF_MS", "50")]).await;
     let d = c.delegate(env.delegate_request("ok", "x")).await.unwrap().into_inner();
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!(t.status, "succeeded");
+    assert_eq!(t.status().as_str(), "succeeded");
     assert!(eventually(LONG, || bodies.lock().unwrap().len() >= 2).await, "retried after the 500");
     let got = bodies.lock().unwrap().clone();
     let n = json(&got[1]);

@@ -126,7 +126,7 @@ async fn a_full_state_disk_refuses_delegation_clearly_and_loses_nothing() {
     let mut c = fx.env.start_daemon_with(QUIET).await;
     let first = c.delegate(fx.env.delegate_request("ok", "before the disk filled")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &first, LONG).await;
-    assert_eq!((t.status.as_str(), t.report_status.as_str()), ("succeeded", "success"));
+    assert_eq!((t.status().as_str(), t.report_status.as_str()), ("succeeded", "success"));
     let pid = fx.env.daemon_pid().await;
 
     fx.fill();
@@ -170,7 +170,7 @@ async fn a_full_state_disk_refuses_delegation_clearly_and_loses_nothing() {
     // The first task's directory and its daemon part beside it, nothing else.
     assert_eq!(sorted(dirs), [first.clone(), format!("{first}.daemon")], "refused delegations leave no task directory");
     let s = c.status(pb::StatusRequest { task_id: first.clone() }).await.unwrap().into_inner();
-    assert_eq!(s.status, "succeeded");
+    assert_eq!(s.status().as_str(), "succeeded");
 
     // SIGKILLed while the disk is still full, it starts again and reads its store.
     fx.env.kill_daemons().await;
@@ -183,10 +183,10 @@ async fn a_full_state_disk_refuses_delegation_clearly_and_loses_nothing() {
     std::fs::remove_file(fx.filler()).unwrap();
     let second = c.delegate(fx.env.delegate_request("ok", "after space was freed")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &second, LONG).await;
-    assert_eq!((t.status.as_str(), t.report_status.as_str()), ("succeeded", "success"));
+    assert_eq!((t.status().as_str(), t.report_status.as_str()), ("succeeded", "success"));
     assert_eq!(json(&t.report_json)["summary"], "done");
     let t = await_one(&mut c, &first, LONG).await;
-    assert_eq!((t.status.as_str(), t.report_source.as_str()), ("succeeded", "file"));
+    assert_eq!((t.status().as_str(), t.report_source.as_str()), ("succeeded", "file"));
     assert_eq!(json(&t.report_json)["summary"], "done");
     assert_eq!(task_ids(&mut c).await, sorted(vec![first.clone(), second.clone()]));
     for id in [&first, &second] {
@@ -232,7 +232,7 @@ async fn a_task_ending_on_a_full_disk_ends_once_space_is_freed() {
     std::fs::remove_file(fx.filler()).unwrap();
 
     let t = await_one(&mut c, &id, Duration::from_secs(10)).await;
-    assert_ne!(t.status, "running", "the task ended once space was back");
+    assert_ne!(t.status().as_str(), "running", "the task ended once space was back");
     assert!(!t.report_json.is_empty(), "with a report");
     let logs =
         c.logs(pb::LogsRequest { task_id: id.clone(), limit: 1000, ..Default::default() }).await.unwrap().into_inner();

@@ -48,7 +48,7 @@ async fn hostile_report_files_are_refused_and_the_daemon_is_neither_wedged_nor_s
     }
     for (agent, id) in &ids {
         let t = await_one(&mut c, id, LONG).await;
-        assert_eq!(t.status, "succeeded", "{agent}: {t:?}");
+        assert_eq!(t.status().as_str(), "succeeded", "{agent}: {t:?}");
         // The work is not lost: the fenced report in the output is used.
         assert_eq!(
             (t.report_source.as_str(), json(&t.report_json)["summary"].as_str()),

@@ -44,7 +44,7 @@ async fn a_task_runs_as_a_job_and_its_report_and_diff_come_back() {
     let d = c.delegate(env.delegate_request("writer", "add a main")).await.unwrap().into_inner();
     assert_eq!(d.isolation, "worktree");
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
     let report = json(&t.report_json);
     assert_eq!(report["summary"], "done remotely");
     let mut paths: Vec<&str> =
@@ -98,7 +98,7 @@ async fn finished_writer(env: &mut Env, sim: &Sim) -> (caesar_proto::client::Cli
     let mut c = env.start_daemon().await;
     let id = c.delegate(env.delegate_request("writer", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
     assert_eq!(task_refs(sim, &id).len(), 2, "base and result pushed");
     (c, id)
 }
@@ -161,7 +161,7 @@ if git push -q caesar-remote: HEAD:refs/heads/agent 2>/dev/null; then echo agent
     let mut c = env.start_daemon().await;
     let id = c.delegate(env.delegate_request("writer", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
     let texts = messages(&all_logs(&mut c, &id).await);
     for line in [
         "GIT_READ_TOKEN=",
@@ -263,7 +263,7 @@ async fn the_runner_is_chosen_per_role_and_per_delegation() {
     {
         let id = c.delegate(req).await.unwrap().into_inner().task_id;
         let t = await_one(&mut c, &id, LONG).await;
-        assert_eq!(t.status, "succeeded", "{}", t.error);
+        assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
         assert_eq!(ran_remotely(&id), remote, "{id}");
         ids.push(id);
     }
@@ -316,7 +316,7 @@ async fn a_daemon_killed_mid_task_reattaches_with_no_output_lost_or_repeated() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut c = env.start_daemon().await;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
     assert_eq!(json(&t.report_json)["summary"], "survived");
     let texts = messages(&all_logs(&mut c, &id).await);
     let mut want = vec!["before the kill".to_owned()];
@@ -344,7 +344,7 @@ async fn dropped_log_streams_resume_without_gap_or_duplicate() {
         assert_eq!(sim.http("POST", "/sim/drop-logs", "").0, 200);
     }
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
     let texts = messages(&all_logs(&mut c, &id).await);
     let want: Vec<String> = (0..30).map(|i| format!("chunk {i} {}", "x".repeat(20_000))).collect();
     if texts.len() != want.len() {
@@ -376,7 +376,7 @@ async fn cancel_deletes_the_job_and_waits_for_its_pod() {
     assert!(eventually(LONG, wait_for(&task_dir(&env, &id).join("events.jsonl"), "agent-up")).await);
     c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap();
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "cancelled", "{}", t.error);
+    assert_eq!(t.status().as_str(), "cancelled", "{}", t.error);
     assert!(sim.pods_of(&id).is_empty(), "the pod is gone when the cancel is done");
     assert!(eventually(Duration::from_secs(10), || sim.stats()["processes"] == 0).await, "no pod process left");
 }
@@ -397,7 +397,7 @@ async fn a_job_deleted_behind_caesars_back_fails_the_task_with_the_reason() {
     );
     assert_eq!(code, 200, "{body}");
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "failed");
+    assert_eq!(t.status().as_str(), "failed");
     assert!(t.error.contains("deleted outside caesar"), "{}", t.error);
 }
 
@@ -413,7 +413,7 @@ async fn evicted_pods_and_lost_nodes_fail_the_task_with_the_kubernetes_reason() 
         let pod = sim.pods_of(&id)[0]["metadata"]["name"].as_str().unwrap().to_owned();
         assert_eq!(sim.http("POST", &format!("/sim/{fault}/caesar/{pod}"), "").0, 200);
         let t = await_one(&mut c, &id, LONG).await;
-        assert_eq!(t.status, "failed", "{fault}");
+        assert_eq!(t.status().as_str(), "failed", "{fault}");
         assert!(t.error.contains(reason), "{fault}: {}", t.error);
     }
 }
@@ -426,7 +426,7 @@ async fn an_image_that_cannot_be_pulled_fails_the_task_at_start() {
     let mut c = env.start_daemon().await;
     let id = read_only(&mut c, &env, "quick").await;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "failed");
+    assert_eq!(t.status().as_str(), "failed");
     assert!(t.error.contains("cannot be pulled") && t.error.contains("ImagePull"), "{}", t.error);
     assert!(eventually(LONG, || sim.pods_of(&id).is_empty()).await, "the Job is deleted");
 }
@@ -507,7 +507,7 @@ async fn a_hundred_tasks_at_once_all_come_back() {
     }
     for id in &ids {
         let t = await_one(&mut c, id, Duration::from_secs(300)).await;
-        assert_eq!(t.status, "succeeded", "{id}: {}", t.error);
+        assert_eq!(t.status().as_str(), "succeeded", "{id}: {}", t.error);
     }
     let stats = sim.stats();
     assert_eq!(stats["jobs"], 100, "{stats}");
@@ -539,7 +539,7 @@ async fn real_cluster_round_trip() {
     let mut c = env.start_daemon().await;
     let id = read_only(&mut c, &env, "quick").await;
     let t = await_one(&mut c, &id, Duration::from_secs(600)).await;
-    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
 }
 
 fn now_ns() -> u128 {

@@ -46,13 +46,13 @@ async fn a_remote_agent_reports_progress_asks_and_submits_over_its_channel() {
     let id = channel_task(&mut c, &env, "talker").await;
 
     let q = question(&mut c, &id).await;
-    assert_eq!(q.kind, "question", "{q:?}");
+    assert_eq!(q.kind().as_str(), "question", "{q:?}");
     assert_eq!(q.question, "Which colour?");
     c.answer(pb::AnswerRequest { task_id: id.clone(), question_id: q.question_id.clone(), answer: "blue".into() })
         .await
         .unwrap();
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
     // The report is the one handed in over the channel, not one synthesized from the output.
     assert_eq!(json(&t.report_json)["summary"], "reported over the remote channel", "{}", t.report_json);
 
@@ -112,7 +112,7 @@ async fn a_question_outlives_a_cut_stream_and_a_daemon_kill_and_is_answered_once
         .await
         .unwrap();
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
     assert_eq!(json(&t.report_json)["summary"], "reported over the remote channel");
     let raw = raw_log(&env, &id);
     assert_eq!(raw.matches("ask_orchestrator: Answer: yes").count(), 1, "{raw}");
@@ -138,7 +138,7 @@ async fn a_channel_task_is_refused_at_delegate_without_create_on_pods_exec() {
     // Without the channel a task runs there.
     let id = c.delegate(env.delegate_request("plain", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
 }
 
 fn now_ns() -> u128 {
@@ -195,7 +195,7 @@ async fn figures() {
         req.runner = runner.into();
         let id = c.delegate(req).await.unwrap().into_inner().task_id;
         let t = await_one(&mut c, &id, LONG).await;
-        assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+        assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
         // The first call also started the channel: left out.
         let s = stamps(std::path::Path::new(&calls));
         assert_eq!(s.len(), CALLS + 1, "{s:?}");
@@ -219,7 +219,7 @@ async fn figures() {
                 .unwrap();
         }
         let t = await_one(&mut c, &id, LONG).await;
-        assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+        assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
         let s = stamps(std::path::Path::new(&asks));
         assert_eq!(s.len(), 2 * ASKS, "{s:?}");
         // The first question also started the channel: left out.

@@ -115,7 +115,7 @@ async fn claude_write_in_a_pod_asks_and_the_answer_reaches_it() {
     assert!(q.input_json.contains("echo 1"), "{q:?}");
     answer(&mut c, &id, &q, "allow").await;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
     assert!(t.report_json.contains("done remotely"), "{}", t.report_json);
     let got = received(&env, &id);
     assert_eq!(answered(&got), [("r-1".to_owned(), "allow".to_owned())], "{got:?}");
@@ -153,7 +153,7 @@ async fn dropped_exec_streams_lose_and_duplicate_no_answer() {
     let mut c = env.start_daemon().await;
     answer(&mut c, &id, &q, "allow").await;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
     let got = received(&env, &id);
     assert_eq!(
         answered(&got),
@@ -180,11 +180,11 @@ async fn an_acp_session_in_a_pod_asks_and_is_answered() {
     let mut c = env.start_daemon().await;
     let id = write_task(&mut c, &env, "qwen", "do it").await;
     let q = question(&mut c, &id).await;
-    assert_eq!(q.kind, "permission", "{q:?}");
+    assert_eq!(q.kind().as_str(), "permission", "{q:?}");
     assert!(q.input_json.contains("touch acp.txt"), "{q:?}");
     answer(&mut c, &id, &q, "allow_once").await;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
     let raw =
         std::fs::read_to_string(caesar_tests::daemon_files(task_dir(&env, &id)).join("raw.log")).unwrap_or_default();
     assert!(raw.contains("\"status\":\"completed\""), "the agent read the allow: {raw}");
@@ -203,7 +203,7 @@ async fn a_remote_session_is_cancelled_through_its_interrupt_and_its_pod_goes() 
     let _ = question(&mut c, &id).await;
     c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap();
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "cancelled", "{}", t.error);
+    assert_eq!(t.status().as_str(), "cancelled", "{}", t.error);
     assert!(sim.pods_of(&id).is_empty(), "the pod is gone when the cancel is done");
     // The session's cancel went down the agent's stdin in the pod, and the agent answered it:
     // it ends its turn with `stopReason: "cancelled"` only once it read `session/cancel`
@@ -240,5 +240,5 @@ async fn a_task_that_asks_on_stdin_is_refused_at_delegate_without_create_on_pods
     req.mode = "read_only".into();
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
 }

@@ -63,7 +63,7 @@ async fn with_workspace_api_the_task_round_trips_through_pods_exec_without_a_git
     let mut c = env.start_daemon().await;
     let d = c.delegate(env.delegate_request("writer", "add a main")).await.unwrap().into_inner();
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
     let report = json(&t.report_json);
     assert_eq!(report["summary"], "done without a git server");
     let mut paths: Vec<&str> =
@@ -204,7 +204,7 @@ async fn the_simulators_exec_refuses_what_an_api_server_refuses() {
     );
     c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap();
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "cancelled", "{}", t.error);
+    assert_eq!(t.status().as_str(), "cancelled", "{}", t.error);
 }
 
 /// A write task cancelled after it wrote a file, under either transport,
@@ -250,7 +250,7 @@ async fn a_cancelled_write_task_brings_its_changes_back(api: bool, restart: bool
         c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap();
     }
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "cancelled", "{}", t.error);
+    assert_eq!(t.status().as_str(), "cancelled", "{}", t.error);
     assert!(!t.report_json.contains("could not be brought back"), "{}", t.report_json);
     let diff = c.diff(pb::DiffRequest { task_id: id.clone() }).await.unwrap().into_inner();
     assert!(diff.files.iter().any(|f| f.path == "partial.txt"), "{:?}", diff.files);
@@ -379,7 +379,7 @@ async fn big_round_trip(env: &mut Env, sim: &Sim, mib: usize, measure: bool) -> 
     }
     let t = await_one(&mut c, &id, LONG).await;
     let seen = sampler.map(Sampler::finish);
-    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
     // Byte-identical in the pod's checkout.
     let texts = messages(&all_logs(&mut c, &id).await);
     assert!(texts.iter().any(|t| t.starts_with(&format!("{sum}  big.bin"))), "{sum} not in {texts:?}");
@@ -483,7 +483,7 @@ async fn forged_run(env: &mut Env, sim: &Sim, api: bool) -> (caesar_proto::clien
     let mut c = env.start_daemon().await;
     let id = c.delegate(env.delegate_request("forger", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
     let texts = messages(&all_logs(&mut c, &id).await);
     assert!(texts.contains(&"after the forgery".to_owned()), "output after the forgery is kept: {texts:?}");
     let report = json(&t.report_json);
@@ -558,7 +558,7 @@ async fn figures() {
             let t0 = std::time::Instant::now();
             let id = c.delegate(env.delegate_request("writer", "x")).await.unwrap().into_inner().task_id;
             let t = await_one(&mut c, &id, LONG).await;
-            assert_eq!(t.status, "succeeded", "{}", t.error);
+            assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
             took.push(t0.elapsed().as_secs_f64() * 1000.0);
             let size = |f: &str| std::fs::metadata(task_dir(&env, &id).join(f)).map(|m| m.len()).unwrap_or(0);
             bundles.push((size("kube-base.bundle"), size("kube-result.bundle")));

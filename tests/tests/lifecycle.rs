@@ -33,11 +33,11 @@ async fn a_report_file_is_collected_with_events_and_env() {
     )]);
     let mut c = env.start_daemon().await;
     let d = c.delegate(env.delegate_request("writer", "write a report")).await.unwrap().into_inner();
-    assert_eq!(d.status, "running");
+    assert_eq!(d.status().as_str(), "running");
     assert_eq!((d.mode.as_str(), d.isolation.as_str()), ("write", "inplace"));
     assert_eq!(d.timeout_ms, 600_000, "the default timeout is 10 minutes");
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!(t.status, "succeeded");
+    assert_eq!(t.status().as_str(), "succeeded");
     assert_eq!(t.exit_code, Some(0));
     assert!(!t.pending);
     assert_eq!((t.report_status.as_str(), t.report_source.as_str()), ("success", "file"));
@@ -106,7 +106,7 @@ async fn degraded_reports_fenced_embedded_synthesized_and_refused() {
         .unwrap()
         .into_inner();
     let by: Vec<(&str, &str, &str)> =
-        r.tasks.iter().map(|t| (t.status.as_str(), t.report_status.as_str(), t.report_source.as_str())).collect();
+        r.tasks.iter().map(|t| (t.status().as_str(), t.report_status.as_str(), t.report_source.as_str())).collect();
     assert_eq!(
         by,
         [
@@ -149,16 +149,16 @@ async fn await_returns_pending_at_its_timeout_and_wakes_at_the_exit() {
         .unwrap()
         .into_inner();
     assert!(started.elapsed() >= Duration::from_millis(300));
-    assert!(r.tasks.iter().all(|t| t.pending && t.status == "running" && t.report_json.is_empty()));
+    assert!(r.tasks.iter().all(|t| t.pending && t.status().as_str() == "running" && t.report_json.is_empty()));
 
     // Waiting for the slow one alone returns when it exits, not at the timeout.
     let started = Instant::now();
     let t = await_one(&mut c, &slow, Duration::from_secs(60)).await;
-    assert_eq!(t.status, "succeeded");
+    assert_eq!(t.status().as_str(), "succeeded");
     assert!(started.elapsed() < Duration::from_secs(20), "woken by the exit, not the 60 s timeout");
 
     let s = c.status(pb::StatusRequest { task_id: hang.clone() }).await.unwrap().into_inner();
-    assert_eq!(s.status, "running");
+    assert_eq!(s.status().as_str(), "running");
     assert!(s.last_event_json.contains("started"));
     assert!(s.report_json.is_empty());
 }
@@ -178,19 +178,19 @@ async fn cancel_kills_the_whole_tree_including_escaped_grandchildren() {
 
     let r = c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap().into_inner();
     assert!(r.cancelled);
-    assert_eq!(r.status, "cancelled");
+    assert_eq!(r.status().as_str(), "cancelled");
     // Cancel returns after the shutdown: nothing is left, not even the
     // SIGTERM-ignoring grandchild that left the process group.
     for p in &pids {
         assert!(!alive(*p), "pid {p} survived the cancel");
     }
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "cancelled");
+    assert_eq!(t.status().as_str(), "cancelled");
     assert_eq!(json(&t.report_json)["status"], "failed");
 
     let again = c.cancel(pb::CancelRequest { task_id: id }).await.unwrap().into_inner();
     assert!(!again.cancelled, "cancelling a finished task is a no-op");
-    assert_eq!(again.status, "cancelled");
+    assert_eq!(again.status().as_str(), "cancelled");
 }
 
 #[tokio::test]
@@ -204,7 +204,7 @@ async fn a_timeout_stops_the_agent_and_ends_timed_out() {
     req.timeout_ms = 700;
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "timed_out");
+    assert_eq!(t.status().as_str(), "timed_out");
     assert_eq!(t.report_status, "failed");
     assert!(json(&t.report_json)["summary"].as_str().unwrap().contains("timed out"));
     let pids = pids_in(&pidfile);
@@ -221,7 +221,7 @@ async fn leftovers_of_a_finished_agent_are_killed() {
     let mut c = env.start_daemon().await;
     let id = c.delegate(env.delegate_request("leaky", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded");
+    assert_eq!(t.status().as_str(), "succeeded");
     let pids = pids_in(&pidfile);
     assert_eq!(pids.len(), 1);
     assert!(!alive(pids[0]), "the escaped child of a finished task is gone");
@@ -312,7 +312,7 @@ async fn a_flood_and_invalid_utf8_are_read_whole() {
     let mut c = env.start_daemon().await;
     let id = c.delegate(env.delegate_request("flood", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, Duration::from_secs(120)).await;
-    assert_eq!(t.status, "succeeded");
+    assert_eq!(t.status().as_str(), "succeeded");
     assert_eq!(json(&t.report_json)["summary"], "survived the flood");
     // 384 lines of 64 KiB, the bad line, started and finished.
     assert_eq!(t.event_count, 384 + 1 + 2);
@@ -335,7 +335,7 @@ async fn a_flood_past_the_raw_log_cap_is_dropped_said_and_memory_stays_bounded()
     let daemon = env.daemon_pid().await;
     let id = c.delegate(env.delegate_request("flood", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, Duration::from_secs(300)).await;
-    assert_eq!(t.status, "succeeded");
+    assert_eq!(t.status().as_str(), "succeeded");
     let raw_size =
         std::fs::metadata(caesar_tests::daemon_files(std::path::Path::new(&t.task_dir)).join("raw.log")).unwrap().len();
     assert!(raw_size < 4_194_304 + 4096, "raw.log is capped: {raw_size}");

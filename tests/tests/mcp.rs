@@ -473,7 +473,7 @@ async fn a_killed_shim_loses_nothing() {
     drop(c);
     // The task outlived the shim that delegated it.
     let s = grpc.status(caesar_proto::pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
-    assert_eq!(s.status, "running", "the shim's death stopped nothing");
+    assert_eq!(s.status().as_str(), "running", "the shim's death stopped nothing");
     std::fs::write(&gate, "go").unwrap();
 
     let root = env.workspace();

@@ -309,7 +309,7 @@ async fn a_2025_11_25_host_augments_a_delegation_with_a_task_polls_it_waits_for_
     assert_eq!(r["result"]["taskId"], slow.as_str(), "a Task back: {r}");
     legacy_until(&mut shim, &slow, "cancelled").await;
     let v = c.status(pb::StatusRequest { task_id: slow.clone() }).await.unwrap().into_inner();
-    assert_eq!(v.status, "cancelled", "the daemon's task is cancelled");
+    assert_eq!(v.status().as_str(), "cancelled", "the daemon's task is cancelled");
 
     // Bad requests: an unknown id, a tool that does not run as a task.
     let r = shim.send("tasks/get", json!({"taskId": "t_000000000000"})).await;

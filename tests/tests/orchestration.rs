@@ -67,19 +67,19 @@ async fn a_quota_blocker_falls_back_to_the_next_agent_under_one_task_id() {
     assert!(!r.woke_early);
     let t = r.tasks.into_iter().next().unwrap();
     assert_eq!(t.task_id, d.task_id, "the caller keeps the first id");
-    assert_eq!((t.status.as_str(), t.agent.as_str()), ("succeeded", "second"), "{t:?}");
+    assert_eq!((t.status().as_str(), t.agent.as_str()), ("succeeded", "second"), "{t:?}");
     assert_eq!(json(&t.report_json)["summary"], "done by second");
     assert_eq!(t.attempts.len(), 1, "{:?}", t.attempts);
     let a = &t.attempts[0];
     assert_eq!(
-        (a.task_id.as_str(), a.agent.as_str(), a.stopped_by.as_str()),
+        (a.task_id.as_str(), a.agent.as_str(), a.stopped_by().as_str()),
         (d.task_id.as_str(), "first", "rate_limit")
     );
     assert!(a.message.contains("usage limit"), "{a:?}");
     assert!(!t.current_task_id.is_empty() && t.current_task_id != d.task_id);
     // status follows the chain too; the attempt's own logs keep its blocker.
     let s = status(&mut c, &d.task_id).await;
-    assert_eq!((s.status.as_str(), s.current_task_id.as_str()), ("succeeded", t.current_task_id.as_str()));
+    assert_eq!((s.status().as_str(), s.current_task_id.as_str()), ("succeeded", t.current_task_id.as_str()));
     let logs = c
         .logs(pb::LogsRequest { task_id: d.task_id.clone(), limit: 100, ..Default::default() })
         .await
@@ -101,7 +101,7 @@ async fn on_blocker_fail_opts_out_of_the_fallback() {
     req.on_blocker = "fail".to_owned();
     let d = c.delegate(req).await.unwrap().into_inner();
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!((t.agent.as_str(), t.report_status.as_str(), t.blocker.as_str()), ("first", "blocked", "rate_limit"));
+    assert_eq!((t.agent.as_str(), t.report_status.as_str(), t.blocker().as_str()), ("first", "blocked", "rate_limit"));
     assert!(t.attempts.is_empty());
     // And a bad choice is refused by name.
     let mut req = role_request(&env, "pair");
@@ -149,7 +149,7 @@ async fn a_turn_budget_stops_the_agent_with_a_partial_report() {
     req.budget = Some(pb::Budget { turns: Some(2), ..Default::default() });
     let d = c.delegate(req).await.unwrap().into_inner();
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!((t.status.as_str(), t.report_status.as_str()), ("failed", "partial"), "{t:?}");
+    assert_eq!((t.status().as_str(), t.report_status.as_str()), ("failed", "partial"), "{t:?}");
     assert!(t.error.contains("budget (turns)"), "{}", t.error);
     let b = t.budget.clone().unwrap();
     assert_eq!((b.exceeded.as_str(), b.limits.unwrap().turns), ("turns", Some(2)));
@@ -254,7 +254,7 @@ async fn a_fallback_survives_a_daemon_sigkill_without_doubling() {
     append_config(&env, PAIR_ROLE);
     let mut c = env.start_daemon().await;
     let d = c.delegate(role_request(&env, "pair")).await.unwrap().into_inner();
-    assert_eq!(status(&mut c, &d.task_id).await.status, "running");
+    assert_eq!(status(&mut c, &d.task_id).await.status().as_str(), "running");
     // The blocker comes while no daemon watches: it is in the raw log
     // before the next daemon starts.
     env.kill_daemons().await;
@@ -267,7 +267,7 @@ async fn a_fallback_survives_a_daemon_sigkill_without_doubling() {
     );
     let mut c = env.start_daemon().await;
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!((t.status.as_str(), t.agent.as_str()), ("succeeded", "second"), "{t:?}");
+    assert_eq!((t.status().as_str(), t.agent.as_str()), ("succeeded", "second"), "{t:?}");
     assert_eq!(t.attempts.len(), 1);
     // A second restart makes no second attempt. The queue starts nothing
     // until recovery is done, recorded fallbacks included: once a task
@@ -275,10 +275,10 @@ async fn a_fallback_survives_a_daemon_sigkill_without_doubling() {
     env.kill_daemons().await;
     let mut c = env.start_daemon().await;
     let probe = c.delegate(env.delegate_request("second", "after recovery")).await.unwrap().into_inner();
-    assert_eq!(await_one(&mut c, &probe.task_id, LONG).await.status, "succeeded");
+    assert_eq!(await_one(&mut c, &probe.task_id, LONG).await.status().as_str(), "succeeded");
     let ps = c.list_tasks(pb::ListTasksRequest { limit: 50, ..Default::default() }).await.unwrap().into_inner();
     let others: Vec<_> =
-        ps.tasks.iter().filter(|t| t.task_id != probe.task_id).map(|t| (&t.agent, &t.status)).collect();
+        ps.tasks.iter().filter(|t| t.task_id != probe.task_id).map(|t| (&t.agent, t.status().as_str())).collect();
     assert_eq!(others.len(), 2, "the blocked task and its one fallback: {others:?}");
 }
 
@@ -294,13 +294,13 @@ async fn an_agent_that_only_fails_to_connect_is_blocked_network_and_falls_back()
     let mut c = env.start_daemon_with(&[("CAESAR_NETWORK_BLOCKER_MS", "1000")]).await;
     let d = c.delegate(role_request(&env, "pair")).await.unwrap().into_inner();
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!((t.status.as_str(), t.agent.as_str()), ("succeeded", "second"), "{t:?}");
-    assert_eq!(t.attempts[0].stopped_by, "network");
+    assert_eq!((t.status().as_str(), t.agent.as_str()), ("succeeded", "second"), "{t:?}");
+    assert_eq!(t.attempts[0].stopped_by().as_str(), "network");
     assert!(t.attempts[0].message.contains("could not reach its provider"), "{:?}", t.attempts);
     // A failure inside a working session is transient: no blocker.
     let d = c.delegate(env.delegate_request("worker", "work")).await.unwrap().into_inner();
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!((t.status.as_str(), t.blocker.as_str()), ("succeeded", ""), "{t:?}");
+    assert_eq!((t.status().as_str(), t.blocker().as_str()), ("succeeded", ""), "{t:?}");
 }
 
 /// The real codex, its provider pointed at a closed port, says "Reconnecting... waiting for
@@ -340,7 +340,7 @@ async fn real_codex_without_network_is_blocked_network() {
     let started = std::time::Instant::now();
     let d = c.delegate(req).await.unwrap().into_inner();
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!((t.blocker.as_str(), t.report_status.as_str()), ("network", "blocked"), "{t:?}");
+    assert_eq!((t.blocker().as_str(), t.report_status.as_str()), ("network", "blocked"), "{t:?}");
     assert!(started.elapsed() < Duration::from_secs(40), "blocked long before the deadline");
     let report = json(&t.report_json);
     assert!(report["summary"].as_str().unwrap().contains("could not reach its provider"), "{report}");

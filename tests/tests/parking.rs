@@ -79,13 +79,16 @@ async fn a_quota_with_a_reset_parks_the_task_and_the_agent_resumes_it_under_one_
     let (env, mut c, d) = quota_task("2 seconds", "").await;
     // Named without a role: no chain to fall back on, so the default parks.
     let t = until_parked(&mut c, &d.task_id).await;
-    assert_eq!((t.task_id.as_str(), t.status.as_str(), t.phase.as_str()), (d.task_id.as_str(), "pending", "parked"));
+    assert_eq!(
+        (t.task_id.as_str(), t.status().as_str(), t.phase().as_str()),
+        (d.task_id.as_str(), "pending", "parked")
+    );
     assert!(t.parked_reason.contains("try again in 2 seconds"), "{t:?}");
     let until = t.parked_until_ms.unwrap();
     let now = caesar_now_ms();
     assert!(until > now - 1_000 && until < now + 3_000, "parked until {until}, now {now}");
     assert_eq!(t.attempts.len(), 1, "{:?}", t.attempts);
-    assert_eq!(t.attempts[0].stopped_by, "rate_limit");
+    assert_eq!(t.attempts[0].stopped_by().as_str(), "rate_limit");
     // `caesar ps` and `caesar status` say so too.
     let ps = env.caesar(&["ps"]);
     let ps = String::from_utf8_lossy(&ps.stdout);
@@ -99,7 +102,7 @@ async fn a_quota_with_a_reset_parks_the_task_and_the_agent_resumes_it_under_one_
     assert!(w.contains(&d.task_id) && w.contains("pending") && w.contains("parked until 20"), "{w}");
     // A waiter on the first id sees the resumed attempt finish.
     let r = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!((r.task_id.as_str(), r.status.as_str(), r.agent.as_str()), (d.task_id.as_str(), "succeeded", "solo"));
+    assert_eq!((r.task_id.as_str(), r.status().as_str(), r.agent.as_str()), (d.task_id.as_str(), "succeeded", "solo"));
     assert_eq!(json(&r.report_json)["summary"], "resumed and done", "{r:?}");
     assert!(r.parked_until.is_empty());
     let resumed = status(&mut c, &r.current_task_id).await;
@@ -129,11 +132,11 @@ async fn a_parked_task_is_cancelled_and_never_resumes() {
     until_parked(&mut c, &d.task_id).await;
     let r = c.cancel(pb::CancelRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
     assert!(r.cancelled, "{r:?}");
-    assert_eq!(r.status, "cancelled");
+    assert_eq!(r.status().as_str(), "cancelled");
     // Past the reset, nothing started again.
     tokio::time::sleep(Duration::from_millis(3_500)).await;
     let t = status(&mut c, &d.task_id).await;
-    assert_eq!((t.status.as_str(), t.parked_until.as_str()), ("cancelled", ""), "{t:?}");
+    assert_eq!((t.status().as_str(), t.parked_until.as_str()), ("cancelled", ""), "{t:?}");
     assert!(t.started_at.is_empty(), "the parked attempt never ran: {t:?}");
 }
 
@@ -144,18 +147,23 @@ async fn a_park_survives_a_daemon_sigkill_and_resumes_once() {
     env.kill_daemons().await;
     let mut c = env.start_daemon().await;
     let t = status(&mut c, &d.task_id).await;
-    assert_eq!((t.status.as_str(), t.parked_until.as_str()), ("pending", parked.parked_until.as_str()), "{t:?}");
+    assert_eq!((t.status().as_str(), t.parked_until.as_str()), ("pending", parked.parked_until.as_str()), "{t:?}");
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!((t.status.as_str(), t.attempts.len()), ("succeeded", 1), "{t:?}");
+    assert_eq!((t.status().as_str(), t.attempts.len()), ("succeeded", 1), "{t:?}");
     let ps = c.list_tasks(pb::ListTasksRequest { limit: 50, ..Default::default() }).await.unwrap().into_inner();
-    assert_eq!(ps.tasks.len(), 2, "{:?}", ps.tasks.iter().map(|t| (&t.task_id, &t.status)).collect::<Vec<_>>());
+    assert_eq!(
+        ps.tasks.len(),
+        2,
+        "{:?}",
+        ps.tasks.iter().map(|t| (&t.task_id, t.status().as_str())).collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]
 async fn a_reset_past_the_deadline_is_not_parked() {
     let (_env, mut c, d) = quota_task("2 hours", "park").await;
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!((t.report_status.as_str(), t.blocker.as_str()), ("blocked", "rate_limit"), "{t:?}");
+    assert_eq!((t.report_status.as_str(), t.blocker().as_str()), ("blocked", "rate_limit"), "{t:?}");
     assert!(t.attempts.is_empty() && t.parked_until.is_empty(), "{t:?}");
     let titles = titles(&t);
     assert!(titles.iter().any(|t| t.contains("not parked: the quota lifts after the task's deadline")), "{titles:?}");
@@ -247,7 +255,7 @@ async fn a_group_budget_stops_every_task_of_the_group_and_survives_a_restart() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     for id in &d.task_ids {
         let t = status(&mut c, id).await;
-        assert_eq!(t.status, "running", "{t:?}");
+        assert_eq!(t.status().as_str(), "running", "{t:?}");
         assert!(t.budget.is_none(), "the budget is the group's, not each task's: {t:?}");
     }
     // The restarted daemon rebuilds the group's tally: g1's next 450 takes
@@ -257,7 +265,7 @@ async fn a_group_budget_stops_every_task_of_the_group_and_survives_a_restart() {
     std::fs::write(&gate, "").unwrap();
     for id in &d.task_ids {
         let t = await_one(&mut c, id, LONG).await;
-        assert_eq!((t.status.as_str(), t.report_status.as_str()), ("failed", "partial"), "{t:?}");
+        assert_eq!((t.status().as_str(), t.report_status.as_str()), ("failed", "partial"), "{t:?}");
         let r = json(&t.report_json);
         let budget = r["findings"]
             .as_array()

@@ -50,14 +50,14 @@ async fn delegate_answers_before_setup_and_write_tasks_prepare_side_by_side() {
         let asked = Instant::now();
         let d = c.delegate(env.delegate_request("writer", &format!("write {i}"))).await.unwrap().into_inner();
         assert!(asked.elapsed() < Duration::from_secs(2), "delegate waited for setup: {:?}", asked.elapsed());
-        assert_eq!((d.status.as_str(), d.isolation.as_str()), ("pending", "worktree"));
+        assert_eq!((d.status().as_str(), d.isolation.as_str()), ("pending", "worktree"));
         ids.push(d.task_id);
     }
     let first = status(&mut c, &ids[0]).await;
-    assert_eq!((first.status.as_str(), first.phase.as_str()), ("pending", "preparing"));
+    assert_eq!((first.status().as_str(), first.phase().as_str()), ("pending", "preparing"));
     for id in &ids {
         let t = await_one(&mut c, id, LONG).await;
-        assert_eq!(t.status, "succeeded", "{}", t.error);
+        assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
     }
     // Three 3 s setups one after another would take 9 s.
     assert!(begun.elapsed() < Duration::from_secs(8), "setups ran one after another: {:?}", begun.elapsed());
@@ -76,7 +76,7 @@ async fn a_preparing_task_is_cancelled_with_its_setup_and_leaves_nothing() {
     let r = c.cancel(pb::CancelRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
     assert!(r.cancelled, "{r:?}");
     let t = status(&mut c, &d.task_id).await;
-    assert_eq!(t.status, "cancelled");
+    assert_eq!(t.status().as_str(), "cancelled");
     assert!(eventually(Duration::from_secs(5), || !alive(setup_pid)).await, "setup {setup_pid} outlived the cancel");
     assert_eq!(leftovers(&env), (0, String::new()), "a cancelled preparation leaves no worktree or branch");
     assert!(!env.project.path().join("out.txt").exists());
@@ -94,7 +94,7 @@ async fn a_daemon_killed_while_preparing_prepares_again_after_restart() {
     env.kill_daemons().await;
     let mut c = env.start_daemon().await;
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
     assert!(!alive(orphan), "the interrupted setup {orphan} was left running");
     assert_eq!(pids_in(&pid_file).len(), 2, "setup ran again, once");
     let (worktrees, branches) = leftovers(&env);

@@ -156,7 +156,7 @@ async fn a_prompt_on_stdin_is_in_no_argv_event_or_record_and_argv_only_agents_re
     }
     std::fs::write(&gate, "").unwrap();
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     let read = std::fs::read_to_string(&got).unwrap();
     assert!(read.starts_with(&format!("# Task {id}")) && read.contains(&big), "the whole brief came on stdin");
     let command = started_command(&events(&mut c, &id).await);
@@ -201,7 +201,7 @@ async fn a_prompt_on_stdin_is_in_no_argv_event_or_record_and_argv_only_agents_re
     let id =
         c.delegate(env.delegate_request("argv-agent", "Say zebra quartz once.")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     let command = started_command(&events(&mut c, &id).await);
     assert!(command.contains("<prompt: ") && command.contains(" bytes in argv>"), "{command}");
     assert!(!holds_prompt(&command) && !holds_prompt(&stored_launch(&env, &id)), "{command}");
@@ -360,7 +360,7 @@ async fn a_large_prompt_reaches_the_model(agent: &str, extra: &[(&str, &str)], h
                 break;
             }
             assert!(
-                Instant::now() < deadline && t.get_ref().status == "running",
+                Instant::now() < deadline && t.get_ref().status().as_str() == "running",
                 "{agent}: no question\n{}",
                 raw(&env)
             );

@@ -252,9 +252,13 @@ async fn every_provider_replays_its_capture_to_the_expected_report() {
             .task_id;
         let t = await_one(&mut c, &id, LONG).await;
         let what = format!("{} {}", case.provider, case.capture);
-        assert!(t.status == "succeeded" || t.status == "failed", "{what}: {}", t.status);
+        assert!(
+            t.status().as_str() == "succeeded" || t.status().as_str() == "failed",
+            "{what}: {}",
+            t.status().as_str()
+        );
         assert_eq!(t.report_status, case.report_status, "{what}: {}", t.report_json);
-        assert_eq!(t.blocker, case.blocker, "{what}");
+        assert_eq!(t.blocker().as_str(), case.blocker, "{what}");
         assert_eq!(!t.session_id.is_empty(), case.session, "{what}: session {:?}", t.session_id);
         let logs = c
             .logs(pb::LogsRequest { task_id: id.clone(), limit: 10_000, ..Default::default() })

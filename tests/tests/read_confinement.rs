@@ -62,7 +62,7 @@ async fn an_agent_reads_nothing_of_caesars_but_its_own_task_and_still_reaches_it
     c.http_token(pb::HttpTokenRequest { rotate: false, readonly: false }).await.unwrap();
     let victim = c.delegate(env.delegate_request("victim", "be read")).await.unwrap().into_inner().task_id;
     let v = await_one(&mut c, &victim, LONG).await;
-    assert_eq!(v.status, "succeeded", "{v:?}");
+    assert_eq!(v.status().as_str(), "succeeded", "{v:?}");
     std::fs::write(env.file("victim"), &v.task_dir).unwrap();
     std::fs::write(env.file("daemon-pid"), env.daemon_pid().await.to_string()).unwrap();
     // What the agent will try to read exists, so a refusal is the sandbox's.
@@ -87,7 +87,7 @@ async fn an_agent_reads_nothing_of_caesars_but_its_own_task_and_still_reaches_it
         std::fs::write(Path::new(&own_daemon).join("q.json"), "{}").unwrap();
         std::fs::write(env.file(go), "").unwrap();
         let t = await_one(&mut c, &id, LONG).await;
-        assert_eq!(t.status, "succeeded", "{mode}: {t:?}");
+        assert_eq!(t.status().as_str(), "succeeded", "{mode}: {t:?}");
         let out = |n: &str| {
             String::from_utf8_lossy(&std::fs::read(Path::new(&t.task_dir).join(format!("out-{n}"))).unwrap())
                 .into_owned()

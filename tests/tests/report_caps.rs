@@ -46,7 +46,7 @@ async fn huge_reports_are_capped_while_read_and_answered_under_the_cap() {
 
     let many_id = c.delegate(env.delegate_request("many", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &many_id, LONG).await;
-    assert_eq!((t.status.as_str(), t.report_source.as_str()), ("succeeded", "file"), "{t:?}");
+    assert_eq!((t.status().as_str(), t.report_source.as_str()), ("succeeded", "file"), "{t:?}");
     let r = json(&t.report_json);
     assert_eq!(r["summary"], "a huge report");
     assert!(r["findings"].as_array().unwrap().len() < 1100, "the findings were capped");
@@ -58,7 +58,7 @@ async fn huge_reports_are_capped_while_read_and_answered_under_the_cap() {
 
     let long_id = c.delegate(env.delegate_request("long", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &long_id, LONG).await;
-    assert_eq!((t.status.as_str(), t.report_source.as_str()), ("succeeded", "file"), "{t:?}");
+    assert_eq!((t.status().as_str(), t.report_source.as_str()), ("succeeded", "file"), "{t:?}");
     let r = json(&t.report_json);
     let details = r["details"].as_str().unwrap();
     assert!(details.len() <= 64 * 1024 && details.ends_with(" [truncated by caesar]"), "{}", details.len());

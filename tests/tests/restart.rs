@@ -54,7 +54,7 @@ async fn sigkill_mid_task_then_restart_collects_the_task_and_its_report() {
     let mut c = env.start_daemon().await;
     assert_ne!(env.daemon_pid().await, old_pid);
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded");
+    assert_eq!(t.status().as_str(), "succeeded");
     assert_eq!((t.report_status.as_str(), t.report_source.as_str()), ("success", "file"));
     assert_eq!(json(&t.report_json)["summary"], "survived");
 
@@ -103,10 +103,10 @@ async fn the_socket_is_served_while_recovery_runs() {
 
     let mut c = env.start_daemon().await;
     let first = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
-    assert_eq!(first.status, "running", "the daemon answers before recovery has drained the task");
+    assert_eq!(first.status().as_str(), "running", "the daemon answers before recovery has drained the task");
     let quick = c.delegate(env.delegate_request("quick", "y")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
     assert_eq!(json(&t.report_json)["summary"], "drained");
     // Every line once, whole and in order (none torn where a read's chunk ended).
     let texts: Vec<String> = std::fs::read_to_string(&events)
@@ -121,7 +121,7 @@ async fn the_socket_is_served_while_recovery_runs() {
         texts.iter().enumerate().filter(|(k, t)| **t != format!("line {k}")).map(|(_, t)| t).take(3).collect();
     assert!(texts.len() == 100_000 && torn.is_empty(), "{} lines, first wrong: {torn:?}", texts.len());
     let q = await_one(&mut c, &quick, LONG).await;
-    assert_eq!(q.status, "succeeded", "{}", q.error);
+    assert_eq!(q.status().as_str(), "succeeded", "{}", q.error);
     // Both are RFC 3339 in UTC with milliseconds: the strings order as the times.
     assert!(q.started_at >= t.finished_at, "the queue waited for recovery: {} < {}", q.started_at, t.finished_at);
 }
@@ -146,11 +146,11 @@ async fn a_task_still_running_at_restart_is_reattached_and_streams_on() {
 
     let mut c2 = env.start_daemon().await;
     let s = c2.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
-    assert_eq!(s.status, "running", "re-attached, still running");
+    assert_eq!(s.status().as_str(), "running", "re-attached, still running");
     // Await is woken by the re-attached task's exit.
     std::fs::write(&gate, "go").unwrap();
     let t = await_one(&mut c2, &id, LONG).await;
-    assert_eq!(t.status, "failed");
+    assert_eq!(t.status().as_str(), "failed");
     assert_eq!(t.exit_code, Some(3), "the exit code is collected across the restart");
     drop(c);
 }
@@ -180,7 +180,7 @@ async fn a_task_whose_processes_vanished_ends_failed_with_a_reason() {
 
     let mut c2 = env.start_daemon().await;
     let t = await_one(&mut c2, &id, LONG).await;
-    assert_eq!(t.status, "failed", "never left running");
+    assert_eq!(t.status().as_str(), "failed", "never left running");
     assert!(t.error.contains("vanished"), "{}", t.error);
     let report = json(&t.report_json);
     assert_eq!(report["status"], "failed");
@@ -206,7 +206,7 @@ async fn sigterm_stops_the_daemon_cleanly_and_tasks_survive() {
     std::fs::write(&gate, "go").unwrap();
     let mut c2 = env.start_daemon().await;
     let t = await_one(&mut c2, &id, LONG).await;
-    assert_eq!(t.status, "succeeded");
+    assert_eq!(t.status().as_str(), "succeeded");
     drop(c);
 }
 
@@ -258,10 +258,13 @@ async fn pkill_x_caesard_stops_the_daemon_and_no_task() {
 
     // A new daemon collects the task, which ends as its agent says.
     let mut c2 = env.start_daemon().await;
-    assert_eq!(c2.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner().status, "running");
+    assert_eq!(
+        c2.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner().status().as_str(),
+        "running"
+    );
     std::fs::write(&gate, "go").unwrap();
     let t = await_one(&mut c2, &id, LONG).await;
-    assert_eq!(t.status, "succeeded");
+    assert_eq!(t.status().as_str(), "succeeded");
     assert_eq!(json(&t.report_json)["summary"], "outlived the daemon");
     drop(c);
 }

@@ -79,7 +79,7 @@ try trust-list $C trust --list"#,
     let mut req = env.delegate_request("attacker", "the attacker");
     req.mode = "read-only".into();
     let attacker = c.delegate(req).await.unwrap().into_inner().task_id;
-    assert_eq!(await_one(&mut c, &attacker, LONG).await.status, "succeeded");
+    assert_eq!(await_one(&mut c, &attacker, LONG).await.status().as_str(), "succeeded");
     assert!(env.file("out").join("done").exists());
 
     let ui = out(&env, "ui");
@@ -145,7 +145,7 @@ try plain $C run --detach --agent leaf "check it""#,
     let mut req = env.delegate_request("parent", "the parent");
     req.mode = "read-only".into();
     let p = c.delegate(req).await.unwrap().into_inner().task_id;
-    assert_eq!(await_one(&mut c, &p, LONG).await.status, "succeeded");
+    assert_eq!(await_one(&mut c, &p, LONG).await.status().as_str(), "succeeded");
     let said = out(&env, "verify");
     assert!(!said.contains("rc=0") && said.contains("`verify` is refused"), "{said}");
     assert!(
@@ -156,7 +156,7 @@ try plain $C run --detach --agent leaf "check it""#,
     let plain = out(&env, "plain");
     assert!(plain.contains("rc=0"), "{plain}");
     let child = plain.lines().next().unwrap().trim().to_owned();
-    assert_eq!(await_one(&mut c, &child, LONG).await.status, "succeeded");
+    assert_eq!(await_one(&mut c, &child, LONG).await.status().as_str(), "succeeded");
     let all = c.list_tasks(pb::ListTasksRequest { statuses: vec![], limit: 100 }).await.unwrap().into_inner().tasks;
     assert_eq!(all.len(), 2, "only the plain child was delegated: {all:?}");
     assert!(!env.file("verify-ran").exists(), "the nested verify ran");
@@ -200,7 +200,7 @@ async fn agent_written_escapes_never_reach_the_terminal() {
     let mut req = env.delegate_request("writer", "objective \x1b[2J with a clear");
     req.mode = "write".into();
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
-    assert_eq!(await_one(&mut c, &id, LONG).await.status, "succeeded");
+    assert_eq!(await_one(&mut c, &id, LONG).await.status().as_str(), "succeeded");
     for args in [vec!["diff", id.as_str()], vec!["status", id.as_str()], vec!["ps"]] {
         let o = env.caesar(&args);
         let said = text(&o);
@@ -223,7 +223,7 @@ async fn one_logs_answer_is_capped_in_bytes() {
     let mut req = env.delegate_request("flooder", "flood");
     req.mode = "read-only".into();
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
-    assert_eq!(await_one(&mut c, &id, LONG).await.status, "succeeded");
+    assert_eq!(await_one(&mut c, &id, LONG).await.status().as_str(), "succeeded");
     let l = c
         .logs(pb::LogsRequest { task_id: id.clone(), raw: false, limit: 10_000, max_bytes: 0 })
         .await
@@ -293,7 +293,7 @@ async fn a_fifo_an_agent_plants_in_its_worktree_record_blocks_nothing() {
     let t = await_one(&mut c, &planter, LONG).await;
     assert!(env.file("planted").exists(), "the agent did not plant its FIFO: {t:?}");
     assert!(
-        ["succeeded", "failed"].contains(&t.status.as_str()),
+        ["succeeded", "failed"].contains(&t.status().as_str()),
         "the planter's task never ended (its conclusion blocked): {t:?}"
     );
     // The next worktree task is prepared, runs and ends.
@@ -301,7 +301,7 @@ async fn a_fifo_an_agent_plants_in_its_worktree_record_blocks_nothing() {
     req.mode = "write".into();
     let writer = c.delegate(req).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &writer, LONG).await;
-    assert_eq!(t.status, "succeeded", "the next worktree task was blocked: {t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "the next worktree task was blocked: {t:?}");
     let diff = c.diff(pb::DiffRequest { task_id: writer.clone() }).await.unwrap().into_inner();
     assert!(diff.patch.contains("+a"), "{diff:?}");
     // The planter's worktree, discarded, is removed by gc; nothing blocks.
@@ -326,7 +326,7 @@ for n in $(seq 0 300); do ln -s "$CAESAR_HOME/files/precious" "$G/caesar-snapsho
     let mut req = env.delegate_request("planter", "plant links");
     req.mode = "write".into();
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
-    assert_eq!(await_one(&mut c, &id, LONG).await.status, "succeeded");
+    assert_eq!(await_one(&mut c, &id, LONG).await.status().as_str(), "succeeded");
     let diff = c.diff(pb::DiffRequest { task_id: id.clone() }).await.unwrap().into_inner();
     assert!(diff.patch.contains("+b"), "{diff:?}");
     assert_eq!(std::fs::read_to_string(env.file("precious")).unwrap(), "the user's own\n", "written through a link");

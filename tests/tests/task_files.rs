@@ -92,7 +92,7 @@ async fn files_an_agent_forges_in_its_directory_change_nothing_across_a_restart(
     let mut c = env.start_daemon().await;
     std::fs::write(&gate, "go").unwrap();
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!((t.status.as_str(), t.exit_code), ("failed", Some(3)), "the real ending: {t:?}");
+    assert_eq!((t.status().as_str(), t.exit_code), ("failed", Some(3)), "the real ending: {t:?}");
     // Neither the forged channel report nor the fenced one in the forged
     // raw log: the agent wrote no report, so it is synthesized.
     assert_eq!(t.report_source, "synthesized", "{}", t.report_json);
@@ -131,7 +131,7 @@ async fn a_forged_agent_json_names_no_process_the_daemon_stops() {
     assert!(eventually(LONG, || !alive(supervisor as u32)).await);
     let mut c2 = env.start_daemon().await;
     let t = await_one(&mut c2, &id, LONG).await;
-    assert_eq!(t.status, "failed", "{t:?}");
+    assert_eq!(t.status().as_str(), "failed", "{t:?}");
     assert!(t.error.contains("vanished"), "{}", t.error);
     assert!(eventually(LONG, || !alive(agent)).await, "the task's own agent was stopped");
     assert!(alive(victim.pid()), "the forged agent.json's process was not");
@@ -154,7 +154,7 @@ async fn the_real_channel_report_wins_and_a_forged_one_never_counts() {
         req.channel = true;
         let id = c.delegate(req).await.unwrap().into_inner().task_id;
         let t = await_one(&mut c, &id, LONG).await;
-        assert_eq!((t.status.as_str(), t.report_source.as_str()), ("succeeded", source), "{agent}: {t:?}");
+        assert_eq!((t.status().as_str(), t.report_source.as_str()), ("succeeded", source), "{agent}: {t:?}");
         assert!(!t.report_json.contains("forged"), "{agent}: {}", t.report_json);
         assert!(json(&t.report_json)["summary"].as_str().unwrap().contains(summary), "{}", t.report_json);
     }
@@ -193,7 +193,7 @@ async fn a_task_started_before_the_move_recovers_concludes_and_shows_its_logs() 
 
     let mut c = env.start_daemon().await;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!((t.status.as_str(), t.exit_code), ("failed", Some(4)), "its exit record, in the old place: {t:?}");
+    assert_eq!((t.status().as_str(), t.exit_code), ("failed", Some(4)), "its exit record, in the old place: {t:?}");
     let logs = c.logs(pb::LogsRequest { task_id: id.clone(), limit: 100, ..Default::default() }).await.unwrap();
     let texts: Vec<String> = logs
         .into_inner()
@@ -233,7 +233,11 @@ async fn a_delegations_context_is_not_in_its_stored_launch_and_still_reaches_the
     req.timeout_ms = 60_000;
     let id = c.delegate(req).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!((t.status.as_str(), json(&t.report_json)["summary"].as_str()), ("succeeded", Some("resumed")), "{t:?}");
+    assert_eq!(
+        (t.status().as_str(), json(&t.report_json)["summary"].as_str()),
+        ("succeeded", Some("resumed")),
+        "{t:?}"
+    );
     let next = c.status(pb::StatusRequest { task_id: t.current_task_id.clone() }).await.unwrap().into_inner();
     assert_ne!(next.task_id, id, "a second attempt ran");
     let brief = std::fs::read_to_string(Path::new(&next.task_dir).join("task.json")).unwrap();

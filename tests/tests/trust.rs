@@ -102,7 +102,7 @@ async fn a_repository_config_takes_effect_only_once_trusted_and_only_as_trusted(
     let d = c.delegate(req).await.unwrap().into_inner();
     assert!(d.warnings.get("untrusted_config").is_some_and(|w| w.contains("[worktree] setup")), "{:?}", d.warnings);
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     // ... whose agent could not trust the repository for the user.
     let tried = std::fs::read_to_string(env.file("agent-trust")).unwrap();
     assert!(tried.contains("orchestrator call") && !tried.contains("rc=0"), "{tried}");

@@ -41,7 +41,7 @@ async fn a_write_task_runs_in_a_worktree_and_git_decides_what_changed() {
     let d = c.delegate(env.delegate_request("writer", "add a main")).await.unwrap().into_inner();
     assert_eq!(d.isolation, "worktree", "auto: a write task in a repository with a commit");
     let t = await_one(&mut c, &d.task_id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{}", t.error);
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
     let report = json(&t.report_json);
     assert_eq!(report["changes_verified_by"], "git");
     let mut paths: Vec<&str> =
@@ -89,7 +89,7 @@ async fn unapplied_work_is_kept_by_gc_until_discarded() {
     let mut c = env.start_daemon().await;
     let id = c.delegate(env.delegate_request("writer", "x")).await.unwrap().into_inner().task_id;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
     let gc = c.gc(pb::GcRequest { dry_run: false, force: false, older_than_ms: 1 }).await.unwrap().into_inner();
     assert_eq!(gc.items[0].action, "kept");
     assert!(gc.items[0].reason.contains("neither applied nor discarded"), "{:?}", gc.items);

@@ -29,7 +29,7 @@ fn group_json(g: &GroupView) -> Value {
         .iter()
         .map(|m| {
             json!({
-                "task_id": m.task_id, "agent": m.agent, "status": m.status, "report_status": m.report_status,
+                "task_id": m.task_id, "agent": m.agent, "status": m.status.as_str(), "report_status": m.report_status,
                 "verification": m.verification, "files_changed": m.files_changed, "lines_added": m.lines_added,
                 "lines_removed": m.lines_removed, "input_tokens": m.input_tokens, "output_tokens": m.output_tokens,
                 "cost_usd": m.cost_usd, "duration_ms": m.duration_ms, "summary": m.summary,

@@ -44,7 +44,8 @@ pub(super) struct Succession {
 pub struct AttemptView {
     pub task_id: String,
     pub agent: String,
-    pub stopped_by: String,
+    /// The blocker that stopped it; `None` for a stored word this build does not know.
+    pub stopped_by: Option<BlockerKind>,
     pub message: String,
 }
 
@@ -320,7 +321,7 @@ impl Engine {
             .map(|r| AttemptView {
                 agent: self.store.task(&r.task_id).ok().flatten().map(|t| t.agent).unwrap_or_default(),
                 task_id: r.task_id.clone(),
-                stopped_by: r.stopped_by.clone(),
+                stopped_by: BlockerKind::parse(&r.stopped_by),
                 message: r.message.clone(),
             })
             .collect();

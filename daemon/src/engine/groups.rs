@@ -39,11 +39,11 @@ pub struct DelegatedGroup {
 }
 
 /// One member of a group summary.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct MemberView {
     pub task_id: String,
     pub agent: String,
-    pub status: String,
+    pub status: TaskStatus,
     pub report_status: String,
     pub verification: String,
     pub files_changed: u32,
@@ -201,7 +201,7 @@ impl Engine {
             let mut m = MemberView {
                 task_id: tid.clone(),
                 agent: record.agent.clone(),
-                status: record.status.as_str().to_owned(),
+                status: record.status,
                 report_status: report.as_ref().map(|r| r.status.clone()).unwrap_or_default(),
                 verification: body["verification"]["outcome"].as_str().unwrap_or_default().to_owned(),
                 input_tokens: body["usage"]["input_tokens"].as_u64(),
@@ -213,7 +213,10 @@ impl Engine {
                     _ => 0,
                 },
                 summary: crate::report::tail_chars(body["summary"].as_str().unwrap_or_default(), 300),
-                ..MemberView::default()
+                files_changed: 0,
+                lines_added: 0,
+                lines_removed: 0,
+                overlaps: Vec::new(),
             };
             if let Some(p) = record.workshop.as_ref().filter(|p| p.isolation == Isolation::Worktree)
                 && let Ok(d) = crate::workshop::diff(p)
@@ -239,7 +242,7 @@ impl Engine {
                 }
             }
         }
-        let done = members.iter().all(|m| TaskStatus::parse(&m.status).is_some_and(TaskStatus::is_terminal));
+        let done = members.iter().all(|m| m.status.is_terminal());
         Ok(GroupView { group_id: g.id, objective: g.objective, members, done })
     }
 }

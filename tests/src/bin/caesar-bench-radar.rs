@@ -80,7 +80,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let mut ready = 0;
                 for id in &ids {
                     let v = c.status(pb::StatusRequest { task_id: id.clone() }).await?.into_inner();
-                    if v.status == "running" && v.output_tail.contains("ready") {
+                    if v.status().as_str() == "running" && v.output_tail.contains("ready") {
                         ready += 1;
                     }
                 }

@@ -243,8 +243,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .into_inner();
         let t_done = now_ns();
         let elapsed = started.elapsed();
-        if r.tasks.first().map(|t| t.status.as_str()) != Some("succeeded") {
-            return Err(format!("task {id} did not succeed: {:?}", r.tasks.first().map(|t| &t.status)).into());
+        if r.tasks.first().map(|t| t.status().as_str()) != Some("succeeded") {
+            return Err(format!("task {id} did not succeed: {:?}", r.tasks.first().map(|t| t.status().as_str())).into());
         }
         let stamps: Vec<u128> = std::fs::read_to_string(&stamp)?.lines().filter_map(|l| l.parse().ok()).collect();
         delegate_to_agent.samples.push(ms(stamps[0].saturating_sub(t0)));
@@ -394,7 +394,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?
         .into_inner();
     let wall = started.elapsed();
-    if r.tasks.iter().any(|t| t.status != "succeeded") {
+    if r.tasks.iter().any(|t| t.status().as_str() != "succeeded") {
         return Err("a task of the 200 did not succeed".into());
     }
     let mut burst = Figure::new("P5 200 tasks at once: wall time to all reports", "≤ 2000 ms");

@@ -131,7 +131,7 @@ async fn parking_figure(
             .r#await(pb::AwaitRequest { task_ids: vec![d.task_id], timeout_ms: 60_000, wake_on_attention: false })
             .await?
             .into_inner();
-        if r.tasks.first().map(|t| t.status.as_str()) != Some("succeeded") {
+        if r.tasks.first().map(|t| t.status().as_str()) != Some("succeeded") {
             return Err(format!("the parked task did not resume and succeed: {:?}", r.tasks).into());
         }
         let at: i64 = std::fs::read_to_string(&reset)?.trim().parse()?;

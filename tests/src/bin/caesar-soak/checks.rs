@@ -87,8 +87,8 @@ pub(crate) async fn check(s: &mut Soak, c: &mut Client, paths: &Paths, home: &Pa
             problems.push(format!("task {k} ({id}) is not in the store"));
             continue;
         };
-        if t.status != "succeeded" {
-            problems.push(format!("{id} ended {} ({}), not succeeded", t.status, t.error));
+        if t.status().as_str() != "succeeded" {
+            problems.push(format!("{id} ended {} ({}), not succeeded", t.status().as_str(), t.error));
         }
         let report: serde_json::Value = serde_json::from_str(&t.report_json).unwrap_or_default();
         if report["summary"] != kind.summary().as_str() || t.report_source != "file" {

@@ -623,7 +623,7 @@ async fn soak(opts: &Options) -> Result<(), String> {
             .ids
             .iter()
             .flatten()
-            .filter(|id| views.get(*id).is_some_and(|t| !matches!(t.status.as_str(), "pending" | "running")))
+            .filter(|id| views.get(*id).is_some_and(|t| !matches!(t.status().as_str(), "pending" | "running")))
             .count();
 
         // Kill at the next point of progress, a random while after it.
@@ -643,7 +643,7 @@ async fn soak(opts: &Options) -> Result<(), String> {
         if kill_now {
             armed = false;
             // As last seen (at most one poll ago): was a task preparing?
-            if views.values().any(|t| t.phase == "preparing") {
+            if views.values().any(|t| t.phase().as_str() == "preparing") {
                 kills_preparing += 1;
             }
             daemon.kill().await;
@@ -670,7 +670,7 @@ async fn soak(opts: &Options) -> Result<(), String> {
                 .enumerate()
                 .map(|(k, id)| match id {
                     None => format!("task {k} never delegated"),
-                    Some(id) => format!("{id} {}", views.get(id).map(|t| t.status.as_str()).unwrap_or("missing")),
+                    Some(id) => format!("{id} {}", views.get(id).map(|t| t.status().as_str()).unwrap_or("missing")),
                 })
                 .filter(|line| line.contains("never") || line.contains("pending") || line.contains("running"))
                 .collect();
