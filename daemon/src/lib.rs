@@ -32,6 +32,7 @@ pub mod marked;
 pub mod notify;
 pub mod oacp;
 pub mod origin;
+pub mod planner;
 pub mod policy;
 pub mod prompt;
 pub mod provider;

@@ -395,7 +395,4 @@ impl Engine {
     }
 }
 
-/// The name the return channel's MCP server has in the agent's CLI.
-pub const CHANNEL_SERVER: &str = "caesar";
-/// The return channel's tools, pre-approved where the CLI asks.
-pub const CHANNEL_TOOLS: [&str; 4] = ["get_task", "report_progress", "ask_orchestrator", "submit_report"];
+pub use crate::planner::{CHANNEL_SERVER, CHANNEL_TOOLS};
