@@ -198,6 +198,20 @@ pub struct TaskRecord {
     pub changes_state: Option<ChangesState>,
 }
 
+impl TaskRecord {
+    /// The runner the stored record names (issue 28): its handle's once it
+    /// started, else the one its stored launch asked for. Never a file in
+    /// the task directory, which the agent can write.
+    pub fn runner_kind(&self) -> crate::runner::settings::RunnerKind {
+        use crate::runner::settings::RunnerKind;
+        match &self.run {
+            Some(handle) => handle.kind(),
+            None if self.launch.kube.is_some() => RunnerKind::Kubernetes,
+            None => RunnerKind::Local,
+        }
+    }
+}
+
 /// What became of a finished task's changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangesState {

@@ -372,7 +372,7 @@ impl MirrorTask {
             let lines: String =
                 findings.iter().filter_map(|f| serde_json::to_string(f).ok()).map(|l| l + "\n").collect();
             let _ = crate::supervisor::write_atomic(
-                &self.dir.root().join(crate::runner::RUNNER_FINDINGS),
+                &self.dir.daemon_files().join(crate::runner::RUNNER_FINDINGS),
                 lines.as_bytes(),
             );
         }
