@@ -25,7 +25,7 @@ pub fn print_overlaps(title: &str, list: &[pb::Overlap]) {
         let who = if o.task_id == "uncommitted" { "your uncommitted changes".to_owned() } else { o.task_id.clone() };
         let same_lines =
             if o.hunk_paths.is_empty() { String::new() } else { format!(" (same lines: {})", o.hunk_paths.join(", ")) };
-        println!("  {who}: {}{same_lines}", o.paths.join(", "));
+        println!("  {who}: {}", sanitize(&format!("{}{same_lines}", o.paths.join(", "))));
     }
 }
 

@@ -500,7 +500,7 @@ pub fn main() -> ExitCode {
             if json {
                 println!("{}", json!({"error": f.message, "exit_code": f.code}));
             } else {
-                eprintln!("caesar: {}", f.message);
+                eprintln!("caesar: {}", render::sanitize(&f.message));
             }
             ExitCode::from(f.code)
         }
@@ -695,12 +695,18 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             } else {
                 fanout::print_overlaps("overlaps with other work (conflict radar):", &d.overlaps);
                 for f in &d.files {
-                    let renamed = if f.old_path.is_empty() { String::new() } else { format!(" (from {})", f.old_path) };
-                    println!("{:<10} +{:<5} -{:<5} {}{renamed}", f.status, f.additions, f.deletions, f.path);
+                    let renamed = if f.old_path.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (from {})", render::sanitize(&f.old_path))
+                    };
+                    let path = render::sanitize(&f.path);
+                    println!("{:<10} +{:<5} -{:<5} {path}{renamed}", f.status, f.additions, f.deletions);
                 }
                 if !stat {
                     println!();
-                    print!("{}", d.patch);
+                    // The patch is the agent's text: its escapes never reach the terminal (issue 29).
+                    print!("{}", render::sanitize(&d.patch));
                 }
             }
             Ok(0)
@@ -726,7 +732,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             } else {
                 println!("{task_id}: NOT applied, nothing was written. Conflicts:");
                 for conflict in &r.conflicts {
-                    println!("  {conflict}");
+                    println!("  {}", render::sanitize(conflict));
                 }
             }
             Ok(if r.applied || r.already_applied { 0 } else { 1 })

@@ -214,7 +214,7 @@ fn prefixed(prefix: &str, s: &str) -> String {
 
 /// A task in a few lines.
 pub fn print_task(t: &pb::TaskView, with_report: bool) {
-    println!("{}  {}  {}  {}", t.task_id, t.status, t.agent, t.objective);
+    println!("{}  {}  {}  {}", t.task_id, t.status, t.agent, sanitize(&t.objective));
     println!("  mode {}, isolation {}, {} event(s), {}", t.mode, t.isolation, t.event_count, human_ms(t.elapsed_ms));
     if !t.report_status.is_empty() {
         println!("  report: {} (from {})", t.report_status, t.report_source);
@@ -223,7 +223,7 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
         println!("  exit code: {code}");
     }
     if !t.error.is_empty() {
-        println!("  error: {}", t.error);
+        println!("  error: {}", sanitize(&t.error));
     }
     if !t.parked_until.is_empty() {
         println!("  parked until {}: {}", t.parked_until, sanitize(&t.parked_reason));
@@ -268,7 +268,11 @@ pub fn print_report(t: &pb::TaskView) {
     if !changes.is_empty() {
         println!("\nchanges:");
         for c in changes {
-            println!("  {} {}", c["action"].as_str().unwrap_or(""), c["path"].as_str().unwrap_or(""));
+            println!(
+                "  {} {}",
+                sanitize(c["action"].as_str().unwrap_or("")),
+                sanitize(c["path"].as_str().unwrap_or(""))
+            );
         }
     }
     let findings = list("findings");
@@ -315,7 +319,7 @@ pub fn print_table(tasks: &[pb::TaskView]) {
             status,
             t.agent,
             human_ms(t.elapsed_ms),
-            one_line(&t.objective, 60)
+            sanitize(&one_line(&t.objective, 60))
         );
         if !t.parked_until.is_empty() {
             println!("{:<16} until {}", "", t.parked_until);

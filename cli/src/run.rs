@@ -269,8 +269,11 @@ pub(crate) async fn logs(task_id: String, raw: bool, follow: bool, limit: u32, j
         follow_events(&mut c, &task_id, 0, false, render::Command::Full).await?;
         return Ok(0);
     }
-    let r =
-        c.logs(pb::LogsRequest { task_id, raw, limit, max_bytes: 0 }).await.map_err(anyhow::Error::from)?.into_inner();
+    let r = c
+        .logs(pb::LogsRequest { task_id: task_id.clone(), raw, limit, max_bytes: 0 })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
     if json {
         let events: Vec<Value> = r.events_json.iter().filter_map(|e| serde_json::from_str(e).ok()).collect();
         let mut v = json!({"total_events": r.total_events});
@@ -289,7 +292,13 @@ pub(crate) async fn logs(task_id: String, raw: bool, follow: bool, limit: u32, j
         print!("{}", r.raw);
     } else {
         if (r.events_json.len() as u64) < r.total_events {
-            println!("({} of {} events)", r.events_json.len(), r.total_events);
+            let why =
+                if (r.events_json.len() as u32) < limit { " (one answer carries at most 4 MiB of events)" } else { "" };
+            println!(
+                "(the last {} of {} events{why}: `caesar logs --follow {task_id}` prints them all, `--limit N` more or fewer)",
+                r.events_json.len(),
+                r.total_events
+            );
         }
         for e in &r.events_json {
             render::print_event(e, render::Command::Full);

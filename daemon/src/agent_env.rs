@@ -13,6 +13,8 @@
 
 use std::ffi::OsString;
 
+use crate::launch::ProviderId;
+
 /// The daemon's variable naming extra variables to pass.
 pub const PASS_ENV: &str = "CAESAR_PASS_ENV";
 
@@ -56,37 +58,13 @@ const BASE: &[&str] = &[
 /// Every agent's variables, by prefix.
 const BASE_PREFIXES: &[&str] = &["LC_"];
 
-/// A provider's own variables, by prefix (adapter data).
-pub fn provider_prefixes(provider: &str) -> &'static [&'static str] {
-    match provider {
-        "claude" => &["ANTHROPIC_", "CLAUDE_", "DISABLE_", "MCP_", "AWS_", "CLOUD_ML_REGION", "VERTEX_"],
-        "codex" => &["OPENAI_", "CODEX_", "AZURE_OPENAI_"],
-        "gemini" => &["GEMINI_", "GOOGLE_"],
-        "qwen" => &["QWEN_", "DASHSCOPE_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"],
-        "opencode" => &[
-            "OPENCODE_",
-            "ANTHROPIC_",
-            "OPENAI_",
-            "GEMINI_",
-            "GOOGLE_",
-            "OPENROUTER_",
-            "GROQ_",
-            "XAI_",
-            "MISTRAL_",
-            "DEEPSEEK_",
-            "AWS_",
-            "AZURE_",
-        ],
-        "copilot" => &["COPILOT_", "GH_", "GITHUB_"],
-        "cursor" => &["CURSOR_"],
-        "grok" => &["GROK_", "XAI_"],
-        "codebuddy" => &["CODEBUDDY_"],
-        "antigravity" => &["ANTIGRAVITY_", "GEMINI_", "GOOGLE_"],
-        _ => &[],
-    }
+/// A provider's own variables, by prefix (its adapter's data); none for a
+/// generic agent, which names what it needs in `[[agent]] env`.
+pub fn provider_prefixes(provider: ProviderId) -> &'static [&'static str] {
+    crate::provider::adapter(provider).map_or(&[], |a| a.env_prefixes)
 }
 
-fn passes(name: &str, provider: &str, extra: &[String]) -> bool {
+fn passes(name: &str, provider: ProviderId, extra: &[String]) -> bool {
     BASE.contains(&name)
         || BASE_PREFIXES.iter().chain(provider_prefixes(provider)).any(|p| name.starts_with(p))
         || extra.iter().any(|e| match e.strip_suffix('*') {
@@ -97,14 +75,14 @@ fn passes(name: &str, provider: &str, extra: &[String]) -> bool {
 
 /// The variables of `vars` (the daemon's environment) that an agent of
 /// `provider` gets.
-pub fn allowed(provider: &str, vars: impl Iterator<Item = (OsString, OsString)>) -> Vec<(OsString, OsString)> {
+pub fn allowed(provider: ProviderId, vars: impl Iterator<Item = (OsString, OsString)>) -> Vec<(OsString, OsString)> {
     let mut extra: Vec<String> = std::env::var(PASS_ENV)
         .unwrap_or_default()
         .split(',')
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty())
         .collect();
-    if provider == "codex" {
+    if provider == ProviderId::Codex {
         extra.extend(codex_config_names(&codex_config_path()));
     }
     vars.filter(|(k, _)| k.to_str().is_some_and(|k| passes(k, provider, &extra))).collect()
@@ -164,18 +142,32 @@ fn is_variable_name(name: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// Defect of issue 28: the table keyed cursor-agent's variables on
+    /// `cursor`, which is no provider id, so its agent lost `CURSOR_API_KEY`.
+    #[test]
+    fn cursor_agent_keeps_its_own_variables() {
+        let vars =
+            [("CURSOR_API_KEY", "k"), ("OPENAI_API_KEY", "o")].map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let got: Vec<OsString> =
+            allowed(ProviderId::CursorAgent, vars.into_iter()).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(got, [OsString::from("CURSOR_API_KEY")]);
+    }
+
     #[test]
     fn only_the_allowlist_passes() {
         let vars =
             [("PATH", "/bin"), ("SECRET_X", "s"), ("ANTHROPIC_API_KEY", "k"), ("LC_ALL", "C"), ("OPENAI_API_KEY", "o")]
                 .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        let got: Vec<String> =
-            allowed("claude", vars.clone().into_iter()).into_iter().map(|(k, _)| k.into_string().unwrap()).collect();
+        let got: Vec<String> = allowed(crate::launch::ProviderId::of("claude"), vars.clone().into_iter())
+            .into_iter()
+            .map(|(k, _)| k.into_string().unwrap())
+            .collect();
         assert_eq!(got, ["PATH", "ANTHROPIC_API_KEY", "LC_ALL"]);
         assert!(
-            passes("FAKE_KEY", "codex", &["FAKE_KEY".into()]) && passes("npm_config_x", "x", &["npm_config_*".into()])
+            passes("FAKE_KEY", crate::launch::ProviderId::of("codex"), &["FAKE_KEY".into()])
+                && passes("npm_config_x", ProviderId::Generic, &["npm_config_*".into()])
         );
-        assert!(!passes("SECRET_X", "generic", &["*".into()]), "a bare * passes nothing");
+        assert!(!passes("SECRET_X", ProviderId::Generic, &["*".into()]), "a bare * passes nothing");
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub fn list(config: &Config, versions: &VersionCache) -> Vec<AgentEntry> {
         let generic = config.agents.iter().map(|(def, _)| scope.spawn(move || generic_entry(def, versions)));
         let builtin = provider::all()
             .iter()
-            .filter(|spec| config.agent(spec.id).is_none())
+            .filter(|spec| config.agent(spec.id.as_str()).is_none())
             .map(|spec| scope.spawn(move || builtin_entry(spec, config, versions)));
         let made: Vec<_> = generic.chain(builtin).collect();
         made.into_iter().filter_map(|entry| entry.join().ok()).collect()
@@ -148,12 +148,12 @@ fn generic_entry(def: &AgentDef, versions: &VersionCache) -> AgentEntry {
 }
 
 fn builtin_entry(spec: &ProviderSpec, config: &Config, versions: &VersionCache) -> AgentEntry {
-    let bin = config.bin.get(spec.id).map(|(b, _)| b.clone()).unwrap_or_else(|| spec.default_bin.to_owned());
+    let bin = config.bin.get(spec.id.as_str()).map(|(b, _)| b.clone()).unwrap_or_else(|| spec.default_bin.to_owned());
     let path = agents::resolve_bin(&bin);
     AgentEntry {
-        protocol: provider::acp::protocol_name(spec.id),
-        protocol_reason: provider::acp::protocol_reason(spec.id),
-        id: spec.id.to_owned(),
+        protocol: provider::acp::protocol_name(spec.id.as_str()),
+        protocol_reason: provider::acp::protocol_reason(spec.id.as_str()),
+        id: spec.id.to_string(),
         display_name: spec.display_name.to_owned(),
         installed: path.is_some(),
         version: path.as_deref().and_then(|p| versions.version(p, spec.version_args)),
@@ -178,8 +178,8 @@ pub fn options(spec: &ProviderSpec) -> Value {
         "effort": if spec.efforts.is_empty() { Value::Null } else { json!({"allowed": spec.efforts}) },
         "session_id": caps.resume,
         // Issue 15: which protocol caesar speaks with the CLI, and why.
-        "protocol": {"name": crate::provider::acp::protocol_name(spec.id),
-            "reason": crate::provider::acp::protocol_reason(spec.id)},
+        "protocol": {"name": crate::provider::acp::protocol_name(spec.id.as_str()),
+            "reason": crate::provider::acp::protocol_reason(spec.id.as_str())},
     })
 }
 

@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::launch::ProviderId;
+pub use crate::launch::WorktreeSection;
 use crate::oacp::Mode;
 
 mod gate;
@@ -139,17 +141,6 @@ struct RawPolicy {
     max_depth: Option<u32>,
 }
 
-/// `[worktree]`: what a task's worktree needs to be workable.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WorktreeSection {
-    /// Paths copied from the workspace (reflinked where the filesystem can).
-    pub copy: Vec<String>,
-    /// Paths symlinked from the workspace (shared, not isolated).
-    pub link: Vec<String>,
-    /// Commands run in the worktree before the agent starts.
-    pub setup: Vec<String>,
-}
-
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawWorktree {
@@ -198,7 +189,7 @@ struct RawRole {
     /// Commands run in the worktree after the agent ends (issue 17).
     verify: Option<Vec<String>>,
     /// Where the role's tasks run (issue 16), over `[runner] kind`.
-    runner: Option<crate::runner::settings::RunnerKind>,
+    runner: Option<crate::launch::runner::RunnerKind>,
 }
 
 fn auto_isolation() -> IsolationPref {
@@ -226,21 +217,21 @@ pub fn builtin_roles() -> Vec<Role> {
         role(
             "reviewer",
             "Reviews a diff and reports bugs and regressions. Changes nothing.",
-            &["codex", "antigravity"],
+            &[ProviderId::Codex.as_str(), ProviderId::Antigravity.as_str()],
             Mode::ReadOnly,
             IsolationPref::Inplace,
         ),
         role(
             "implementer",
             "Implements a precise task and hands back a reviewed diff.",
-            &["codex", "antigravity", "opencode"],
+            &[ProviderId::Codex.as_str(), ProviderId::Antigravity.as_str(), ProviderId::Opencode.as_str()],
             Mode::Write,
             IsolationPref::Worktree,
         ),
         role(
             "investigator",
             "Explores the code and explains a mechanism. Changes nothing.",
-            &["antigravity", "codex", "opencode"],
+            &[ProviderId::Antigravity.as_str(), ProviderId::Codex.as_str(), ProviderId::Opencode.as_str()],
             Mode::ReadOnly,
             IsolationPref::Auto,
         ),
@@ -262,7 +253,7 @@ struct Layer {
     /// MCP over HTTP, served by the daemon (read from the global layer).
     http: Option<RawHttp>,
     /// `[runner]`: local or Kubernetes (issue 16).
-    runner: Option<crate::runner::settings::RawRunner>,
+    runner: Option<crate::launch::runner::RawRunner>,
     /// Default limits of every task (issue 17).
     budget: Option<crate::lifecycle::RawBudget>,
     /// Webhooks and a command hook on task events (issue 17).
@@ -327,7 +318,7 @@ pub struct Config {
     pub role_verify: BTreeMap<String, Vec<String>>,
     /// Each role's `runner`, by role name (issue 16; a role redefined in a
     /// later layer takes its own, or none).
-    pub role_runner: BTreeMap<String, crate::runner::settings::RunnerKind>,
+    pub role_runner: BTreeMap<String, crate::launch::runner::RunnerKind>,
     /// `[notify]`: webhooks and a command hook (read from the global layer).
     pub notify: crate::notify::NotifyConfig,
     /// Where each `policy.*` and `worktree.*` field came from; absent means default.
@@ -335,7 +326,7 @@ pub struct Config {
     /// The files that were read.
     pub files: Vec<PathBuf>,
     /// `[runner]`, merged key by key.
-    pub runner: crate::runner::settings::RunnerConfig,
+    pub runner: crate::launch::runner::RunnerConfig,
     /// `[budget]`: limits of every task, merged field by field (issue 17).
     pub budget: crate::lifecycle::Limits,
     /// Each role's `budget` and `on_blocker`, by role name (issue 17).
@@ -591,7 +582,7 @@ impl Config {
             let mut section =
                 self.http.clone().unwrap_or(HttpSection { listen: String::new(), rate_limit_per_minute: 120 });
             if let Some(listen) = h.listen {
-                crate::http::parse_listen(&listen).map_err(|e| bad("listen", e))?;
+                parse_listen(&listen).map_err(|e| bad("listen", e))?;
                 section.listen = listen;
             }
             if let Some(limit) = h.rate_limit_per_minute {
@@ -788,6 +779,19 @@ fn worktree_project(path: &Path) -> Option<PathBuf> {
         }
     }
     found
+}
+
+/// Parses and checks `[http] listen`: loopback only.
+pub fn parse_listen(listen: &str) -> std::result::Result<std::net::SocketAddr, String> {
+    let addr: std::net::SocketAddr = listen
+        .parse()
+        .map_err(|e| format!("[http] listen `{listen}` is not an address:port ({e}); write it like 127.0.0.1:7077"))?;
+    if !addr.ip().is_loopback() {
+        return Err(format!(
+            "[http] listen `{listen}` is not a loopback address: caesar serves MCP over HTTP on 127.0.0.1 or [::1] only"
+        ));
+    }
+    Ok(addr)
 }
 
 #[cfg(test)]

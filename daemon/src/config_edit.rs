@@ -112,7 +112,7 @@ pub fn apply(global_dir: &Path, project: &Path, layer: Origin, edit: &Edit) -> R
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io_at("cannot create", parent, e))?;
         }
-        crate::supervisor::write_atomic(&path, after.as_bytes()).map_err(|e| Error::io_at("cannot write", &path, e))?;
+        crate::safe_fs::write_atomic(&path, after.as_bytes()).map_err(|e| Error::io_at("cannot write", &path, e))?;
     }
     Ok(Outcome { changed, message, path })
 }

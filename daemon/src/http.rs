@@ -67,19 +67,6 @@ pub struct HttpConfig {
     pub rate_limit_per_minute: u32,
 }
 
-/// Parses and checks `[http] listen`: loopback only.
-pub fn parse_listen(listen: &str) -> std::result::Result<SocketAddr, String> {
-    let addr: SocketAddr = listen
-        .parse()
-        .map_err(|e| format!("[http] listen `{listen}` is not an address:port ({e}); write it like 127.0.0.1:7077"))?;
-    if !addr.ip().is_loopback() {
-        return Err(format!(
-            "[http] listen `{listen}` is not a loopback address: caesar serves MCP over HTTP on 127.0.0.1 or [::1] only"
-        ));
-    }
-    Ok(addr)
-}
-
 /// The bearer token of `kind`, created (0600) on first use; `rotate` makes
 /// a new one.
 pub fn token(state_dir: &Path, kind: TokenKind, rotate: bool) -> Result<String> {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::builtin_roles;
 use crate::error::{Error, Result};
+use crate::launch::ProviderId;
 
 const CONFIG_TEMPLATE: &str = r#"# caesar configuration for this project (shared with the team).
 # Machine-specific overrides go in .caesar/config.local.toml (not versioned);
@@ -85,7 +86,7 @@ fn put(path: &Path, content: &str, overwrite: bool, out: &mut Written) -> Result
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| Error::io_at("cannot create", parent, e))?;
     }
-    crate::supervisor::write_atomic(path, content.as_bytes()).map_err(|e| Error::io_at("cannot write", path, e))?;
+    crate::safe_fs::write_atomic(path, content.as_bytes()).map_err(|e| Error::io_at("cannot write", path, e))?;
     out.written.push(path.to_path_buf());
     Ok(())
 }
@@ -131,18 +132,24 @@ pub fn init_project(project: &Path, force: bool, has_host: &dyn Fn(&str) -> bool
             text.push_str(l);
             text.push('\n');
         }
-        crate::supervisor::write_atomic(&gitignore, text.as_bytes())
+        crate::safe_fs::write_atomic(&gitignore, text.as_bytes())
             .map_err(|e| Error::io_at("cannot write", &gitignore, e))?;
         out.written.push(gitignore);
     }
     // Skills are ours: always refreshed.
-    if has_host("claude") || project.join(".claude").exists() {
+    if has_host(ProviderId::Claude.as_str()) || project.join(".claude").exists() {
         put(&project.join(".claude/skills/caesar/SKILL.md"), SKILL, true, &mut out)?;
     }
     // .agents/skills is read by codex, copilot, antigravity, gemini, opencode and qwen.
-    if ["codex", "copilot", "antigravity", "gemini", "opencode", "qwen"].iter().any(|h| has_host(h))
-        || project.join(".agents").exists()
-    {
+    let agents_hosts = [
+        ProviderId::Codex,
+        ProviderId::Copilot,
+        ProviderId::Antigravity,
+        ProviderId::Gemini,
+        ProviderId::Opencode,
+        ProviderId::Qwen,
+    ];
+    if agents_hosts.iter().any(|h| has_host(h.as_str())) || project.join(".agents").exists() {
         put(&project.join(".agents/skills/caesar/SKILL.md"), SKILL, true, &mut out)?;
     }
     Ok(out)

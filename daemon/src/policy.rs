@@ -10,6 +10,7 @@
 use serde::Serialize;
 
 use crate::config::Policy;
+use crate::launch::ProviderId;
 
 /// The rule that refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -75,7 +76,7 @@ pub fn depth_allowed(policy: &Policy, depth: u32) -> Result<(), Refusal> {
 
 /// The recursion rule.
 pub fn recursion_allowed(policy: &Policy, agent: &str) -> Result<(), Refusal> {
-    if !policy.allow_recursion && agent == "claude" {
+    if !policy.allow_recursion && ProviderId::native(agent) == Some(ProviderId::Claude) {
         return Err(Refusal {
             rule: Rule::Recursion,
             reason: "agent `claude` is refused: `allow_recursion` is off (Claude Code delegating to Claude would be a recursion).".to_owned(),

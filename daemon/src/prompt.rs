@@ -12,8 +12,6 @@
 //! there (nothing else works), and a prompt that cannot fit an argument is refused at
 //! delegation, naming the agent and the limit, rather than failing with E2BIG at spawn.
 
-use serde::{Deserialize, Serialize};
-
 use crate::task_dir::TaskDir;
 
 /// What stands for the prompt in a launch. Plain ASCII with nothing JSON or a shell would
@@ -41,43 +39,7 @@ pub const MAX_ARG_STRLEN: usize = 128 * 1024;
 /// Room left in `ARG_MAX` for the environment and the supervisor's own arguments.
 const ENV_ROOM: usize = 256 * 1024;
 
-/// How a task's prompt reaches its agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Via {
-    /// As (part of) an argument: the CLI has no other way.
-    Argv,
-    /// On stdin, then end of file.
-    Stdin,
-    /// Inside the CLI's stdin protocol (claude's stream-json, ACP, codex app-server).
-    Protocol,
-}
-
-impl Via {
-    fn words(self) -> &'static str {
-        match self {
-            Via::Argv => "in argv",
-            Via::Stdin => "via stdin",
-            Via::Protocol => "via the stdin protocol",
-        }
-    }
-}
-
-/// The prompt as the launch knows it: its size and its way, never its text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PromptRef {
-    /// The prompt's size in bytes.
-    pub bytes: u64,
-    /// How it reaches the agent.
-    pub via: Via,
-}
-
-impl PromptRef {
-    /// What a display shows instead of the prompt: `<prompt: 213 bytes via stdin>`.
-    pub fn shown(&self) -> String {
-        format!("<prompt: {} bytes {}>", self.bytes, self.via.words())
-    }
-}
+pub use crate::launch::{PromptRef, Via};
 
 /// The task's prompt file, in its daemon part ([`TaskDir::prompt`]).
 pub fn path(dir: &TaskDir) -> std::path::PathBuf {
@@ -86,7 +48,7 @@ pub fn path(dir: &TaskDir) -> std::path::PathBuf {
 
 /// Writes the prompt of a new task (before the task is recorded).
 pub fn write(dir: &TaskDir, prompt: &str) -> std::io::Result<()> {
-    crate::supervisor::write_atomic(&path(dir), prompt.as_bytes())
+    crate::safe_fs::write_atomic(&path(dir), prompt.as_bytes())
 }
 
 /// Reads the prompt back from `files`, the directory of the task's daemon
@@ -99,7 +61,7 @@ pub fn read(files: &std::path::Path) -> std::io::Result<String> {
 
 /// Keeps a new task's `context` for its fallbacks (before the task is recorded).
 pub fn write_context(dir: &TaskDir, context: &str) -> std::io::Result<()> {
-    crate::supervisor::write_atomic(&dir.daemon_files().join(CONTEXT_FILE), context.as_bytes())
+    crate::safe_fs::write_atomic(&dir.daemon_files().join(CONTEXT_FILE), context.as_bytes())
 }
 
 /// The `context` kept by [`write_context`], read without following a link.
@@ -182,9 +144,61 @@ fn arg_max() -> usize {
     2 * 1024 * 1024
 }
 
+/// A launch's command line as one string, for the `started` event: the
+/// prompt shown by its size and way (`<prompt: 213 bytes via stdin>`), never
+/// its text.
+pub fn command_line(launch: &crate::launch::LaunchPlan) -> String {
+    let args = shown_args(&launch.args, launch.prompt.as_ref());
+    let mut line = std::iter::once(launch.program.as_str())
+        .chain(args.iter().map(String::as_str))
+        .map(|a| if a.starts_with("<prompt: ") && a.ends_with('>') { a.to_owned() } else { shell_quote(a) })
+        .collect::<Vec<_>>()
+        .join(" ");
+    if let Some(p) = launch.prompt.filter(|p| p.via != Via::Argv) {
+        line.push_str(&format!(" < {}", p.shown()));
+    }
+    line
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c)) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn strs(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn display_quotes_what_a_shell_would_split() {
+        let l = crate::launch::LaunchPlan {
+            program: "/bin/a".into(),
+            args: strs(&["-p", "it's two words"]),
+            ..Default::default()
+        };
+        assert_eq!(command_line(&l), r"/bin/a -p 'it'\''s two words'");
+    }
+
+    #[test]
+    fn display_shows_the_prompt_by_size_and_way_never_its_text() {
+        let mut l = crate::launch::LaunchPlan {
+            program: "/bin/a".into(),
+            args: strs(&["-p", TOKEN]),
+            prompt: Some(PromptRef { bytes: 213, via: Via::Argv }),
+            ..Default::default()
+        };
+        assert_eq!(command_line(&l), "/bin/a -p <prompt: 213 bytes in argv>");
+        l.args = strs(&["exec", "-"]);
+        l.prompt = Some(PromptRef { bytes: 9, via: Via::Stdin });
+        assert_eq!(command_line(&l), "/bin/a exec - < <prompt: 9 bytes via stdin>");
+    }
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()

@@ -1,9 +1,9 @@
 //! What a caller asks of a delegation, before anything is resolved.
 //!
-//! Its own module so that both the engine and [`crate::resolve`] use it
+//! Its own module so that both the engine and the resolver use it
 //! without depending on each other.
 
-/// What a caller asks of [`crate::engine::Engine::delegate`].
+/// What a caller asks of the engine's delegation.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct DelegateInput {

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::agents;
 use crate::config::{AgentDef, Config, IsolationPref, NetworkPref, Role};
 use crate::error::{Error, Result};
+use crate::launch::ProviderId;
 use crate::oacp::{Finding, Mode, Severity};
 use crate::policy;
 use crate::provider::{self, NetworkControl, ProviderSpec};
@@ -68,7 +69,7 @@ pub fn agent_target<'a>(config: &'a Config, project: &Path, agent_id: &str) -> R
         return Ok(AgentTarget::Provider { spec, program });
     }
     let mut known: Vec<&str> = config.agents.iter().map(|(a, _)| a.id.as_str()).collect();
-    known.extend(provider::all().iter().map(|s| s.id).filter(|id| config.agent(id).is_none()));
+    known.extend(provider::all().iter().map(|s| s.id.as_str()).filter(|id| config.agent(id).is_none()));
     // Declared in a layer the user has not trusted (issue 19): say so, and how.
     let wanted = format!("[[agent]] {agent_id}");
     if let Some(u) = config.untrusted.iter().find(|u| u.ignored.contains(&wanted)) {
@@ -139,7 +140,7 @@ pub fn default_role(config: &Config) -> Role {
         return role.clone();
     }
     let mut agents: Vec<String> = config.agents.iter().map(|(a, _)| a.id.clone()).collect();
-    agents.extend(provider::all().iter().map(|s| s.id.to_owned()).filter(|id| config.agent(id).is_none()));
+    agents.extend(provider::all().iter().map(|s| s.id.to_string()).filter(|id| config.agent(id).is_none()));
     Role {
         name: DEFAULT_ROLE.to_owned(),
         purpose: "Whatever the objective asks, by the first agent installed and allowed.".to_owned(),
@@ -180,16 +181,6 @@ fn short_reason(why: &str) -> &str {
     }
 }
 
-/// How to install the native providers that are npm packages.
-const INSTALL_HINTS: &[(&str, &str)] = &[
-    ("codex", "npm install -g @openai/codex"),
-    ("gemini", "npm install -g @google/gemini-cli"),
-    ("claude", "npm install -g @anthropic-ai/claude-code"),
-    ("opencode", "npm install -g opencode-ai"),
-    ("copilot", "npm install -g @github/copilot"),
-    ("qwen", "npm install -g @qwen-code/qwen-code"),
-];
-
 /// Why no agent could be picked, and how to get one: a first line that
 /// says what is wrong, then the supported agents and the ways out.
 fn no_agent_message(config: &Config, pick: &Pick) -> String {
@@ -202,11 +193,11 @@ fn no_agent_message(config: &Config, pick: &Pick) -> String {
     } else {
         format!("no agent is both installed and allowed: {}", refused.join(" "))
     };
-    let supported: Vec<&str> = provider::all().iter().map(|s| s.id).collect();
+    let supported: Vec<&str> = provider::all().iter().map(|s| s.id.as_str()).collect();
     msg.push_str(&format!("\n  supported agents: {}", supported.join(", ")));
     if config.agents.is_empty() {
         msg.push_str("\n  install one, for example:");
-        for (id, cmd) in INSTALL_HINTS {
+        for (id, cmd) in provider::all().iter().filter_map(|a| Some((a.id, a.install?))) {
             msg.push_str(&format!("\n    {cmd:<44} # {id}"));
         }
     }
@@ -324,8 +315,10 @@ fn recursion_by_program(config: &Config, agent: &str, target: &AgentTarget<'_>) 
     let program = match target {
         AgentTarget::Generic { program, .. } | AgentTarget::Provider { program, .. } => program,
     };
-    let runs_claude = program.file_name().and_then(|n| n.to_str()).is_some_and(|n| n == "claude" || n == "claude.exe");
-    if agent != "claude" && runs_claude && !config.policy.allow_recursion {
+    let claude = ProviderId::Claude.as_str();
+    let runs_claude =
+        program.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.strip_suffix(".exe").unwrap_or(n) == claude);
+    if agent != claude && runs_claude && !config.policy.allow_recursion {
         return Err(Error::Refused(format!(
             "agent `{agent}` is refused: it runs {} (Claude Code) and `allow_recursion` is off (Claude Code delegating to Claude would be a recursion). Set `allow_recursion = true` in [policy] if you mean it",
             program.display()
@@ -555,7 +548,7 @@ mod tests {
         // Native providers are looked up by their default names; none of
         // them is `ghost-…`, so point them all at nothing through [bin].
         for spec in provider::all() {
-            config.bin.insert(spec.id.to_owned(), ("/nonexistent/ghost".to_owned(), crate::config::Origin::Project));
+            config.bin.insert(spec.id.to_string(), ("/nonexistent/ghost".to_owned(), crate::config::Origin::Project));
         }
         declared(&mut config, "missing", "/nonexistent/missing-agent");
         declared(&mut config, "denied", "sh");
@@ -578,7 +571,7 @@ mod tests {
     fn with_no_agent_installed_the_refusal_lists_the_supported_ones_and_how_to_install() {
         let mut config = Config::default();
         for spec in provider::all() {
-            config.bin.insert(spec.id.to_owned(), ("/nonexistent/ghost".to_owned(), crate::config::Origin::Project));
+            config.bin.insert(spec.id.to_string(), ("/nonexistent/ghost".to_owned(), crate::config::Origin::Project));
         }
         let Err(Error::Precondition(msg)) = resolve(&config, Path::new("/tmp"), &delegate(None)) else {
             panic!("expected a precondition error");

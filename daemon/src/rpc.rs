@@ -18,8 +18,7 @@ pub const AWAIT_DEFAULT_MS: u64 = 30_000;
 pub const AWAIT_MAX_MS: u64 = 10 * 60 * 1000;
 /// Default age of a finished task's worktree before gc removes it (1 day).
 pub const GC_DEFAULT_AGE_MS: u64 = 24 * 60 * 60 * 1000;
-/// Default wait of `ask_orchestrator` (5 minutes; never past the task's deadline).
-pub const ASK_DEFAULT_MS: u64 = 5 * 60 * 1000;
+pub use crate::engine::ASK_DEFAULT_MS;
 
 /// The service. Shutdown requests are passed to the server through `stop`.
 pub struct Service {
@@ -488,7 +487,9 @@ impl Caesar for Service {
     }
 
     async fn health(&self, req: Request<pb::HealthRequest>) -> Result<Response<pb::HealthResponse>, Status> {
+        let caller = self.caller(&req).await?;
         let workspace = req.into_inner().workspace;
+        caller.require_workspace("health", &workspace)?;
         let engine = self.engine.clone();
         let (store, problems) = tokio::task::spawn_blocking(move || engine.health(&workspace))
             .await
@@ -515,7 +516,7 @@ impl Caesar for Service {
             problems,
             http_url,
             http_listening,
-            environment: crate::server::environment_origin().to_owned(),
+            environment: crate::origin::environment_origin().to_owned(),
             protections: format!(
                 "read-only tasks: {}; write tasks: {}",
                 crate::sandbox::describe(true),
@@ -549,8 +550,8 @@ impl Caesar for Service {
             .map_err(|e| Status::internal(e.to_string()))??;
         let options_json = entry.options.to_string();
         let protections_json = serde_json::json!({
-            "read-only": crate::sandbox::describe_for(true, &entry.id),
-            "write": crate::sandbox::describe_for(false, &entry.id),
+            "read-only": crate::sandbox::describe_for(true, entry.id.parse().unwrap_or_default()),
+            "write": crate::sandbox::describe_for(false, entry.id.parse().unwrap_or_default()),
         })
         .to_string();
         Ok(Response::new(pb::DescribeAgentResponse { agent: Some(agent_info(entry)), options_json, protections_json }))
@@ -569,7 +570,10 @@ impl Caesar for Service {
         &self,
         req: Request<pb::ShowConfigRequest>,
     ) -> Result<Response<pb::ShowConfigResponse>, Status> {
-        let config = self.engine.show_config(&req.into_inner().workspace)?;
+        let caller = self.caller(&req).await?;
+        let workspace = req.into_inner().workspace;
+        caller.require_workspace("config show", &workspace)?;
+        let config = self.engine.show_config(&workspace)?;
         Ok(Response::new(pb::ShowConfigResponse { config_json: config.to_string() }))
     }
 
@@ -678,6 +682,7 @@ impl Caesar for Service {
         &self,
         req: Request<pb::OpenDashboardRequest>,
     ) -> Result<Response<pb::OpenDashboardResponse>, Status> {
+        self.caller(&req).await?.require_user("ui (the dashboard's login link)")?;
         let Some(hub) = &self.dashboard else {
             return Err(Status::unavailable("this daemon serves no dashboard"));
         };
@@ -706,6 +711,7 @@ impl Caesar for Service {
         Ok(Response::new(pb::TrustResponse {
             entries: entries
                 .into_iter()
+                .filter(|e| caller.sees_path(&e.path))
                 .map(|e| pb::TrustEntry {
                     path: e.path,
                     sha256: e.sha256,

@@ -16,6 +16,8 @@
 //!
 //! A missing file keeps `ErrorKind::NotFound`, so callers can still treat
 //! absence as absence.
+//!
+//! The design beside its neighbours: `docs/design/confinement.md`.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -445,4 +447,30 @@ mod tests {
         assert_eq!(parent_escape(d.path(), Path::new("cache")), None);
         assert!(parent_escape(d.path(), Path::new("../x")).is_some());
     }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file, fsync, rename,
+/// fsync of the directory. A reader sees the old file or the whole new one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        // The directory may be an agent's (a task directory): a link left at
+        // the temporary name is removed, never written through, and the
+        // file is created new (O_EXCL refuses a link put back meanwhile).
+        match std::fs::remove_file(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        std::io::Write::write_all(&mut f, bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent()
+        && let Ok(d) = File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }

@@ -15,12 +15,16 @@
 //! system calls ([`Prepared::in_child`]). Its reads of caesar's directories
 //! are confined first, in a mount namespace of its own where the kernel
 //! allows one ([`mount`]).
+//!
+//! The design beside its neighbours: `docs/design/confinement.md`.
 
 use std::path::{Path, PathBuf};
 
 pub mod mount;
 
 use serde::{Deserialize, Serialize};
+
+use crate::launch::ProviderId;
 
 /// The supervisor's environment variable that carries the spec (JSON); it
 /// is removed from the agent's environment.
@@ -118,31 +122,22 @@ fn describe_kernel(read_only: bool) -> String {
     }
 }
 
-/// The state directories each provider's CLI writes in `$HOME` (data, per
-/// adapter id), besides what its environment names.
-fn state_dirs(provider: &str) -> &'static [&'static str] {
-    match provider {
-        "claude" => &[".claude", ".claude.json", ".claude.json.backup"],
-        "codex" => &[".codex"],
-        "gemini" => &[".gemini"],
-        "qwen" => &[".qwen"],
-        "opencode" => &[".local/share/opencode", ".config/opencode", ".local/state/opencode"],
-        "copilot" => &[".copilot", ".config/github-copilot"],
-        "cursor" => &[".cursor", ".config/cursor"],
-        _ => &[],
-    }
+/// The state directories each provider's CLI writes in `$HOME` (its
+/// adapter's data), besides what its environment names.
+fn state_dirs(provider: ProviderId) -> &'static [&'static str] {
+    crate::provider::adapter(provider).map_or(&[], |a| a.state_dirs)
 }
 
 /// CLIs that confine a read-only run themselves with the kernel (codex:
 /// bubblewrap and Landlock). Their sandbox needs to remount, which a
 /// Landlock domain that handles file access forbids, so caesar leaves their
 /// writes to them and keeps only the domain's scopes.
-pub fn has_own_sandbox(provider: &str) -> bool {
-    provider == "codex"
+pub fn has_own_sandbox(provider: ProviderId) -> bool {
+    crate::provider::adapter(provider).is_some_and(|a| a.own_sandbox)
 }
 
 /// [`describe`] for one task's agent.
-pub fn describe_for(read_only: bool, provider: &str) -> String {
+pub fn describe_for(read_only: bool, provider: ProviderId) -> String {
     if read_only && has_own_sandbox(provider) && kernel_abi().is_some() {
         return describe(false).replace(
             "writes not confined (write mode)",
@@ -162,7 +157,7 @@ pub fn for_task(
     read_only: bool,
     task_dir: &Path,
     workspace: &Path,
-    provider: &str,
+    provider: ProviderId,
     env: &[(String, String)],
 ) -> SandboxSpec {
     if !read_only || has_own_sandbox(provider) {
@@ -203,13 +198,13 @@ pub fn for_write_task(
     task_dir: &Path,
     workdir: &Path,
     shield: &[PathBuf],
-    provider: &str,
+    provider: ProviderId,
     env: &[(String, String)],
 ) -> SandboxSpec {
     if has_own_sandbox(provider) {
         return SandboxSpec::default();
     }
-    let mut spec = for_task(true, task_dir, workdir, "", env);
+    let mut spec = for_task(true, task_dir, workdir, ProviderId::Generic, env);
     spec.protect.clear();
     spec.writable.extend(state_paths(provider));
     spec.writable.push(workdir.to_path_buf());
@@ -253,7 +248,7 @@ pub fn exposed(
 }
 
 /// A provider's state directories under `$HOME`.
-fn state_paths(provider: &str) -> Vec<PathBuf> {
+fn state_paths(provider: ProviderId) -> Vec<PathBuf> {
     let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) else {
         return Vec::new();
     };
@@ -433,13 +428,33 @@ pub(crate) unsafe fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io:
 mod tests {
     use super::*;
 
+    /// Defect of issue 28: the table keyed cursor-agent's state on `cursor`,
+    /// which is no provider id, so its CLI could not write its own state.
+    #[test]
+    fn every_native_provider_with_a_state_directory_gets_it_writable() {
+        assert_eq!(state_dirs(ProviderId::CursorAgent), [".cursor", ".config/cursor"]);
+        for p in [ProviderId::Claude, ProviderId::Codex, ProviderId::Gemini, ProviderId::CursorAgent] {
+            assert!(!state_dirs(p).is_empty(), "{p}");
+        }
+        assert!(state_dirs(ProviderId::Generic).is_empty());
+    }
+
     #[test]
     fn a_read_only_spec_leaves_the_workspace_out() {
-        let spec = for_task(true, Path::new("/state/tasks/t_1"), Path::new("/w"), "claude", &[]);
+        let spec = for_task(
+            true,
+            Path::new("/state/tasks/t_1"),
+            Path::new("/w"),
+            crate::launch::ProviderId::of("claude"),
+            &[],
+        );
         assert!(spec.confine_writes);
         assert!(spec.writable.contains(&PathBuf::from("/state/tasks/t_1")));
         assert!(spec.writable.iter().any(|p| p.ends_with(".claude")));
-        assert!(!for_task(false, Path::new("/x"), Path::new("/w"), "claude", &[]).confine_writes);
+        assert!(
+            !for_task(false, Path::new("/x"), Path::new("/w"), crate::launch::ProviderId::of("claude"), &[])
+                .confine_writes
+        );
         assert!(describe(true).contains("landlock") || describe(true).starts_with("none"));
     }
 

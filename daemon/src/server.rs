@@ -62,44 +62,9 @@ async fn wait_for_instance_lock(paths: &Paths) -> anyhow::Result<Option<File>> {
     }
 }
 
-/// Where the daemon's environment came from, said by `caesar doctor`: the
-/// processes that started it, and the variables that decide where caesar's
-/// files are. Taken when the daemon starts, while its starter still runs.
-/// Agents inherit this environment (on top of their provider's needs).
-pub fn environment_origin() -> &'static str {
-    ENV_ORIGIN.get_or_init(describe_environment)
-}
-
-static ENV_ORIGIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-fn describe_environment() -> String {
-    let mut chain = Vec::new();
-    let mut pid = std::os::unix::process::parent_id();
-    for _ in 0..3 {
-        if pid <= 1 {
-            break;
-        }
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        chain.push(format!("{} ({pid})", comm.trim()));
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // The parent pid is the second field after the parenthesized name.
-        pid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok()).unwrap_or(0);
-    }
-    let starter = if chain.is_empty() { "init or a service manager".to_owned() } else { chain.join(" <- ") };
-    let shown: Vec<String> = ["CAESAR_HOME", "CAESAR_SOCKET", "XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME"]
-        .iter()
-        .map(|k| format!("{k} {}", if std::env::var_os(k).is_some() { "set" } else { "unset" }))
-        .collect();
-    format!(
-        "started by {starter}; {}; {} variables in all, which agents inherit",
-        shown.join(", "),
-        std::env::vars_os().count()
-    )
-}
-
 /// Runs the daemon until SIGTERM, SIGINT or a Shutdown call.
 pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
-    environment_origin();
+    crate::origin::environment_origin();
     let Some(_lock) = wait_for_instance_lock(&paths).await? else {
         return Ok(Served::AlreadyRunning(DaemonRecord::read(&paths)));
     };
@@ -189,7 +154,7 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
     match crate::config::Config::load_global(&paths.config_dir) {
         Ok(config) => {
             if let Some(h) = config.http {
-                match crate::http::parse_listen(&h.listen) {
+                match crate::config::parse_listen(&h.listen) {
                     Ok(listen) => {
                         let cfg = crate::http::HttpConfig { listen, rate_limit_per_minute: h.rate_limit_per_minute };
                         let mut rx = stopping_rx.clone();

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::agents::Launch;
 use crate::error::{Error, Result};
+use crate::launch::LaunchPlan;
 use crate::oacp::{BlockerKind, EventRecord, Isolation, Mode};
 use crate::runner::RunHandle;
 use crate::workshop::Prepared;
@@ -191,7 +191,7 @@ pub struct TaskRecord {
     pub blocker: Option<BlockerKind>,
     /// The launch plan: the resolved command line, driver and workshop plan,
     /// decoded once here.
-    pub launch: Launch,
+    pub launch: LaunchPlan,
     /// Where the task runs, once its workshop is prepared.
     pub workshop: Option<Prepared>,
     /// What the caller decided about the task's changes.
@@ -202,8 +202,8 @@ impl TaskRecord {
     /// The runner the stored record names (issue 28): its handle's once it
     /// started, else the one its stored launch asked for. Never a file in
     /// the task directory, which the agent can write.
-    pub fn runner_kind(&self) -> crate::runner::settings::RunnerKind {
-        use crate::runner::settings::RunnerKind;
+    pub fn runner_kind(&self) -> crate::launch::runner::RunnerKind {
+        use crate::launch::runner::RunnerKind;
         match &self.run {
             Some(handle) => handle.kind(),
             None if self.launch.kube.is_some() => RunnerKind::Kubernetes,
@@ -592,13 +592,36 @@ impl Store {
         })
     }
 
-    /// The last `limit` event lines, in order.
-    pub fn last_events(&self, id: &str, limit: u32) -> Result<Vec<String>> {
+    /// The bytes of a task's stored event lines, each with its newline: the
+    /// length its `events.jsonl` has when it holds them exactly.
+    pub fn events_bytes(&self, id: &str) -> Result<u64> {
+        self.blocking(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT COALESCE(SUM(length(CAST(line AS BLOB)) + 1), 0) FROM events WHERE task_id = ?1",
+            )?;
+            Ok(stmt.query_row([id], |r| r.get::<_, i64>(0))?.max(0) as u64)
+        })
+    }
+
+    /// The last `limit` event lines, in order, no more than `max_bytes` of
+    /// them (the newest always).
+    pub fn last_events(&self, id: &str, limit: u32, max_bytes: usize) -> Result<Vec<String>> {
         self.blocking(|conn| {
             let mut stmt =
                 conn.prepare_cached("SELECT line FROM events WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2")?;
-            let mut lines =
-                stmt.query_map(params![id, limit], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
+            // Newest first, read one row at a time, until `max_bytes` (the
+            // newest line always, even alone past it): one answer never
+            // holds more (issue 29).
+            let mut lines = Vec::new();
+            let mut bytes = 0usize;
+            for line in stmt.query_map(params![id, limit], |r| r.get::<_, String>(0))? {
+                let line = line?;
+                bytes = bytes.saturating_add(line.len());
+                if bytes > max_bytes && !lines.is_empty() {
+                    break;
+                }
+                lines.push(line);
+            }
             lines.reverse();
             Ok(lines)
         })
@@ -770,7 +793,7 @@ fn task_from_row(r: &Row<'_>) -> rusqlite::Result<TaskRecord> {
         event_count: r.get::<_, i64>(25)? as u64,
         last_event: r.get(26)?,
         blocker: r.get::<_, Option<String>>(27)?.as_deref().and_then(BlockerKind::parse),
-        launch: Launch::decode(&r.get::<_, String>(28)?),
+        launch: LaunchPlan::decode(&r.get::<_, String>(28)?),
         workshop: r.get::<_, Option<String>>(29)?.and_then(|w| serde_json::from_str(&w).ok()),
         changes_state: r.get::<_, Option<String>>(30)?.as_deref().and_then(ChangesState::parse),
     })

@@ -17,10 +17,26 @@
 //! A task delegated before the move has no [`LAYOUT_MARKER`] in its daemon
 //! part: its files are read where that daemon put them, in the task
 //! directory, and only for such a task.
+//!
+//! The design beside its neighbours: `docs/design/confinement.md`.
 
 use std::path::{Path, PathBuf};
 
-use crate::supervisor;
+// The files the supervisor writes in a task's daemon part (their names are
+// the layout's, which this module owns; the supervisor re-exports them).
+/// Written by the supervisor once the agent is started.
+pub const AGENT_FILE: &str = "agent.json";
+/// Written by the supervisor once the agent and its tree are gone.
+pub const EXIT_FILE: &str = "exit.json";
+/// The agent's combined stdout and stderr.
+pub const RAW_LOG: &str = "raw.log";
+/// What the supervisor writes first to an agent with a stdin protocol.
+pub const STDIN_INITIAL: &str = "stdin.initial";
+/// The FIFO through which the daemon writes lines to such an agent's stdin.
+pub const STDIN_FIFO: &str = "stdin.fifo";
+/// The rest of a session protocol's opening, which the supervisor carries out
+/// (`supervisor::opening`).
+pub const SESSION_OPENING: &str = "session.open.json";
 
 /// The file in a task's daemon part that says its daemon-owned files are
 /// there; a task without it was delegated by a daemon before the move.
@@ -75,17 +91,17 @@ impl TaskDir {
     /// The agent's combined output, written by the supervisor through the
     /// agent's inherited pipe (the agent never opens it by path).
     pub fn raw_log(&self) -> PathBuf {
-        self.daemon_files().join(supervisor::RAW_LOG)
+        self.daemon_files().join(RAW_LOG)
     }
 
     /// The supervisor's record of the started agent.
     pub fn agent_started(&self) -> PathBuf {
-        self.daemon_files().join(supervisor::AGENT_FILE)
+        self.daemon_files().join(AGENT_FILE)
     }
 
     /// The supervisor's record of how the agent ended.
     pub fn exit(&self) -> PathBuf {
-        self.daemon_files().join(supervisor::EXIT_FILE)
+        self.daemon_files().join(EXIT_FILE)
     }
 
     /// The supervisor's own stderr, made just before it is spawned: its
@@ -96,12 +112,12 @@ impl TaskDir {
 
     /// What the supervisor writes first on the agent's stdin.
     pub fn stdin_initial(&self) -> PathBuf {
-        self.daemon_files().join(supervisor::STDIN_INITIAL)
+        self.daemon_files().join(STDIN_INITIAL)
     }
 
     /// The rest of a session protocol's opening, carried out by the supervisor.
     pub fn session_opening(&self) -> PathBuf {
-        self.daemon_files().join(supervisor::SESSION_OPENING)
+        self.daemon_files().join(SESSION_OPENING)
     }
 
     /// The task's prompt, handed over by the supervisor ([`crate::prompt`]).
@@ -145,7 +161,7 @@ impl TaskDir {
         // Durable before the task is recorded, or a restart would read the
         // task as one of before the move. Empty: it takes no block of a
         // full disk, only its name.
-        supervisor::write_atomic(&part.join(LAYOUT_MARKER), b"")?;
+        crate::safe_fs::write_atomic(&part.join(LAYOUT_MARKER), b"")?;
         if let Some(tasks) = part.parent() {
             std::fs::File::open(tasks)?.sync_all()?;
         }

@@ -77,7 +77,7 @@ impl TrustStore {
 
     fn save(&self, book: &Book) -> Result<()> {
         let bytes = serde_json::to_vec_pretty(book).map_err(|e| Error::Internal(e.to_string()))?;
-        crate::supervisor::write_atomic(&self.file, &bytes).map_err(|e| Error::io_at("cannot write", &self.file, e))?;
+        crate::safe_fs::write_atomic(&self.file, &bytes).map_err(|e| Error::io_at("cannot write", &self.file, e))?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -138,15 +138,46 @@ impl Gate for TrustStore {
     }
 }
 
-/// Whether `path` lies beneath one of [`PREFIX_ENV`]'s directories.
+/// Whether `path` lies beneath one of [`PREFIX_ENV`]'s directories,
+/// compared as canonical paths (issue 29): `<prefix>/../../evil` and a link
+/// beneath a prefix to elsewhere are not beneath it. A path or prefix that
+/// does not resolve trusts nothing.
 fn under_prefix(path: &Path) -> bool {
     let Some(v) = std::env::var_os(PREFIX_ENV) else { return false };
-    std::env::split_paths(&v).any(|p| p.is_absolute() && p.components().count() > 1 && path.starts_with(&p))
+    under_any(path, std::env::split_paths(&v))
+}
+
+fn under_any(path: &Path, prefixes: impl Iterator<Item = PathBuf>) -> bool {
+    let Ok(path) = std::fs::canonicalize(path) else { return false };
+    prefixes
+        .filter(|p| p.is_absolute() && p.components().count() > 1)
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .any(|p| p.components().count() > 1 && path.starts_with(&p))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_prefix_trusts_only_what_resolves_beneath_it() {
+        let d = tempfile::tempdir().unwrap();
+        let prefix = d.path().join("trusted");
+        let evil = d.path().join("evil");
+        std::fs::create_dir_all(prefix.join("p/.caesar")).unwrap();
+        std::fs::create_dir_all(evil.join(".caesar")).unwrap();
+        std::fs::write(evil.join(".caesar/config.toml"), "").unwrap();
+        std::fs::write(prefix.join("p/.caesar/config.toml"), "").unwrap();
+        let prefixes = || vec![prefix.clone()].into_iter();
+        assert!(under_any(&prefix.join("p/.caesar/config.toml"), prefixes()));
+        assert!(!under_any(&prefix.join("../evil/.caesar/config.toml"), prefixes()), "`..` leaves the prefix");
+        std::os::unix::fs::symlink(&evil, prefix.join("link")).unwrap();
+        assert!(!under_any(&prefix.join("link/.caesar/config.toml"), prefixes()), "a link leaves it too");
+        assert!(!under_any(&prefix.join("missing"), prefixes()));
+        // A prefix given with `..` is resolved as well.
+        assert!(under_any(&evil.join(".caesar/config.toml"), vec![prefix.join("../evil")].into_iter()));
+    }
 
     #[test]
     fn a_trusted_file_stays_trusted_only_while_its_content_does() {

@@ -120,7 +120,7 @@ proptest! {
     #[test]
     fn wide_lines_yield_no_more_events_than_they_hold(parts in wide_parts(), shape in 0usize..3, which in 0usize..PROVIDERS.len()) {
         let line = wide_line(parts, shape);
-        let mut p = provider::parser(PROVIDERS[which]).unwrap();
+        let mut p = provider::parser(PROVIDERS[which].parse().expect("a provider id"));
         let out = p.parse_line(&line, Stream::Stdout);
         prop_assert!(out.events.len() <= amplification_bound(&line), "{} events from {} objects", out.events.len(), amplification_bound(&line));
         let _ = p.finish();
@@ -131,7 +131,7 @@ proptest! {
         // The bound is reached, not only respected: stream-json's parser
         // gives each of more than 10,000 parts of an assistant turn its event.
         let n = parts.len();
-        let mut p = provider::parser("claude").unwrap();
+        let mut p = provider::parser(caesard::launch::ProviderId::Claude);
         let out = p.parse_line(&wide_line(parts, 0), Stream::Stdout);
         prop_assert!(out.events.len() >= n, "{} events for {n} parts", out.events.len());
     }
@@ -142,7 +142,7 @@ proptest! {
 
     #[test]
     fn parsers_never_panic(lines in prop::collection::vec(line(), 1..8), which in 0usize..PROVIDERS.len()) {
-        let mut p = provider::parser(PROVIDERS[which]).unwrap();
+        let mut p = provider::parser(PROVIDERS[which].parse().expect("a provider id"));
         for l in &lines {
             let out = p.parse_line(l, Stream::Stdout);
             prop_assert!(out.events.len() <= amplification_bound(l), "{} events from {l}", out.events.len());

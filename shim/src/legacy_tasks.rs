@@ -25,6 +25,8 @@
 //! `tasks/list` leaves it out, while the daemon keeps the task itself
 //! (`caesar_status`, `caesar status`) as it keeps every task: nothing of
 //! the user's is deleted early.
+//!
+//! The design beside its neighbours: `docs/design/mcp.md`.
 
 use std::time::Duration;
 

@@ -12,6 +12,8 @@
 //! report says it failed), a cancelled one `cancelled`. `tasks/update`
 //! carries the answers, `tasks/cancel` cancels. Hosts that declare nothing
 //! keep the plain result and `caesar_await`.
+//!
+//! The design beside its neighbours: `docs/design/mcp.md`.
 
 use caesar_proto::pb;
 use rmcp::ErrorData as McpError;

@@ -196,11 +196,13 @@ async fn a_pending_question_survives_a_daemon_sigkill_and_is_answered_after() {
             })
             .await
     });
+    let asked_by = Instant::now() + LONG;
     let question_id = loop {
         let s = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
         if let Some(q) = s.pending_questions.first() {
             break q.question_id.clone();
         }
+        assert!(Instant::now() < asked_by, "the question shows in status");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     env.kill_daemons().await;
@@ -209,24 +211,32 @@ async fn a_pending_question_survives_a_daemon_sigkill_and_is_answered_after() {
     let mut c = env.start_daemon().await;
     let s = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
     assert_eq!(s.pending_questions[0].question_id, question_id, "the question survived");
-    // The channel reconnects and keeps waiting on the same question.
+    // The channel reconnects and keeps waiting on the same question: with
+    // no answer yet, its wait times out on that question, and asks no other.
     let mut asker = inside(&env).await;
-    let again = tokio::spawn(async move {
-        asker
-            .ask_orchestrator(pb::AskOrchestratorRequest {
-                channel: Some(ch),
-                question: String::new(),
-                options: vec![],
-                timeout_ms: 20_000,
-                question_id,
-            })
-            .await
+    let resume = |timeout_ms| pb::AskOrchestratorRequest {
+        channel: Some(ch.clone()),
+        question: String::new(),
+        options: vec![],
+        timeout_ms,
+        question_id: question_id.clone(),
+    };
+    let waited = asker.ask_orchestrator(resume(300)).await.unwrap().into_inner();
+    assert_eq!((waited.question_id.as_str(), waited.answered), (question_id.as_str(), false), "{waited:?}");
+    let s = c.status(pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    let pending: Vec<&str> = s.pending_questions.iter().map(|q| q.question_id.as_str()).collect();
+    assert_eq!(pending, [question_id.as_str()], "still the one question");
+    // Its next wait ends with the answer, given while it waits or before.
+    let again = tokio::spawn({
+        let mut asker = asker.clone();
+        let ask = resume(20_000);
+        async move { asker.ask_orchestrator(ask).await }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let qid = s.pending_questions[0].question_id.clone();
-    c.answer(pb::AnswerRequest { task_id: id.clone(), question_id: qid, answer: "yes".into() }).await.unwrap();
+    c.answer(pb::AnswerRequest { task_id: id.clone(), question_id: question_id.clone(), answer: "yes".into() })
+        .await
+        .unwrap();
     let got = again.await.unwrap().unwrap().into_inner();
-    assert_eq!((got.answered, got.answer.as_str()), (true, "yes"));
+    assert_eq!((got.question_id.as_str(), got.answered, got.answer.as_str()), (question_id.as_str(), true, "yes"));
     std::fs::write(&gate, "go").unwrap();
     assert_eq!(await_one(&mut c, &id, LONG).await.status, "succeeded");
 }

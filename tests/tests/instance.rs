@@ -11,7 +11,7 @@ mod common;
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -198,16 +198,6 @@ async fn a_second_caesard_on_the_same_state_dir_refuses_and_says_where_the_first
     assert_eq!(h.daemons().len(), 1);
 }
 
-/// Not a test: the listener of another uid that
-/// [`a_socket_served_by_another_user_is_refused_before_anything_is_sent`]
-/// runs by re-executing this binary.
-#[test]
-fn foreign_listener_helper() {
-    let Some(path) = std::env::var_os("CAESAR_TEST_FOREIGN_SOCKET") else { return };
-    let _listener = std::os::unix::net::UnixListener::bind(PathBuf::from(path)).unwrap();
-    std::thread::sleep(Duration::from_secs(30));
-}
-
 #[tokio::test]
 async fn a_socket_served_by_another_user_is_refused_before_anything_is_sent() {
     if !nix::unistd::geteuid().is_root() {
@@ -222,9 +212,11 @@ async fn a_socket_served_by_another_user_is_refused_before_anything_is_sent() {
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
     std::fs::set_permissions(h.home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let socket = shared.join("caesard.sock");
-    let mut fake = Command::new(std::env::current_exe().unwrap())
-        .args(["foreign_listener_helper", "--exact", "--nocapture"])
-        .env("CAESAR_TEST_FOREIGN_SOCKET", &socket)
+    // The fake agent serves the socket (its relay goes nowhere: no
+    // CAESAR_SOCKET) as uid 65534, until it is killed.
+    let mut fake = Command::new(fake_agent())
+        .args(["relay", socket.to_str().unwrap(), "hang"])
+        .env_clear()
         .uid(65534)
         .gid(65534)
         .stdout(Stdio::null())

@@ -438,6 +438,14 @@ async fn await_sends_progress_with_a_progress_token() {
     c.cancel().await.unwrap();
 }
 
+/// An await with a progress token, as an MCP host makes it.
+fn await_with_progress(id: &str, token: &str) -> CallToolRequestParams {
+    let mut params = CallToolRequestParams::new("caesar_await")
+        .with_arguments(json!({"task_ids": [id], "timeout_ms": 30000}).as_object().unwrap().clone());
+    params.meta = Some(RequestMetaObject::with_progress_token(ProgressToken(NumberOrString::String(token.into()))));
+    params
+}
+
 // A regression test too: a new shim's first call being an await with a
 // progress token once deadlocked on the connection lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -446,33 +454,36 @@ async fn a_killed_shim_loses_nothing() {
     let gate = env.file("gate");
     let gate_s = gate.display().to_string();
     env.set_agents(&[("gated", &["say", "waiting", "wait-file", &gate_s, "report", "success", "after the gate"])]);
-    env.start_daemon().await;
-    let (c, pid) = shim_with(&env, TestClient::default(), &["--root", &env.workspace()], &[]).await;
+    let mut grpc = env.start_daemon().await;
+    let handler = TestClient::default();
+    let progress = handler.progress.clone();
+    let (c, pid) = shim_with(&env, handler, &["--root", &env.workspace()], &[("CAESAR_MCP_PROGRESS_MS", "100")]).await;
     let id = tokio::time::timeout(LIMIT, delegate(&c, "gated")).await.expect("delegate answers");
     let mut waiting = {
         let c = c.peer().clone();
-        let id = id.clone();
-        tokio::spawn(async move {
-            c.call_tool(
-                CallToolRequestParams::new("caesar_await")
-                    .with_arguments(json!({"task_ids": [id]}).as_object().unwrap().clone()),
-            )
-            .await
-        })
+        let params = await_with_progress(&id, "await-1");
+        tokio::spawn(async move { c.call_tool(params).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The shim reports progress once the await is under way in it.
+    assert!(eventually(LIMIT, || !progress.lock().unwrap().is_empty()).await, "the shim reports progress on the await");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
-    // The killed shim never answers: the call fails or hangs.
-    let answered = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
-    assert!(!matches!(answered, Ok(Ok(Ok(_)))), "no answer from a dead shim");
-    waiting.abort();
+    // The killed shim never answers: its stdout closes and the call fails.
+    let answered = tokio::time::timeout(LIMIT, &mut waiting).await;
+    assert!(matches!(answered, Ok(Ok(Err(_)))), "the await fails with the shim, unanswered: {answered:?}");
     drop(c);
+    // The task outlived the shim that delegated it.
+    let s = grpc.status(caesar_proto::pb::StatusRequest { task_id: id.clone() }).await.unwrap().into_inner();
+    assert_eq!(s.status, "running", "the shim's death stopped nothing");
     std::fs::write(&gate, "go").unwrap();
 
-    let c2 = tokio::time::timeout(LIMIT, shim(&env)).await.expect("a new shim initializes");
-    let a = tokio::time::timeout(LIMIT, call(&c2, "caesar_await", json!({"task_ids": [id], "timeout_ms": 30000})))
+    let root = env.workspace();
+    let (c2, _) = tokio::time::timeout(LIMIT, shim_with(&env, TestClient::default(), &["--root", &root], &[]))
         .await
-        .unwrap_or_else(|_| panic!("the new shim answers await; its log: {}", env.file("shim1.log").display()));
+        .expect("a new shim initializes");
+    let a = tokio::time::timeout(LIMIT, c2.call_tool(await_with_progress(&id, "await-2")))
+        .await
+        .unwrap_or_else(|_| panic!("the new shim answers await; its log: {}", env.file("shim1.log").display()))
+        .unwrap();
     let a = ok(&a);
     assert_eq!(a["tasks"][&id]["status"], "succeeded");
     assert_eq!(a["tasks"][&id]["report"]["summary"], "after the gate");

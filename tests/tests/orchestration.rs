@@ -255,20 +255,31 @@ async fn a_fallback_survives_a_daemon_sigkill_without_doubling() {
     let mut c = env.start_daemon().await;
     let d = c.delegate(role_request(&env, "pair")).await.unwrap().into_inner();
     assert_eq!(status(&mut c, &d.task_id).await.status, "running");
-    // The blocker comes while no daemon watches.
+    // The blocker comes while no daemon watches: it is in the raw log
+    // before the next daemon starts.
     env.kill_daemons().await;
     std::fs::write(&gate, "").unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let raw = caesar_tests::daemon_files(&d.task_dir).join("raw.log");
+    assert!(
+        eventually(LONG, || std::fs::read_to_string(&raw).is_ok_and(|s| s.contains("usage limit"))).await,
+        "the agent wrote its blocker to {}",
+        raw.display()
+    );
     let mut c = env.start_daemon().await;
     let t = await_one(&mut c, &d.task_id, LONG).await;
     assert_eq!((t.status.as_str(), t.agent.as_str()), ("succeeded", "second"), "{t:?}");
     assert_eq!(t.attempts.len(), 1);
-    // A second restart makes no second attempt.
+    // A second restart makes no second attempt. The queue starts nothing
+    // until recovery is done, recorded fallbacks included: once a task
+    // delegated now has run, recovery has made every attempt it would.
     env.kill_daemons().await;
     let mut c = env.start_daemon().await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let probe = c.delegate(env.delegate_request("second", "after recovery")).await.unwrap().into_inner();
+    assert_eq!(await_one(&mut c, &probe.task_id, LONG).await.status, "succeeded");
     let ps = c.list_tasks(pb::ListTasksRequest { limit: 50, ..Default::default() }).await.unwrap().into_inner();
-    assert_eq!(ps.tasks.len(), 2, "{:?}", ps.tasks.iter().map(|t| (&t.agent, &t.status)).collect::<Vec<_>>());
+    let others: Vec<_> =
+        ps.tasks.iter().filter(|t| t.task_id != probe.task_id).map(|t| (&t.agent, &t.status)).collect();
+    assert_eq!(others.len(), 2, "the blocked task and its one fallback: {others:?}");
 }
 
 #[tokio::test]

@@ -336,7 +336,7 @@ pub(super) async fn health(State(hub): State<Arc<Hub>>, req: Request) -> Respons
             "problems": problems,
             "http_listen": http,
             "dashboard": hub.addr().map(|a| format!("http://{a}/")),
-            "environment": crate::server::environment_origin(),
+            "environment": crate::origin::environment_origin(),
             "active_tasks": hub.engine().active_count().ok(),
         }),
     )

@@ -49,6 +49,10 @@ pub(super) struct Session {
     pub(super) csrf: String,
 }
 
+/// The most login links remembered at once, used, expired or outstanding:
+/// each `caesar ui` adds one, and the oldest goes past this many.
+pub(super) const MAX_LOGINS: usize = 64;
+
 /// The header a state-changing request carries the CSRF token in.
 pub(super) const CSRF_HEADER: &str = "x-caesar-csrf";
 
@@ -59,6 +63,12 @@ impl Hub {
         let mut logins = self.logins.lock().unwrap_or_else(|p| p.into_inner());
         // Used and expired links are remembered for an hour, to say which they were.
         prune(&mut logins, |l| l.issued, LOGIN_VALID * 12);
+        // Bounded (issue 29): past the cap the oldest link is dropped, and
+        // then no longer logs in ("not valid": `caesar ui` gives a new one).
+        while logins.len() >= MAX_LOGINS {
+            let Some(oldest) = logins.iter().min_by_key(|(_, l)| l.issued).map(|(t, _)| t.clone()) else { break };
+            logins.remove(&oldest);
+        }
         logins.insert(token.clone(), Login { issued: Instant::now(), used: false });
         token
     }

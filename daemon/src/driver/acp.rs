@@ -13,15 +13,15 @@
 //! from `raw.log` and the store, so a plain reader of lines is the right shape; the messages
 //! caesar writes are four fixed shapes.
 
+use crate::launch::ProviderId;
 use crate::provider::acp::{self, AcpParser};
 use crate::provider::{LineParser, Parsed, PermissionAsk, Stream};
 
 use super::stream::StreamDriver;
 use super::{Decision, Driver, DriverKind, Reading};
 
-/// The line the supervisor writes into `raw.log` when the session could not be opened and it
-/// runs the provider's one-shot stream command instead; from there on the output is a stream.
-pub const FALLBACK_MARKER: &str = "caesar: the ACP handshake failed";
+/// The line the supervisor writes into `raw.log` when the session could not be opened.
+pub use crate::supervisor::opening::ACP_FALLBACK_MARKER as FALLBACK_MARKER;
 
 /// How many lines (and bytes) of output before the agent's first JSON-RPC message are held
 /// back: should the handshake fail, the stream fallback prints its own account, and what the
@@ -31,7 +31,7 @@ const HELD_BYTES: usize = 1 << 20;
 
 /// Reads an ACP agent, or its stream fallback.
 pub struct AcpDriver {
-    provider: String,
+    provider: ProviderId,
     parser: AcpParser,
     /// Set once the supervisor fell back to the stream command.
     fallback: Option<StreamDriver>,
@@ -44,9 +44,9 @@ pub struct AcpDriver {
 
 impl AcpDriver {
     /// The driver of provider (or generic agent) `provider` over ACP.
-    pub fn new(provider: &str) -> AcpDriver {
+    pub fn new(provider: ProviderId) -> AcpDriver {
         AcpDriver {
-            provider: provider.to_owned(),
+            provider,
             parser: AcpParser::default(),
             fallback: None,
             held: Vec::new(),
@@ -97,7 +97,7 @@ impl Driver for AcpDriver {
             self.opened = true;
             let mut parsed = self.parser.finish();
             parsed.events.push(crate::oacp::EventBody::Progress { message: line.trim().to_owned(), pct: None });
-            self.fallback = Some(StreamDriver::new(&self.provider, DriverKind::Stream));
+            self.fallback = Some(StreamDriver::new(self.provider, DriverKind::Stream));
             return Reading { parsed, replies: Vec::new() };
         }
         let mut parsed = Parsed::default();
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn a_permission_request_is_asked_with_its_options_and_answered_by_id() {
-        let mut d = AcpDriver::new("copilot");
+        let mut d = AcpDriver::new(ProviderId::Copilot);
         let line = r#"{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t1","title":"run","kind":"execute","status":"pending","rawInput":{"command":"rm -rf x"}},"options":[{"optionId":"allow_once","kind":"allow_once","name":"Allow once"},{"optionId":"allow_always","kind":"allow_always","name":"Always allow"},{"optionId":"reject_once","kind":"reject_once","name":"Deny"}]}}"#;
         let r = d.read_line(line);
         let ask = r.parsed.permission.expect("asked");
@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn bad_input_is_unrecognized_and_unknown_requests_get_an_error() {
-        let mut d = AcpDriver::new("qwen");
+        let mut d = AcpDriver::new(ProviderId::Qwen);
         // In an open session (output before the first JSON-RPC message is held back).
         d.read_line(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
         for line in
@@ -212,30 +212,30 @@ mod tests {
     #[test]
     fn output_before_the_session_is_held_and_dropped_on_fallback() {
         // A session that opens: the stderr line before it is read, in order, with the answer.
-        let mut d = AcpDriver::new("gemini");
+        let mut d = AcpDriver::new(ProviderId::Gemini);
         assert!(d.read_line("Loaded cached credentials.").parsed.events.is_empty());
         let r = d.read_line(r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s9"}}"#);
         assert_eq!(r.parsed.session_id.as_deref(), Some("s9"));
         assert!(!r.parsed.events.is_empty(), "the held line is read now: {:?}", r.parsed.events);
         // A handshake that fails: the agent's own words before the marker are not read (the
         // stream's account follows), so one 401 makes one blocker.
-        let mut d = AcpDriver::new("copilot");
+        let mut d = AcpDriver::new(ProviderId::Copilot);
         assert!(d.read_line("Error: 401 unauthorized").parsed.blocker.is_none());
         let r = d.read_line(&format!("{FALLBACK_MARKER}: the agent ended before answering initialize; x"));
         assert!(r.parsed.blocker.is_none() && r.parsed.events.len() == 1, "{:?}", r.parsed);
         // The session refused (an error to initialize) then the fallback: the refusal's words
         // are not a blocker of the run that follows.
-        let mut d = AcpDriver::new("copilot");
+        let mut d = AcpDriver::new(ProviderId::Copilot);
         let refused = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Authentication required"}}"#;
         assert!(d.read_line(refused).parsed.blocker.is_none());
         let r = d.read_line(&format!("{FALLBACK_MARKER}: initialize failed: Authentication required; x"));
         assert!(r.parsed.blocker.is_none(), "{:?}", r.parsed);
         // With no fallback the refusal is read at the end, as the run's failure.
-        let mut d = AcpDriver::new("qwen");
+        let mut d = AcpDriver::new(ProviderId::Qwen);
         d.read_line(refused);
         assert!(d.finish().blocker.is_some(), "the refusal blocks on auth");
         // Held output with no session at all is read at the end.
-        let mut d = AcpDriver::new("qwen");
+        let mut d = AcpDriver::new(ProviderId::Qwen);
         d.read_line("Error: Authentication required");
         let end = d.finish();
         assert!(!end.events.is_empty(), "read at the end: {:?}", end.events);
@@ -243,7 +243,7 @@ mod tests {
 
     #[test]
     fn copilots_error_words_and_opencodes_prompt_error_are_blockers() {
-        let mut d = AcpDriver::new("copilot");
+        let mut d = AcpDriver::new(ProviderId::Copilot);
         d.read_line(r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}"#);
         let chunk = |t: &str| {
             serde_json::json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{
@@ -259,7 +259,7 @@ mod tests {
         let r = d.read_line(&chunk("No error: the 401 page renders."));
         assert!(r.parsed.blocker.is_none());
         // [V] opencode 1.18: the prompt's error carries only the API's message.
-        let mut d = AcpDriver::new("opencode");
+        let mut d = AcpDriver::new(ProviderId::Opencode);
         d.read_line(r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}"#);
         let r = d.read_line(r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error: Number of request tokens has exceeded your per-minute rate limit","data":{"service":"session","errorName":"APIError"}}}"#);
         assert_eq!(r.parsed.blocker.map(|b| b.kind), Some(crate::oacp::BlockerKind::RateLimit));
@@ -267,7 +267,7 @@ mod tests {
 
     #[test]
     fn cancel_goes_through_the_session() {
-        let d = AcpDriver::new("gemini");
+        let d = AcpDriver::new(ProviderId::Gemini);
         assert!(d.cancel_line(None).is_none());
         let line = d.cancel_line(Some("s1")).unwrap();
         assert!(line.contains("session/cancel") && line.contains("s1"), "{line}");
@@ -275,7 +275,7 @@ mod tests {
 
     #[test]
     fn after_the_fallback_marker_the_output_is_the_stream() {
-        let mut d = AcpDriver::new("gemini");
+        let mut d = AcpDriver::new(ProviderId::Gemini);
         let r = d.read_line(&format!("{FALLBACK_MARKER}: session/new failed: nope; running the stream command"));
         assert!(matches!(r.parsed.events.as_slice(), [EventBody::Progress { .. }]));
         assert!(!d.answers_requests());
@@ -297,9 +297,9 @@ mod tests {
             }
             let raw = std::fs::read_to_string(entry.path()).unwrap();
             let provider = name.split('_').next().unwrap();
-            let mut d = AcpDriver::new(provider);
+            let mut d = AcpDriver::new(crate::launch::ProviderId::of(provider));
             let (mut asks, mut session, mut final_text) = (Vec::new(), None, None);
-            let mut opening = super::super::opening::AcpOpening::from_json(
+            let mut opening = crate::supervisor::opening::AcpOpening::from_json(
                 crate::provider::acp::opening("/project", None, "p").to_string().as_bytes(),
             )
             .unwrap();
@@ -309,7 +309,7 @@ mod tests {
                 asks.extend(r.parsed.permission);
                 session = session.or(r.parsed.session_id);
                 final_text = r.parsed.final_text.or(final_text);
-                if let super::super::opening::Step::Write(_) = opening.on_line(line.as_bytes()) {
+                if let crate::supervisor::opening::Step::Write(_) = opening.on_line(line.as_bytes()) {
                     writes += 1;
                 }
             }

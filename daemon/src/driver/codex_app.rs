@@ -16,10 +16,8 @@ use crate::provider::{LineParser, Parsed, PermissionAsk, Stream};
 use super::stream::StreamDriver;
 use super::{Decision, Driver, DriverKind, Reading};
 
-/// The line the supervisor writes into `raw.log` when the app-server could not be opened (it
-/// ended before answering, or refused `initialize` or `thread/start`/`thread/resume`) and it
-/// runs `codex exec --json` instead; from there on the output is codex's exec stream.
-pub const FALLBACK_MARKER: &str = "caesar: the codex app-server handshake failed";
+/// The line the supervisor writes into `raw.log` when the app-server could not be opened.
+pub use crate::supervisor::opening::CODEX_FALLBACK_MARKER as FALLBACK_MARKER;
 
 /// The most error answers to the opening held back (there are two requests to refuse).
 const HELD_LINES: usize = 4;
@@ -86,7 +84,7 @@ impl Driver for CodexAppDriver {
             let message = format!("codex app-server could not be opened ({why}): running `codex exec --json` instead");
             let mut parsed = Parsed::default();
             parsed.events.push(crate::oacp::EventBody::Progress { message, pct: None });
-            self.fallback = Some(StreamDriver::new("codex", DriverKind::Stream));
+            self.fallback = Some(StreamDriver::new(crate::launch::ProviderId::Codex, DriverKind::Stream));
             return Reading { parsed, replies: Vec::new() };
         }
         if self.held.len() < HELD_LINES && is_opening_error(line) {
@@ -276,7 +274,7 @@ mod tests {
             }
             let raw = std::fs::read_to_string(entry.path()).unwrap();
             let mut d = CodexAppDriver::new();
-            let mut opening = super::super::codex_opening::CodexOpening::from_json(
+            let mut opening = crate::supervisor::codex_opening::CodexOpening::from_json(
                 br#"{"thread_start":{"cwd":"/w"},"turn_start":{"input":[]}}"#,
             )
             .unwrap();
@@ -290,8 +288,8 @@ mod tests {
                 blocker = blocker.or(r.parsed.blocker);
                 usage = r.parsed.usage.or(usage);
                 match opening.on_line(line.as_bytes()) {
-                    super::super::opening::Step::Write(_) => writes += 1,
-                    super::super::opening::Step::Close => closed = true,
+                    crate::supervisor::opening::Step::Write(_) => writes += 1,
+                    crate::supervisor::opening::Step::Close => closed = true,
                     _ => {}
                 }
             }

@@ -15,58 +15,12 @@
 
 pub mod acp;
 pub mod codex_app;
-pub mod codex_opening;
-pub mod opening;
 pub mod stream;
 
-use serde::{Deserialize, Serialize};
-
-use crate::agents::Launch;
+use crate::launch::LaunchPlan;
 use crate::provider::{Parsed, PermissionAsk};
 
-/// How a driver converses with its agent, as stored in the launch plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DriverKind {
-    /// Output is read line by line; stdin is closed.
-    Stream,
-    /// Output is read line by line; stdin stays open for the CLI's control
-    /// protocol, through which permission requests are answered.
-    StreamWithControl,
-    /// A two-way ACP session (JSON-RPC 2.0 over stdio), opened by the supervisor.
-    Acp,
-    /// A two-way `codex app-server` session (JSON-RPC over stdio), opened by the supervisor.
-    CodexAppServer,
-}
-
-/// A two-way session protocol a supervisor opens (see [`opening`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionProtocol {
-    /// The Agent Client Protocol.
-    Acp,
-    /// `codex app-server`'s JSON-RPC protocol.
-    CodexAppServer,
-}
-
-impl SessionProtocol {
-    /// The name on the supervisor's command line and in descriptions.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SessionProtocol::Acp => "acp",
-            SessionProtocol::CodexAppServer => "codex_app_server",
-        }
-    }
-
-    /// The protocol of a name written by [`SessionProtocol::as_str`].
-    pub fn parse(name: &str) -> Option<SessionProtocol> {
-        match name {
-            "acp" => Some(SessionProtocol::Acp),
-            "codex_app_server" => Some(SessionProtocol::CodexAppServer),
-            _ => None,
-        }
-    }
-}
+pub use crate::launch::{DriverKind, SessionProtocol};
 
 /// What the driver makes of one line of the agent's output.
 #[derive(Debug, Default)]
@@ -117,12 +71,12 @@ pub trait Driver: Send {
 }
 
 /// The driver of a launch plan.
-pub fn for_launch(launch: &Launch) -> Box<dyn Driver> {
+pub fn for_launch(launch: &LaunchPlan) -> Box<dyn Driver> {
     if launch.driver_kind() == DriverKind::CodexAppServer {
         return Box::new(codex_app::CodexAppDriver::new());
     }
     if launch.driver_kind() == DriverKind::Acp {
-        return Box::new(acp::AcpDriver::new(&launch.parser));
+        return Box::new(acp::AcpDriver::new(launch.provider));
     }
-    Box::new(stream::StreamDriver::new(&launch.parser, launch.driver_kind()))
+    Box::new(stream::StreamDriver::new(launch.provider, launch.driver_kind()))
 }

@@ -2,24 +2,22 @@
 //! agent's output, and, when the CLI's stdin is held open for its control
 //! protocol, the provider's permission responses.
 
+use crate::launch::ProviderId;
 use crate::provider::{self, LineParser, Parsed, PermissionAsk, Stream};
 
 use super::{Decision, Driver, DriverKind, Reading};
 
 /// Reads a provider's output line by line.
 pub struct StreamDriver {
-    provider: String,
+    provider: ProviderId,
     parser: Box<dyn LineParser>,
     kind: DriverKind,
 }
 
 impl StreamDriver {
-    /// The driver of provider (or `generic`) `provider`. A name this build
-    /// does not know (a task stored by a newer daemon) is read as generic
-    /// output.
-    pub fn new(provider: &str, kind: DriverKind) -> StreamDriver {
-        let parser = provider::parser(provider).unwrap_or_else(|| Box::new(provider::GenericParser));
-        StreamDriver { provider: provider.to_owned(), parser, kind }
+    /// The driver of provider (or `generic`) `provider`.
+    pub fn new(provider: ProviderId, kind: DriverKind) -> StreamDriver {
+        StreamDriver { provider, parser: provider::parser(provider), kind }
     }
 }
 
@@ -46,7 +44,7 @@ impl Driver for StreamDriver {
         if !self.answers_requests() {
             return None;
         }
-        provider::permission_response(&self.provider, ask, decision.allow, decision.message)
+        provider::permission_response(self.provider, ask, decision.allow, decision.message)
     }
 
     /// claude's `interrupt` control request, where stdin is held for its control protocol.
@@ -54,11 +52,11 @@ impl Driver for StreamDriver {
         if !self.answers_requests() {
             return None;
         }
-        provider::interrupt_line(&self.provider)
+        provider::interrupt_line(self.provider)
     }
 
     fn raw_is_words(&self) -> bool {
-        self.provider == provider::GENERIC
+        self.provider == crate::launch::ProviderId::Generic
     }
 }
 
@@ -69,9 +67,9 @@ mod tests {
     #[test]
     fn a_plain_stream_never_surfaces_a_request_it_cannot_answer() {
         let request = r#"{"type":"control_request","request_id":"r1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"ls"}}}"#;
-        let mut plain = StreamDriver::new("claude", DriverKind::Stream);
+        let mut plain = StreamDriver::new(crate::launch::ProviderId::of("claude"), DriverKind::Stream);
         assert!(plain.read_line(request).parsed.permission.is_none());
-        let mut control = StreamDriver::new("claude", DriverKind::StreamWithControl);
+        let mut control = StreamDriver::new(crate::launch::ProviderId::of("claude"), DriverKind::StreamWithControl);
         let ask = control.read_line(request).parsed.permission.expect("a bridged request");
         let line =
             control.respond(&ask, &Decision { allow: false, message: "no", for_session: false }).expect("a response");
@@ -81,14 +79,20 @@ mod tests {
 
     #[test]
     fn claude_is_interrupted_through_its_control_protocol_only_when_stdin_is_held() {
-        let control = StreamDriver::new("claude", DriverKind::StreamWithControl);
+        let control = StreamDriver::new(crate::launch::ProviderId::of("claude"), DriverKind::StreamWithControl);
         let line = control.cancel_line(None).expect("an interrupt");
         let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
         assert_eq!(v["type"], "control_request");
         assert_eq!(v["request"]["subtype"], "interrupt");
         assert!(line.ends_with('\n'));
-        assert!(StreamDriver::new("claude", DriverKind::Stream).cancel_line(None).is_none());
-        assert!(StreamDriver::new("codex", DriverKind::StreamWithControl).cancel_line(None).is_none());
+        assert!(
+            StreamDriver::new(crate::launch::ProviderId::of("claude"), DriverKind::Stream).cancel_line(None).is_none()
+        );
+        assert!(
+            StreamDriver::new(crate::launch::ProviderId::of("codex"), DriverKind::StreamWithControl)
+                .cancel_line(None)
+                .is_none()
+        );
         // claude's acknowledgement becomes an event, not an unrecognized line.
         let mut control = control;
         let ack = format!(
@@ -104,10 +108,12 @@ mod tests {
 
     #[test]
     fn an_unknown_provider_reads_as_generic_words() {
-        let mut d = StreamDriver::new("from-a-newer-daemon", DriverKind::Stream);
-        assert!(!d.raw_is_words());
+        // A provider id this build does not know (stored by a newer daemon)
+        // decodes as the generic adapter, which assumes nothing of the output.
+        let mut d = StreamDriver::new(serde_json::from_str("\"from-a-newer-daemon\"").unwrap(), DriverKind::Stream);
+        assert!(d.raw_is_words());
         let r = d.read_line("hello");
         assert!(!r.parsed.events.is_empty());
-        assert!(StreamDriver::new(provider::GENERIC, DriverKind::Stream).raw_is_words());
+        assert!(StreamDriver::new(crate::launch::ProviderId::Generic, DriverKind::Stream).raw_is_words());
     }
 }

@@ -14,6 +14,7 @@
 //! authority (see [`super::nested`]), and use the return channel for their
 //! own task. Everything else an orchestrator does is refused, by name.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use caesar_proto::peer::{PeerInfo, SUPERVISOR_COMM};
@@ -90,6 +91,52 @@ impl Caller {
             other => other.require_user(what),
         }
     }
+
+    /// Refuses a call about `workspace` (ShowConfig, Health) from inside a
+    /// task unless it is the task's own project: a task reads the config
+    /// and health of the project it runs in (and the global layer, asked
+    /// with an empty workspace), never another of the user's (issue 29).
+    pub fn require_workspace(&self, what: &str, workspace: &str) -> Result<()> {
+        match self {
+            Caller::User => Ok(()),
+            Caller::Task(t) if workspace.is_empty() || same_project(&t.workspace, Path::new(workspace)) => Ok(()),
+            Caller::Task(t) => Err(Error::Refused(format!(
+                "`{what}` of workspace {workspace} is refused: the caller runs inside task {}'s process tree, and a task reads only the project it runs in ({})",
+                t.id, t.workspace
+            ))),
+            Caller::Untrusted(why) => Err(Error::Refused(format!("`{what}` is refused: {why}"))),
+        }
+    }
+
+    /// Whether the caller may see what concerns `path` (a trust record):
+    /// the user everything, a task only what lies in its own project.
+    pub fn sees_path(&self, path: &str) -> bool {
+        match self {
+            Caller::User => true,
+            Caller::Task(t) => {
+                let own = crate::config::project_root(&canonical(Path::new(&t.workspace)));
+                let path = Path::new(path);
+                let lexical =
+                    || !path.components().any(|c| c == std::path::Component::ParentDir) && path.starts_with(&own);
+                std::fs::canonicalize(path).map_or_else(|_| lexical(), |p| p.starts_with(&own))
+            }
+            Caller::Untrusted(_) => false,
+        }
+    }
+}
+
+/// `path` with its links and `..` resolved, or as given when it does not
+/// exist (a task's own workspace, which the daemon recorded).
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Whether `asked` lies in the same project as the task's `workspace`,
+/// both resolved (`<project>/../other` is another project).
+fn same_project(workspace: &str, asked: &Path) -> bool {
+    let Ok(asked) = std::fs::canonicalize(asked) else { return false };
+    let own = crate::config::project_root(&canonical(Path::new(workspace)));
+    crate::config::project_root(&asked) == own
 }
 
 /// A task reaches itself and its children.

@@ -7,6 +7,8 @@
 //! task's stored events (the same events, so the same figures). What is
 //! stored is the stop itself, before the agent is told to stop, so the
 //! ending after a crash still says the budget ended it.
+//!
+//! The design beside its neighbours: `docs/design/orchestration.md`.
 
 use tracing::{info, warn};
 

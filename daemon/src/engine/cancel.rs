@@ -96,7 +96,7 @@ impl Engine {
 /// The task's driver after it has read how the run opened (the first 64 KiB of raw.log): a
 /// session that fell back to its stream command (the supervisor's marker line) has no protocol
 /// cancel, and is signalled at once rather than after [`PROTOCOL_CANCEL_WAIT`].
-fn opened_driver(launch: &crate::agents::Launch, raw_log: &std::path::Path) -> Box<dyn crate::driver::Driver> {
+fn opened_driver(launch: &crate::launch::LaunchPlan, raw_log: &std::path::Path) -> Box<dyn crate::driver::Driver> {
     let mut driver = crate::driver::for_launch(launch);
     if matches!(launch.driver_kind(), crate::driver::DriverKind::Acp | crate::driver::DriverKind::CodexAppServer) {
         let mut head = Vec::new();
@@ -121,11 +121,17 @@ mod tests {
     use crate::oacp::Mode;
     use crate::provider::{self, Invocation};
 
-    fn codex_app_launch() -> crate::agents::Launch {
+    fn codex_app_launch() -> crate::launch::LaunchPlan {
         let inv = Invocation::bare("do it", Mode::Write);
-        let planned =
-            provider::acp::with_fallback(provider::codex_app::launch(&inv), provider::build_launch("codex", &inv));
-        crate::agents::Launch { parser: "codex".into(), stdin: planned.stdin, ..Default::default() }
+        let planned = provider::acp::with_fallback(
+            provider::codex_app::launch(&inv),
+            provider::build_launch(crate::launch::ProviderId::Codex, &inv),
+        );
+        crate::launch::LaunchPlan {
+            provider: crate::launch::ProviderId::Codex,
+            stdin: planned.stdin,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -137,7 +143,7 @@ mod tests {
         std::fs::write(&raw, "").unwrap();
         assert!(opened_driver(&launch, &raw).cancel_line(Some("th_1")).is_some());
         // The supervisor's marker, then `codex exec --json`: no protocol to cancel through.
-        let marker = crate::driver::opening::fallback_marker(crate::driver::SessionProtocol::CodexAppServer);
+        let marker = crate::supervisor::opening::fallback_marker(crate::driver::SessionProtocol::CodexAppServer);
         std::fs::write(&raw, format!("{marker}: the agent ended before answering initialize\n{{\"type\":\"thread.started\",\"thread_id\":\"th_1\"}}\n")).unwrap();
         assert!(opened_driver(&launch, &raw).cancel_line(Some("th_1")).is_none());
         // A long run's raw.log: the marker near its start is what counts.

@@ -10,9 +10,11 @@ use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::oacp::EventBody;
 use crate::store::{QuestionRecord, TaskRecord};
-use crate::supervisor::{self};
 
 use super::*;
+
+/// Default wait of `ask_orchestrator` (5 minutes; never past the task's deadline).
+pub const ASK_DEFAULT_MS: u64 = 5 * 60 * 1000;
 
 impl Engine {
     // ---------------------------------------------------------------- channel
@@ -144,7 +146,7 @@ impl Engine {
         // so a report taken as `channel` came over the channel.
         let path = Self::task_dir(&record).channel_report();
         let body = serde_json::to_vec_pretty(&report).map_err(|e| Error::Internal(e.to_string()))?;
-        supervisor::write_atomic(&path, &body).map_err(|e| Error::io_at("cannot write", &path, e))?;
+        crate::safe_fs::write_atomic(&path, &body).map_err(|e| Error::io_at("cannot write", &path, e))?;
         self.emit_events(
             &record.id,
             Path::new(&record.task_dir),
@@ -240,7 +242,7 @@ impl crate::runner::remote_channel::ChannelCalls for Engine {
                     self.channel_progress(&task_id, &message, pct).map(|seq| ChannelReply::Progress { seq })
                 }
                 ChannelCall::Ask { question, options, timeout_ms, question_id, .. } => {
-                    let ms = if timeout_ms == 0 { crate::rpc::ASK_DEFAULT_MS } else { timeout_ms };
+                    let ms = if timeout_ms == 0 { ASK_DEFAULT_MS } else { timeout_ms };
                     self.channel_ask(&task_id, &question, options, Duration::from_millis(ms), Some(&question_id))
                         .await
                         .map(|(question_id, answered, answer)| ChannelReply::Answer { question_id, answered, answer })

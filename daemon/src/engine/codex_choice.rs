@@ -9,6 +9,7 @@ use std::path::Path;
 use crate::provider::{self, Invocation, Launch};
 
 use super::Engine;
+use crate::launch::ProviderId;
 
 /// Set to `exec` to keep every codex task on `codex exec --json` (or `app-server` to use it
 /// whatever the version says).
@@ -19,8 +20,8 @@ impl Engine {
     /// task continues its thread through `thread/resume`); `None` for every other provider and
     /// for a codex without the subcommand. `codex exec --json` (with `exec resume` for a resumed
     /// task) goes in as the fallback the supervisor runs when the app-server cannot be opened.
-    pub(super) fn codex_app_launch(&self, provider_id: &str, program: &Path, inv: &Invocation) -> Option<Launch> {
-        if provider_id != "codex" {
+    pub(super) fn codex_app_launch(&self, provider_id: ProviderId, program: &Path, inv: &Invocation) -> Option<Launch> {
+        if provider_id != ProviderId::Codex {
             return None;
         }
         let use_app = match std::env::var(CODEX_PROTOCOL_ENV).ok().as_deref() {
@@ -33,7 +34,10 @@ impl Engine {
                 .is_some_and(|v| provider::codex_app::has_app_server(&v)),
         };
         use_app.then(|| {
-            provider::acp::with_fallback(provider::codex_app::launch(inv), provider::build_launch("codex", inv))
+            provider::acp::with_fallback(
+                provider::codex_app::launch(inv),
+                provider::build_launch(ProviderId::Codex, inv),
+            )
         })
     }
 }

@@ -4,15 +4,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::agents::{self, Launch, TokenValues};
+use crate::agents::{self, TokenValues};
 use crate::clock::{now_ms, rfc3339};
 use crate::config::{IsolationPref, project_root};
 use crate::error::{Error, Result};
+use crate::launch::LaunchPlan;
+use crate::launch::ProviderId;
 use crate::oacp::{Isolation, Mode, TASK_PROTOCOL, TaskDoc};
 use crate::provider::{self};
 use crate::resolve::{self, AgentTarget};
 use crate::store::{TaskRecord, TaskStatus};
-use crate::supervisor::{self};
+
 use crate::workshop;
 
 use super::*;
@@ -137,12 +139,12 @@ impl Engine {
         }
         // Where it runs (`[runner]`, issue 16): per delegation, role or project.
         let asked = match input.runner.as_deref().filter(|r| !r.trim().is_empty()) {
-            Some(r) => Some(crate::runner::settings::RunnerKind::parse(r).map_err(Error::Invalid)?),
+            Some(r) => Some(crate::launch::runner::RunnerKind::parse(r).map_err(Error::Invalid)?),
             None => None,
         };
         let role_runner =
             resolution.role.as_ref().and_then(|r| config.role_runner.get(&r.name).map(|k| (r.name.as_str(), *k)));
-        let (kind, chosen_by) = crate::runner::settings::choose(asked, role_runner, config.runner.kind);
+        let (kind, chosen_by) = crate::launch::runner::choose(asked, role_runner, config.runner.kind);
         let kube = config
             .runner
             .for_kind(kind)
@@ -294,13 +296,13 @@ impl Engine {
                 } else {
                     provider::Stdin::default()
                 };
-                Launch {
+                LaunchPlan {
                     program: program.display().to_string(),
                     args,
                     secret_env: def.env.keys().cloned().collect(),
-                    parser: provider::GENERIC.to_owned(),
+                    provider: ProviderId::Generic,
                     stdin,
-                    ..Launch::default()
+                    ..LaunchPlan::default()
                 }
             }
             AgentTarget::Provider { spec, program } => {
@@ -332,7 +334,7 @@ impl Engine {
                     network: resolution.network.request,
                 };
                 // A provider that speaks a session protocol is driven through it (adapter data).
-                let built = provider::acp::launch(spec.id, &invocation)
+                let built = provider::acp::launch(spec.id.as_str(), &invocation)
                     .map(|acp| provider::acp::with_fallback(acp, provider::build_launch(spec.id, &invocation)))
                     .or_else(|| self.codex_app_launch(spec.id, program, &invocation))
                     .or_else(|| provider::build_launch(spec.id, &invocation))
@@ -346,14 +348,14 @@ impl Engine {
                     }
                     std::fs::write(&path, content).map_err(|e| Error::io_at("cannot write", &path, e))?;
                 }
-                Launch {
+                LaunchPlan {
                     program: program.display().to_string(),
                     args: built.args,
                     env: built.env,
-                    parser: spec.id.to_owned(),
+                    provider: spec.id,
                     native_report: schema_path.is_some(),
                     stdin: built.stdin,
-                    ..Launch::default()
+                    ..LaunchPlan::default()
                 }
             }
         };
@@ -372,7 +374,7 @@ impl Engine {
         }
         // gemini skips its own folder-trust check only in a folder the user
         // trusted with `caesar trust` (issue 19); elsewhere it decides itself.
-        if launch.parser == "gemini"
+        if launch.provider == ProviderId::Gemini
             && !(config.untrusted.is_empty()
                 && crate::trust::TrustStore::new(&self.paths.state_dir).trusts_folder(&project))
         {
@@ -382,7 +384,7 @@ impl Engine {
         launch.findings.append(&mut launch_findings);
         launch.channel = channel;
         launch.parent = parent.map(|p| p.id.clone());
-        launch.plan = Some(agents::WorkshopPlan {
+        launch.plan = Some(crate::launch::WorkshopPlan {
             isolation: match isolation {
                 Isolation::Worktree => IsolationPref::Worktree,
                 Isolation::Inplace => IsolationPref::Inplace,
@@ -403,7 +405,7 @@ impl Engine {
             // only carries an interrupt, and gives up where exec is forbidden).
             let stdin = match &launch.stdin {
                 crate::provider::Stdin::Null | crate::provider::Stdin::Prompt => false,
-                crate::provider::Stdin::Control { .. } => crate::provider::asks_on_stdin(&launch.parser, &launch.args),
+                crate::provider::Stdin::Control { .. } => crate::provider::asks_on_stdin(launch.provider, &launch.args),
                 crate::provider::Stdin::Session { .. } => true,
             };
             crate::runner::multi::preflight(&k, &id, stdin, launch.channel).await.map_err(Error::Precondition)?;
@@ -411,7 +413,7 @@ impl Engine {
         launch.lifecycle = lifecycle;
         launch.verify = verify_commands;
         let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
-        supervisor::write_atomic(&dir.task_json(), &task_json)
+        crate::safe_fs::write_atomic(&dir.task_json(), &task_json)
             .map_err(|e| Error::io_at("cannot write", &dir.task_json(), e))?;
 
         let record = TaskRecord {
@@ -481,10 +483,10 @@ impl Engine {
 
 /// Providers that read a per-run MCP server only from a file in the
 /// project: injecting the channel would write into the user's tree.
-pub(super) fn needs_workspace_files(provider: &str, resuming: bool) -> bool {
+pub(super) fn needs_workspace_files(provider: ProviderId, resuming: bool) -> bool {
     // An ACP agent gets the channel through session/new's mcpServers instead.
-    matches!(provider, "gemini" | "qwen" | "cursor-agent" | "grok")
-        && !provider::acp::runs_as_session(provider, resuming)
+    provider::adapter(provider).is_some_and(|a| a.mcp_from_workspace)
+        && !provider::acp::runs_as_session(provider.as_str(), resuming)
 }
 
 /// The directory of a task being delegated, removed on drop unless the task
@@ -509,7 +511,7 @@ impl Drop for UnrecordedDir {
 /// How the launch hands the prompt over (issue 19): on stdin, inside a stdin
 /// protocol, or in argv where the token stands there; `None` for a template
 /// with no `{{prompt}}` (the agent reads task.json).
-fn prompt_way(launch: &Launch) -> Option<crate::prompt::Via> {
+fn prompt_way(launch: &LaunchPlan) -> Option<crate::prompt::Via> {
     match launch.stdin {
         provider::Stdin::Prompt => Some(crate::prompt::Via::Stdin),
         provider::Stdin::Control { .. } | provider::Stdin::Session { .. } => Some(crate::prompt::Via::Protocol),
@@ -520,10 +522,10 @@ fn prompt_way(launch: &Launch) -> Option<crate::prompt::Via> {
 
 /// A session's stream fallback whose argv could not carry this prompt is
 /// dropped (it would fail with E2BIG at spawn); returns why, for a finding.
-fn drop_unfit_fallback(launch: &mut Launch, agent: &str, prompt_bytes: usize) -> Option<String> {
+fn drop_unfit_fallback(launch: &mut LaunchPlan, agent: &str, prompt_bytes: usize) -> Option<String> {
     let provider::Stdin::Session { opening, .. } = &mut launch.stdin else { return None };
     let mut v: serde_json::Value = serde_json::from_str(opening).ok()?;
-    let fallback: crate::driver::opening::Fallback = serde_json::from_value(v.get("fallback")?.clone()).ok()?;
+    let fallback: crate::supervisor::opening::Fallback = serde_json::from_value(v.get("fallback")?.clone()).ok()?;
     let why = crate::prompt::check_args(agent, &launch.program, &fallback.args, prompt_bytes).err()?;
     v.as_object_mut()?.remove("fallback");
     *opening = v.to_string();
@@ -536,14 +538,19 @@ mod tests {
 
     /// cursor-agent's ACP launch with its stream fallback (the prompt in argv), built as
     /// delegation builds it.
-    fn cursor() -> Launch {
+    fn cursor() -> LaunchPlan {
         let inv = provider::Invocation::bare(crate::prompt::TOKEN, Mode::ReadOnly);
         let acp = provider::acp::launch("cursor-agent", &inv).unwrap();
-        let built = provider::acp::with_fallback(acp, provider::build_launch("cursor-agent", &inv));
-        Launch { program: "/bin/cursor-agent".into(), args: built.args, stdin: built.stdin, ..Launch::default() }
+        let built = provider::acp::with_fallback(acp, provider::build_launch(ProviderId::CursorAgent, &inv));
+        LaunchPlan {
+            program: "/bin/cursor-agent".into(),
+            args: built.args,
+            stdin: built.stdin,
+            ..LaunchPlan::default()
+        }
     }
 
-    fn has_fallback(l: &Launch) -> bool {
+    fn has_fallback(l: &LaunchPlan) -> bool {
         let provider::Stdin::Session { opening, .. } = &l.stdin else { return false };
         serde_json::from_str::<serde_json::Value>(opening).unwrap().get("fallback").is_some()
     }
@@ -555,8 +562,8 @@ mod tests {
         assert!(has_fallback(&l) && drop_unfit_fallback(&mut l, "cursor-agent", 1000).is_none() && has_fallback(&l));
         let why = drop_unfit_fallback(&mut l, "cursor-agent", 200 * 1024).expect("dropped");
         assert!(why.contains("MAX_ARG_STRLEN") && !has_fallback(&l), "{why}");
-        let argv = Launch { args: vec!["-p".into(), crate::prompt::TOKEN.into()], ..Launch::default() };
+        let argv = LaunchPlan { args: vec!["-p".into(), crate::prompt::TOKEN.into()], ..LaunchPlan::default() };
         assert_eq!(prompt_way(&argv), Some(crate::prompt::Via::Argv));
-        assert_eq!(prompt_way(&Launch::default()), None, "a template without {{prompt}}");
+        assert_eq!(prompt_way(&LaunchPlan::default()), None, "a template without {{prompt}}");
     }
 }

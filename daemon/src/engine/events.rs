@@ -187,27 +187,25 @@ impl Engine {
     pub(super) fn repair_events_file(&self, id: &str, task_dir: &Path, stored: u64) {
         let file = TaskDir::new(task_dir).events();
         // The agent can write here: opened as a regular file only, never
-        // through a link or a FIFO.
-        let text = crate::safe_fs::open_regular(&file)
-            .and_then(|mut f| {
-                let mut bytes = Vec::new();
-                std::io::Read::read_to_end(&mut f, &mut bytes).map(|_| bytes)
-            })
-            .unwrap_or_default();
-        let mut kept = 0u64;
-        let mut end = 0usize;
-        for (i, b) in text.iter().enumerate() {
-            if *b == b'\n' {
-                if kept == stored {
-                    break;
-                }
-                kept += 1;
-                end = i + 1;
+        // through a link or a FIFO, and read in pieces no further than the
+        // stored events' own length (issue 29: a 3 GiB file was read whole).
+        let expected = match self.store.events_bytes(id) {
+            Ok(n) => n,
+            Err(e) => {
+                warn!(task_id = %id, "cannot measure the stored events to repair {}: {e}", file.display());
+                return;
             }
-        }
-        if end < text.len() {
+        };
+        let (kept, end, len) = crate::safe_fs::open_regular(&file)
+            .and_then(|f| {
+                let len = f.metadata()?.len();
+                let (kept, end) = count_lines(f, stored, expected)?;
+                Ok((kept, end, len))
+            })
+            .unwrap_or((0, 0, 0));
+        if end < len {
             warn!(task_id = %id, "events.jsonl had lines past the stored events: cut back");
-            if let Err(e) = crate::safe_fs::truncate_regular(&file, end as u64) {
+            if let Err(e) = crate::safe_fs::truncate_regular(&file, end) {
                 warn!(task_id = %id, "cannot cut {} back: {e}", file.display());
             }
         }
@@ -232,7 +230,52 @@ impl Engine {
     }
 }
 
+/// The first `want` lines of `from`, read in pieces and no further than
+/// `max` bytes: how many there are, and the offset past the last.
+fn count_lines(from: impl std::io::Read, want: u64, max: u64) -> std::io::Result<(u64, u64)> {
+    use std::io::Read;
+    let mut from = from.take(max);
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut kept, mut end, mut at) = (0u64, 0u64, 0u64);
+    while kept < want {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        for (i, b) in buf[..n].iter().enumerate() {
+            if *b == b'\n' {
+                kept += 1;
+                end = at + i as u64 + 1;
+                if kept == want {
+                    break;
+                }
+            }
+        }
+        at += n as u64;
+    }
+    Ok((kept, end))
+}
+
 fn append_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     crate::safe_fs::open_append_regular(path)?.write_all(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_lines;
+    use std::io::Read;
+
+    #[test]
+    fn lines_are_counted_no_further_than_asked() {
+        assert_eq!(count_lines(&b"a\nbb\nccc\n"[..], 2, 100).unwrap(), (2, 5));
+        assert_eq!(count_lines(&b"a\nbb\nccc\n"[..], 9, 100).unwrap(), (3, 9));
+        // Past `max` nothing is read: a line there is not counted.
+        assert_eq!(count_lines(&b"a\nbb\nccc\n"[..], 3, 5).unwrap(), (2, 5));
+        // A huge file without a newline is read only up to `max`.
+        let endless = std::io::repeat(0).take(u64::MAX);
+        assert_eq!(count_lines(endless, 1, 1 << 20).unwrap(), (0, 0));
+    }
 }

@@ -12,6 +12,8 @@
 //! it ended, and again by recovery if a daemon died in between. A redone
 //! conclusion finds the stored fallback and keeps its id, and a delegation
 //! under an id that exists is never made: no attempt is lost or doubled.
+//!
+//! The design beside its neighbours: `docs/design/orchestration.md`.
 
 use std::path::Path;
 

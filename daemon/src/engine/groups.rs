@@ -7,6 +7,8 @@
 //!
 //! The conflict radar itself (footprints, the background refresh, who
 //! meets whom) is `radar.rs`; a summary's overlaps read its cache.
+//!
+//! The design beside its neighbours: `docs/design/orchestration.md`.
 
 use std::path::PathBuf;
 use std::sync::Arc;

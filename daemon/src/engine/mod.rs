@@ -80,6 +80,7 @@ mod parking;
 
 pub use authority::{Caller, reaches as authority_reaches};
 pub use budget::{Meter, Tally};
+pub use channel::ASK_DEFAULT_MS;
 use conclude::Exit;
 pub use fallback::{AttemptView, BudgetView, LifecycleView};
 use monitor::Run;
@@ -154,6 +155,11 @@ const REPLAY_PAGE: u32 = 128;
 
 /// The most events one `Logs` call returns.
 pub const MAX_LOG_EVENTS: u32 = 10_000;
+/// The most bytes of events one `Logs` answer carries (issue 29: 10,000
+/// large events made a 264 MB answer): the newest that fit, the answer's
+/// `total_events` saying how many there are; `WatchEvents` (`caesar logs
+/// --follow`) pages through them all.
+pub const LOG_EVENTS_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// The default cap of a task's raw.log: 256 MiB (`CAESAR_RAW_LOG_MAX_BYTES`).
 pub const DEFAULT_RAW_LOG_CAP: u64 = 256 * 1024 * 1024;
 /// How many characters of the agent's reply a snapshot shows.

@@ -48,6 +48,18 @@ impl<'a> Parent<'a> {
 /// what it asked beyond them. `depth` is always the parent's plus one.
 pub fn narrow(parent: &Parent<'_>, input: &mut DelegateInput) -> Result<()> {
     input.depth = parent.depth + 1;
+    // A command of the request's own would run with the daemon's authority,
+    // outside the parent's confinement (issue 29): a nested delegation
+    // carries none; the role's `verify` from the user's trusted config still
+    // applies.
+    if let Some(cmd) = input.verify.iter().find(|c| !c.trim().is_empty()) {
+        return Err(Error::Refused(format!(
+            "`verify` is refused: this delegation comes from task {}, and a delegation from inside a task may carry no command of its own (it asked to run `{}`). Only the user's own delegation or the user's trusted config (a role's `verify`) names commands: leave `verify` out, or ask the orchestrator for the check",
+            parent.id,
+            cmd.chars().take(200).collect::<String>()
+        )));
+    }
+    input.verify.clear();
     if parent.mode == Mode::ReadOnly {
         match input.mode.as_deref().filter(|m| !m.is_empty()).map(Mode::parse) {
             Some(Some(Mode::Write)) => {
@@ -117,6 +129,9 @@ mod tests {
         assert_eq!((input.depth, input.mode.as_deref(), input.network.as_deref()), (3, Some("read-only"), Some("off")));
         let mut wide = DelegateInput { mode: Some("write".into()), ..DelegateInput::default() };
         assert!(narrow(&ro, &mut wide).unwrap_err().to_string().contains("`mode` write"));
+        let mut verify = DelegateInput { verify: vec!["touch ~/.bashrc".into()], ..DelegateInput::default() };
+        let said = narrow(&ro, &mut verify).unwrap_err().to_string();
+        assert!(said.contains("`verify` is refused") && said.contains("touch ~/.bashrc"), "{said}");
         let mut net = DelegateInput { network: Some("on".into()), ..DelegateInput::default() };
         assert!(narrow(&ro, &mut net).unwrap_err().to_string().contains("`network` on"));
 

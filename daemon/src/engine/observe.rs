@@ -202,7 +202,7 @@ impl Engine {
                 ..Logs::default()
             });
         }
-        let events = self.store.last_events(id, limit.clamp(1, MAX_LOG_EVENTS))?;
+        let events = self.store.last_events(id, limit.clamp(1, MAX_LOG_EVENTS), LOG_EVENTS_MAX_BYTES)?;
         Ok(Logs { total_events: record.event_count, events, ..Logs::default() })
     }
 

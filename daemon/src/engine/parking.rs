@@ -25,6 +25,8 @@
 //! either. A reset later than the task's deadline is never parked: the
 //! resumed attempt gets what is left of the deadline, at least
 //! [`MIN_RESUMED_MS`].
+//!
+//! The design beside its neighbours: `docs/design/orchestration.md`.
 
 use std::sync::Arc;
 

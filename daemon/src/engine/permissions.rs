@@ -1,5 +1,7 @@
 //! The permission bridge: a CLI's permission prompts become durable questions,
 //! and their answers go back on the agent's stdin, exactly once.
+//!
+//! The design beside its neighbours: `docs/design/sessions.md`.
 
 use tracing::{info, warn};
 

@@ -22,7 +22,7 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::oacp::{Isolation, TaskDoc};
 use crate::store::{TaskRecord, TaskStatus};
-use crate::supervisor;
+
 use crate::workshop::{self, Prepared};
 
 use super::*;
@@ -144,7 +144,7 @@ impl Engine {
                 doc.workspace = prepared.workdir.display().to_string();
                 serde_json::to_vec_pretty(&doc).map_err(|e| e.to_string())
             })
-            .and_then(|bytes| supervisor::write_atomic(&path, &bytes).map_err(|e| e.to_string()));
+            .and_then(|bytes| crate::safe_fs::write_atomic(&path, &bytes).map_err(|e| e.to_string()));
         if let Err(e) = rewritten {
             warn!(task_id = %record.id, "cannot update {} with the worktree: {e}", path.display());
         }

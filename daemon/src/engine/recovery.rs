@@ -85,7 +85,7 @@ impl Engine {
                     let live = self.make_live(&record.id, TaskStatus::Running, record.event_count);
                     let event = (record.event_count == 0).then(|| EventBody::Started {
                         agent: record.agent.clone(),
-                        command: record.launch.display(),
+                        command: crate::prompt::command_line(&record.launch),
                         protections: None,
                     });
                     self.emit_with(&record.id, dir.root(), &live, event.into_iter().collect(), |events| {

@@ -46,7 +46,7 @@ impl Engine {
             ("CAESAR_AGENT".to_owned(), record.agent.clone()),
             ("CAESAR_DEPTH".to_owned(), (record.depth + 1).to_string()),
             // Which adapter's variables the runner passes (`agent_env.rs`).
-            ("CAESAR_PROVIDER".to_owned(), launch.parser.clone()),
+            ("CAESAR_PROVIDER".to_owned(), launch.provider.to_string()),
         ];
         env.extend(launch.env.iter().cloned());
         if !launch.secret_env.is_empty() {
@@ -95,9 +95,9 @@ impl Engine {
             shield.push(crate::config::project_root(&workspace));
         }
         let mut sandbox = if read_only {
-            crate::sandbox::for_task(read_only, dir.root(), &workdir, &launch.parser, &env)
+            crate::sandbox::for_task(read_only, dir.root(), &workdir, launch.provider, &env)
         } else {
-            crate::sandbox::for_write_task(dir.root(), &workdir, &shield, &launch.parser, &env)
+            crate::sandbox::for_write_task(dir.root(), &workdir, &shield, launch.provider, &env)
         };
         if read_only && sandbox.confine_writes {
             sandbox.shield = shield;
@@ -116,7 +116,7 @@ impl Engine {
             sandbox.expose = crate::sandbox::exposed(dir.root(), &workdir, &workspace, &self.paths.socket, &env);
         }
         env.push((crate::sandbox::ENV.to_owned(), serde_json::to_string(&sandbox).unwrap_or_default()));
-        let protections = crate::sandbox::describe_for(read_only, &launch.parser);
+        let protections = crate::sandbox::describe_for(read_only, launch.provider);
         // A protocol's first lines get the prompt now, from the task's
         // prompt file (the stored launch holds its token; `prompt.rs`).
         // Arguments and a prompt on stdin get it from the supervisor.
@@ -172,7 +172,7 @@ impl Engine {
         };
         let event = EventBody::Started {
             agent: record.agent.clone(),
-            command: launch.display(),
+            command: crate::prompt::command_line(launch),
             protections: Some(protections),
         };
         self.emit_with(&record.id, dir.root(), &live, vec![event], |events| {

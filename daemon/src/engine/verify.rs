@@ -6,6 +6,8 @@
 //! stored in the daemon's own table before the task concludes, so a daemon
 //! killed meanwhile re-runs it (after killing what the earlier one left), and
 //! an agent cannot forge it through the task directory.
+//!
+//! The design beside its neighbours: `docs/design/orchestration.md`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

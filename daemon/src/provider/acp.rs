@@ -10,7 +10,7 @@
 //! to `session/prompt` (`stopReason`). qwen also sends its own `craft/drainMidTurnQueue` request,
 //! which gets a "method not found" error. Only the ids 1 (initialize), 2 (session/new) and 3
 //! (session/prompt) are caesar's; the supervisor sends those three (see
-//! [`crate::driver::opening`]), the daemon only answers and cancels.
+//! the supervisor's session opening), the daemon only answers and cancels.
 
 use serde_json::{Value, json};
 
@@ -217,7 +217,7 @@ pub fn launch(id: &str, inv: &Invocation) -> Option<Launch> {
         && let Ok(mut v) = serde_json::from_str::<Value>(opening)
     {
         // The supervisor continues it with session/resume or session/load where the agent
-        // advertises either (see crate::driver::opening), else opens a new one.
+        // advertises either (see the supervisor's session opening), else opens a new one.
         v["resume"] = Value::from(id);
         *opening = v.to_string();
     }
@@ -225,7 +225,7 @@ pub fn launch(id: &str, inv: &Invocation) -> Option<Launch> {
 }
 
 /// `acp` with the provider's one-shot stream launch as its fallback (see
-/// [`crate::driver::opening::Fallback`]): its argv and environment go in the opening, its task
+/// the opening's `Fallback`): its argv and environment go in the opening, its task
 /// files with the session's. A stream that needs stdin (a control protocol) or files in the
 /// workspace (the channel of gemini, qwen, cursor-agent and grok) runs without those: the
 /// fallback is a one-shot run without the return channel there.
@@ -252,7 +252,7 @@ pub fn with_fallback(mut acp: Launch, stream: Option<Launch>) -> Launch {
 /// the agent answers (session/new with the return channel, then the prompt).
 pub fn session_stdin(cwd: &str, mcp: Option<&McpServer>, prompt: &str) -> Stdin {
     Stdin::Session {
-        protocol: crate::driver::SessionProtocol::Acp,
+        protocol: crate::launch::SessionProtocol::Acp,
         initial: initialize_line(),
         opening: opening(cwd, mcp, prompt).to_string(),
     }

@@ -73,13 +73,17 @@ fn a_resumed_task_carries_its_session_and_the_stream_fallback_its_argv() {
     // gemini's session/load loses the session it loads: a resumed gemini task is a stream run.
     assert!(launch("gemini", &inv(Mode::ReadOnly, None, None, Some("sess-9"))).is_none());
     let i = inv(Mode::ReadOnly, None, None, Some("sess-9"));
-    let with = with_fallback(launch("copilot", &i).unwrap(), crate::provider::build_launch("copilot", &i));
+    let with = with_fallback(
+        launch("copilot", &i).unwrap(),
+        crate::provider::build_launch(crate::launch::ProviderId::of("copilot"), &i),
+    );
     let fallback = &opening_of(&with)["fallback"];
     let argv: Vec<&str> = fallback["args"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert!(argv.contains(&"--output-format") && argv.contains(&"--resume=sess-9"), "{argv:?}");
     assert!(fallback["env"].to_string().contains("COPILOT_AUTO_UPDATE"));
     // claude's stream needs its stdin: no fallback is offered for a launch like that.
-    let claude = crate::provider::build_launch("claude", &inv(Mode::Write, None, None, None));
+    let claude =
+        crate::provider::build_launch(crate::launch::ProviderId::of("claude"), &inv(Mode::Write, None, None, None));
     let same = with_fallback(launch("opencode", &i).unwrap(), claude);
     assert!(opening_of(&same).get("fallback").is_none());
     // gemini's and copilot's streams read their prompt on stdin (issue 19): the fallback says
@@ -87,12 +91,18 @@ fn a_resumed_task_carries_its_session_and_the_stream_fallback_its_argv() {
     // resumed gemini task is no ACP session at all.)
     let fresh = inv(Mode::ReadOnly, None, None, None);
     for id in ["gemini", "copilot"] {
-        let g = with_fallback(launch(id, &fresh).unwrap(), crate::provider::build_launch(id, &fresh));
+        let g = with_fallback(
+            launch(id, &fresh).unwrap(),
+            crate::provider::build_launch(crate::launch::ProviderId::of(id), &fresh),
+        );
         let fallback = &opening_of(&g)["fallback"];
         assert_eq!(fallback["stdin_prompt"], true, "{id}: {fallback}");
         assert!(!fallback["args"].to_string().contains("do it"), "{id}: {fallback}");
     }
-    let c = with_fallback(launch("cursor-agent", &i).unwrap(), crate::provider::build_launch("cursor-agent", &i));
+    let c = with_fallback(
+        launch("cursor-agent", &i).unwrap(),
+        crate::provider::build_launch(crate::launch::ProviderId::of("cursor-agent"), &i),
+    );
     let fallback = opening_of(&c)["fallback"].to_string();
     assert!(fallback.contains("do it") && !fallback.contains("stdin_prompt"), "{fallback}");
 }

@@ -11,7 +11,7 @@ use super::{
 use crate::oacp::{EventBody, Mode, Usage};
 
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
-    id: "antigravity",
+    id: crate::launch::ProviderId::Antigravity,
     display_name: "Antigravity",
     default_bin: "agy",
     capabilities: Capabilities {
@@ -29,6 +29,13 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     },
     efforts: &[],
     version_args: &["--version"],
+    env_prefixes: &["ANTIGRAVITY_", "GEMINI_", "GOOGLE_"],
+    state_dirs: &[],
+    install: None,
+    own_sandbox: false,
+    mcp_from_workspace: false,
+    launch,
+    parser: AgyParser::new_boxed,
 };
 
 pub(super) fn launch(inv: &Invocation) -> Launch {
@@ -115,5 +122,12 @@ impl AgyParser {
         } else if !response.is_empty() {
             p.final_text = Some(response.to_owned());
         }
+    }
+}
+
+impl AgyParser {
+    /// A fresh parser, as the adapter table names it.
+    pub(super) fn new_boxed() -> Box<dyn super::LineParser> {
+        Box::new(AgyParser::default())
     }
 }

@@ -16,7 +16,7 @@ use super::{
 use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
-    id: "claude",
+    id: crate::launch::ProviderId::Claude,
     display_name: "Claude Code",
     default_bin: "claude",
     capabilities: Capabilities {
@@ -33,6 +33,13 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     // help/claude.txt: --effort <level> (low, medium, high, xhigh, max)
     efforts: &["low", "medium", "high", "xhigh", "max"],
     version_args: &["--version"],
+    env_prefixes: &["ANTHROPIC_", "CLAUDE_", "DISABLE_", "MCP_", "AWS_", "CLOUD_ML_REGION", "VERTEX_"],
+    state_dirs: &[".claude", ".claude.json", ".claude.json.backup"],
+    install: Some("npm install -g @anthropic-ai/claude-code"),
+    own_sandbox: false,
+    mcp_from_workspace: false,
+    launch,
+    parser: ClaudeParser::new_boxed,
 };
 
 /// The line that ends claude's turn in stream-json; after it the supervisor closes stdin.
@@ -422,5 +429,12 @@ fn content_text(content: Option<&Value>) -> String {
         Some(Value::String(t)) => t.clone(),
         Some(Value::Array(items)) => items.iter().filter_map(|i| str_at(i, "text")).collect::<Vec<_>>().join("\n"),
         _ => String::new(),
+    }
+}
+
+impl ClaudeParser {
+    /// A fresh parser, as the adapter table names it.
+    pub(super) fn new_boxed() -> Box<dyn super::LineParser> {
+        Box::new(ClaudeParser::default())
     }
 }

@@ -12,7 +12,7 @@ use super::{
 use crate::oacp::Mode;
 
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
-    id: "codebuddy",
+    id: crate::launch::ProviderId::Codebuddy,
     display_name: "CodeBuddy Code",
     default_bin: "codebuddy",
     capabilities: Capabilities {
@@ -26,6 +26,13 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     },
     efforts: &[],
     version_args: &["--version"],
+    env_prefixes: &["CODEBUDDY_"],
+    state_dirs: &[],
+    install: None,
+    own_sandbox: false,
+    mcp_from_workspace: false,
+    launch,
+    parser: super::claude::ClaudeParser::new_boxed,
 };
 
 pub(super) fn launch(inv: &Invocation) -> Launch {

@@ -14,7 +14,7 @@ use super::{
 use crate::oacp::{Mode, Usage};
 
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
-    id: "codex",
+    id: crate::launch::ProviderId::Codex,
     display_name: "Codex CLI",
     default_bin: "codex",
     capabilities: Capabilities {
@@ -30,6 +30,13 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     // model_reasoning_effort values of codex-rs config (only "high" was exercised [V]).
     efforts: &["minimal", "low", "medium", "high", "xhigh"],
     version_args: &["--version"],
+    env_prefixes: &["OPENAI_", "CODEX_", "AZURE_OPENAI_"],
+    state_dirs: &[".codex"],
+    install: Some("npm install -g @openai/codex"),
+    own_sandbox: true,
+    mcp_from_workspace: false,
+    launch,
+    parser: CodexParser::new_boxed,
 };
 
 /// The override that keeps `/tmp` out of codex's workspace-write roots
@@ -210,4 +217,11 @@ fn is_tracing_line(line: &str) -> bool {
         && ts.get(4) == Some(&b'-')
         && ts.get(10) == Some(&b'T')
         && matches!(level, "ERROR" | "WARN" | "INFO" | "DEBUG" | "TRACE")
+}
+
+impl CodexParser {
+    /// A fresh parser, as the adapter table names it.
+    pub(super) fn new_boxed() -> Box<dyn super::LineParser> {
+        Box::new(CodexParser::default())
+    }
 }

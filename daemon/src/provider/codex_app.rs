@@ -22,7 +22,7 @@
 //!   `{httpConnectionFailed: {httpStatusCode: 401}}` ([V]).
 //!
 //! Only the ids 1 (initialize), 2 (thread/start), 3 (turn/start) and 4 (turn/interrupt) are
-//! caesar's; the supervisor sends the first three ([`crate::driver::codex_opening`]).
+//! caesar's; the supervisor sends the first three (its codex opening).
 
 use std::collections::HashMap;
 
@@ -65,7 +65,7 @@ pub fn launch(inv: &Invocation) -> Launch {
     Launch {
         args: vec![s("app-server")],
         stdin: Stdin::Session {
-            protocol: crate::driver::SessionProtocol::CodexAppServer,
+            protocol: crate::launch::SessionProtocol::CodexAppServer,
             initial: initialize_line(),
             opening: opening(inv).to_string(),
         },
@@ -88,7 +88,7 @@ pub fn initialize_line() -> String {
 /// for write tasks, read-only for read-only ones) without asking, as `codex exec` does, and asks
 /// when it wants out of it (a command it runs with escalated permissions, a change outside the
 /// writable roots) — [V] a plain `touch` ran unasked, the same with `require_escalated` asked.
-/// In a read-only task caesar refuses what asks to write or run ([`crate::engine`]'s permission
+/// In a read-only task caesar refuses what asks to write or run (the engine's permission
 /// bridge). The return channel goes in through the thread's config overrides (the keys `-c`
 /// takes), its tools approved in advance.
 pub fn opening(inv: &Invocation) -> Value {
@@ -128,7 +128,7 @@ pub fn opening(inv: &Invocation) -> Value {
     }
     let mut opening = json!({"thread_start": thread, "turn_start": turn});
     if let Some(thread) = inv.resume_session {
-        // The supervisor sends `thread/resume` instead of `thread/start` (driver::codex_opening).
+        // The supervisor sends `thread/resume` instead of `thread/start` (the supervisor's codex opening).
         opening["resume"] = json!(thread);
     }
     opening

@@ -12,7 +12,7 @@ use super::{
 use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
-    id: "copilot",
+    id: crate::launch::ProviderId::Copilot,
     display_name: "GitHub Copilot CLI",
     default_bin: "copilot",
     capabilities: Capabilities {
@@ -28,6 +28,13 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     // [D] --effort; the documented range is wider (none..max), this is the safe core.
     efforts: &["low", "medium", "high"],
     version_args: &["--version"],
+    env_prefixes: &["COPILOT_", "GH_", "GITHUB_"],
+    state_dirs: &[".copilot", ".config/github-copilot"],
+    install: Some("npm install -g @github/copilot"),
+    own_sandbox: false,
+    mcp_from_workspace: false,
+    launch,
+    parser: CopilotParser::new_boxed,
 };
 
 pub(super) fn launch(inv: &Invocation) -> Launch {
@@ -173,5 +180,12 @@ impl CopilotParser {
         } else {
             self.base.classify_denial(p, msg);
         }
+    }
+}
+
+impl CopilotParser {
+    /// A fresh parser, as the adapter table names it.
+    pub(super) fn new_boxed() -> Box<dyn super::LineParser> {
+        Box::new(CopilotParser::default())
     }
 }

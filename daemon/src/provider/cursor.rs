@@ -11,7 +11,7 @@ use super::{
 use crate::oacp::{ChangeAction, Mode, Usage};
 
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
-    id: "cursor-agent",
+    id: crate::launch::ProviderId::CursorAgent,
     display_name: "Cursor Agent",
     default_bin: "cursor-agent",
     capabilities: Capabilities {
@@ -25,6 +25,13 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     },
     efforts: &[],
     version_args: &["--version"],
+    env_prefixes: &["CURSOR_"],
+    state_dirs: &[".cursor", ".config/cursor"],
+    install: None,
+    own_sandbox: false,
+    mcp_from_workspace: true,
+    launch,
+    parser: CursorParser::new_boxed,
 };
 
 pub(super) fn launch(inv: &Invocation) -> Launch {
@@ -180,4 +187,11 @@ fn assistant_text(v: &Value) -> String {
                 .collect::<String>()
         })
         .unwrap_or_default()
+}
+
+impl CursorParser {
+    /// A fresh parser, as the adapter table names it.
+    pub(super) fn new_boxed() -> Box<dyn super::LineParser> {
+        Box::new(CursorParser::default())
+    }
 }

@@ -12,7 +12,7 @@ use super::{
 use crate::oacp::{ChangeAction, Mode, Usage};
 
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
-    id: "gemini",
+    id: crate::launch::ProviderId::Gemini,
     display_name: "Gemini CLI",
     default_bin: "gemini",
     capabilities: Capabilities {
@@ -27,6 +27,13 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     },
     efforts: &[],
     version_args: &["--version"],
+    env_prefixes: &["GEMINI_", "GOOGLE_"],
+    state_dirs: &[".gemini"],
+    install: Some("npm install -g @google/gemini-cli"),
+    own_sandbox: false,
+    mcp_from_workspace: true,
+    launch,
+    parser: GeminiParser::new_boxed,
 };
 
 pub(super) fn launch(inv: &Invocation) -> Launch {
@@ -184,5 +191,12 @@ impl GeminiParser {
         } else {
             p.final_text = self.last_segment.clone();
         }
+    }
+}
+
+impl GeminiParser {
+    /// A fresh parser, as the adapter table names it.
+    pub(super) fn new_boxed() -> Box<dyn super::LineParser> {
+        Box::new(GeminiParser::default())
     }
 }

@@ -11,7 +11,7 @@ use super::{
 use crate::oacp::Mode;
 
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
-    id: "grok",
+    id: crate::launch::ProviderId::Grok,
     display_name: "Grok Build",
     default_bin: "grok",
     capabilities: Capabilities {
@@ -26,6 +26,13 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     },
     efforts: &["low", "medium", "high"],
     version_args: &["--version"],
+    env_prefixes: &["GROK_", "XAI_"],
+    state_dirs: &[],
+    install: None,
+    own_sandbox: false,
+    mcp_from_workspace: true,
+    launch,
+    parser: super::claude::ClaudeParser::new_boxed,
 };
 
 pub(super) fn launch(inv: &Invocation) -> Launch {

@@ -22,6 +22,7 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::launch::ProviderId;
 use crate::oacp::{Blocker, BlockerKind, ChangeAction, EventBody, Mode, ToolStatus, Usage};
 
 pub mod acp;
@@ -142,16 +143,44 @@ pub struct Capabilities {
     pub network: NetworkControl,
 }
 
-/// Static description of one provider.
+/// One provider's adapter: its static description and the pure functions
+/// that launch and read it. Everything caesar knows of a provider is here,
+/// found by its [`ProviderId`] ([`adapter`]), never by matching its id.
 #[derive(Debug, Serialize)]
 pub struct ProviderSpec {
-    pub id: &'static str,
+    pub id: ProviderId,
     pub display_name: &'static str,
     pub default_bin: &'static str,
     pub capabilities: Capabilities,
     /// Allowlisted reasoning-effort values, empty if none.
     pub efforts: &'static [&'static str],
     pub version_args: &'static [&'static str],
+    /// The prefixes of the environment variables an agent of this provider
+    /// gets from the daemon's environment (`agent_env.rs`).
+    #[serde(skip)]
+    pub env_prefixes: &'static [&'static str],
+    /// The state directories its CLI writes under `$HOME`, besides what its
+    /// environment names (the confinement leaves them writable).
+    #[serde(skip)]
+    pub state_dirs: &'static [&'static str],
+    /// How to install it, where it is an npm package.
+    #[serde(skip)]
+    pub install: Option<&'static str>,
+    /// The CLI confines a read-only run itself with the kernel (codex:
+    /// bubblewrap and Landlock), so caesar leaves its writes to it.
+    #[serde(skip)]
+    pub own_sandbox: bool,
+    /// The CLI reads a per-run MCP server only from a settings file in the
+    /// project, so the return channel cannot be injected as a one-shot
+    /// stream run (an ACP session gets it through `session/new`).
+    #[serde(skip)]
+    pub mcp_from_workspace: bool,
+    /// The one-shot stream launch: argv, environment and files.
+    #[serde(skip)]
+    pub launch: fn(&Invocation) -> Launch,
+    /// A fresh line parser of its output.
+    #[serde(skip)]
+    pub parser: fn() -> Box<dyn LineParser>,
 }
 
 /// One run to launch.
@@ -220,44 +249,22 @@ pub struct Launch {
     pub stdin: Stdin,
 }
 
-/// What an agent reads on stdin.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stdin {
-    /// `/dev/null`: every CLI that takes its prompt as an argument, because several append piped
-    /// stdin to the prompt.
-    #[default]
-    Null,
-    /// A line protocol the supervisor keeps open for the whole run, so that it outlives daemon
-    /// restarts: `initial` is written first, then each line the daemon writes to the task's
-    /// `stdin.fifo`. The supervisor closes the agent's stdin once the agent prints a line that
-    /// starts with `close_after` (the end of its turn), which is what makes the CLI exit.
-    Control { initial: String, close_after: String },
-    /// A two-way session protocol (ACP): the supervisor writes `initial` (the `initialize`
-    /// request), then carries out the rest of the opening in `opening` (session/new, then the
-    /// prompt) as the agent answers, so that a daemon restart mid-handshake can neither repeat
-    /// nor lose a step; it closes stdin once the prompt's turn has ended.
-    Session { protocol: crate::driver::SessionProtocol, initial: String, opening: String },
-    /// The prompt on stdin, then end of file (issue 19: prompts out of argv): the supervisor
-    /// writes the task's `prompt.txt` into a pipe and closes it. For the one-shot CLIs that read
-    /// a piped stdin as their prompt (codex `exec -`, gemini and qwen, opencode `run`).
-    Prompt,
-}
+pub use crate::launch::Stdin;
 
 /// The line that answers a permission request on the agent's stdin, for the providers whose
 /// control protocol caesar bridges; `None` for the others.
-pub fn permission_response(provider: &str, ask: &PermissionAsk, allow: bool, message: &str) -> Option<String> {
+pub fn permission_response(provider: ProviderId, ask: &PermissionAsk, allow: bool, message: &str) -> Option<String> {
     match provider {
-        "claude" => Some(claude::permission_response(&ask.request_id, allow, &ask.input, message)),
+        ProviderId::Claude => Some(claude::permission_response(&ask.request_id, allow, &ask.input, message)),
         _ => None,
     }
 }
 
 /// The line that interrupts the running turn through the CLI's control protocol, written
 /// before any signal on cancel; `None` for providers with no such request.
-pub fn interrupt_line(provider: &str) -> Option<String> {
+pub fn interrupt_line(provider: ProviderId) -> Option<String> {
     match provider {
-        "claude" => Some(claude::interrupt_line()),
+        ProviderId::Claude => Some(claude::interrupt_line()),
         _ => None,
     }
 }
@@ -265,15 +272,12 @@ pub fn interrupt_line(provider: &str) -> Option<String> {
 /// Whether a launch with this control-protocol stdin asks questions there that the daemon must
 /// answer (claude's permission prompt tool, write mode), rather than only taking its prompt and
 /// being closed after its turn (claude in plan mode).
-pub fn asks_on_stdin(provider: &str, args: &[String]) -> bool {
+pub fn asks_on_stdin(provider: ProviderId, args: &[String]) -> bool {
     match provider {
-        "claude" => claude::asks_on_stdin(args),
+        ProviderId::Claude => claude::asks_on_stdin(args),
         _ => true,
     }
 }
-
-/// The parser name of OACP generic agents declared with `[[agent]]`.
-pub const GENERIC: &str = "generic";
 
 static ALL: &[ProviderSpec] = &[
     claude::SPEC,
@@ -293,27 +297,21 @@ pub fn all() -> &'static [ProviderSpec] {
     ALL
 }
 
-/// The provider with this id.
-pub fn spec(id: &str) -> Option<&'static ProviderSpec> {
+/// The adapter of a native provider; `None` for [`ProviderId::Generic`].
+pub fn adapter(id: ProviderId) -> Option<&'static ProviderSpec> {
     ALL.iter().find(|s| s.id == id)
 }
 
-/// The argv, environment and files to launch provider `id`; `None` for an unknown id.
-pub fn build_launch(id: &str, inv: &Invocation) -> Option<Launch> {
-    let launch = match id {
-        "claude" => claude::launch(inv),
-        "codex" => codex::launch(inv),
-        "gemini" => gemini::launch(inv),
-        "opencode" => opencode::launch(inv),
-        "copilot" => copilot::launch(inv),
-        "cursor-agent" => cursor::launch(inv),
-        "qwen" => qwen::launch(inv),
-        "grok" => grok::launch(inv),
-        "codebuddy" => codebuddy::launch(inv),
-        "antigravity" => antigravity::launch(inv),
-        _ => return None,
-    };
-    Some(launch)
+/// The native provider with this id as configured or stored; `None` for
+/// anything else (a generic agent's name).
+pub fn spec(id: &str) -> Option<&'static ProviderSpec> {
+    ProviderId::native(id).and_then(adapter)
+}
+
+/// The argv, environment and files to launch provider `id` as a one-shot
+/// stream run; `None` for a generic agent (its template is its launch).
+pub fn build_launch(id: ProviderId, inv: &Invocation) -> Option<Launch> {
+    adapter(id).map(|a| (a.launch)(inv))
 }
 
 /// The built-in providers that take a prompt of any size (issue 19): in a session protocol
@@ -333,26 +331,17 @@ pub fn long_prompt_agents() -> Vec<&'static str> {
     };
     ALL.iter()
         .map(|s| s.id)
-        .filter(|id| acp::acp_args(id).is_some() || build_launch(id, &inv).is_some_and(|l| l.stdin != Stdin::Null))
+        .filter(|id| {
+            acp::acp_args(id.as_str()).is_some() || build_launch(*id, &inv).is_some_and(|l| l.stdin != Stdin::Null)
+        })
+        .map(ProviderId::as_str)
         .collect()
 }
 
-/// A fresh parser for provider `id`'s stream; `None` for an unknown id.
-pub fn parser(id: &str) -> Option<Box<dyn LineParser>> {
-    let p: Box<dyn LineParser> = match id {
-        "claude" => Box::new(claude::ClaudeParser::default()),
-        "codex" => Box::new(codex::CodexParser::default()),
-        "gemini" => Box::new(gemini::GeminiParser::default()),
-        "opencode" => Box::new(opencode::OpencodeParser::default()),
-        "copilot" => Box::new(copilot::CopilotParser::default()),
-        "cursor-agent" => Box::new(cursor::CursorParser::default()),
-        // qwen, grok (streaming-messages-json) and codebuddy speak Claude's stream-json.
-        "qwen" | "grok" | "codebuddy" => Box::new(claude::ClaudeParser::default()),
-        "antigravity" => Box::new(antigravity::AgyParser::default()),
-        GENERIC => Box::new(GenericParser),
-        _ => return None,
-    };
-    Some(p)
+/// A fresh parser for provider `id`'s stream (a generic agent's for
+/// [`ProviderId::Generic`]).
+pub fn parser(id: ProviderId) -> Box<dyn LineParser> {
+    adapter(id).map_or_else(|| Box::new(GenericParser) as Box<dyn LineParser>, |a| (a.parser)())
 }
 
 // ---------------------------------------------------------------------------------------------

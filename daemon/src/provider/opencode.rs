@@ -12,7 +12,7 @@ use super::{
 use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
-    id: "opencode",
+    id: crate::launch::ProviderId::Opencode,
     display_name: "opencode",
     default_bin: "opencode",
     capabilities: Capabilities {
@@ -27,6 +27,26 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     // [S] --variant is the reasoning effort; the valid set depends on the model's provider.
     efforts: &["minimal", "low", "medium", "high", "max"],
     version_args: &["--version"],
+    env_prefixes: &[
+        "OPENCODE_",
+        "ANTHROPIC_",
+        "OPENAI_",
+        "GEMINI_",
+        "GOOGLE_",
+        "OPENROUTER_",
+        "GROQ_",
+        "XAI_",
+        "MISTRAL_",
+        "DEEPSEEK_",
+        "AWS_",
+        "AZURE_",
+    ],
+    state_dirs: &[".local/share/opencode", ".config/opencode", ".local/state/opencode"],
+    install: Some("npm install -g opencode-ai"),
+    own_sandbox: false,
+    mcp_from_workspace: false,
+    launch,
+    parser: OpencodeParser::new_boxed,
 };
 
 pub(super) fn launch(inv: &Invocation) -> Launch {
@@ -194,5 +214,12 @@ impl OpencodeParser {
             duration_ms: None,
         };
         self.base.usage(p, usage);
+    }
+}
+
+impl OpencodeParser {
+    /// A fresh parser, as the adapter table names it.
+    pub(super) fn new_boxed() -> Box<dyn super::LineParser> {
+        Box::new(OpencodeParser::default())
     }
 }

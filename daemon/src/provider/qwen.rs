@@ -9,7 +9,7 @@ use super::{Capabilities, Invocation, Launch, NetworkControl, ProviderSpec, Stdi
 use crate::oacp::Mode;
 
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
-    id: "qwen",
+    id: crate::launch::ProviderId::Qwen,
     display_name: "Qwen Code",
     default_bin: "qwen",
     capabilities: Capabilities {
@@ -23,6 +23,13 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     },
     efforts: &[],
     version_args: &["--version"],
+    env_prefixes: &["QWEN_", "DASHSCOPE_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"],
+    state_dirs: &[".qwen"],
+    install: Some("npm install -g @qwen-code/qwen-code"),
+    own_sandbox: false,
+    mcp_from_workspace: true,
+    launch,
+    parser: super::claude::ClaudeParser::new_boxed,
 };
 
 pub(super) fn launch(inv: &Invocation) -> Launch {

@@ -18,8 +18,8 @@ use crate::supervisor::{self, ExitRecord, SuperviseArgs};
 use crate::task_dir::TaskDir;
 
 use super::log_wake::LogWake;
-use super::settings::RunnerKind;
 use super::{Adopted, RunHandle, RunWatch, Runner, StartSpec, Started};
+use crate::launch::runner::RunnerKind;
 
 /// Runs supervisors on this machine.
 #[derive(Debug, Clone)]
@@ -69,7 +69,8 @@ impl Runner for LocalRunner {
         };
         let mut cmd = tokio::process::Command::new(&self.supervisor_exe);
         // Not the daemon's whole environment: an allowlist for the adapter (issue 19).
-        let provider = spec.env.iter().find(|(k, _)| k == "CAESAR_PROVIDER").map(|(_, v)| v.as_str()).unwrap_or("");
+        let provider =
+            spec.env.iter().find(|(k, _)| k == "CAESAR_PROVIDER").and_then(|(_, v)| v.parse().ok()).unwrap_or_default();
         cmd.env_clear().envs(crate::agent_env::allowed(provider, std::env::vars_os()));
         cmd.args(sargs.to_argv())
             .current_dir(spec.workdir)

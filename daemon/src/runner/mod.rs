@@ -21,7 +21,8 @@ pub mod local;
 mod log_wake;
 pub mod multi;
 pub mod remote_channel;
-pub mod settings;
+/// The `[runner]` settings, which a launch plan carries (`launch::runner`).
+pub use crate::launch::runner as settings;
 
 use std::future::Future;
 use std::path::Path;
@@ -31,9 +32,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::launch::runner::RunnerKind;
 use crate::supervisor::ExitRecord;
 use crate::task_dir::TaskDir;
-use settings::RunnerKind;
 
 /// A started task's process as its runner knows it. Stored with the task,
 /// it survives daemon restarts.
@@ -87,7 +88,7 @@ pub struct StartSpec<'a> {
     pub kube: Option<&'a settings::KubeSettings>,
     /// For a session protocol: which, and the rest of its opening, which the supervisor
     /// carries out (`stdin` then holds the first request).
-    pub session: Option<(crate::driver::SessionProtocol, &'a str)>,
+    pub session: Option<(crate::launch::SessionProtocol, &'a str)>,
     /// The agent reads its prompt on stdin, from the task's prompt file, then end of file
     /// (issue 19, [`crate::prompt`]); its arguments may also hold [`crate::prompt::TOKEN`],
     /// filled in by the supervisor.

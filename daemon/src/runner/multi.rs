@@ -8,9 +8,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 use super::local::LocalRunner;
-use super::settings::RunnerKind;
 use super::{Adopted, RunHandle, RunWatch, Runner, StartSpec, Started};
 use crate::error::{Error, Result};
+use crate::launch::runner::RunnerKind;
 use crate::supervisor::ExitRecord;
 use crate::task_dir::TaskDir;
 
@@ -81,7 +81,7 @@ const REMOTE_PROMPT_CAP: u64 = 64 * 1024;
 /// `runner::kubernetes::channel`). What a remote task cannot do is refused
 /// before anything is recorded: a prompt too large for the pod's
 /// environment.
-pub fn fit_remote(launch: &crate::agents::Launch) -> std::result::Result<(), String> {
+pub fn fit_remote(launch: &crate::launch::LaunchPlan) -> std::result::Result<(), String> {
     if let Some(p) = launch.prompt.filter(|p| p.bytes > REMOTE_PROMPT_CAP) {
         return Err(format!(
             "this prompt is {} bytes, more than the {REMOTE_PROMPT_CAP} a Kubernetes pod receives yet: shorten the \
@@ -97,7 +97,7 @@ pub fn fit_remote(launch: &crate::agents::Launch) -> std::result::Result<(), Str
 /// takes answers on stdin; `channel`: it has the return channel (for
 /// either the daemon must be allowed `pods/exec`).
 pub async fn preflight(
-    settings: &super::settings::KubeSettings,
+    settings: &crate::launch::runner::KubeSettings,
     task_id: &str,
     stdin: bool,
     channel: bool,
@@ -309,9 +309,9 @@ mod tests {
     }
 
     /// A task's launch as delegation stores it, from a provider's session launch.
-    fn stored(parser: &str, planned: provider::Launch) -> crate::agents::Launch {
-        crate::agents::Launch {
-            parser: parser.into(),
+    fn stored(parser: &str, planned: provider::Launch) -> crate::launch::LaunchPlan {
+        crate::launch::LaunchPlan {
+            provider: parser.parse().expect("a provider id"),
             args: planned.args,
             env: planned.env,
             stdin: planned.stdin,
@@ -325,7 +325,7 @@ mod tests {
         let i = inv();
         let acp = provider::acp::with_fallback(
             provider::acp::launch("gemini", &i).unwrap(),
-            provider::build_launch("gemini", &i),
+            provider::build_launch(crate::launch::ProviderId::Gemini, &i),
         );
         // A session stays a session: its stdin reaches the pod.
         let gemini = stored("gemini", acp);
@@ -334,22 +334,29 @@ mod tests {
         assert!(matches!(gemini.stdin, Stdin::Session { .. }));
         assert_eq!(gemini.args, before);
         assert!(gemini.findings.is_empty(), "{:?}", gemini.findings);
-        let app = provider::acp::with_fallback(provider::codex_app::launch(&i), provider::build_launch("codex", &i));
+        let app = provider::acp::with_fallback(
+            provider::codex_app::launch(&i),
+            provider::build_launch(crate::launch::ProviderId::Codex, &i),
+        );
         let codex = stored("codex", app);
         fit_remote(&codex).unwrap();
         assert!(matches!(codex.stdin, Stdin::Session { .. }));
         // claude write asks its permissions on stdin: it runs in a pod now.
-        let w = stored("claude", provider::build_launch("claude", &Invocation { mode: Mode::Write, ..inv() }).unwrap());
+        let w = stored(
+            "claude",
+            provider::build_launch(crate::launch::ProviderId::Claude, &Invocation { mode: Mode::Write, ..inv() })
+                .unwrap(),
+        );
         assert!(matches!(w.stdin, Stdin::Control { .. }));
         fit_remote(&w).unwrap();
         // A session with no stream command to fall back to runs too.
         let bare = stored("generic", provider::acp::launch("gemini", &i).unwrap());
         fit_remote(&bare).unwrap();
         // The return channel reaches a pod (its relay).
-        let mut chan = stored("claude", provider::build_launch("claude", &i).unwrap());
+        let mut chan = stored("claude", provider::build_launch(crate::launch::ProviderId::Claude, &i).unwrap());
         chan.channel = true;
         fit_remote(&chan).unwrap();
-        let mut big = stored("claude", provider::build_launch("claude", &i).unwrap());
+        let mut big = stored("claude", provider::build_launch(crate::launch::ProviderId::Claude, &i).unwrap());
         big.prompt = Some(PromptRef { bytes: REMOTE_PROMPT_CAP + 1, via: Via::Stdin });
         assert!(fit_remote(&big).unwrap_err().contains("bytes"));
     }

@@ -7,8 +7,8 @@
 use rusqlite::Row;
 
 use super::{Store, TaskStatus};
-use crate::agents::Launch;
 use crate::error::Result;
+use crate::launch::LaunchPlan;
 
 /// One task as the list shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,7 +107,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<ListRow> {
         report_status: r.get(17)?,
         questions,
         queue_position: r.get::<_, Option<i64>>(19)?.map(|n| n as u32),
-        awaits_worktree: launch.is_some_and(|l| Launch::decode(&l).prepares_worktree()),
+        awaits_worktree: launch.is_some_and(|l| LaunchPlan::decode(&l).prepares_worktree()),
     })
 }
 

@@ -31,7 +31,7 @@ pub(crate) fn sample(id: &str) -> TaskRecord {
         event_count: 0,
         last_event: None,
         blocker: None,
-        launch: Launch::default(),
+        launch: LaunchPlan::default(),
         workshop: None,
         changes_state: None,
     }
@@ -142,7 +142,7 @@ fn a_task_survives_reopening_with_its_events_and_report() {
     assert_eq!(t.event_count, 3, "started, one event, finished; not the refused ending's");
     assert!(t.last_event.unwrap().contains("m2"));
     assert_eq!(s.events_from("t_1", 1, 10).unwrap().len(), 2);
-    assert_eq!(s.last_events("t_1", 1).unwrap().len(), 1);
+    assert_eq!(s.last_events("t_1", 1, usize::MAX).unwrap().len(), 1);
     assert_eq!(s.report("t_1").unwrap().unwrap().source, "file");
     s.integrity_check().unwrap();
 }

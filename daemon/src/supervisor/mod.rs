@@ -29,6 +29,8 @@
 //! It uses no async runtime: two threads (one `wait`, one `sigwait`) and a
 //! channel, plus the output copier and the stdin forwarder when used.
 
+pub mod codex_opening;
+pub mod opening;
 mod stdin;
 mod tree;
 
@@ -60,19 +62,8 @@ pub const PROCESS_NAME: &std::ffi::CStr = c"caesar-supervise";
 /// `CAESAR_KILL_GRACE_MS` asks: ten minutes.
 pub const MAX_GRACE_MS: u64 = 10 * 60 * 1000;
 
-/// Written by the supervisor once the agent is started.
-pub const AGENT_FILE: &str = "agent.json";
-/// Written by the supervisor once the agent and its tree are gone.
-pub const EXIT_FILE: &str = "exit.json";
-/// The agent's combined stdout and stderr.
-pub const RAW_LOG: &str = "raw.log";
-/// What the supervisor writes first to an agent with a stdin protocol.
-pub const STDIN_INITIAL: &str = "stdin.initial";
-/// The FIFO through which the daemon writes lines to such an agent's stdin.
-pub const STDIN_FIFO: &str = "stdin.fifo";
-/// The rest of a session protocol's opening, which the supervisor carries out
-/// ([`crate::driver::opening`]).
-pub const SESSION_OPENING: &str = "session.open.json";
+pub use crate::task_dir::{AGENT_FILE, EXIT_FILE, RAW_LOG, SESSION_OPENING, STDIN_FIFO, STDIN_INITIAL};
+
 /// How long an agent whose session turn has ended may take to exit once its stdin is closed
 /// before the supervisor stops it (qwen 0.24 does not exit on EOF).
 const SESSION_LINGER: Duration = Duration::from_secs(5);
@@ -137,7 +128,7 @@ pub struct SuperviseArgs {
     pub stdin_close_after: Option<String>,
     /// The stdin protocol is this session protocol, opened by the supervisor from
     /// [`SESSION_OPENING`]; the prefix above is then unused.
-    pub session: Option<crate::driver::SessionProtocol>,
+    pub session: Option<crate::launch::SessionProtocol>,
     /// The agent reads its prompt on stdin: the task's prompt file, read once at the start,
     /// then end of file (issue 19, [`crate::prompt`]). Arguments holding
     /// [`crate::prompt::TOKEN`] get the prompt filled in, whatever this says.
@@ -201,7 +192,7 @@ impl SuperviseArgs {
                 "--stdin-session" => {
                     let name = value(i)?;
                     session = Some(
-                        crate::driver::SessionProtocol::parse(&name)
+                        crate::launch::SessionProtocol::parse(&name)
                             .ok_or_else(|| format!("--stdin-session: unknown protocol `{name}`"))?,
                     );
                 }
@@ -341,14 +332,14 @@ pub fn run(args: SuperviseArgs) -> i32 {
     let fallback = args
         .session
         .and_then(|_| std::fs::read(args.task_dir.join(SESSION_OPENING)).ok())
-        .and_then(|bytes| crate::driver::opening::fallback_of(&bytes));
+        .and_then(|bytes| opening::fallback_of(&bytes));
     let mut cancelled = record.terminated || record.timed_out;
     // A stop signal that came while the first agent was ending is a cancel all the same.
     while let Ok(m) = rx.try_recv() {
         cancelled |= matches!(m, Msg::Signal);
     }
     if let (Some(why), Some(fallback), false) = (outcome.handshake_failed.take(), fallback, cancelled) {
-        let marker = args.session.map_or(crate::driver::acp::FALLBACK_MARKER, crate::driver::opening::fallback_marker);
+        let marker = args.session.map_or(opening::ACP_FALLBACK_MARKER, opening::fallback_marker);
         let _ = writeln!(&log, "{marker}: {why}; running the stream command");
         let argv =
             prompt.as_deref().map_or_else(|| fallback.args.clone(), |p| crate::prompt::fill_args(&fallback.args, p));
@@ -415,7 +406,7 @@ fn spawn_agent(
             let opening = match args.session {
                 Some(protocol) => {
                     let bytes = std::fs::read(args.task_dir.join(SESSION_OPENING))?;
-                    Some(crate::driver::opening::Opening::from_json(protocol, &bytes).ok_or_else(|| {
+                    Some(opening::Opening::from_json(protocol, &bytes).ok_or_else(|| {
                         std::io::Error::new(std::io::ErrorKind::InvalidData, "the session opening does not read")
                     })?)
                 }
@@ -472,7 +463,7 @@ fn spawn_agent(
 /// Returns its pid.
 fn started(task_dir: &Path, mut child: std::process::Child, tx: &mpsc::Sender<Msg>) -> u32 {
     let agent_pid = child.id();
-    let _ = write_atomic(
+    let _ = crate::safe_fs::write_atomic(
         &task_dir.join(AGENT_FILE),
         &serde_json::to_vec(&AgentStarted {
             pid: agent_pid,
@@ -538,33 +529,7 @@ fn exit_now() -> ExitRecord {
 }
 
 fn write_exit(task_dir: &Path, record: &ExitRecord) {
-    let _ = write_atomic(&task_dir.join(EXIT_FILE), &serde_json::to_vec(record).unwrap_or_default());
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file, fsync, rename,
-/// fsync of the directory. A reader sees the old file or the whole new one.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        // The directory may be an agent's (a task directory): a link left at
-        // the temporary name is removed, never written through, and the
-        // file is created new (O_EXCL refuses a link put back meanwhile).
-        match std::fs::remove_file(&tmp) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent()
-        && let Ok(d) = File::open(dir)
-    {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    let _ = crate::safe_fs::write_atomic(&task_dir.join(EXIT_FILE), &serde_json::to_vec(record).unwrap_or_default());
 }
 
 /// Reads `exit.json` from a task directory, if the supervisor wrote it.
@@ -591,7 +556,7 @@ mod tests {
             grace_ms: 50,
             log_cap: 1 << 20,
             stdin_close_after: Some(r#"{"type":"result""#.into()),
-            session: Some(crate::driver::SessionProtocol::Acp),
+            session: Some(crate::launch::SessionProtocol::Acp),
             stdin_prompt: true,
             program: "/bin/agent".into(),
             args: vec!["--x".into(), "--".into(), "y z".into()],
@@ -612,7 +577,7 @@ mod tests {
         // the FIFO's name.
         std::os::unix::fs::symlink(&victim, d.path().join("exit.tmp")).unwrap();
         std::os::unix::fs::symlink(&victim, d.path().join(STDIN_FIFO)).unwrap();
-        write_atomic(&d.path().join(EXIT_FILE), b"{}").unwrap();
+        crate::safe_fs::write_atomic(&d.path().join(EXIT_FILE), b"{}").unwrap();
         assert_eq!(std::fs::read_to_string(d.path().join(EXIT_FILE)).unwrap(), "{}");
         assert!(write_agent_stdin(d.path(), "{\"type\":\"control_response\"}").is_err());
         // A regular file in the FIFO's place is refused too.

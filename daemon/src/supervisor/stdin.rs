@@ -19,7 +19,7 @@ pub(super) struct StdinControl {
     /// The agent's stdin is closed after the output line starting with this.
     pub(super) close_after: String,
     /// A session protocol's opening, carried out instead of the prefix match.
-    pub(super) opening: Option<crate::driver::opening::Opening>,
+    pub(super) opening: Option<super::opening::Opening>,
     /// Told when a session's turn ended and its agent did not exit.
     pub(super) turn_over: mpsc::Sender<Msg>,
 }
@@ -175,7 +175,7 @@ enum SessionEnd {
 /// closed: the turn is over (the agent gets [`SESSION_LINGER`] to exit) or the handshake
 /// failed (said in raw.log).
 fn session_lines(control: &mut StdinControl, bytes: &[u8], line: &mut Vec<u8>, log: &mut File) -> Option<SessionEnd> {
-    use crate::driver::opening::{MAX_OPENING_LINE, Step};
+    use super::opening::{MAX_OPENING_LINE, Step};
     let opening = control.opening.as_mut()?;
     for &b in bytes {
         if b != b'\n' {

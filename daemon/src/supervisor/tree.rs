@@ -302,8 +302,9 @@ pub fn kill_group(agent_pid: u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{AGENT_FILE, AgentStarted, write_atomic};
+    use super::super::{AGENT_FILE, AgentStarted};
     use super::*;
+    use crate::safe_fs::write_atomic;
     use std::process::Command;
 
     #[cfg(target_os = "linux")]

@@ -388,6 +388,9 @@ fn make_worktree(
     }
     let wt_dir = root.join(WORKTREES_DIR);
     let wt_path = wt_dir.join(input.task_id);
+    // Before anything reads the records (deleting a branch and adding a
+    // worktree read every record's HEAD).
+    screen_records(repo.commondir());
     // A task is prepared again only when no preparation of it was ever
     // recorded (a daemon killed in the middle): a worktree named by its id,
     // and the branch named by its id, label and objective, are what that
@@ -472,8 +475,8 @@ fn remove_leftovers(repo: &Repository, task_id: &str, branch: &str, wt_path: &Pa
     let head_line = format!("ref: refs/heads/{branch}");
     for entry in std::fs::read_dir(&records).into_iter().flatten().flatten() {
         let admin = entry.path();
-        let head = std::fs::read_to_string(admin.join("HEAD")).unwrap_or_default();
-        let gitdir = std::fs::read_to_string(admin.join("gitdir")).unwrap_or_default();
+        let head = record_file(&admin.join("HEAD"));
+        let gitdir = record_file(&admin.join("gitdir"));
         let ours = entry.file_name() == task_id
             || head.trim() == head_line
             || Path::new(gitdir.trim()).parent() == Some(wt_path);
@@ -494,14 +497,83 @@ fn remove_leftovers(repo: &Repository, task_id: &str, branch: &str, wt_path: &Pa
         b.delete().map_err(|e| {
             let mut seen = String::new();
             for entry in std::fs::read_dir(&records).into_iter().flatten().flatten() {
-                let head = std::fs::read_to_string(entry.path().join("HEAD")).unwrap_or_default();
-                let gitdir = std::fs::read_to_string(entry.path().join("gitdir")).unwrap_or_default();
+                let head = record_file(&entry.path().join("HEAD"));
+                let gitdir = record_file(&entry.path().join("gitdir"));
                 seen.push_str(&format!(" [{:?} HEAD={} gitdir={}]", entry.file_name(), head.trim(), gitdir.trim()));
             }
             WorkshopError::git(format!("delete the leftover branch {branch} (worktree records:{seen})"))(e)
         })?;
     }
     Ok(())
+}
+
+/// The files of a worktree record (`<commondir>/worktrees/<name>/`) that
+/// git and libgit2 open. A worktree task's agent can write its own record.
+const RECORD_FILES: [&str; 4] = ["HEAD", "gitdir", "commondir", "index"];
+
+/// A small file of a worktree record, read without following a link nor
+/// blocking on a FIFO; empty when it is not a regular file.
+fn record_file(path: &Path) -> String {
+    crate::safe_fs::read_to_string_capped(path, 64 * 1024).unwrap_or_default()
+}
+
+/// The first of the record `admin`'s git files that is there and is not a
+/// regular file (a FIFO, a link, a directory), or `admin` itself when it
+/// is not a directory.
+pub(crate) fn hostile_record(admin: &Path) -> Option<PathBuf> {
+    if std::fs::symlink_metadata(admin).is_ok_and(|m| !m.is_dir()) {
+        return Some(admin.to_path_buf());
+    }
+    RECORD_FILES
+        .iter()
+        .map(|f| admin.join(f))
+        .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_file()))
+}
+
+/// Removes every worktree record of the repository at `commondir` whose
+/// git files are not all regular files: libgit2 reads every record's HEAD
+/// when it adds a worktree, and a FIFO an agent planted at its own blocked
+/// every later preparation, across restarts (issue 29). Only an agent makes
+/// such a record; its task's worktree is then no longer git's.
+fn screen_records(commondir: &Path) {
+    for entry in std::fs::read_dir(commondir.join("worktrees")).into_iter().flatten().flatten() {
+        let admin = entry.path();
+        let Some(bad) = hostile_record(&admin) else { continue };
+        tracing::warn!(
+            "the worktree record {} holds {}, which is not a regular file (an agent's doing): the record is removed",
+            admin.display(),
+            bad.display()
+        );
+        let gone = if bad == admin { std::fs::remove_file(&admin) } else { std::fs::remove_dir_all(&admin) };
+        if let Err(e) = gone {
+            tracing::warn!("cannot remove the worktree record {}: {e}", admin.display());
+        }
+    }
+}
+
+/// Refuses a working tree whose `.git` file leads to a record with a git
+/// file that is not a regular file: libgit2 would block on a FIFO there.
+pub(crate) fn refuse_hostile_git(workdir: &Path) -> Result<(), WorkshopError> {
+    let dotgit = workdir.join(".git");
+    let Ok(meta) = std::fs::symlink_metadata(&dotgit) else { return Ok(()) };
+    if meta.is_dir() {
+        return Ok(());
+    }
+    let refuse = |what: &Path| {
+        WorkshopError::Invalid(format!(
+            "{} is not a regular file (the task's agent made it so): caesar does not open this worktree's git metadata. Discard the task (`caesar discard <id>`), and `caesar gc` removes its worktree",
+            what.display()
+        ))
+    };
+    if !meta.is_file() {
+        return Err(refuse(&dotgit));
+    }
+    let text = record_file(&dotgit);
+    let Some(gitdir) = text.trim().strip_prefix("gitdir:").map(|g| workdir.join(g.trim())) else { return Ok(()) };
+    match hostile_record(&gitdir) {
+        Some(bad) => Err(refuse(&bad)),
+        None => Ok(()),
+    }
 }
 
 /// Adds `/.caesar/wt/` to the repository's `info/exclude` once, so worktrees
@@ -636,7 +708,21 @@ pub fn remove_discarded(p: &Prepared, force: bool) -> Result<Removed, WorkshopEr
 
 fn remove_with(p: &Prepared, force: bool, discarded: bool) -> Result<Removed, WorkshopError> {
     let (Some(root), Isolation::Worktree) = (&p.repo_root, p.isolation) else { return Ok(Removed::default()) };
-    let state = if force { None } else { Some(inspect(p)?) };
+    let state = if force {
+        None
+    } else {
+        match inspect(p) {
+            Ok(s) => Some(s),
+            // A worktree that cannot be inspected (its agent broke its git
+            // record, issue 29) still goes when the caller discarded it; its
+            // branch is then kept unless forced.
+            Err(e) if discarded => {
+                tracing::warn!(task_id = p.task_id, "removing a discarded worktree that cannot be inspected: {e}");
+                None
+            }
+            Err(e) => return Err(e),
+        }
+    };
     if let Some(s) = &state
         && s.unmerged()
         && !discarded
@@ -647,6 +733,8 @@ fn remove_with(p: &Prepared, force: bool, discarded: bool) -> Result<Removed, Wo
         });
     }
     let repo = Repository::open(root).map_err(WorkshopError::git(format!("open {}", root.display())))?;
+    // Pruning and deleting the branch read every worktree record's HEAD.
+    screen_records(repo.commondir());
     let mut out = Removed::default();
     if let Some(wt) = &p.worktree {
         if wt.exists() {
@@ -663,7 +751,11 @@ fn remove_with(p: &Prepared, force: bool, discarded: bool) -> Result<Removed, Wo
         && let Ok(mut b) = repo.find_branch(branch, BranchType::Local)
     {
         let unique = state.as_ref().map_or(0, |s| s.unique_commits);
-        if force || unique == 0 {
+        if !force && state.is_none() {
+            out.branch_kept = Some(format!(
+                "branch {branch} kept: its worktree could not be inspected; delete it with `git branch -D {branch}` (or force the removal)"
+            ));
+        } else if force || unique == 0 {
             b.delete().map_err(WorkshopError::git(format!("delete branch {branch}")))?;
             out.branch_deleted = true;
         } else {

@@ -24,6 +24,16 @@ impl Drop for TempFile {
     }
 }
 
+/// A new file at `path`, 0600, made by this call: never an existing file
+/// nor a link planted there.
+fn exclusive(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o.open(path)
+}
+
 /// Whether `path` (repository-relative, `/`-separated) is `prefix` or under it.
 pub(crate) fn under(path: &str, prefix: &str) -> bool {
     let prefix = prefix.trim_end_matches('/');
@@ -40,13 +50,21 @@ pub(crate) fn excluded(path: &str, placed: &[String]) -> bool {
 /// disk, untracked files that are not ignored, deletions; ignored files,
 /// nested repositories and `placed` paths left out.
 pub(crate) fn snapshot(workdir: &Path, placed: &[String]) -> Result<Oid, WorkshopError> {
+    super::refuse_hostile_git(workdir)?;
     let repo = Repository::open(workdir).map_err(WorkshopError::git(format!("open {}", workdir.display())))?;
     let gitdir = repo.path().to_path_buf();
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let tmp = TempFile(gitdir.join(format!("caesar-snapshot-{}-{n}.index", std::process::id())));
+    // A worktree's git directory is its agent's to write: the temporary
+    // index gets a name it cannot guess, is created exclusively (never
+    // through a link planted there), and the real index is read without
+    // following a link or blocking on a FIFO (issue 29: `std::fs::copy` to a
+    // predictable name overwrote caesar's config through a planted link).
+    let tmp =
+        TempFile(gitdir.join(format!("caesar-snapshot-{}-{n}-{}.index", std::process::id(), crate::ids::secret())));
     let real = gitdir.join("index");
-    if real.exists() {
-        std::fs::copy(&real, &tmp.0).map_err(WorkshopError::io("copy the index to", &tmp.0))?;
+    if let Ok(mut from) = crate::safe_fs::open_regular(&real) {
+        let mut to = exclusive(&tmp.0).map_err(WorkshopError::io("create the temporary index", &tmp.0))?;
+        std::io::copy(&mut from, &mut to).map_err(WorkshopError::io("copy the index to", &tmp.0))?;
     }
     let mut index = Index::open(&tmp.0).map_err(WorkshopError::git("open a temporary index"))?;
     repo.set_index(&mut index).map_err(WorkshopError::git("use a temporary index"))?;

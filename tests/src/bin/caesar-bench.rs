@@ -360,7 +360,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut reps = 0usize;
         while started.elapsed() < Duration::from_millis(200) {
             for (provider, text) in &captures {
-                if let Some(mut p) = caesard::provider::parser(provider) {
+                if let Some(mut p) = caesard::provider::spec(provider).map(|a| caesard::provider::parser(a.id)) {
                     for line in text.lines() {
                         std::hint::black_box(p.parse_line(line, caesard::provider::Stream::Stdout));
                     }

@@ -11,7 +11,7 @@ fn base_inv(mode: Mode) -> Invocation<'static> {
 }
 
 fn args_of(id: &str, inv: &Invocation) -> Vec<String> {
-    build_launch(id, inv).expect(id).args
+    build_launch(crate::launch::ProviderId::of(id), inv).expect(id).args
 }
 
 #[test]
@@ -116,7 +116,7 @@ fn argv_per_provider_and_mode() {
         ),
     ];
     for (id, mode, want) in table {
-        let launch = build_launch(id, &base_inv(*mode)).expect(id);
+        let launch = build_launch(crate::launch::ProviderId::of(id), &base_inv(*mode)).expect(id);
         assert_eq!(launch.args, *want, "{id} {mode:?}");
         if *id == "claude" {
             // The prompt goes on stdin, where the permission answers follow it.
@@ -139,10 +139,10 @@ fn argv_per_provider_and_mode() {
     // Every provider has a row per mode.
     for s in all() {
         for mode in [ReadOnly, Write] {
-            assert!(table.iter().any(|(id, m, _)| *id == s.id && *m == mode), "{}", s.id);
+            assert!(table.iter().any(|(id, m, _)| *id == s.id.as_str() && *m == mode), "{}", s.id);
         }
     }
-    assert!(build_launch("amp", &base_inv(Write)).is_none());
+    assert!(build_launch(crate::launch::ProviderId::Generic, &base_inv(Write)).is_none());
 }
 
 fn env_of(launch: &Launch, key: &str) -> Option<String> {
@@ -172,7 +172,7 @@ fn claude_options_resume_and_mcp() {
         mcp: Some(McpServer { name: "orch", command: "python3", args: &args, env: &env, tools }),
         ..base_inv(ReadOnly)
     };
-    let launch = build_launch("claude", &inv).unwrap();
+    let launch = build_launch(crate::launch::ProviderId::of("claude"), &inv).unwrap();
     let a = &launch.args;
     assert_eq!(
         a[..14],
@@ -212,7 +212,7 @@ fn claude_options_resume_and_mcp() {
         mcp: Some(McpServer { name: "orch", command: "python3", args: MCP_ARGS, env: &[], tools: &[] }),
         ..base_inv(Write)
     };
-    let launch = build_launch("claude", &inv).unwrap();
+    let launch = build_launch(crate::launch::ProviderId::of("claude"), &inv).unwrap();
     let a = &launch.args;
     // The prompt is a message on stdin, never an argument that could pass for an option.
     assert!(!a.iter().any(|x| x.contains("help me")));
@@ -294,7 +294,7 @@ fn gemini_and_qwen_write_trusted_mcp_settings_into_the_workspace() {
             mcp: Some(mcp),
             ..base_inv(Write)
         };
-        let launch = build_launch(id, &inv).unwrap();
+        let launch = build_launch(crate::launch::ProviderId::of(id), &inv).unwrap();
         assert_eq!(launch.workspace_files.len(), 1, "{id}");
         assert_eq!(launch.workspace_files[0].0, path);
         let settings: serde_json::Value = serde_json::from_str(&launch.workspace_files[0].1).unwrap();
@@ -304,8 +304,11 @@ fn gemini_and_qwen_write_trusted_mcp_settings_into_the_workspace() {
         );
         assert!(launch.args.windows(2).any(|w| w == ["-m", "gemini-2.5-pro"]), "{id}");
     }
-    let g = build_launch("gemini", &Invocation { resume_session: Some("sess-1"), prompt: "-x", ..base_inv(ReadOnly) })
-        .unwrap();
+    let g = build_launch(
+        crate::launch::ProviderId::of("gemini"),
+        &Invocation { resume_session: Some("sess-1"), prompt: "-x", ..base_inv(ReadOnly) },
+    )
+    .unwrap();
     assert!(!g.args.iter().any(|a| a.contains("-x") || a == "-p"), "the prompt comes on stdin: {:?}", g.args);
     assert_eq!(g.stdin, Stdin::Prompt);
     assert!(g.args.windows(2).any(|w| w == ["-r", "sess-1"]));
@@ -325,7 +328,7 @@ fn opencode_options_and_config_content() {
         mcp: Some(McpServer { name: "orch", command: "python3", args: &args, env: &env, tools: &[] }),
         ..base_inv(ReadOnly)
     };
-    let launch = build_launch("opencode", &inv).unwrap();
+    let launch = build_launch(crate::launch::ProviderId::of("opencode"), &inv).unwrap();
     assert_eq!(
         launch.args,
         [
@@ -353,7 +356,7 @@ fn opencode_options_and_config_content() {
         })
     );
     assert_eq!(env_of(&launch, "OPENCODE_DISABLE_AUTOUPDATE").as_deref(), Some("1"));
-    let w = build_launch("opencode", &base_inv(Write)).unwrap();
+    let w = build_launch(crate::launch::ProviderId::of("opencode"), &base_inv(Write)).unwrap();
     assert_eq!(env_of(&w, "OPENCODE_CONFIG_CONTENT"), None);
 }
 
@@ -408,7 +411,7 @@ fn cursor_grok_codebuddy_antigravity_options() {
         ..base_inv(mode)
     };
 
-    let c = build_launch("cursor-agent", &full(Write)).unwrap();
+    let c = build_launch(crate::launch::ProviderId::of("cursor-agent"), &full(Write)).unwrap();
     assert_eq!(
         c.args,
         [
@@ -426,7 +429,7 @@ fn cursor_grok_codebuddy_antigravity_options() {
     );
     assert_eq!(c.workspace_files[0].0, ".cursor/mcp.json");
 
-    let g = build_launch("grok", &full(ReadOnly)).unwrap();
+    let g = build_launch(crate::launch::ProviderId::of("grok"), &full(ReadOnly)).unwrap();
     assert_eq!(
         g.args,
         [
@@ -458,7 +461,7 @@ fn cursor_grok_codebuddy_antigravity_options() {
     assert_eq!(b[b.len() - 2..], ["--allowedTools", "mcp__orch__report_progress"]);
     assert!(!b.contains(&"--effort".to_owned()), "codebuddy has no effort allowlist");
 
-    let a = build_launch("antigravity", &full(Write)).unwrap();
+    let a = build_launch(crate::launch::ProviderId::of("antigravity"), &full(Write)).unwrap();
     assert_eq!(
         a.args,
         [
@@ -478,16 +481,17 @@ fn cursor_grok_codebuddy_antigravity_options() {
 
 #[test]
 fn specs_are_consistent() {
-    let ids: Vec<&str> = all().iter().map(|s| s.id).collect();
+    let ids: Vec<&str> = all().iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, IDS);
     for s in all() {
-        assert_eq!(spec(s.id).map(|x| x.id), Some(s.id));
-        assert!(parser(s.id).is_some(), "{}", s.id);
+        assert_eq!(spec(s.id.as_str()).map(|x| x.id), Some(s.id));
+        assert_eq!(adapter(s.id).map(|x| x.id), Some(s.id));
         assert_eq!(s.capabilities.reasoning_effort, !s.efforts.is_empty(), "{}", s.id);
         assert_eq!(s.version_args, ["--version"]);
     }
     assert_eq!(spec("antigravity").map(|s| s.default_bin), Some("agy"));
     assert_eq!(spec("cursor-agent").map(|s| s.default_bin), Some("cursor-agent"));
-    assert!(spec("nope").is_none() && parser("nope").is_none());
+    assert!(spec("nope").is_none() && "nope".parse::<crate::launch::ProviderId>().is_err());
+    assert!(adapter(crate::launch::ProviderId::Generic).is_none() && spec("generic").is_none());
     assert_eq!(serde_json::to_value(NetworkControl::WriteOnly).unwrap(), serde_json::json!("write_only"));
 }

@@ -94,7 +94,7 @@ fn absorb(run: &mut Run, p: Parsed) {
 
 /// Replays `<name>.jsonl` (stdout) then `<name>.stderr.txt` if present, then `finish()`.
 fn replay(provider: &str, name: &str) -> Run {
-    let mut parser = parser(provider).expect("known provider");
+    let mut parser = parser(crate::launch::ProviderId::of(provider));
     let mut run = Run::default();
     let stdout = std::fs::read_to_string(format!("{FIXTURES}{name}.jsonl")).expect(name);
     for line in stdout.lines() {

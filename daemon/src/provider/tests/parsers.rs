@@ -123,7 +123,7 @@ fn claude_write_denials_are_permission_blockers() {
 
 #[test]
 fn claude_result_denial_list_alone_is_a_permission_blocker() {
-    let mut p = parser("claude").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("claude"));
     let line = r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"s1","permission_denials":[{"tool_name":"Bash","tool_use_id":"t","tool_input":{"command":"rm -rf x"}}]}"#;
     let out = p.parse_line(line, Stream::Stdout);
     assert_eq!(out.blocker, Some(crate::oacp::Blocker::new(Permission, "permission denied: Bash(rm -rf x)")));
@@ -132,7 +132,7 @@ fn claude_result_denial_list_alone_is_a_permission_blocker() {
 
 #[test]
 fn claude_rejected_rate_limit_event_and_retry_401() {
-    let mut p = parser("claude").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("claude"));
     let allowed = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed","resetsAt":0,"rateLimitType":"five_hour"}}"#;
     assert_eq!(p.parse_line(allowed, Stream::Stdout), Parsed::default());
     let rejected = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1,"rateLimitType":"seven_day"}}"#;
@@ -148,7 +148,7 @@ fn claude_rate_limit_event_carries_its_reset_time_onto_the_blocker() {
     // The shape claude 2.1.197 emits (its `rate_limit_info` builder, from the
     // `anthropic-ratelimit-unified-*` headers; `resetsAt` in unix seconds).
     let line = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1767225600,"rateLimitType":"five_hour","overageStatus":"rejected","overageDisabledReason":"org_level_disabled_until","isUsingOverage":false},"uuid":"4b0c9d3e-0000-4000-8000-000000000001","session_id":"9941e2f3-de12-4efd-8e1b-9182292e1dc0"}"#;
-    let mut p = parser("claude").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("claude"));
     let out = p.parse_line(line, Stream::Stdout);
     let blocker = out.blocker.expect("a blocker");
     assert_eq!(blocker.kind, RateLimit);
@@ -159,10 +159,10 @@ fn claude_rate_limit_event_carries_its_reset_time_onto_the_blocker() {
         blocker.message
     );
     // Only the overage's reset given: that one; none at all: no reset time.
-    let mut p = parser("claude").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("claude"));
     let overage = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","rateLimitType":"overage","overageResetsAt":1767229200}}"#;
     assert_eq!(p.parse_line(overage, Stream::Stdout).blocker.and_then(|b| b.resets_at_ms), Some(1_767_229_200_000));
-    let mut p = parser("claude").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("claude"));
     let bare = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected"}}"#;
     let b = p.parse_line(bare, Stream::Stdout).blocker.expect("a blocker");
     assert_eq!((b.kind, b.resets_at_ms), (RateLimit, None));
@@ -172,7 +172,7 @@ fn claude_rate_limit_event_carries_its_reset_time_onto_the_blocker() {
 fn claude_permission_prompt_becomes_an_ask_and_its_answer_a_control_response() {
     // [V] the line claude 2.1.197 printed for a Write in default mode with --permission-prompt-tool stdio.
     let line = r#"{"type":"control_request","request_id":"20452d68-9420-4440-9bd9-8d9ca294850d","request":{"subtype":"can_use_tool","tool_name":"Write","display_name":"Write","input":{"file_path":"/tmp/p/w.txt","content":"allowed\n"},"description":"w.txt","permission_suggestions":[{"type":"setMode","mode":"acceptEdits","destination":"session"}],"tool_use_id":"toolu_fake2"}}"#;
-    let mut p = parser("claude").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("claude"));
     let parsed = p.parse_line(line, Stream::Stdout);
     assert!(parsed.events.is_empty(), "{:?}", parsed.events);
     let ask = parsed.permission.expect("a permission ask");
@@ -184,16 +184,16 @@ fn claude_permission_prompt_becomes_an_ask_and_its_answer_a_control_response() {
     assert!(input.contains(r#""file_path": "/tmp/p/w.txt""#) && input.contains(r#""content": "allowed\n""#), "{input}");
     assert!(said.contains("its claim"));
 
-    let allow = permission_response("claude", &ask, true, "allow").unwrap();
+    let allow = permission_response(crate::launch::ProviderId::of("claude"), &ask, true, "allow").unwrap();
     let v: serde_json::Value = serde_json::from_str(allow.trim_end()).unwrap();
     assert_eq!(v["type"], "control_response");
     assert_eq!(v["response"]["request_id"], ask.request_id.as_str());
     assert_eq!(v["response"]["response"]["behavior"], "allow");
     assert_eq!(v["response"]["response"]["updatedInput"]["file_path"], "/tmp/p/w.txt");
-    let deny = permission_response("claude", &ask, false, "deny: not there").unwrap();
+    let deny = permission_response(crate::launch::ProviderId::of("claude"), &ask, false, "deny: not there").unwrap();
     let v: serde_json::Value = serde_json::from_str(deny.trim_end()).unwrap();
     assert_eq!(v["response"]["response"], serde_json::json!({"behavior": "deny", "message": "deny: not there"}));
-    assert!(permission_response("codex", &ask, true, "allow").is_none());
+    assert!(permission_response(crate::launch::ProviderId::of("codex"), &ask, true, "allow").is_none());
 
     // Other control requests need no answer from caesar and ask nothing.
     let other = r#"{"type":"control_request","request_id":"x","request":{"subtype":"hook_callback"}}"#;
@@ -202,7 +202,7 @@ fn claude_permission_prompt_becomes_an_ask_and_its_answer_a_control_response() {
 
 #[test]
 fn claude_stream_cut_before_result_keeps_last_text() {
-    let mut p = parser("claude").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("claude"));
     let line = r#"{"type":"assistant","message":{"content":[{"type":"thinking","thinking":"hmm"},{"type":"text","text":"partial answer"}]},"session_id":"s9"}"#;
     let out = p.parse_line(line, Stream::Stdout);
     assert_eq!(out.session_id.as_deref(), Some("s9"));
@@ -342,7 +342,7 @@ fn codex_websocket_reconnects_are_not_failures() {
 
 #[test]
 fn codex_reconnect_with_401_wakes_as_auth() {
-    let mut p = parser("codex").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("codex"));
     let line = r#"{"type":"error","message":"Reconnecting... 1/5 (unexpected status 401 Unauthorized: Missing bearer, url: wss://x)"}"#;
     let out = p.parse_line(line, Stream::Stdout);
     assert_eq!(out.blocker.map(|b| b.kind), Some(Auth));
@@ -398,7 +398,7 @@ fn gemini_401_is_one_auth_blocker_from_result_and_stderr() {
     assert_eq!(r.session(), Some("745d607a-1031-4c32-914d-07b60a07c8d5"));
     assert_eq!(r.count("unrecognized"), 19);
     // stderr alone is enough to recognize it.
-    let mut p = parser("gemini").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("gemini"));
     let stderr = std::fs::read_to_string(format!("{FIXTURES}captures-local/gemini-e401.stderr.txt")).unwrap();
     let kinds: Vec<_> =
         stderr.lines().filter_map(|l| p.parse_line(l, Stream::Stderr).blocker.map(|b| b.kind)).collect();
@@ -435,7 +435,7 @@ fn gemini_trusted_mcp_tool_call() {
 
 #[test]
 fn gemini_deltas_are_joined_into_one_message_per_segment() {
-    let mut p = parser("gemini").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("gemini"));
     let mut events = Vec::new();
     let mut final_text = None;
     for line in [
@@ -533,7 +533,7 @@ fn opencode_ask_permission_is_auto_rejected_and_reported_once() {
     assert!(r.files().is_empty());
     assert_eq!(r.count("unrecognized"), 1, "the ANSI-coloured stderr notice");
     // The stderr notice on its own is recognized too.
-    let mut p = parser("opencode").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("opencode"));
     let line = "\u{1b}[93m\u{1b}[1m! \u{1b}[0mpermission requested: edit (home/user/project/hello.txt); auto-rejecting";
     assert_eq!(p.parse_line(line, Stream::Stderr).blocker.map(|b| b.kind), Some(Permission));
 }
@@ -616,7 +616,7 @@ fn copilot_mcp_call_and_stderr_login_error() {
         vec![tool("progress-report_progress", Started, id), tool("progress-report_progress", Succeeded, id),]
     );
     assert!(r.blockers.is_empty());
-    let mut p = parser("copilot").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("copilot"));
     let out = p.parse_line("Error: No authentication information found.", Stream::Stderr);
     assert_eq!(out.blocker.map(|b| b.kind), Some(Auth));
     assert_eq!(out.events[0].kind(), "unrecognized");
@@ -640,7 +640,7 @@ fn antigravity_quota_error() {
 
 #[test]
 fn antigravity_success_result() {
-    let mut p = parser("antigravity").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("antigravity"));
     let line = r#"{"event":"result","result":{"conversation_id":"c1","status":"SUCCESS","response":"all good","duration_seconds":1.5,"num_turns":2,"usage":{"input_tokens":10,"output_tokens":4,"thinking_tokens":2,"cache_read_tokens":5,"total_tokens":21}}}"#;
     let out = p.parse_line(line, Stream::Stdout);
     assert_eq!(out.session_id.as_deref(), Some("c1"));
@@ -651,7 +651,7 @@ fn antigravity_success_result() {
 
 #[test]
 fn cursor_documented_stream() {
-    let mut p = parser("cursor-agent").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("cursor-agent"));
     let mut run = Run::default();
     for line in [
         r#"{"type":"system","subtype":"init","apiKeySource":"login","cwd":"/w","session_id":"cur-1","model":"gpt-5","permissionMode":"default"}"#,
@@ -685,7 +685,7 @@ fn cursor_documented_stream() {
     assert_eq!(run.final_text.as_deref(), Some("Wrote a.txt."));
     assert_eq!(run.usage.as_ref().and_then(|u| u.duration_ms), Some(1234));
     // A failure without a result line: the error is on stderr.
-    let mut p = parser("cursor-agent").unwrap();
+    let mut p = parser(crate::launch::ProviderId::of("cursor-agent"));
     let out = p.parse_line(
         "Error: Authentication required. Please run 'cursor-agent login' first, or set CURSOR_API_KEY. Not logged in",
         Stream::Stderr,
@@ -697,7 +697,7 @@ fn cursor_documented_stream() {
 fn claude_schema_clis_share_the_parser() {
     // qwen: an error result carries error{type,message}.
     for id in ["qwen", "codebuddy", "grok"] {
-        let mut p = parser(id).unwrap();
+        let mut p = parser(crate::launch::ProviderId::of(id));
         let init = r#"{"type":"system","subtype":"init","session_id":"q-1","model":"m","permission_mode":"plan"}"#;
         assert_eq!(p.parse_line(init, Stream::Stdout).session_id.as_deref(), Some("q-1"));
         let res = r#"{"type":"result","subtype":"error_during_execution","is_error":true,"session_id":"q-1","usage":{"input_tokens":3,"output_tokens":1},"error":{"type":"api","message":"429 Too Many Requests: quota exceeded"}}"#;

@@ -9,7 +9,7 @@ use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-use crate::runner::settings::KubeSettings;
+use crate::launch::runner::KubeSettings;
 
 /// The kubeconfig file a setting names: itself, else `$KUBECONFIG`'s first
 /// file, else `~/.kube/config`.
@@ -159,7 +159,7 @@ pub async fn preflight(
         format!("runner.kubernetes.image {e}; fix: name an image like `registry.example/caesar-agent:1`")
     })?;
     let client = connect(settings.kubeconfig.as_deref(), settings.context.as_deref()).await?;
-    if settings.workspace == crate::runner::settings::WorkspaceMode::Api {
+    if settings.workspace == crate::launch::runner::WorkspaceMode::Api {
         may_exec(&client, &settings.namespace, Need::Workspace).await?;
     }
     if stdin {

@@ -27,7 +27,7 @@ use super::status::{self, PodState};
 use super::watch::Cluster;
 use super::{Meta, bundle, workspace};
 use crate::clock::now_ms;
-use crate::runner::settings::WorkspaceMode;
+use crate::launch::runner::WorkspaceMode;
 use crate::task_dir::TaskDir;
 
 /// What one mirror works on.
@@ -143,7 +143,7 @@ impl MirrorTask {
         let mut ending = ending.unwrap_or_default();
         for (name, data) in &files {
             if FILES_BACK.contains(&name.as_str()) {
-                let _ = crate::supervisor::write_atomic(&self.dir.root().join(name), data);
+                let _ = crate::safe_fs::write_atomic(&self.dir.root().join(name), data);
             }
         }
         self.explain_stop(&mut ending).await;
@@ -371,7 +371,7 @@ impl MirrorTask {
         if !findings.is_empty() {
             let lines: String =
                 findings.iter().filter_map(|f| serde_json::to_string(f).ok()).map(|l| l + "\n").collect();
-            let _ = crate::supervisor::write_atomic(
+            let _ = crate::safe_fs::write_atomic(
                 &self.dir.daemon_files().join(crate::runner::RUNNER_FINDINGS),
                 lines.as_bytes(),
             );
@@ -380,7 +380,7 @@ impl MirrorTask {
             self.wait_pod_gone().await;
         }
         let bytes = serde_json::to_vec(&exit).unwrap_or_default();
-        if let Err(e) = crate::supervisor::write_atomic(&self.dir.exit(), &bytes) {
+        if let Err(e) = crate::safe_fs::write_atomic(&self.dir.exit(), &bytes) {
             tracing::warn!(task_id = %self.task_id, "cannot write exit.json: {e}");
         }
     }

@@ -122,7 +122,7 @@ impl Mirror {
     /// Writes `mirror.json` atomically.
     pub fn store(&self, path: &Path) -> std::io::Result<()> {
         let bytes = serde_json::to_vec(self).map_err(std::io::Error::other)?;
-        crate::supervisor::write_atomic(path, &bytes)
+        crate::safe_fs::write_atomic(path, &bytes)
     }
 
     /// Lays a chunk at `offset` of the pod's log into `raw` (opened for

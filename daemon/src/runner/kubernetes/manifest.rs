@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::runner::settings::{KubeSettings, WorkspaceMode};
+use crate::launch::runner::{KubeSettings, WorkspaceMode};
 
 /// The label every object of a task carries, its value the task id.
 pub const TASK_LABEL: &str = "caesar.dev/task-id";

@@ -41,10 +41,10 @@ use kube::api::{DeleteParams, PostParams};
 use serde::{Deserialize, Serialize};
 
 use super::remote_channel::ChannelCalls;
-use super::settings::{KubeSettings, WorkspaceMode};
 use super::{Adopted, RunHandle, RunWatch, Runner, StartSpec, Started};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
+use crate::launch::runner::{KubeSettings, WorkspaceMode};
 use crate::supervisor::ExitRecord;
 use crate::task_dir::TaskDir;
 use watch::Cluster;
@@ -255,7 +255,7 @@ impl KubeRunner {
             channel: spec.channel,
         };
         let meta_bytes = serde_json::to_vec(&meta).map_err(|e| e.to_string())?;
-        crate::supervisor::write_atomic(&Meta::path(spec.dir), &meta_bytes).map_err(|e| e.to_string())?;
+        crate::safe_fs::write_atomic(&Meta::path(spec.dir), &meta_bytes).map_err(|e| e.to_string())?;
         let job = self.job_for(spec, k, &base);
         let job: Job = serde_json::from_value(job).map_err(|e| format!("the Job does not encode: {e}"))?;
         let api = cluster.job_api();
@@ -431,7 +431,7 @@ impl Runner for KubeRunner {
 
     fn adopt(
         &self,
-        _kind: super::settings::RunnerKind,
+        _kind: crate::launch::runner::RunnerKind,
         task_id: &str,
         dir: &TaskDir,
     ) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>> {
@@ -506,7 +506,7 @@ impl Runner for KubeRunner {
 
     fn release(
         &self,
-        _kind: super::settings::RunnerKind,
+        _kind: crate::launch::runner::RunnerKind,
         task_id: &str,
         dir: &TaskDir,
         repo: &std::path::Path,
@@ -530,7 +530,7 @@ impl Runner for KubeRunner {
                 }
             }
         }
-        crate::supervisor::write_atomic(&marker, b"{}").map_err(|e| format!("cannot record the release: {e}"))?;
+        crate::safe_fs::write_atomic(&marker, b"{}").map_err(|e| format!("cannot record the release: {e}"))?;
         Ok(true)
     }
 
@@ -580,7 +580,7 @@ fn manifest_task(job: &str) -> Option<String> {
 
 fn write_failed(dir: &TaskDir, why: &str) {
     let exit = ExitRecord { spawn_error: Some(why.to_owned()), finished_ms: now_ms(), ..Default::default() };
-    let _ = crate::supervisor::write_atomic(&dir.exit(), &serde_json::to_vec(&exit).unwrap_or_default());
+    let _ = crate::safe_fs::write_atomic(&dir.exit(), &serde_json::to_vec(&exit).unwrap_or_default());
 }
 
 /// A remote run has ended once its mirror wrote `exit.json`.

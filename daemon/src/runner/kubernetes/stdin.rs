@@ -307,7 +307,7 @@ fn copy_lines(tdir: &Path, input: impl BufRead, out: &mut impl Write) -> Result<
             crate::supervisor::write_agent_stdin(tdir, text)
                 .map_err(|e| format!("cannot write to the agent's stdin: {e}"))?;
             last = seq;
-            crate::supervisor::write_atomic(&seq_file, last.to_string().as_bytes())
+            crate::safe_fs::write_atomic(&seq_file, last.to_string().as_bytes())
                 .map_err(|e| format!("cannot record line {seq}: {e}"))?;
         }
         say(out, format!("ack {seq}\n")).map_err(|e| e.to_string())?;

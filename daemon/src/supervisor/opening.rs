@@ -10,7 +10,17 @@
 
 use serde_json::{Value, json};
 
+use crate::launch::SessionProtocol;
 use crate::provider::acp::{ID_INITIALIZE, ID_NEW_SESSION, ID_PROMPT};
+
+/// The line the supervisor writes into `raw.log` when an ACP session could not be opened and it
+/// runs the provider's one-shot stream command instead; from there on the output is a stream.
+pub const ACP_FALLBACK_MARKER: &str = "caesar: the ACP handshake failed";
+
+/// The line the supervisor writes into `raw.log` when the codex app-server could not be opened
+/// (it ended before answering, or refused `initialize` or `thread/start`/`thread/resume`) and it
+/// runs `codex exec --json` instead; from there on the output is codex's exec stream.
+pub const CODEX_FALLBACK_MARKER: &str = "caesar: the codex app-server handshake failed";
 
 /// What the supervisor does after one line of the agent's output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,10 +194,10 @@ pub enum Opening {
 
 impl Opening {
     /// The opening of `protocol` described by `opening`; `None` when it does not read.
-    pub fn from_json(protocol: super::SessionProtocol, opening: &[u8]) -> Option<Opening> {
+    pub fn from_json(protocol: SessionProtocol, opening: &[u8]) -> Option<Opening> {
         match protocol {
-            super::SessionProtocol::Acp => AcpOpening::from_json(opening).map(Opening::Acp),
-            super::SessionProtocol::CodexAppServer => {
+            SessionProtocol::Acp => AcpOpening::from_json(opening).map(Opening::Acp),
+            SessionProtocol::CodexAppServer => {
                 super::codex_opening::CodexOpening::from_json(opening).map(Opening::CodexAppServer)
             }
         }
@@ -219,10 +229,10 @@ pub fn fallback_of(opening: &[u8]) -> Option<Fallback> {
 
 /// The line the supervisor writes into raw.log before it runs a failed session's stream
 /// fallback, by protocol: the protocol's driver reads the rest as the stream.
-pub fn fallback_marker(protocol: super::SessionProtocol) -> &'static str {
+pub fn fallback_marker(protocol: SessionProtocol) -> &'static str {
     match protocol {
-        super::SessionProtocol::Acp => super::acp::FALLBACK_MARKER,
-        super::SessionProtocol::CodexAppServer => super::codex_app::FALLBACK_MARKER,
+        SessionProtocol::Acp => ACP_FALLBACK_MARKER,
+        SessionProtocol::CodexAppServer => CODEX_FALLBACK_MARKER,
     }
 }
 
