@@ -7,7 +7,6 @@
 //! [`Store::open`] migrates older files forward and refuses newer ones.
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -199,6 +198,20 @@ pub struct TaskRecord {
     pub changes_state: Option<ChangesState>,
 }
 
+impl TaskRecord {
+    /// The runner the stored record names (issue 28): its handle's once it
+    /// started, else the one its stored launch asked for. Never a file in
+    /// the task directory, which the agent can write.
+    pub fn runner_kind(&self) -> crate::launch::runner::RunnerKind {
+        use crate::launch::runner::RunnerKind;
+        match &self.run {
+            Some(handle) => handle.kind(),
+            None if self.launch.kube.is_some() => RunnerKind::Kubernetes,
+            None => RunnerKind::Local,
+        }
+    }
+}
+
 /// What became of a finished task's changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangesState {
@@ -257,7 +270,46 @@ pub struct Outcome {
 /// The store. One connection behind a mutex: every statement is short, and
 /// SQLite serializes writers anyway.
 pub struct Store {
-    conn: Mutex<Connection>,
+    db: db::Db,
+}
+
+/// The connection, out of reach of everything but [`db::Db::blocking`]:
+/// its field is private to this module, so a store method (in this file or
+/// in `store/*.rs`) that tried to lock the connection any other way would
+/// not compile. ARCHITECTURE.md's promise that every SQLite call runs
+/// through `Store::blocking` is kept by the compiler (issue 28).
+mod db {
+    use std::sync::Mutex;
+
+    use rusqlite::Connection;
+
+    pub(super) struct Db(Mutex<Connection>);
+
+    impl Db {
+        pub(super) fn new(conn: Connection) -> Db {
+            Db(Mutex::new(conn))
+        }
+
+        /// Runs `op` on the connection, telling tokio when it runs on an
+        /// async worker: SQLite's work (an fsync on every commit,
+        /// `synchronous=FULL`), and the wait for the connection, then move
+        /// the worker's other tasks to another thread instead of stalling
+        /// them (issue 19). Off the workers (the blocking pool, a plain
+        /// thread, a current-thread runtime) it simply runs.
+        pub(super) fn blocking<T>(&self, op: impl FnOnce(&mut Connection) -> T) -> T {
+            use tokio::runtime::{Handle, RuntimeFlavor};
+            let run = || {
+                // A panic while holding the lock leaves SQLite consistent (the
+                // transaction rolls back), so the poison flag carries no meaning.
+                let mut conn = self.0.lock().unwrap_or_else(|p| p.into_inner());
+                op(&mut conn)
+            };
+            match Handle::try_current() {
+                Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(run),
+                _ => run(),
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -284,32 +336,24 @@ impl Store {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        let store = Store { conn: Mutex::new(conn) };
+        let store = Store { db: db::Db::new(conn) };
         store.migrate(path)?;
         Ok(store)
     }
 
-    /// Runs a store operation, telling tokio when it runs on an async
-    /// worker: SQLite's work (an fsync on every commit, `synchronous=FULL`)
-    /// then moves the worker's other tasks to another thread instead of
-    /// stalling them (issue 19). Off the workers (the blocking pool, a plain
-    /// thread, a current-thread runtime) it simply runs.
-    fn blocking<T>(&self, op: impl FnOnce() -> T) -> T {
-        use tokio::runtime::{Handle, RuntimeFlavor};
-        match Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(op),
-            _ => op(),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        // A panic while holding the lock leaves SQLite consistent (the
-        // transaction rolls back), so the poison flag carries no meaning.
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    /// Runs a store operation on the connection, the only way to it
+    /// ([`db::Db::blocking`]): on an async worker, SQLite's work and the
+    /// wait for the connection leave the worker's other tasks to another
+    /// thread (issue 19).
+    fn blocking<T>(&self, op: impl FnOnce(&mut Connection) -> T) -> T {
+        self.db.blocking(op)
     }
 
     fn migrate(&self, path: &Path) -> Result<()> {
-        let mut conn = self.lock();
+        self.blocking(|conn| Self::migrate_on(conn, path))
+    }
+
+    fn migrate_on(conn: &mut Connection, path: &Path) -> Result<()> {
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version > SCHEMA_VERSION {
             return Err(Error::Precondition(format!(
@@ -324,7 +368,7 @@ impl Store {
             tx.commit()?;
         }
         if version < secrets::VERSION {
-            secrets::migrate(&mut conn).map_err(|e| {
+            secrets::migrate(conn).map_err(|e| {
                 Error::Precondition(format!(
                     "cannot finish migration 8 of the store {} (dropping the channel secrets rebuilds the file, which \
                      needs free space about its size): {e}; free some space and start caesard again",
@@ -337,10 +381,7 @@ impl Store {
 
     /// Records a new task.
     pub fn insert_task(&self, t: &TaskRecord) -> Result<()> {
-        self.blocking(|| {
-            let conn = self.lock();
-            Self::insert_task_on(&conn, t)
-        })
+        self.blocking(|conn| Self::insert_task_on(conn, t))
     }
 
     /// [`Store::insert_task`] on an open connection or transaction.
@@ -389,8 +430,7 @@ impl Store {
 
     /// One task, or `None`.
     pub fn task(&self, id: &str) -> Result<Option<TaskRecord>> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             let mut stmt = conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))?;
             Ok(stmt.query_row([id], task_from_row).optional()?)
         })
@@ -398,8 +438,7 @@ impl Store {
 
     /// Tasks, newest first, optionally only in some statuses.
     pub fn tasks(&self, statuses: &[TaskStatus], limit: u32) -> Result<Vec<TaskRecord>> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             let mut out = Vec::new();
             if statuses.is_empty() {
                 let mut stmt = conn.prepare_cached(&format!(
@@ -423,24 +462,23 @@ impl Store {
 
     /// Records where a task runs, once its workshop is prepared.
     pub fn set_workshop(&self, id: &str, workshop: &Prepared) -> Result<()> {
-        self.blocking(|| {
-            self.lock().execute("UPDATE tasks SET workshop = ?2 WHERE id = ?1", params![id, to_json(workshop)?])?;
+        self.blocking(|conn| {
+            conn.execute("UPDATE tasks SET workshop = ?2 WHERE id = ?1", params![id, to_json(workshop)?])?;
             Ok(())
         })
     }
 
     /// Records that a task's changes were applied or discarded.
     pub fn set_changes_state(&self, id: &str, state: ChangesState) -> Result<()> {
-        self.blocking(|| {
-            self.lock().execute("UPDATE tasks SET changes_state = ?2 WHERE id = ?1", params![id, state.as_str()])?;
+        self.blocking(|conn| {
+            conn.execute("UPDATE tasks SET changes_state = ?2 WHERE id = ?1", params![id, state.as_str()])?;
             Ok(())
         })
     }
 
     /// How many pending tasks were queued before `task` (its queue position).
     pub fn pending_before(&self, task: &TaskRecord) -> Result<u32> {
-        self.blocking(|| {
-        let conn = self.lock();
+        self.blocking(|conn| {
         let mut stmt = conn.prepare_cached(
             "SELECT COUNT(*) FROM tasks WHERE status = 'pending' AND (created_ms < ?1 OR (created_ms = ?1 AND id < ?2))",
         )?;
@@ -450,8 +488,7 @@ impl Store {
 
     /// How many tasks are in `status`.
     pub fn count_status(&self, status: TaskStatus) -> Result<u32> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             Ok(conn.query_row("SELECT COUNT(*) FROM tasks WHERE status = ?1", [status.as_str()], |r| r.get(0))?)
         })
     }
@@ -461,8 +498,7 @@ impl Store {
     /// `started` event) in one transaction, so a crash cannot leave a running
     /// task without it.
     pub fn set_running(&self, id: &str, started_ms: i64, run: &RunHandle, events: &[EventRecord]) -> Result<()> {
-        self.blocking(|| {
-            let mut conn = self.lock();
+        self.blocking(|conn| {
             let tx = conn.transaction()?;
             tx.execute(
                 "UPDATE tasks SET status = 'running', started_ms = ?2, run_handle = ?3 WHERE id = ?1",
@@ -477,8 +513,8 @@ impl Store {
     /// Records that the user asked to cancel, before any signal is sent, so a
     /// daemon restarted mid-cancel still knows the ending was a cancel.
     pub fn set_cancel_requested(&self, id: &str) -> Result<()> {
-        self.blocking(|| {
-            self.lock().execute("UPDATE tasks SET cancel_requested = 1 WHERE id = ?1", [id])?;
+        self.blocking(|conn| {
+            conn.execute("UPDATE tasks SET cancel_requested = 1 WHERE id = ?1", [id])?;
             Ok(())
         })
     }
@@ -490,8 +526,8 @@ impl Store {
         session_id: Option<&str>,
         blocker: Option<BlockerKind>,
     ) -> Result<()> {
-        self.blocking(|| {
-            self.lock().execute(
+        self.blocking(|conn| {
+            conn.execute(
                 "UPDATE tasks SET session_id = COALESCE(?2, session_id), blocker = COALESCE(?3, blocker) WHERE id = ?1",
                 params![id, session_id, blocker.map(BlockerKind::as_str)],
             )?;
@@ -503,8 +539,7 @@ impl Store {
     /// transaction: after a crash, parsing resumes exactly where the stored
     /// events end, with no gap and no duplicate.
     pub fn append_events(&self, id: &str, events: &[EventRecord], new_offset: Option<u64>) -> Result<()> {
-        self.blocking(|| {
-            let mut conn = self.lock();
+        self.blocking(|conn| {
             let tx = conn.transaction()?;
             insert_events(&tx, id, events, new_offset)?;
             tx.commit()?;
@@ -517,8 +552,7 @@ impl Store {
     /// ends with it. A task already ended is left as it is, nothing is
     /// written, and `false` is returned.
     pub fn finish(&self, id: &str, o: &Outcome, events: &[EventRecord]) -> Result<bool> {
-        self.blocking(|| {
-        let mut conn = self.lock();
+        self.blocking(|conn| {
         let tx = conn.transaction()?;
         let changed = tx.execute(
             "UPDATE tasks SET status = ?2, exit_code = ?3, signal = ?4, finished_ms = ?5, error = ?6 WHERE id = ?1 AND status IN ('pending', 'running')",
@@ -538,8 +572,7 @@ impl Store {
 
     /// A task's report, once it has one.
     pub fn report(&self, id: &str) -> Result<Option<StoredReport>> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             let mut stmt = conn.prepare_cached("SELECT source, status, body FROM reports WHERE task_id = ?1")?;
             Ok(stmt
                 .query_row([id], |r| Ok(StoredReport { source: r.get(0)?, status: r.get(1)?, body: r.get(2)? }))
@@ -549,8 +582,7 @@ impl Store {
 
     /// Event lines with `seq >= from`, in order, at most `limit`.
     pub fn events_from(&self, id: &str, from: u64, limit: u32) -> Result<Vec<(u64, String)>> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT seq, line FROM events WHERE task_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
             )?;
@@ -563,8 +595,7 @@ impl Store {
     /// The bytes of a task's stored event lines, each with its newline: the
     /// length its `events.jsonl` has when it holds them exactly.
     pub fn events_bytes(&self, id: &str) -> Result<u64> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT COALESCE(SUM(length(CAST(line AS BLOB)) + 1), 0) FROM events WHERE task_id = ?1",
             )?;
@@ -575,8 +606,7 @@ impl Store {
     /// The last `limit` event lines, in order, no more than `max_bytes` of
     /// them (the newest always).
     pub fn last_events(&self, id: &str, limit: u32, max_bytes: usize) -> Result<Vec<String>> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             let mut stmt =
                 conn.prepare_cached("SELECT line FROM events WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2")?;
             // Newest first, read one row at a time, until `max_bytes` (the
@@ -599,8 +629,7 @@ impl Store {
 
     /// Questions of a task that have no answer yet.
     pub fn pending_questions(&self, id: &str) -> Result<Vec<QuestionRecord>> {
-        self.blocking(|| {
-        let conn = self.lock();
+        self.blocking(|conn| {
         let mut stmt = conn.prepare_cached(
             "SELECT task_id, question_id, question, options, asked_ms, answer, delivered FROM questions WHERE task_id = ?1 AND answer IS NULL ORDER BY asked_ms",
         )?;
@@ -611,8 +640,7 @@ impl Store {
 
     /// The agent of the task that reported this provider session id, if any.
     pub fn agent_of_session(&self, session_id: &str) -> Result<Option<String>> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             let mut stmt =
                 conn.prepare_cached("SELECT agent FROM tasks WHERE session_id = ?1 ORDER BY created_ms DESC LIMIT 1")?;
             Ok(stmt.query_row([session_id], |r| r.get(0)).optional()?)
@@ -622,9 +650,9 @@ impl Store {
     /// Records a question an agent asked. Durable before the agent is told
     /// anything, and before the question shows anywhere.
     pub fn insert_question(&self, q: &QuestionRecord) -> Result<()> {
-        self.blocking(|| {
+        self.blocking(|conn| {
             let options = serde_json::to_string(&q.options).map_err(|e| Error::Internal(e.to_string()))?;
-            self.lock().execute(
+            conn.execute(
                 "INSERT INTO questions (task_id, question_id, question, options, asked_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![q.task_id, q.question_id, q.question, options, q.asked_ms],
             )?;
@@ -634,8 +662,7 @@ impl Store {
 
     /// One question of a task, with whether its answer was delivered.
     pub fn question(&self, task_id: &str, question_id: &str) -> Result<Option<(QuestionRecord, bool)>> {
-        self.blocking(|| {
-        let conn = self.lock();
+        self.blocking(|conn| {
         let mut stmt = conn.prepare_cached(
             "SELECT task_id, question_id, question, options, asked_ms, answer, delivered FROM questions WHERE task_id = ?1 AND question_id = ?2",
         )?;
@@ -646,8 +673,7 @@ impl Store {
     /// Every question of a task, answered or not, oldest first, each with
     /// whether its answer was delivered (for audits: doctor, the soak test).
     pub fn questions(&self, task_id: &str) -> Result<Vec<(QuestionRecord, bool)>> {
-        self.blocking(|| {
-        let conn = self.lock();
+        self.blocking(|conn| {
         let mut stmt = conn.prepare_cached(
             "SELECT task_id, question_id, question, options, asked_ms, answer, delivered FROM questions WHERE task_id = ?1 ORDER BY asked_ms, question_id",
         )?;
@@ -659,8 +685,8 @@ impl Store {
     /// Answers a question if it has no answer yet. Of two concurrent
     /// answers exactly one gets `true`.
     pub fn answer_question(&self, task_id: &str, question_id: &str, answer: &str, at_ms: i64) -> Result<bool> {
-        self.blocking(|| {
-        let changed = self.lock().execute(
+        self.blocking(|conn| {
+        let changed = conn.execute(
             "UPDATE questions SET answer = ?3, answered_ms = ?4 WHERE task_id = ?1 AND question_id = ?2 AND answer IS NULL",
             params![task_id, question_id, answer, at_ms],
         )?;
@@ -670,8 +696,8 @@ impl Store {
 
     /// Marks an answer handed to the agent.
     pub fn mark_delivered(&self, task_id: &str, question_id: &str) -> Result<()> {
-        self.blocking(|| {
-            self.lock().execute(
+        self.blocking(|conn| {
+            conn.execute(
                 "UPDATE questions SET delivered = 1 WHERE task_id = ?1 AND question_id = ?2",
                 params![task_id, question_id],
             )?;
@@ -681,8 +707,7 @@ impl Store {
 
     /// Runs SQLite's integrity check; `Ok(())` when the file is sound.
     pub fn integrity_check(&self) -> Result<()> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             let verdict: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
             if verdict == "ok" { Ok(()) } else { Err(Error::Internal(format!("store integrity check: {verdict}"))) }
         })

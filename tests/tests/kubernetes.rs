@@ -59,9 +59,11 @@ async fn a_task_runs_as_a_job_and_its_report_and_diff_come_back() {
     assert!(texts.contains(&"FAKE_PROVIDER_KEY=sk-not-in-any-file".to_owned()), "{texts:?}");
     // Its TMPDIR, the task directory's tmp/ as on the laptop, exists in the pod.
     assert!(texts.contains(&"temp files in /ws/.caesar/tmp".to_owned()), "{texts:?}");
-    for f in ["task.json", "kube.json"] {
-        let s = std::fs::read_to_string(task_dir(&env, &d.task_id).join(f)).unwrap_or_default();
-        assert!(!s.contains("sk-not-in-any-file"), "{f} holds the credential");
+    // kube.json is the runner's, in the daemon part (issue 28).
+    let kube_json = caesar_tests::daemon_files(task_dir(&env, &d.task_id)).join("kube.json");
+    for f in [task_dir(&env, &d.task_id).join("task.json"), kube_json] {
+        let s = std::fs::read_to_string(&f).unwrap_or_default();
+        assert!(!s.contains("sk-not-in-any-file"), "{} holds the credential", f.display());
     }
 
     // The Job the runner sent.
@@ -206,11 +208,12 @@ async fn refs_go_at_discard_and_a_failed_deletion_is_retried_at_gc() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     std::fs::rename(&away, sim.remote()).unwrap();
     assert_eq!(task_refs(&sim, &id).len(), 2, "the deletion failed");
-    assert!(!task_dir(&env, &id).join("kube.released").exists());
+    let released = caesar_tests::daemon_files(task_dir(&env, &id)).join("kube.released");
+    assert!(!released.exists());
     // The next gc deletes them, and records it.
     c.gc(pb::GcRequest { older_than_ms: 1, ..Default::default() }).await.unwrap();
     assert!(task_refs(&sim, &id).is_empty(), "{:?}", task_refs(&sim, &id));
-    assert!(task_dir(&env, &id).join("kube.released").exists());
+    assert!(released.exists());
     // A gc after that has nothing left to do and does not fail.
     c.gc(pb::GcRequest { older_than_ms: 1, ..Default::default() }).await.unwrap();
 }
@@ -245,7 +248,7 @@ async fn the_runner_is_chosen_per_role_and_per_delegation() {
     )
     .unwrap();
     let mut c = env.start_daemon().await;
-    let ran_remotely = |id: &str| task_dir(&env, id).join("kube.json").exists();
+    let ran_remotely = |id: &str| caesar_tests::daemon_files(task_dir(&env, id)).join("kube.json").exists();
     let by_role = |runner: &str| pb::DelegateRequest {
         agent: String::new(),
         role: "remote".into(),

@@ -148,7 +148,7 @@ impl Engine {
         let interrupted = run
             .driver
             .cancel_line(run.session_id.as_deref())
-            .is_some_and(|line| self.runner.write_stdin(&run.dir, &line).is_ok());
+            .is_some_and(|line| self.runner.write_stdin(&handle, &run.dir, &line).is_ok());
         if !interrupted {
             self.runner.request_stop(&handle);
             return;

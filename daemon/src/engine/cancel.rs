@@ -78,10 +78,11 @@ impl Engine {
         status_rx: Option<&mut tokio::sync::watch::Receiver<TaskStatus>>,
     ) {
         let Ok(record) = self.record(id) else { return };
+        let Some(handle) = &record.run else { return };
         let dir = Self::task_dir(&record);
         let driver = opened_driver(&record.launch, &dir.raw_log());
         let Some(line) = driver.cancel_line(record.session_id.as_deref()) else { return };
-        if let Err(e) = self.runner.write_stdin(&dir, &line) {
+        if let Err(e) = self.runner.write_stdin(handle, &dir, &line) {
             tracing::info!(task_id = %id, "cannot cancel through the protocol ({e}): signalling");
             return;
         }

@@ -26,7 +26,7 @@ impl Engine {
             self.forget_live(&record);
             return Ok(());
         }
-        let exit = self.runner.exit_record(&run.dir);
+        let exit = run.handle.as_ref().and_then(|h| self.runner.exit_record(h, &run.dir));
         // Issue 17: a budget that stopped the agent (stored before the stop).
         // A group's budget stops members that have no limit of their own (`group_budget.rs`).
         let budget_stop = self.store.budget_stop(&run.id)?;
@@ -34,7 +34,9 @@ impl Engine {
             None => {
                 // The supervision died without a word; its agent must not
                 // run on unwatched.
-                self.runner.kill_remains(&run.id, &run.dir);
+                if let Some(h) = &run.handle {
+                    self.runner.kill_remains(h, &run.id, &run.dir);
+                }
                 let why = "the task's supervisor process vanished without recording how the agent ended (killed, or the machine restarted)".to_owned();
                 (TaskStatus::Failed, Ending::Failed(why.clone()), Some(why))
             }

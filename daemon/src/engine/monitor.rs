@@ -153,8 +153,9 @@ impl Engine {
 
     /// Writes a driver's replies on the agent's stdin.
     fn reply(&self, run: &Run, replies: &[String]) {
+        let Some(handle) = &run.handle else { return };
         for line in replies {
-            if let Err(e) = self.runner.write_stdin(&run.dir, line) {
+            if let Err(e) = self.runner.write_stdin(handle, &run.dir, line) {
                 warn!(task_id = %run.id, "cannot write to the agent's stdin: {e}");
             }
         }

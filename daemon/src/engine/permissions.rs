@@ -179,7 +179,11 @@ impl Engine {
             warn!(task_id = %record.id, question_id = %qid, "this agent's driver cannot answer a permission request");
             return;
         };
-        match self.runner.write_stdin(&dir, &line) {
+        let Some(handle) = &record.run else {
+            warn!(task_id = %record.id, question_id = %qid, "the task has no run to deliver the answer to");
+            return;
+        };
+        match self.runner.write_stdin(handle, &dir, &line) {
             Ok(()) => {
                 if let Err(e) = self.store.mark_delivered(&record.id, qid) {
                     warn!(task_id = %record.id, "marking {qid} delivered failed: {e}");
@@ -205,7 +209,8 @@ impl Engine {
         let reason = format!("caesar refused a `{kind}` tool in a read-only task: {}", ask.summary);
         let decision = crate::driver::Decision { allow: false, message: &reason, for_session: false };
         if let Some(line) = run.driver.respond(ask, &decision)
-            && let Err(e) = self.runner.write_stdin(&run.dir, &line)
+            && let Some(handle) = &run.handle
+            && let Err(e) = self.runner.write_stdin(handle, &run.dir, &line)
         {
             warn!(task_id = %record.id, "cannot write the refusal to the agent: {e}");
         }

@@ -78,7 +78,7 @@ impl Engine {
         let dir = Self::task_dir(&record);
         let (handle, started_ms) = match &record.run {
             Some(handle) => (handle.clone(), record.started_ms.unwrap_or_else(now_ms)),
-            None => match self.runner.adopt(&record.id, &dir).await {
+            None => match self.runner.adopt(record.runner_kind(), &record.id, &dir).await {
                 Some(adopted) => {
                     // Started but never recorded: record it now (with its
                     // `started` event), or the queue would start it again.
@@ -106,7 +106,7 @@ impl Engine {
         let live = self
             .live(&record.id)
             .unwrap_or_else(|| self.make_live(&record.id, TaskStatus::Running, record.event_count));
-        let exited = self.runner.exit_record(&dir).is_some();
+        let exited = self.runner.exit_record(&handle, &dir).is_some();
         let alive = !exited && self.runner.is_alive(&handle);
         if record.cancel_requested && !exited {
             // A cancel recorded by a daemon that died before the run ended

@@ -15,9 +15,9 @@ impl Engine {
     /// Releases the task's remote leftovers in the background.
     pub(super) fn release_remote_soon(&self, record: &TaskRecord) {
         let (runner, id, dir) = (self.runner.clone(), record.id.clone(), Self::task_dir(record));
-        let repo = std::path::PathBuf::from(&record.workspace);
+        let (kind, repo) = (record.runner_kind(), std::path::PathBuf::from(&record.workspace));
         let spawned = std::thread::Builder::new().name("caesar-release".into()).spawn(move || {
-            if let Err(e) = runner.release(&id, &dir, &repo) {
+            if let Err(e) = runner.release(kind, &id, &dir, &repo) {
                 tracing::warn!(task_id = id, error = e, "remote refs kept; the next gc retries");
             }
         });
@@ -29,6 +29,6 @@ impl Engine {
     /// Releases them now (gc); the error, if one kept them.
     pub(super) fn release_remote_now(&self, record: &TaskRecord) -> Option<String> {
         let repo = std::path::PathBuf::from(&record.workspace);
-        self.runner.release(&record.id, &Self::task_dir(record), &repo).err()
+        self.runner.release(record.runner_kind(), &record.id, &Self::task_dir(record), &repo).err()
     }
 }

@@ -169,7 +169,7 @@ impl Engine {
             return;
         }
         // Only the work of an agent that ended by itself, well, is verified.
-        let Some(exit) = self.runner.exit_record(dir) else { return };
+        let Some(exit) = record.run.as_ref().and_then(|h| self.runner.exit_record(h, dir)) else { return };
         if exit.spawn_error.is_some()
             || exit.timed_out
             || exit.terminated

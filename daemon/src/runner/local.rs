@@ -19,6 +19,7 @@ use crate::task_dir::TaskDir;
 
 use super::log_wake::LogWake;
 use super::{Adopted, RunHandle, RunWatch, Runner, StartSpec, Started};
+use crate::launch::runner::RunnerKind;
 
 /// Runs supervisors on this machine.
 #[derive(Debug, Clone)]
@@ -129,7 +130,12 @@ impl Runner for LocalRunner {
         Box::new(LocalWatch { kind, wake: LogWake::watch(&dir.raw_log()) })
     }
 
-    fn adopt(&self, task_id: &str, dir: &TaskDir) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>> {
+    fn adopt(
+        &self,
+        _kind: RunnerKind,
+        task_id: &str,
+        dir: &TaskDir,
+    ) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>> {
         let (task_id, dir) = (task_id.to_owned(), dir.clone());
         Box::pin(async move {
             // agent.json is written by the supervisor right after it started
@@ -181,15 +187,15 @@ impl Runner for LocalRunner {
         }
     }
 
-    fn write_stdin(&self, dir: &TaskDir, line: &str) -> std::io::Result<()> {
+    fn write_stdin(&self, _handle: &RunHandle, dir: &TaskDir, line: &str) -> std::io::Result<()> {
         supervisor::write_agent_stdin(&dir.daemon_files(), line)
     }
 
-    fn exit_record(&self, dir: &TaskDir) -> Option<ExitRecord> {
+    fn exit_record(&self, _handle: &RunHandle, dir: &TaskDir) -> Option<ExitRecord> {
         supervisor::read_exit(&dir.daemon_files())
     }
 
-    fn kill_remains(&self, task_id: &str, dir: &TaskDir) {
+    fn kill_remains(&self, _handle: &RunHandle, task_id: &str, dir: &TaskDir) {
         // The agent's group if agent.json names one of this task's own
         // processes (the agent can write agent.json: its pid is never taken
         // on its word), and every process carrying the task's id in its

@@ -32,6 +32,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::launch::runner::RunnerKind;
 use crate::supervisor::ExitRecord;
 use crate::task_dir::TaskDir;
 
@@ -55,6 +56,16 @@ pub enum RunHandle {
         #[serde(default)]
         uid: Option<String>,
     },
+}
+
+impl RunHandle {
+    /// The runner this handle belongs to.
+    pub fn kind(&self) -> RunnerKind {
+        match self {
+            RunHandle::Local { .. } => RunnerKind::Local,
+            RunHandle::Kubernetes { .. } => RunnerKind::Kubernetes,
+        }
+    }
 }
 
 /// Everything a runner needs to start a task.
@@ -111,6 +122,11 @@ pub trait RunWatch: Send {
 }
 
 /// Where tasks run. Every method is safe to call again after a crash.
+///
+/// Which runner a task belongs to is what its stored record says: every
+/// method after [`Runner::start`] takes the stored [`RunHandle`], or, for a
+/// task that may have no handle yet, the [`RunnerKind`] its stored launch
+/// names. Never a file in the task directory, which its agent can write.
 pub trait Runner: Send + Sync {
     /// Starts the run. Writes nothing to the store: the engine records the
     /// handle.
@@ -122,7 +138,13 @@ pub trait Runner: Send + Sync {
     /// A run of `task_id` that was started but never recorded, if one is
     /// alive; waits briefly for one that is still starting. A run found but
     /// unusable is stopped, and `None` returned: the task starts afresh.
-    fn adopt(&self, task_id: &str, dir: &TaskDir) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>>;
+    /// `kind`: the runner the task's stored launch names.
+    fn adopt(
+        &self,
+        kind: RunnerKind,
+        task_id: &str,
+        dir: &TaskDir,
+    ) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>>;
 
     /// Whether the run is still going.
     fn is_alive(&self, handle: &RunHandle) -> bool;
@@ -131,33 +153,43 @@ pub trait Runner: Send + Sync {
     fn request_stop(&self, handle: &RunHandle);
 
     /// Writes one line to the agent's stdin (a run started with `stdin`).
-    fn write_stdin(&self, dir: &TaskDir, line: &str) -> std::io::Result<()>;
+    fn write_stdin(&self, handle: &RunHandle, dir: &TaskDir, line: &str) -> std::io::Result<()>;
 
     /// How the run ended, once it has.
-    fn exit_record(&self, dir: &TaskDir) -> Option<ExitRecord>;
+    fn exit_record(&self, handle: &RunHandle, dir: &TaskDir) -> Option<ExitRecord>;
 
     /// Makes sure nothing of a run whose supervision vanished goes on.
-    fn kill_remains(&self, task_id: &str, dir: &TaskDir);
+    fn kill_remains(&self, handle: &RunHandle, task_id: &str, dir: &TaskDir);
 
     /// Lets go of what a finished run left outside this machine once its
     /// changes are applied, discarded or collected (a Kubernetes task's
     /// refs on the git remote); `repo` is a repository to run git in.
+    /// `kind`: the runner the task's stored record names (its handle's, or
+    /// for a task never recorded started, its launch's: a start that died
+    /// before it was recorded may have pushed refs already).
     /// Idempotent; true when something was released now. An error is
     /// retried at the next gc.
-    fn release(&self, task_id: &str, dir: &TaskDir, repo: &Path) -> std::result::Result<bool, String> {
-        let _ = (task_id, dir, repo);
+    fn release(
+        &self,
+        kind: RunnerKind,
+        task_id: &str,
+        dir: &TaskDir,
+        repo: &Path,
+    ) -> std::result::Result<bool, String> {
+        let _ = (kind, task_id, dir, repo);
         Ok(false)
     }
 }
 
 /// Findings a runner recorded about a task's run (a remote pod whose
 /// control files the agent forged, a result that did not verify), one JSON
-/// [`crate::oacp::Finding`] a line in the task directory; the report gets them.
+/// [`crate::oacp::Finding`] a line in the task's daemon part (out of a local
+/// agent's reach: a finding there is the runner's word); the report gets them.
 pub const RUNNER_FINDINGS: &str = "runner.findings.jsonl";
 
 /// The findings a runner recorded for the task in `dir` (at most 20).
 pub fn findings(dir: &TaskDir) -> Vec<crate::oacp::Finding> {
-    let path = dir.root().join(RUNNER_FINDINGS);
+    let path = dir.daemon_files().join(RUNNER_FINDINGS);
     let Ok(bytes) = crate::safe_fs::read_capped(&path, crate::safe_fs::REPORT_CAP) else { return Vec::new() };
     String::from_utf8_lossy(&bytes).lines().filter_map(|l| serde_json::from_str(l).ok()).take(20).collect()
 }

@@ -1,7 +1,8 @@
 //! The engine's one runner, which hands each task to the runner it belongs
-//! to: a start by its launch plan (`[runner]`), everything after by the
-//! kind of its handle, or by the `kube.json` a Kubernetes start leaves in
-//! the task directory before it creates anything.
+//! to: a start by its launch plan (`[runner]`), everything after by its
+//! stored handle, or by the kind its stored launch names (adoption, the
+//! release of a task never recorded started). Never by a file in the task
+//! directory, which a local agent can write (issue 28).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,6 +10,7 @@ use std::pin::Pin;
 use super::local::LocalRunner;
 use super::{Adopted, RunHandle, RunWatch, Runner, StartSpec, Started};
 use crate::error::{Error, Result};
+use crate::launch::runner::RunnerKind;
 use crate::supervisor::ExitRecord;
 use crate::task_dir::TaskDir;
 
@@ -24,9 +26,6 @@ impl std::fmt::Debug for Runners {
         f.debug_struct("Runners").field("local", &self.local).finish_non_exhaustive()
     }
 }
-
-/// The file that marks a task given to the Kubernetes runner.
-const KUBE_MARK: &str = "kube.json";
 
 impl Runners {
     /// The local runner and, built with `kubernetes` and inside a runtime,
@@ -54,18 +53,16 @@ impl Runners {
         None
     }
 
-    fn for_handle(&self, handle: &RunHandle) -> Option<&dyn Runner> {
-        match handle {
-            RunHandle::Local { .. } => Some(&self.local),
-            RunHandle::Kubernetes { .. } => self.remote(),
+    /// The runner of a kind; `None`: Kubernetes, which this daemon cannot run.
+    fn for_kind(&self, kind: RunnerKind) -> Option<&dyn Runner> {
+        match kind {
+            RunnerKind::Local => Some(&self.local),
+            RunnerKind::Kubernetes => self.remote(),
         }
     }
 
-    fn for_dir(&self, dir: &TaskDir) -> &dyn Runner {
-        match self.remote() {
-            Some(r) if dir.root().join(KUBE_MARK).exists() => r,
-            _ => &self.local,
-        }
+    fn for_handle(&self, handle: &RunHandle) -> Option<&dyn Runner> {
+        self.for_kind(handle.kind())
     }
 }
 
@@ -150,8 +147,17 @@ impl Runner for Runners {
         }
     }
 
-    fn adopt(&self, task_id: &str, dir: &TaskDir) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>> {
-        self.for_dir(dir).adopt(task_id, dir)
+    fn adopt(
+        &self,
+        kind: RunnerKind,
+        task_id: &str,
+        dir: &TaskDir,
+    ) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>> {
+        match self.for_kind(kind) {
+            Some(r) => r.adopt(kind, task_id, dir),
+            // Nothing this daemon can find: the task starts afresh (and says why it cannot).
+            None => Box::pin(std::future::ready(None)),
+        }
     }
 
     fn is_alive(&self, handle: &RunHandle) -> bool {
@@ -164,26 +170,136 @@ impl Runner for Runners {
         }
     }
 
-    fn write_stdin(&self, dir: &TaskDir, line: &str) -> std::io::Result<()> {
-        self.for_dir(dir).write_stdin(dir, line)
+    fn write_stdin(&self, handle: &RunHandle, dir: &TaskDir, line: &str) -> std::io::Result<()> {
+        match self.for_handle(handle) {
+            Some(r) => r.write_stdin(handle, dir, line),
+            None => Err(std::io::Error::new(std::io::ErrorKind::Unsupported, NO_KUBERNETES)),
+        }
     }
 
-    fn exit_record(&self, dir: &TaskDir) -> Option<ExitRecord> {
-        self.for_dir(dir).exit_record(dir)
+    fn exit_record(&self, handle: &RunHandle, dir: &TaskDir) -> Option<ExitRecord> {
+        match self.for_handle(handle) {
+            Some(r) => r.exit_record(handle, dir),
+            // Every runner's ending is the daemon part's exit.json, which the local one reads.
+            None => self.local.exit_record(handle, dir),
+        }
     }
 
-    fn kill_remains(&self, task_id: &str, dir: &TaskDir) {
-        self.for_dir(dir).kill_remains(task_id, dir);
+    fn kill_remains(&self, handle: &RunHandle, task_id: &str, dir: &TaskDir) {
+        if let Some(r) = self.for_handle(handle) {
+            r.kill_remains(handle, task_id, dir);
+        }
     }
 
-    fn release(&self, task_id: &str, dir: &TaskDir, repo: &std::path::Path) -> std::result::Result<bool, String> {
-        self.for_dir(dir).release(task_id, dir, repo)
+    fn release(
+        &self,
+        kind: RunnerKind,
+        task_id: &str,
+        dir: &TaskDir,
+        repo: &std::path::Path,
+    ) -> std::result::Result<bool, String> {
+        match self.for_kind(kind) {
+            Some(r) => r.release(kind, task_id, dir, repo),
+            None => Ok(false),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 28: a local task's directory holds a `kube.json` (naming a git
+    /// remote with the task's ref) and runner findings, as its agent could
+    /// write them. Routed by the stored record, the release of the local
+    /// task touches no remote, and the report gets no finding; a
+    /// Kubernetes task's own `kube.json`, in its daemon part, still
+    /// releases its refs.
+    #[cfg(feature = "kubernetes")]
+    #[test]
+    fn files_planted_in_a_local_task_route_nothing_to_kubernetes() {
+        use super::super::kubernetes::{META_FILE, Meta, RELEASED_FILE};
+        use std::process::Command;
+
+        struct NoCalls;
+        impl crate::runner::remote_channel::ChannelCalls for NoCalls {
+            fn call(
+                self: std::sync::Arc<Self>,
+                _task_id: String,
+                _call: crate::runner::remote_channel::ChannelCall,
+            ) -> Pin<Box<dyn Future<Output = crate::runner::remote_channel::ChannelOutcome> + Send>> {
+                Box::pin(std::future::pending())
+            }
+        }
+        let git = |dir: &std::path::Path, args: &[&str]| {
+            let out = Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let (repo, remote) = (tmp.path().join("repo"), tmp.path().join("remote.git"));
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q"]);
+        git(&repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+        git(tmp.path(), &["init", "-q", "--bare", "remote.git"]);
+        let remote_s = remote.display().to_string();
+        git(&repo, &["push", "-q", &remote_s, "HEAD:refs/caesar/tasks/t_1/base"]);
+        let refs = || git(&remote, &["for-each-ref", "--format=%(refname)", "refs/caesar/tasks/t_1/"]);
+        let dir = TaskDir::new(tmp.path().join("tasks").join("t_1"));
+        std::fs::create_dir_all(dir.root()).unwrap();
+        dir.create_daemon_part().unwrap();
+        let meta = Meta {
+            task_id: "t_1".into(),
+            namespace: "planted".into(),
+            job: "caesar-t-1".into(),
+            remote: remote_s.clone(),
+            workdir: repo.clone(),
+            stdin: true,
+            ..Default::default()
+        };
+        let meta = serde_json::to_vec(&meta).unwrap();
+        std::fs::write(dir.root().join(META_FILE), &meta).unwrap();
+        let finding = r#"{"severity":"high","title":"planted","detail":"planted"}"#;
+        std::fs::write(dir.root().join(super::super::RUNNER_FINDINGS), finding).unwrap();
+
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let _in_rt = rt.enter();
+        let local = LocalRunner { supervisor_exe: "/nonexistent".into(), grace_ms: 100, raw_log_cap: 0 };
+        let calls: std::sync::Weak<dyn crate::runner::remote_channel::ChannelCalls> = std::sync::Weak::<NoCalls>::new();
+        let runners = Runners::new(local, calls);
+        assert!(runners.kube.is_some(), "the Kubernetes runner is there to be misrouted to");
+
+        // The local task: nothing released, no git on the planted remote.
+        assert_eq!(runners.release(RunnerKind::Local, "t_1", &dir, &repo), Ok(false));
+        assert_eq!(refs().trim(), "refs/caesar/tasks/t_1/base");
+        assert!(!dir.root().join(RELEASED_FILE).exists() && !dir.daemon_files().join(RELEASED_FILE).exists());
+        // A planted finding is not the runner's.
+        assert!(crate::runner::findings(&dir).is_empty());
+        // Its stdin goes to the local supervisor's FIFO, not to a pump.
+        let fifo = dir.daemon_files().join(crate::supervisor::STDIN_FIFO);
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let mut supervisor = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(&fifo).unwrap()
+        };
+        let handle = RunHandle::Local { pid: 0, start: None, boot: None };
+        runners.write_stdin(&handle, &dir, "{\"answer\":1}").unwrap();
+        let mut got = String::new();
+        std::io::Read::read_to_string(&mut supervisor, &mut got).unwrap();
+        assert_eq!(got, "{\"answer\":1}\n");
+
+        // A Kubernetes task: its kube.json in the daemon part releases its refs, once.
+        std::fs::write(dir.daemon_files().join(META_FILE), &meta).unwrap();
+        assert_eq!(runners.release(RunnerKind::Kubernetes, "t_1", &dir, &repo), Ok(true));
+        assert_eq!(refs().trim(), "");
+        assert!(dir.daemon_files().join(RELEASED_FILE).exists());
+        assert_eq!(runners.release(RunnerKind::Kubernetes, "t_1", &dir, &repo), Ok(false));
+    }
     use crate::oacp::Mode;
     use crate::prompt::{PromptRef, Via};
     use crate::provider::{self, Invocation, Stdin};

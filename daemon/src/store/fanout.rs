@@ -42,8 +42,8 @@ pub struct GroupRecord {
 impl Store {
     /// Stores a task's verification outcome (JSON of [`crate::oacp::Verification`]).
     pub fn put_verification(&self, task_id: &str, body: &str, at_ms: i64) -> Result<()> {
-        self.blocking(|| {
-            self.lock().execute(
+        self.blocking(|conn| {
+            conn.execute(
                 "INSERT OR REPLACE INTO task_verification (task_id, body, created_ms) VALUES (?1, ?2, ?3)",
                 params![task_id, body, at_ms],
             )?;
@@ -53,16 +53,16 @@ impl Store {
 
     /// A task's stored verification outcome, if its verification ended.
     pub fn verification(&self, task_id: &str) -> Result<Option<String>> {
-        Ok(self
-            .lock()
-            .query_row("SELECT body FROM task_verification WHERE task_id = ?1", params![task_id], |r| r.get(0))
-            .optional()?)
+        self.blocking(|conn| {
+            Ok(conn
+                .query_row("SELECT body FROM task_verification WHERE task_id = ?1", params![task_id], |r| r.get(0))
+                .optional()?)
+        })
     }
 
     /// Records a group and its members in one transaction.
     pub fn insert_group(&self, g: &GroupRecord) -> Result<()> {
-        self.blocking(|| {
-            let mut conn = self.lock();
+        self.blocking(|conn| {
             let tx = conn.transaction()?;
             insert_group_on(&tx, g)?;
             tx.commit()?;
@@ -74,8 +74,7 @@ impl Store {
     /// failure (or a crash) anywhere leaves neither a half group nor
     /// members without their group.
     pub fn insert_group_with_tasks(&self, g: &GroupRecord, tasks: &[super::TaskRecord]) -> Result<()> {
-        self.blocking(|| {
-            let mut conn = self.lock();
+        self.blocking(|conn| {
             let tx = conn.transaction()?;
             for t in tasks {
                 Store::insert_task_on(&tx, t)?;
@@ -88,8 +87,7 @@ impl Store {
 
     /// A group by id.
     pub fn group(&self, id: &str) -> Result<Option<GroupRecord>> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             let head: Option<(String, i64, String, String)> = conn
                 .query_row("SELECT id, created_ms, objective, workspace FROM groups WHERE id = ?1", params![id], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
@@ -104,10 +102,11 @@ impl Store {
 
     /// The group a task belongs to, if any.
     pub fn group_of(&self, task_id: &str) -> Result<Option<String>> {
-        Ok(self
-            .lock()
-            .query_row("SELECT group_id FROM group_tasks WHERE task_id = ?1", params![task_id], |r| r.get(0))
-            .optional()?)
+        self.blocking(|conn| {
+            Ok(conn
+                .query_row("SELECT group_id FROM group_tasks WHERE task_id = ?1", params![task_id], |r| r.get(0))
+                .optional()?)
+        })
     }
 }
 

@@ -55,8 +55,8 @@ const ATTEMPT_COLUMNS: &str = "task_id, root_id, successor_id, next_agent, stopp
 impl Store {
     /// Records that a budget limit stopped the task (the first one wins).
     pub fn record_budget_stop(&self, task_id: &str, limit: &str, detail: &str, at_ms: i64) -> Result<()> {
-        self.blocking(|| {
-            self.lock().execute(
+        self.blocking(|conn| {
+            conn.execute(
                 "INSERT OR IGNORE INTO task_budget_stops (task_id, limit_name, detail, at_ms) VALUES (?1, ?2, ?3, ?4)",
                 params![task_id, limit, detail, at_ms],
             )?;
@@ -66,20 +66,22 @@ impl Store {
 
     /// The limit that stopped the task and its figures, if one did.
     pub fn budget_stop(&self, task_id: &str) -> Result<Option<(String, String)>> {
-        Ok(self
-            .lock()
-            .query_row("SELECT limit_name, detail FROM task_budget_stops WHERE task_id = ?1", params![task_id], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()?)
+        self.blocking(|conn| {
+            Ok(conn
+                .query_row(
+                    "SELECT limit_name, detail FROM task_budget_stops WHERE task_id = ?1",
+                    params![task_id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?)
+        })
     }
 
     /// Records a fallback, unless the task has one already; returns the
     /// stored one (so a conclusion redone after a crash keeps the first
     /// successor id, and never makes a second).
     pub fn record_fallback(&self, row: &AttemptRow) -> Result<AttemptRow> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             conn.execute(
                 &format!("INSERT OR IGNORE INTO task_attempts ({ATTEMPT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
                 params![
@@ -102,20 +104,20 @@ impl Store {
 
     /// The fallback that followed this task, if any.
     pub fn fallback_of(&self, task_id: &str) -> Result<Option<AttemptRow>> {
-        Ok(self
-            .lock()
-            .query_row(
-                &format!("SELECT {ATTEMPT_COLUMNS} FROM task_attempts WHERE task_id = ?1"),
-                params![task_id],
-                attempt,
-            )
-            .optional()?)
+        self.blocking(|conn| {
+            Ok(conn
+                .query_row(
+                    &format!("SELECT {ATTEMPT_COLUMNS} FROM task_attempts WHERE task_id = ?1"),
+                    params![task_id],
+                    attempt,
+                )
+                .optional()?)
+        })
     }
 
     /// The attempts of a chain, oldest first.
     pub fn attempts_of(&self, root_id: &str) -> Result<Vec<AttemptRow>> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {ATTEMPT_COLUMNS} FROM task_attempts WHERE root_id = ?1 ORDER BY at_ms, rowid"
             ))?;
@@ -127,8 +129,7 @@ impl Store {
     /// Fallbacks whose next task was never delegated (a daemon died between
     /// the two): recovery delegates them.
     pub fn unstarted_fallbacks(&self) -> Result<Vec<AttemptRow>> {
-        self.blocking(|| {
-        let conn = self.lock();
+        self.blocking(|conn| {
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {ATTEMPT_COLUMNS} FROM task_attempts a WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = a.successor_id) ORDER BY at_ms"
         ))?;
@@ -140,8 +141,7 @@ impl Store {
     /// The usage and message events stored for a task, in order: what a
     /// budget's tally is rebuilt from after a restart.
     pub fn usage_and_messages(&self, task_id: &str) -> Result<Vec<EventBody>> {
-        self.blocking(|| {
-        let conn = self.lock();
+        self.blocking(|conn| {
         let mut stmt = conn.prepare_cached(
             "SELECT line FROM events WHERE task_id = ?1 AND (line LIKE '%\"type\":\"usage\"%' OR line LIKE '%\"type\":\"message\"%') ORDER BY seq",
         )?;
@@ -160,8 +160,8 @@ impl Store {
 impl Store {
     /// Forgets a fallback whose next task could not be delegated.
     pub fn drop_fallback(&self, task_id: &str) -> Result<()> {
-        self.blocking(|| {
-            self.lock().execute("DELETE FROM task_attempts WHERE task_id = ?1", params![task_id])?;
+        self.blocking(|conn| {
+            conn.execute("DELETE FROM task_attempts WHERE task_id = ?1", params![task_id])?;
             Ok(())
         })
     }

@@ -58,8 +58,7 @@ const LIST_SQL: &str = "WITH q AS (
 impl Store {
     /// The newest `limit` tasks as list rows, those waiting on an answer first.
     pub fn list_rows(&self, limit: u32) -> Result<Vec<ListRow>> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             let mut stmt = conn.prepare_cached(LIST_SQL)?;
             let rows = stmt.query_map([limit], row)?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -68,8 +67,7 @@ impl Store {
 
     /// The ids of the newest `limit` fan-out groups, newest first.
     pub fn recent_group_ids(&self, limit: u32) -> Result<Vec<String>> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             let mut stmt = conn.prepare_cached("SELECT id FROM groups ORDER BY created_ms DESC, id DESC LIMIT ?1")?;
             let rows = stmt.query_map([limit], |r| r.get(0))?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)

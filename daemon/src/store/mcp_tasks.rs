@@ -55,8 +55,7 @@ impl Store {
     /// Up to `limit` tasks created before `after` (all when `None`), newest
     /// first, and the cursor of the page after them when there are more.
     pub fn tasks_page(&self, limit: u32, after: Option<&PageCursor>) -> Result<(Vec<TaskRecord>, Option<PageCursor>)> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             // One more than asked tells whether a next page exists.
             let take = i64::from(limit) + 1;
             let mut out = Vec::new();
@@ -91,9 +90,9 @@ impl Store {
 
     /// Records the ttl chosen for task `id`'s MCP handle (the last one wins).
     pub fn set_mcp_ttl(&self, id: &str, ttl_ms: u64, at_ms: i64) -> Result<()> {
-        self.blocking(|| {
+        self.blocking(|conn| {
             let ttl = i64::try_from(ttl_ms).unwrap_or(i64::MAX);
-            self.lock().execute(
+            conn.execute(
                 "INSERT INTO mcp_task_ttls (task_id, ttl_ms, at_ms) VALUES (?1, ?2, ?3)
              ON CONFLICT(task_id) DO UPDATE SET ttl_ms = excluded.ttl_ms, at_ms = excluded.at_ms",
                 params![id, ttl, at_ms],
@@ -104,11 +103,10 @@ impl Store {
 
     /// The MCP handle ttls of those of `ids` that have one, in one query.
     pub fn mcp_ttls(&self, ids: &[&str]) -> Result<HashMap<String, u64>> {
-        self.blocking(|| {
+        self.blocking(|conn| {
             if ids.is_empty() {
                 return Ok(HashMap::new());
             }
-            let conn = self.lock();
             let marks = vec!["?"; ids.len()].join(",");
             let mut stmt =
                 conn.prepare(&format!("SELECT task_id, ttl_ms FROM mcp_task_ttls WHERE task_id IN ({marks})"))?;

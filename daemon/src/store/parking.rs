@@ -62,8 +62,7 @@ impl Store {
     /// Records a park, unless the task has one already; returns the stored
     /// one (the first successor id and reset time win).
     pub fn record_park(&self, row: &ParkRow) -> Result<ParkRow> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             conn.execute(
                 &format!("INSERT OR IGNORE INTO task_parks ({PARK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
                 params![row.task_id, row.successor_id, row.parked_until, row.reason, row.session_id, row.at_ms],
@@ -84,29 +83,31 @@ impl Store {
 
     /// The park of a blocked task, if one was recorded.
     pub fn park_of(&self, task_id: &str) -> Result<Option<ParkRow>> {
-        Ok(self
-            .lock()
-            .query_row(&format!("SELECT {PARK_COLUMNS} FROM task_parks WHERE task_id = ?1"), params![task_id], park)
-            .optional()?)
+        self.blocking(|conn| {
+            Ok(conn
+                .query_row(&format!("SELECT {PARK_COLUMNS} FROM task_parks WHERE task_id = ?1"), params![task_id], park)
+                .optional()?)
+        })
     }
 
     /// The park that made this task, the attempt resuming a blocked one.
     pub fn park_resumed_by(&self, successor_id: &str) -> Result<Option<ParkRow>> {
-        Ok(self
-            .lock()
-            .query_row(
-                &format!("SELECT {PARK_COLUMNS} FROM task_parks WHERE successor_id = ?1"),
-                params![successor_id],
-                park,
-            )
-            .optional()?)
+        self.blocking(|conn| {
+            Ok(conn
+                .query_row(
+                    &format!("SELECT {PARK_COLUMNS} FROM task_parks WHERE successor_id = ?1"),
+                    params![successor_id],
+                    park,
+                )
+                .optional()?)
+        })
     }
 
     /// Forgets a park that did not happen (the task fell back instead, or
     /// had changed files).
     pub fn drop_park(&self, task_id: &str) -> Result<()> {
-        self.blocking(|| {
-            self.lock().execute("DELETE FROM task_parks WHERE task_id = ?1", params![task_id])?;
+        self.blocking(|conn| {
+            conn.execute("DELETE FROM task_parks WHERE task_id = ?1", params![task_id])?;
             Ok(())
         })
     }
@@ -115,8 +116,7 @@ impl Store {
     /// are kept out of the queue, the others' timers are re-armed after a
     /// restart.
     pub fn pending_parks(&self) -> Result<Vec<ParkRow>> {
-        self.blocking(|| {
-            let conn = self.lock();
+        self.blocking(|conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {PARK_COLUMNS} FROM task_parks p WHERE EXISTS \
              (SELECT 1 FROM tasks t WHERE t.id = p.successor_id AND t.status = 'pending')"
@@ -128,8 +128,8 @@ impl Store {
 
     /// Stores a group's limits (at its delegation, before any member).
     pub fn set_group_budget(&self, group_id: &str, limits_json: &str) -> Result<()> {
-        self.blocking(|| {
-            self.lock().execute(
+        self.blocking(|conn| {
+            conn.execute(
                 "INSERT OR IGNORE INTO group_budgets (group_id, limits) VALUES (?1, ?2)",
                 params![group_id, limits_json],
             )?;
@@ -139,24 +139,25 @@ impl Store {
 
     /// A group's limits (JSON) and the stop that ended it (limit, detail), if any.
     pub fn group_budget(&self, group_id: &str) -> Result<Option<GroupBudgetRow>> {
-        Ok(self
-            .lock()
-            .query_row(
-                "SELECT limits, stopped_limit, detail FROM group_budgets WHERE group_id = ?1",
-                params![group_id],
-                |r| {
-                    let limit: Option<String> = r.get(1)?;
-                    let detail: Option<String> = r.get(2)?;
-                    Ok((r.get(0)?, limit.zip(detail)))
-                },
-            )
-            .optional()?)
+        self.blocking(|conn| {
+            Ok(conn
+                .query_row(
+                    "SELECT limits, stopped_limit, detail FROM group_budgets WHERE group_id = ?1",
+                    params![group_id],
+                    |r| {
+                        let limit: Option<String> = r.get(1)?;
+                        let detail: Option<String> = r.get(2)?;
+                        Ok((r.get(0)?, limit.zip(detail)))
+                    },
+                )
+                .optional()?)
+        })
     }
 
     /// Records that a limit stopped the group (the first one wins).
     pub fn record_group_stop(&self, group_id: &str, limit: &str, detail: &str, at_ms: i64) -> Result<()> {
-        self.blocking(|| {
-        self.lock().execute(
+        self.blocking(|conn| {
+        conn.execute(
             "UPDATE group_budgets SET stopped_limit = ?2, detail = ?3, at_ms = ?4 WHERE group_id = ?1 AND stopped_limit IS NULL",
             params![group_id, limit, detail, at_ms],
         )?;

@@ -21,8 +21,7 @@ impl Store {
         new_offset: Option<u64>,
         questions: &[QuestionRecord],
     ) -> Result<()> {
-        self.blocking(|| {
-            let mut conn = self.lock();
+        self.blocking(|conn| {
             let tx = conn.transaction()?;
             for q in questions {
                 let options = serde_json::to_string(&q.options).map_err(|e| Error::Internal(e.to_string()))?;
@@ -48,8 +47,7 @@ impl Store {
         at_ms: i64,
         events: &[EventRecord],
     ) -> Result<bool> {
-        self.blocking(|| {
-        let mut conn = self.lock();
+        self.blocking(|conn| {
         let tx = conn.transaction()?;
         let changed = tx.execute(
             "UPDATE questions SET answer = ?3, answered_ms = ?4 WHERE task_id = ?1 AND question_id = ?2 AND answer IS NULL",

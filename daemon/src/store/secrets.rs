@@ -82,7 +82,7 @@ mod tests {
         assert!(secrets.iter().all(|s| found(&before, s)), "the old store holds its secrets in clear");
 
         let store = Store::open(&path).unwrap();
-        let version: i64 = store.lock().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        let version: i64 = store.blocking(|c| c.query_row("PRAGMA user_version", [], |r| r.get(0))).unwrap();
         assert_eq!(version, super::VERSION);
         // The tasks are all there, read as before.
         let t = store.task("t_000000000007").unwrap().unwrap();

@@ -371,8 +371,10 @@ impl MirrorTask {
         if !findings.is_empty() {
             let lines: String =
                 findings.iter().filter_map(|f| serde_json::to_string(f).ok()).map(|l| l + "\n").collect();
-            let _ =
-                crate::safe_fs::write_atomic(&self.dir.root().join(crate::runner::RUNNER_FINDINGS), lines.as_bytes());
+            let _ = crate::safe_fs::write_atomic(
+                &self.dir.daemon_files().join(crate::runner::RUNNER_FINDINGS),
+                lines.as_bytes(),
+            );
         }
         if self.stop.load(Ordering::Acquire) {
             self.wait_pod_gone().await;

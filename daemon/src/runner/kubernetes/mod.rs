@@ -49,9 +49,10 @@ use crate::supervisor::ExitRecord;
 use crate::task_dir::TaskDir;
 use watch::Cluster;
 
-/// `kube.json` in the task directory: written before the Job is created,
-/// so a daemon that died in between knows to look for it (adoption), and
-/// what the mirror needs to bring the result back.
+/// `kube.json` in the task's daemon part: written before the Job is
+/// created, so a daemon that died in between knows where to look for it
+/// (adoption), and what the mirror needs to bring the result back. Read
+/// only for a task whose stored record names this runner (issue 28).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Meta {
     #[serde(default)]
@@ -79,14 +80,24 @@ pub struct Meta {
 /// The marker file's name.
 pub const META_FILE: &str = "kube.json";
 
-/// Written once the task's refs are gone from the remote.
+/// Written (in the daemon part) once the task's refs are gone from the remote.
 pub const RELEASED_FILE: &str = "kube.released";
 
 impl Meta {
-    /// Reads a task's `kube.json`.
+    /// Where a task's `kube.json` is written: its daemon part.
+    pub fn path(dir: &TaskDir) -> PathBuf {
+        dir.daemon_files().join(META_FILE)
+    }
+
+    /// Reads a Kubernetes task's `kube.json`: from its daemon part, or
+    /// where a daemon before issue 28 put it, the task directory (its agent
+    /// ran in a pod, with no path to that directory). Never called for a
+    /// local task: the runner is chosen by the stored record.
     pub fn load(dir: &TaskDir) -> Option<Meta> {
-        let bytes = crate::safe_fs::read_capped(&dir.root().join(META_FILE), crate::safe_fs::RECORD_CAP).ok()?;
-        serde_json::from_slice(&bytes).ok()
+        [Meta::path(dir), dir.root().join(META_FILE)].iter().find_map(|path| {
+            let bytes = crate::safe_fs::read_capped(path, crate::safe_fs::RECORD_CAP).ok()?;
+            serde_json::from_slice(&bytes).ok()
+        })
     }
 }
 
@@ -244,7 +255,7 @@ impl KubeRunner {
             channel: spec.channel,
         };
         let meta_bytes = serde_json::to_vec(&meta).map_err(|e| e.to_string())?;
-        crate::safe_fs::write_atomic(&spec.dir.root().join(META_FILE), &meta_bytes).map_err(|e| e.to_string())?;
+        crate::safe_fs::write_atomic(&Meta::path(spec.dir), &meta_bytes).map_err(|e| e.to_string())?;
         let job = self.job_for(spec, k, &base);
         let job: Job = serde_json::from_value(job).map_err(|e| format!("the Job does not encode: {e}"))?;
         let api = cluster.job_api();
@@ -418,7 +429,12 @@ impl Runner for KubeRunner {
         Box::new(KubeWatch { exit: dir.exit() })
     }
 
-    fn adopt(&self, task_id: &str, dir: &TaskDir) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>> {
+    fn adopt(
+        &self,
+        _kind: crate::launch::runner::RunnerKind,
+        task_id: &str,
+        dir: &TaskDir,
+    ) -> Pin<Box<dyn Future<Output = Option<Adopted>> + Send + '_>> {
         let (task_id, dir) = (task_id.to_owned(), dir.clone());
         Box::pin(async move {
             let meta = Meta::load(&dir)?;
@@ -466,32 +482,39 @@ impl Runner for KubeRunner {
         });
     }
 
-    fn write_stdin(&self, dir: &TaskDir, line: &str) -> std::io::Result<()> {
-        let meta = Meta::load(dir).filter(|m| m.stdin).ok_or_else(|| {
+    fn write_stdin(&self, handle: &RunHandle, dir: &TaskDir, line: &str) -> std::io::Result<()> {
+        let unsupported = || {
             std::io::Error::new(std::io::ErrorKind::Unsupported, "this remote task's agent takes nothing on its stdin")
-        })?;
+        };
+        let (kc, ctx, ns, _) = parts(handle).ok_or_else(unsupported)?;
+        let meta = Meta::load(dir).filter(|m| m.stdin).ok_or_else(unsupported)?;
         let known = self.pumps.lock().unwrap_or_else(|p| p.into_inner()).get(&meta.task_id).cloned();
         let pump = match known {
             Some(p) => p,
             // Its pump ended (the task is over) or never ran in this daemon.
             None => {
-                let c =
-                    block(&self.rt, self.cluster(meta.kubeconfig.as_deref(), meta.context.as_deref(), &meta.namespace))
-                        .map_err(std::io::Error::other)?;
+                let c = block(&self.rt, self.cluster(kc, ctx, ns)).map_err(std::io::Error::other)?;
                 self.spawn_pump(c, &meta.task_id, dir)
             }
         };
         pump.push(line)
     }
 
-    fn exit_record(&self, dir: &TaskDir) -> Option<ExitRecord> {
+    fn exit_record(&self, _handle: &RunHandle, dir: &TaskDir) -> Option<ExitRecord> {
         crate::supervisor::read_exit(&dir.daemon_files())
     }
 
-    fn release(&self, task_id: &str, dir: &TaskDir, repo: &std::path::Path) -> std::result::Result<bool, String> {
+    fn release(
+        &self,
+        _kind: crate::launch::runner::RunnerKind,
+        task_id: &str,
+        dir: &TaskDir,
+        repo: &std::path::Path,
+    ) -> std::result::Result<bool, String> {
         let Some(meta) = Meta::load(dir) else { return Ok(false) };
-        let marker = dir.root().join(RELEASED_FILE);
-        if marker.exists() {
+        let marker = dir.daemon_files().join(RELEASED_FILE);
+        // Or where a daemon before issue 28 recorded it.
+        if marker.exists() || dir.root().join(RELEASED_FILE).exists() {
             return Ok(false);
         }
         // The workspace's repository knows a remote named in its config;
@@ -511,12 +534,13 @@ impl Runner for KubeRunner {
         Ok(true)
     }
 
-    fn kill_remains(&self, _task_id: &str, dir: &TaskDir) {
-        let Some(meta) = Meta::load(dir) else { return };
+    fn kill_remains(&self, handle: &RunHandle, _task_id: &str, _dir: &TaskDir) {
+        let Some((kc, ctx, ns, job)) = parts(handle) else { return };
+        let (kc, ctx, ns, job) = (kc.map(str::to_owned), ctx.map(str::to_owned), ns.to_owned(), job.to_owned());
         let this = self.clusters_handle();
         self.rt.spawn(async move {
-            if let Ok(c) = this(meta.kubeconfig, meta.context, meta.namespace).await {
-                let _ = c.job_api().delete(&meta.job, &DeleteParams::background().grace_period(0)).await;
+            if let Ok(c) = this(kc, ctx, ns).await {
+                let _ = c.job_api().delete(&job, &DeleteParams::background().grace_period(0)).await;
             }
         });
     }
