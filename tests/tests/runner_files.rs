@@ -118,7 +118,7 @@ async fn the_answer_to_a_local_task_with_planted_kubernetes_files_reaches_its_ag
         .await
         .unwrap();
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "the answer reached the agent: {t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "the answer reached the agent: {t:?}");
     let answered = std::fs::read_to_string(&log).unwrap();
     assert!(answered.contains("yes-once"), "the agent read the answer: {answered}");
 }
@@ -142,7 +142,7 @@ async fn a_local_tasks_report_discard_and_gc_ignore_planted_kubernetes_files() {
     plant(&dir, &id, &remote, &env.workspace());
     std::fs::write(&gate, "go").unwrap();
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "succeeded", "{t:?}");
+    assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
     assert!(!t.report_json.contains("planted"), "no planted finding in the report: {}", t.report_json);
 
     // Discard, then gc (which retries every release and waits for it): no
@@ -176,7 +176,7 @@ async fn a_local_task_with_planted_kubernetes_files_is_cancelled_and_its_remains
     let agent = pids_in(&pidfile)[0];
     let cancelled = c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap().into_inner();
     assert!(cancelled.cancelled, "{cancelled:?}");
-    assert_eq!(await_one(&mut c, &id, LONG).await.status, "cancelled");
+    assert_eq!(await_one(&mut c, &id, LONG).await.status().as_str(), "cancelled");
     assert!(eventually(LONG, || !alive(agent)).await, "the local agent was stopped");
 
     // Its supervisor dies without a word while no daemon runs: the next
@@ -192,7 +192,7 @@ async fn a_local_task_with_planted_kubernetes_files_is_cancelled_and_its_remains
     assert!(eventually(LONG, || !alive(supervisor as u32)).await);
     let mut c = env.start_daemon().await;
     let t = await_one(&mut c, &id, LONG).await;
-    assert_eq!(t.status, "failed", "{t:?}");
+    assert_eq!(t.status().as_str(), "failed", "{t:?}");
     assert!(t.error.contains("vanished"), "{}", t.error);
     assert!(eventually(LONG, || !alive(agent)).await, "the task's own agent was stopped here");
 }
