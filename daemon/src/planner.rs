@@ -122,7 +122,7 @@ pub fn plan(input: &DelegateInput, config: &Config, resolution: &Resolution<'_>,
     // gemini skips its own folder-trust check only in a folder the user
     // trusted with `caesar trust` (issue 19); elsewhere it decides itself.
     if launch.provider == ProviderId::Gemini && !(config.untrusted.is_empty() && facts.folder_trusted) {
-        launch.args.retain(|a| a != "--skip-trust");
+        drop_arg(&mut launch, "--skip-trust");
     }
     launch.channel = channel.is_some();
     launch.parent = facts.parent.map(str::to_owned);
@@ -487,6 +487,18 @@ fn prompt_way(launch: &LaunchPlan) -> Option<Via> {
     }
 }
 
+/// Removes `arg` from the launch's argv and from its session's stream
+/// fallback, which the supervisor runs when the session cannot be opened.
+fn drop_arg(launch: &mut LaunchPlan, arg: &str) {
+    launch.args.retain(|a| a != arg);
+    let Stdin::Session { opening, .. } = &mut launch.stdin else { return };
+    let Ok(mut v) = serde_json::from_str::<serde_json::Value>(opening) else { return };
+    if let Some(args) = v.pointer_mut("/fallback/args").and_then(serde_json::Value::as_array_mut) {
+        args.retain(|a| a.as_str() != Some(arg));
+        *opening = v.to_string();
+    }
+}
+
 /// A session's stream fallback whose argv could not carry this prompt is
 /// dropped (it would fail with E2BIG at spawn); returns why, for a finding.
 fn drop_unfit_fallback(launch: &mut LaunchPlan, agent: &str, prompt_bytes: usize) -> Option<String> {
@@ -521,6 +533,117 @@ mod tests {
     fn has_fallback(l: &LaunchPlan) -> bool {
         let Stdin::Session { opening, .. } = &l.stdin else { return false };
         serde_json::from_str::<serde_json::Value>(opening).unwrap().get("fallback").is_some()
+    }
+
+    use crate::config::Config;
+    use crate::resolve::NetworkDecision;
+
+    /// A resolution of `agent` (a native provider) as the resolver would give it.
+    fn resolved(agent: &str, mode: Mode) -> Resolution<'static> {
+        Resolution {
+            agent: agent.to_owned(),
+            target: AgentTarget::Provider {
+                spec: provider::spec(agent).unwrap(),
+                program: PathBuf::from(format!("/usr/bin/{agent}")),
+            },
+            role: None,
+            mode,
+            isolation: crate::config::IsolationPref::Inplace,
+            network: NetworkDecision { request: None, available: true },
+            timeout_ms: 60_000,
+            model: None,
+            system_prompt: String::new(),
+            warnings: BTreeMap::new(),
+            findings: Vec::new(),
+        }
+    }
+
+    fn request(objective: &str) -> DelegateInput {
+        DelegateInput { objective: objective.to_owned(), workspace: "/w".to_owned(), ..DelegateInput::default() }
+    }
+
+    /// Plans with the facts of a task `t_1` in place in `/w` (no repository),
+    /// a local `caesar-mcp` and no codex app-server.
+    fn planned(input: &DelegateInput, resolution: &Resolution<'_>) -> Result<Planned> {
+        let dir = TaskDir::new("/state/tasks/t_1");
+        let facts = Facts {
+            id: "t_1",
+            created_ms: 0,
+            dir: &dir,
+            isolation: Isolation::Inplace,
+            repo_root: None,
+            repo_head: None,
+            session_id: input.session_id.as_deref(),
+            channel_bin: Some(Path::new("/opt/caesar/caesar-mcp")),
+            socket: Path::new("/run/caesard.sock"),
+            codex_app_server: false,
+            folder_trusted: false,
+            lifecycle: crate::lifecycle::Plan::default(),
+            verify: vec!["cargo test".to_owned()],
+            parent: None,
+        };
+        plan(input, &Config::default(), resolution, &facts)
+    }
+
+    #[test]
+    fn a_plan_holds_the_prompt_token_never_the_prompt_and_lists_every_file_it_needs() {
+        let p = planned(&request("fix the parser"), &resolved("claude", Mode::ReadOnly)).unwrap();
+        let launch = &p.record.launch;
+        assert_eq!(launch.provider, ProviderId::Claude);
+        assert_eq!(launch.program, "/usr/bin/claude");
+        assert!(!launch.args.iter().any(|a| a.contains("fix the parser")), "{:?}", launch.args);
+        assert_eq!(launch.prompt.map(|p| p.via), Some(Via::Protocol));
+        assert_eq!(launch.verify, ["cargo test"]);
+        assert_eq!(p.record.status, TaskStatus::Pending);
+        let names: Vec<String> =
+            p.files.iter().map(|(path, _)| path.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert!(names.iter().any(|n| n == "task.json"), "{names:?}");
+        let (_, prompt) = p.files.iter().find(|(path, _)| *path == TaskDir::new("/state/tasks/t_1").prompt()).unwrap();
+        assert!(String::from_utf8_lossy(prompt).contains("fix the parser"));
+        assert!(p.doc.channel.is_none() && !launch.channel);
+    }
+
+    #[test]
+    fn the_channel_goes_to_an_agent_that_can_load_it_and_is_refused_by_name_elsewhere() {
+        let mut input = request("ask me");
+        input.channel = true;
+        let p = planned(&input, &resolved("claude", Mode::ReadOnly)).unwrap();
+        assert!(p.record.launch.channel && p.doc.channel.is_some(), "{:?}", p.warnings);
+        assert!(p.warnings.get("channel_warning").is_none());
+        // gemini resuming a session runs as a stream, and reads MCP servers only from files.
+        input.session_id = Some("s1".to_owned());
+        let p = planned(&input, &resolved("gemini", Mode::ReadOnly)).unwrap();
+        assert!(!p.record.launch.channel);
+        assert!(p.warnings["channel_warning"].contains("gemini"), "{:?}", p.warnings);
+    }
+
+    #[test]
+    fn a_session_is_refused_to_an_agent_that_cannot_resume_it() {
+        let mut input = request("go on");
+        input.session_id = Some("s1".to_owned());
+        let def: &'static crate::config::AgentDef = Box::leak(Box::new(crate::config::AgentDef {
+            id: "x".to_owned(),
+            bin: "/bin/x".to_owned(),
+            args: vec!["{{prompt}}".to_owned()],
+            ..Default::default()
+        }));
+        let r = Resolution {
+            target: AgentTarget::Generic { def, program: "/bin/x".into() },
+            ..resolved("claude", Mode::ReadOnly)
+        };
+        let err = planned(&input, &r).unwrap_err().to_string();
+        assert!(err.contains("cannot resume a session"), "{err}");
+    }
+
+    /// Issue 29: gemini's stream fallback kept `--skip-trust` in a folder
+    /// the user never trusted.
+    #[test]
+    fn gemini_skips_its_folder_trust_nowhere_in_an_untrusted_folder() {
+        let p = planned(&request("look"), &resolved("gemini", Mode::ReadOnly)).unwrap();
+        let launch = &p.record.launch;
+        let Stdin::Session { opening, .. } = &launch.stdin else { panic!("gemini runs as an ACP session") };
+        assert!(!launch.args.iter().any(|a| a == "--skip-trust"), "{:?}", launch.args);
+        assert!(!opening.contains("--skip-trust"), "the fallback keeps it: {opening}");
     }
 
     #[test]
