@@ -609,7 +609,7 @@ mod tests {
         input.channel = true;
         let p = planned(&input, &resolved("claude", Mode::ReadOnly)).unwrap();
         assert!(p.record.launch.channel && p.doc.channel.is_some(), "{:?}", p.warnings);
-        assert!(p.warnings.get("channel_warning").is_none());
+        assert!(!p.warnings.contains_key("channel_warning"));
         // gemini resuming a session runs as a stream, and reads MCP servers only from files.
         input.session_id = Some("s1".to_owned());
         let p = planned(&input, &resolved("gemini", Mode::ReadOnly)).unwrap();
