@@ -7,15 +7,18 @@
 //! Exit codes: 0 success, 1 the task failed or was blocked, 2 bad input,
 //! 3 no daemon could be reached, 4 the task was cancelled, 5 it timed out.
 
+mod changes;
 mod config_cmd;
 pub mod config_ui;
 mod fanout;
 mod manage;
+mod mcp_cmd;
 mod mcp_install;
 mod pipe;
 mod render;
 mod run;
 mod service;
+mod tasks;
 mod trust_cmd;
 mod ui;
 mod watch;
@@ -512,270 +515,74 @@ async fn connect() -> anyhow::Result<Client> {
     Ok(client::connect_or_start(&paths).await?)
 }
 
+/// Run the parsed command and return its exit code: one arm per command,
+/// each handing over to the function (or module) that owns it.
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     let json = cli.json;
     match cli.command {
         Command::Run(args) => run(*args, json).await,
-        Command::Await { task_ids, timeout } => {
-            let timeout_ms = parse_duration_ms(&timeout)?;
-            let mut c = connect().await?;
-            let r = c
-                .r#await(pb::AwaitRequest { task_ids, timeout_ms, wake_on_attention: false })
-                .await
-                .map_err(anyhow::Error::from)?
-                .into_inner();
-            if json {
-                let tasks: Vec<Value> = r.tasks.iter().map(render::task_json).collect();
-                println!("{}", json!({"tasks": tasks}));
-            } else {
-                for t in &r.tasks {
-                    render::print_task(t, true);
-                }
-            }
-            Ok(r.tasks.iter().map(exit_code_of).max().unwrap_or(0))
-        }
+        Command::Await { task_ids, timeout } => tasks::await_tasks(task_ids, &timeout, json).await,
         Command::Watch { task_ids, once } => {
             let c = connect().await?;
             Ok(watch::run(c, watch::Options { ids: task_ids, once, json }).await?)
         }
-        Command::Ps { all, limit } => {
-            let mut c = connect().await?;
-            let statuses =
-                if all { vec![] } else { vec![pb::TaskStatus::Pending.into(), pb::TaskStatus::Running.into()] };
-            let r =
-                c.list_tasks(pb::ListTasksRequest { statuses, limit }).await.map_err(anyhow::Error::from)?.into_inner();
-            if json {
-                let tasks: Vec<Value> = r.tasks.iter().map(render::task_json).collect();
-                println!("{}", json!({"tasks": tasks}));
-            } else {
-                render::print_table(&r.tasks);
-            }
-            Ok(0)
-        }
-        Command::Status { task_id } => {
-            let mut c = connect().await?;
-            let t = c.status(pb::StatusRequest { task_id }).await.map_err(anyhow::Error::from)?.into_inner();
-            if json {
-                println!("{}", render::task_json(&t));
-            } else {
-                render::print_task(&t, false);
-            }
-            Ok(0)
-        }
+        Command::Ps { all, limit } => tasks::ps(all, limit, json).await,
+        Command::Status { task_id } => tasks::status(task_id, json).await,
         Command::Logs { task_id, raw, follow, limit } => logs(task_id, raw, follow, limit, json).await,
-        Command::Cancel { task_id } => {
-            let mut c = connect().await?;
-            let r = c
-                .cancel(pb::CancelRequest { task_id: task_id.clone() })
-                .await
-                .map_err(anyhow::Error::from)?
-                .into_inner();
-            if json {
-                println!(
-                    "{}",
-                    json!({"task_id": task_id, "cancelled": r.cancelled, "status": pb::TaskStatus::spell(r.status)})
-                );
-            } else if r.cancelled {
-                println!("{task_id}: cancelled");
-            } else {
-                println!("{task_id}: not running ({}), nothing to cancel", pb::TaskStatus::spell(r.status));
-            }
-            Ok(0)
-        }
+        Command::Cancel { task_id } => tasks::cancel(task_id, json).await,
+        Command::Answer { task_id, question_id, answer } => tasks::answer(task_id, question_id, answer, json).await,
+        Command::Diff { task_id, stat } => changes::diff(task_id, stat, json).await,
+        Command::Apply { task_id } => changes::apply(task_id, json).await,
+        Command::Discard { task_id } => changes::discard(task_id, json).await,
+        Command::Gc { dry_run, force, older_than } => changes::gc(dry_run, force, &older_than, json).await,
         Command::Agents { action } => agents(action, json).await,
         Command::Doctor => doctor(json).await,
         Command::Trust { path, list, revoke } => trust_cmd::run(connect().await?, path, list, revoke, json).await,
         Command::Ui { no_open } => Ok(ui::run(connect().await?, cwd_string(), no_open, json).await?),
         Command::Init { global, force } => init(global, force, json).await,
-        Command::Completions { shell } => {
-            let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut cmd, "caesar", &mut std::io::stdout());
-            Ok(0)
-        }
-        Command::Man => {
-            let cmd = <Cli as clap::CommandFactory>::command();
-            clap_mangen::Man::new(cmd).render(&mut std::io::stdout()).map_err(anyhow::Error::from)?;
-            Ok(0)
-        }
-        Command::Mcp { action: McpAction::Install { client, dry_run, uninstall } } => {
-            let plan = mcp_install::install(&client, uninstall, dry_run)?;
-            if json {
-                println!(
-                    "{}",
-                    json!({"client": client, "changed": plan.changed, "dry_run": dry_run, "summary": plan.summary,
-                           "path": plan.path, "command": plan.command})
-                );
-            } else {
-                println!("{}{}", if dry_run && plan.changed { "would " } else { "" }, plan.summary);
-            }
-            Ok(0)
-        }
-        Command::Mcp { action: McpAction::Token { rotate, readonly } } => {
-            let mut c = connect().await?;
-            let r = c
-                .http_token(pb::HttpTokenRequest { rotate, readonly })
-                .await
-                .map_err(anyhow::Error::from)?
-                .into_inner();
-            if json {
-                println!("{}", json!({"token": r.token, "url": r.url, "rotated": rotate, "readonly": readonly}));
-            } else {
-                println!("{}", r.token);
-                if r.url.is_empty() {
-                    eprintln!(
-                        "caesar: MCP over HTTP is off: set [http] listen = \"127.0.0.1:7077\" in the global config and restart caesard"
-                    );
-                } else if readonly {
-                    eprintln!(
-                        "caesar: {} with `Authorization: Bearer <token>`: the read-only token, served the readonly profile only",
-                        r.url
-                    );
-                } else {
-                    eprintln!("caesar: {} with `Authorization: Bearer <token>`", r.url);
-                }
-            }
-            Ok(0)
-        }
-        Command::Mcp { action: McpAction::Serve { args } } => {
-            let shim = mcp_install::shim_path();
-            #[cfg(unix)]
-            {
-                use std::os::unix::process::CommandExt;
-                let e = std::process::Command::new(&shim).args(&args).exec();
-                Err(Failure { code: 1, message: format!("cannot run {}: {e}", shim.display()) })
-            }
-            #[cfg(not(unix))]
-            {
-                let status = std::process::Command::new(&shim).args(&args).status().map_err(anyhow::Error::from)?;
-                Ok(status.code().unwrap_or(1) as u8)
-            }
-        }
+        Command::Completions { shell } => completions(shell),
+        Command::Man => man(),
+        Command::Mcp { action } => mcp_cmd::mcp(action, json).await,
         Command::Config => config_screen(json).await,
         Command::Policy { action } => policy(action, json).await,
         Command::Role { action } => role(action, json).await,
         Command::Protocol { action: ProtocolAction::Schema { document, strict } } => {
-            let mut c = connect().await?;
-            let r = c
-                .protocol_schema(pb::ProtocolSchemaRequest { document, strict })
-                .await
-                .map_err(anyhow::Error::from)?
-                .into_inner();
-            let v: Value = serde_json::from_str(&r.schema_json).unwrap_or(Value::Null);
-            if json {
-                println!("{v}");
-            } else {
-                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-            }
-            Ok(0)
+            protocol_schema(document, strict, json).await
         }
         Command::Daemon { action } => daemon(action, json).await,
-        Command::Answer { task_id, question_id, answer } => {
-            let mut c = connect().await?;
-            c.answer(pb::AnswerRequest { task_id: task_id.clone(), question_id: question_id.clone(), answer })
-                .await
-                .map_err(anyhow::Error::from)?;
-            if json {
-                println!("{}", json!({"task_id": task_id, "question_id": question_id, "answered": true}));
-            } else {
-                println!("{task_id}: answered {question_id}");
-            }
-            Ok(0)
-        }
-        Command::Diff { task_id, stat } => {
-            let mut c = connect().await?;
-            let d = c.diff(pb::DiffRequest { task_id }).await.map_err(anyhow::Error::from)?.into_inner();
-            if json {
-                let files: Vec<Value> = d
-                    .files
-                    .iter()
-                    .map(|f| json!({"path": f.path, "status": f.status, "additions": f.additions, "deletions": f.deletions, "old_path": if f.old_path.is_empty() { Value::Null } else { json!(f.old_path) }, "binary": f.binary}))
-                    .collect();
-                println!(
-                    "{}",
-                    json!({"is_empty": d.is_empty, "files": files, "patch": d.patch, "overlaps": fanout::overlaps_json(&d.overlaps)})
-                );
-            } else if d.is_empty {
-                println!("no changes");
-            } else {
-                fanout::print_overlaps("overlaps with other work (conflict radar):", &d.overlaps);
-                for f in &d.files {
-                    let renamed = if f.old_path.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (from {})", render::sanitize(&f.old_path))
-                    };
-                    let path = render::sanitize(&f.path);
-                    println!("{:<10} +{:<5} -{:<5} {path}{renamed}", f.status, f.additions, f.deletions);
-                }
-                if !stat {
-                    println!();
-                    // The patch is the agent's text: its escapes never reach the terminal (issue 29).
-                    print!("{}", render::sanitize(&d.patch));
-                }
-            }
-            Ok(0)
-        }
-        Command::Apply { task_id } => {
-            let mut c = connect().await?;
-            let r =
-                c.apply(pb::ApplyRequest { task_id: task_id.clone() }).await.map_err(anyhow::Error::from)?.into_inner();
-            if json {
-                println!(
-                    "{}",
-                    json!({"applied": r.applied, "already_applied": r.already_applied, "conflicts": r.conflicts, "files": r.files, "message": r.message, "breaks": fanout::overlaps_json(&r.breaks)})
-                );
-            } else if r.already_applied {
-                println!("{task_id}: already applied, nothing to do");
-            } else if r.applied {
-                println!(
-                    "{task_id}: applied to {} file(s), nothing committed{}",
-                    r.files.len(),
-                    if r.message.is_empty() { String::new() } else { format!(" ({})", r.message) }
-                );
-                fanout::print_overlaps("these tasks change the same lines: their apply will now conflict:", &r.breaks);
-            } else {
-                println!("{task_id}: NOT applied, nothing was written. Conflicts:");
-                for conflict in &r.conflicts {
-                    println!("  {}", render::sanitize(conflict));
-                }
-            }
-            Ok(if r.applied || r.already_applied { 0 } else { 1 })
-        }
-        Command::Discard { task_id } => {
-            let mut c = connect().await?;
-            c.discard(pb::DiscardRequest { task_id: task_id.clone() }).await.map_err(anyhow::Error::from)?;
-            if json {
-                println!("{}", json!({"task_id": task_id, "discarded": true}));
-            } else {
-                println!("{task_id}: changes discarded; gc may remove its worktree");
-            }
-            Ok(0)
-        }
-        Command::Gc { dry_run, force, older_than } => {
-            let older_than_ms = parse_duration_ms(&older_than)?;
-            let mut c = connect().await?;
-            let r =
-                c.gc(pb::GcRequest { dry_run, force, older_than_ms }).await.map_err(anyhow::Error::from)?.into_inner();
-            if json {
-                let items: Vec<Value> = r.items.iter().map(|i| json!({"task_id": i.task_id, "worktree": i.worktree, "action": i.action, "reason": i.reason, "bytes": i.bytes})).collect();
-                println!("{}", json!({ "items": items }));
-            } else if r.items.is_empty() {
-                println!("no worktree to collect");
-            } else {
-                for i in &r.items {
-                    println!(
-                        "{:<13} {} {} ({} KiB){}",
-                        i.action,
-                        i.task_id,
-                        i.worktree,
-                        i.bytes / 1024,
-                        if i.reason.is_empty() { String::new() } else { format!(": {}", i.reason) }
-                    );
-                }
-            }
-            Ok(0)
-        }
     }
+}
+
+/// `caesar completions`: print the shell's completion script.
+fn completions(shell: clap_complete::Shell) -> Result<u8, Failure> {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    clap_complete::generate(shell, &mut cmd, "caesar", &mut std::io::stdout());
+    Ok(0)
+}
+
+/// `caesar man`: print the man page.
+fn man() -> Result<u8, Failure> {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    clap_mangen::Man::new(cmd).render(&mut std::io::stdout()).map_err(anyhow::Error::from)?;
+    Ok(0)
+}
+
+/// `caesar protocol schema`: print the JSON Schema the daemon validates a
+/// task, report or event document with.
+async fn protocol_schema(document: String, strict: bool, json: bool) -> Result<u8, Failure> {
+    let mut c = connect().await?;
+    let r = c
+        .protocol_schema(pb::ProtocolSchemaRequest { document, strict })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
+    let v: Value = serde_json::from_str(&r.schema_json).unwrap_or(Value::Null);
+    if json {
+        println!("{v}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    }
+    Ok(0)
 }
 
 fn parse_duration_ms(text: &str) -> anyhow::Result<u64> {

@@ -4,9 +4,66 @@
 
 use super::*;
 
+/// `caesar run`: delegate, then (unless `--detach`) follow the task's
+/// events until it ends, print its report and exit with its code.
+pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
+    let (detach, verbose) = (a.detach, a.verbose);
+    let request = delegate_request(a)?;
+    let mut c = connect().await?;
+    let d = c.delegate(request).await.map_err(anyhow::Error::from)?.into_inner();
+    if !d.group_id.is_empty() {
+        return run_group(&mut c, &d, json, detach).await;
+    }
+    let choice = agent_reason(&d).map(str::to_owned);
+    for (k, v) in d.warnings.iter().filter(|(k, _)| k.as_str() != AGENT_CHOICE) {
+        if !json {
+            eprintln!("caesar: {k}: {v}");
+        }
+    }
+    if detach {
+        if json {
+            println!("{}", render::delegate_json(&d));
+        } else {
+            println!("{}", d.task_id);
+            if let Some(why) = choice {
+                eprintln!("caesar: {why}");
+            }
+        }
+        return Ok(0);
+    }
+    if !json {
+        print!("{}", run_header(&d, worktree_of(&d).as_deref()));
+    }
+    let task_id = d.task_id.clone();
+    let command = if verbose { render::Command::Full } else { render::Command::Brief };
+    let follow = follow_events(&mut c, &task_id, 0, json, command);
+    tokio::select! {
+        r = follow => r?,
+        _ = tokio::signal::ctrl_c() => {
+            if !json {
+                eprintln!("caesar: interrupted, cancelling {task_id}");
+            }
+            let _ = c.cancel(pb::CancelRequest { task_id: task_id.clone() }).await;
+            return Ok(130);
+        }
+    }
+    let t = &await_ending(&mut c, &task_id, json).await?;
+    if json {
+        let mut v = render::task_json(t);
+        v["warnings"] = json!(d.warnings);
+        println!("{v}");
+    } else {
+        render::print_report(t);
+    }
+    Ok(exit_code_of(t))
+}
+
+/// The Delegate request of `caesar run`'s arguments: the workspace made
+/// absolute, `--context @file` read, durations and the budget parsed, and
+/// the nesting depth taken from `CAESAR_DEPTH`.
 // `..Default::default()` stays in the request: fields other concerns add to it need no edit here.
 #[allow(clippy::needless_update)]
-pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
+fn delegate_request(a: RunArgs) -> Result<pb::DelegateRequest, Failure> {
     let workspace = match a.workspace {
         Some(w) => std::path::absolute(&w).with_context(|| format!("bad --workspace {}", w.display()))?,
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -33,78 +90,45 @@ pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
                 turns: a.budget_turns,
             });
     let depth = std::env::var("CAESAR_DEPTH").ok().and_then(|d| d.parse().ok()).unwrap_or(0);
-    let mut c = connect().await?;
-    let d = c
-        .delegate(pb::DelegateRequest {
-            objective: a.objective,
-            agent: a.agent.unwrap_or_default(),
-            role: a.role.unwrap_or_default(),
-            mode: a.mode.map(|m| m.as_str().to_owned()).unwrap_or_default(),
-            isolation: a.isolation.map(|i| i.as_str().to_owned()).unwrap_or_default(),
-            network: a.network.map(|n| n.as_str().to_owned()).unwrap_or_default(),
-            context,
-            constraints: a.constraints,
-            acceptance_criteria: a.acceptance_criteria,
-            model: a.model.unwrap_or_default(),
-            timeout_ms,
-            channel: false,
-            workspace: workspace.display().to_string(),
-            session_id: String::new(),
-            effort: String::new(),
-            depth,
-            verify: a.verify,
-            agents: a.agents,
-            attempts: a.attempts.unwrap_or(0),
-            runner: a.runner.unwrap_or_default(),
-            budget,
-            on_blocker: a.on_blocker.unwrap_or_default(),
-            ..Default::default()
-        })
-        .await
-        .map_err(anyhow::Error::from)?
-        .into_inner();
-    if !d.group_id.is_empty() {
-        return run_group(&mut c, &d, json, a.detach).await;
-    }
-    let choice = agent_reason(&d).map(str::to_owned);
-    for (k, v) in d.warnings.iter().filter(|(k, _)| k.as_str() != AGENT_CHOICE) {
-        if !json {
-            eprintln!("caesar: {k}: {v}");
-        }
-    }
-    if a.detach {
-        if json {
-            println!("{}", render::delegate_json(&d));
-        } else {
-            println!("{}", d.task_id);
-            if let Some(why) = choice {
-                eprintln!("caesar: {why}");
-            }
-        }
-        return Ok(0);
-    }
-    if !json {
-        print!("{}", run_header(&d, worktree_of(&d).as_deref()));
-    }
-    let task_id = d.task_id.clone();
-    let command = if a.verbose { render::Command::Full } else { render::Command::Brief };
-    let follow = follow_events(&mut c, &task_id, 0, json, command);
-    tokio::select! {
-        r = follow => r?,
-        _ = tokio::signal::ctrl_c() => {
-            if !json {
-                eprintln!("caesar: interrupted, cancelling {task_id}");
-            }
-            let _ = c.cancel(pb::CancelRequest { task_id: task_id.clone() }).await;
-            return Ok(130);
-        }
-    }
-    // The stream ends when the task does; Await returns its report. A task
-    // that fell back or parked at a quota goes on under the same id.
+    Ok(pb::DelegateRequest {
+        objective: a.objective,
+        agent: a.agent.unwrap_or_default(),
+        role: a.role.unwrap_or_default(),
+        mode: a.mode.map(|m| m.as_str().to_owned()).unwrap_or_default(),
+        isolation: a.isolation.map(|i| i.as_str().to_owned()).unwrap_or_default(),
+        network: a.network.map(|n| n.as_str().to_owned()).unwrap_or_default(),
+        context,
+        constraints: a.constraints,
+        acceptance_criteria: a.acceptance_criteria,
+        model: a.model.unwrap_or_default(),
+        timeout_ms,
+        channel: false,
+        workspace: workspace.display().to_string(),
+        session_id: String::new(),
+        effort: String::new(),
+        depth,
+        verify: a.verify,
+        agents: a.agents,
+        attempts: a.attempts.unwrap_or(0),
+        runner: a.runner.unwrap_or_default(),
+        budget,
+        on_blocker: a.on_blocker.unwrap_or_default(),
+        ..Default::default()
+    })
+}
+
+/// Waits for the task to end and returns it. The event stream ends when the
+/// task does; Await returns its report. A task that fell back or parked at
+/// a quota goes on under the same id, and a park is told once per deadline.
+async fn await_ending(c: &mut Client, task_id: &str, json: bool) -> Result<pb::TaskView, Failure> {
     let mut told_parked = String::new();
-    let t = loop {
+    loop {
         let r = c
-            .r#await(pb::AwaitRequest { task_ids: vec![task_id.clone()], timeout_ms: 60_000, wake_on_attention: false })
+            .r#await(pb::AwaitRequest {
+                task_ids: vec![task_id.to_owned()],
+                timeout_ms: 60_000,
+                wake_on_attention: false,
+            })
             .await
             .map_err(anyhow::Error::from)?
             .into_inner();
@@ -112,7 +136,7 @@ pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
             return Err(Failure { code: 1, message: "the daemon returned no task".into() });
         };
         if !matches!(t.status(), pb::TaskStatus::Pending | pb::TaskStatus::Running) {
-            break t;
+            return Ok(t);
         }
         if !json && !t.parked_until.is_empty() && t.parked_until != told_parked {
             eprintln!(
@@ -122,16 +146,7 @@ pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
             );
             told_parked = t.parked_until.clone();
         }
-    };
-    let t = &t;
-    if json {
-        let mut v = render::task_json(t);
-        v["warnings"] = json!(d.warnings);
-        println!("{v}");
-    } else {
-        render::print_report(t);
     }
-    Ok(exit_code_of(t))
 }
 
 /// `caesar run --agents …`: the group's ids, then (unless detached) its

@@ -438,180 +438,215 @@ impl Config {
         Config::load(global_dir, Path::new("/nonexistent/caesar-no-project"))
     }
 
+    /// Merges one parsed layer over what the layers before it set, section
+    /// by section (a later layer wins key by key), after checking each value.
     fn merge(&mut self, path: &Path, text: &str, layer: Layer, origin: Origin) -> Result<()> {
-        let bad =
-            |key: &str, why: String| Error::Invalid(format!("{}{}: `{key}` {why}", path.display(), line_of(text, key)));
+        let src = LayerSource { path, text, origin };
         if let Some(p) = layer.policy {
-            let mut set = |field: &str| {
-                self.provenance.insert(format!("policy.{field}"), origin);
-            };
-            if let Some(v) = p.allowed {
-                self.policy.allowed = v;
-                set("allowed");
-            }
-            if let Some(v) = p.denied {
-                self.policy.denied = v;
-                set("denied");
-            }
-            if let Some(v) = p.max_parallel {
-                if v == 0 {
-                    return Err(bad("max_parallel", "must be at least 1".to_owned()));
-                }
-                self.policy.max_parallel = v;
-                set("max_parallel");
-            }
-            if let Some(v) = p.default_isolation {
-                self.policy.default_isolation = v;
-                set("default_isolation");
-            }
-            if let Some(v) = p.default_mode {
-                self.policy.default_mode = v;
-                set("default_mode");
-            }
-            if let Some(v) = p.default_network {
-                self.policy.default_network = v;
-                set("default_network");
-            }
-            if let Some(v) = p.default_timeout {
-                self.policy.default_timeout_ms = v.ms().map_err(|e| bad("default_timeout", e))?;
-                set("default_timeout");
-            }
-            if let Some(v) = p.allow_recursion {
-                self.policy.allow_recursion = v;
-                set("allow_recursion");
-            }
-            if let Some(v) = p.allow_inplace_write {
-                self.policy.allow_inplace_write = v;
-                set("allow_inplace_write");
-            }
-            if let Some(v) = p.max_depth {
-                self.policy.max_depth = v;
-                set("max_depth");
-            }
+            self.merge_policy(&src, p)?;
         }
         if let Some(w) = layer.worktree {
-            for (key, list) in [("copy", &w.copy), ("link", &w.link)] {
-                for entry in list.iter().flatten() {
-                    check_worktree_path(entry).map_err(|why| bad(key, format!("entry `{entry}` {why}")))?;
-                }
-            }
-            if let Some(v) = w.copy {
-                self.worktree.copy = v;
-                self.provenance.insert("worktree.copy".to_owned(), origin);
-            }
-            if let Some(v) = w.link {
-                self.worktree.link = v;
-                self.provenance.insert("worktree.link".to_owned(), origin);
-            }
-            if let Some(v) = w.setup {
-                if v.iter().any(|c| c.trim().is_empty()) {
-                    return Err(bad("setup", "holds an empty command: remove it".to_owned()));
-                }
-                self.worktree.setup = v;
-                self.provenance.insert("worktree.setup".to_owned(), origin);
-            }
+            self.merge_worktree(&src, w)?;
         }
         for raw in layer.role.unwrap_or_default() {
-            if raw.name.trim().is_empty() {
-                return Err(bad("name", "of a [[role]] is empty: give the role a name".to_owned()));
-            }
-            if raw.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
-                return Err(bad("model", format!("of role `{}` is empty: remove the key or name a model", raw.name)));
-            }
-            let timeout_ms = match &raw.timeout {
-                Some(t) => t.ms().map_err(|e| bad("timeout", e))?,
-                None => 10 * 60 * 1000,
-            };
-            let lifecycle = crate::lifecycle::RoleLifecycle {
-                budget: match &raw.budget {
-                    Some(b) => b.limits(&format!("role `{}` budget", raw.name)).map_err(|e| bad("budget", e))?,
-                    None => Default::default(),
-                },
-                on_blocker: match raw.on_blocker.as_deref() {
-                    Some(o) => Some(crate::lifecycle::OnBlocker::parse(o).map_err(|e| bad("on_blocker", e))?),
-                    None => None,
-                },
-            };
-            self.role_lifecycle.insert(raw.name.clone(), lifecycle);
-            match raw.runner {
-                Some(k) => self.role_runner.insert(raw.name.clone(), k),
-                None => self.role_runner.remove(&raw.name),
-            };
-            match raw.verify {
-                Some(v) if v.iter().any(|c| c.trim().is_empty()) => {
-                    return Err(bad("verify", format!("of role `{}` holds an empty command: remove it", raw.name)));
-                }
-                Some(v) if !v.is_empty() => {
-                    self.role_verify.insert(raw.name.clone(), v);
-                }
-                _ => {
-                    self.role_verify.remove(&raw.name);
-                }
-            }
-            let role = Role {
-                name: raw.name,
-                purpose: raw.purpose,
-                agents: raw.agents,
-                mode: raw.mode,
-                isolation: raw.isolation,
-                network: raw.network,
-                timeout_ms,
-                model: raw.model,
-                system_prompt_file: raw.system_prompt_file,
-            };
-            match self.roles.iter_mut().find(|(r, _)| r.name == role.name) {
-                Some(slot) => *slot = (role, origin),
-                None => self.roles.push((role, origin)),
-            }
+            self.merge_role(&src, raw)?;
         }
-        for mut agent in layer.agent.unwrap_or_default() {
-            validate_agent(path, &agent)?;
-            agent.bin = anchor_bin(path, agent.bin);
-            match self.agents.iter_mut().find(|(a, _)| a.id == agent.id) {
-                Some(slot) => *slot = (agent, origin),
-                None => self.agents.push((agent, origin)),
-            }
+        for agent in layer.agent.unwrap_or_default() {
+            self.merge_agent(&src, agent)?;
         }
         for (id, model) in layer.models.unwrap_or_default() {
             if model.trim().is_empty() {
-                return Err(bad(&id, "in [models] is empty: remove the key or name a model".to_owned()));
+                return Err(src.bad(&id, "in [models] is empty: remove the key or name a model".to_owned()));
             }
             self.models.insert(id, (model, origin));
         }
         if let Some(h) = layer.http {
-            let mut section =
-                self.http.clone().unwrap_or(HttpSection { listen: String::new(), rate_limit_per_minute: 120 });
-            if let Some(listen) = h.listen {
-                parse_listen(&listen).map_err(|e| bad("listen", e))?;
-                section.listen = listen;
-            }
-            if let Some(limit) = h.rate_limit_per_minute {
-                section.rate_limit_per_minute = limit;
-            }
-            self.http = (!section.listen.is_empty()).then_some(section);
+            self.merge_http(&src, h)?;
         }
         if let Some(b) = &layer.budget {
-            let limits = b.limits("[budget]").map_err(|e| bad("budget", e))?;
+            let limits = b.limits("[budget]").map_err(|e| src.bad("budget", e))?;
             self.budget = limits.over(self.budget);
         }
         if let Some(n) = layer.notify {
             if origin != Origin::Global {
-                return Err(bad(
+                return Err(src.bad(
                     "notify",
                     "is read only from the global config (a repository's config must not post your tasks anywhere or run commands): move [notify] to the global config.toml".to_owned(),
                 ));
             }
-            self.notify.merge(n).map_err(|(key, why)| bad(key, why))?;
+            self.notify.merge(n).map_err(|(key, why)| src.bad(key, why))?;
         }
         for (id, bin) in layer.bin.unwrap_or_default() {
             if bin.trim().is_empty() {
-                return Err(bad(&id, "in [bin] is empty: give the executable's path, or remove the key".to_owned()));
+                return Err(src.bad(&id, "in [bin] is empty: give the executable's path, or remove the key".to_owned()));
             }
             self.bin.insert(id, (anchor_bin(path, bin), origin));
         }
         if let Some(r) = layer.runner {
-            self.runner.merge(r).map_err(|(key, why)| bad(&key, why))?;
+            self.runner.merge(r).map_err(|(key, why)| src.bad(&key, why))?;
         }
+        Ok(())
+    }
+
+    /// `[policy]`: each key the layer sets replaces the value before it and
+    /// records the layer as its origin.
+    fn merge_policy(&mut self, src: &LayerSource, p: RawPolicy) -> Result<()> {
+        let mut set = |field: &str| {
+            self.provenance.insert(format!("policy.{field}"), src.origin);
+        };
+        if let Some(v) = p.allowed {
+            self.policy.allowed = v;
+            set("allowed");
+        }
+        if let Some(v) = p.denied {
+            self.policy.denied = v;
+            set("denied");
+        }
+        if let Some(v) = p.max_parallel {
+            if v == 0 {
+                return Err(src.bad("max_parallel", "must be at least 1".to_owned()));
+            }
+            self.policy.max_parallel = v;
+            set("max_parallel");
+        }
+        if let Some(v) = p.default_isolation {
+            self.policy.default_isolation = v;
+            set("default_isolation");
+        }
+        if let Some(v) = p.default_mode {
+            self.policy.default_mode = v;
+            set("default_mode");
+        }
+        if let Some(v) = p.default_network {
+            self.policy.default_network = v;
+            set("default_network");
+        }
+        if let Some(v) = p.default_timeout {
+            self.policy.default_timeout_ms = v.ms().map_err(|e| src.bad("default_timeout", e))?;
+            set("default_timeout");
+        }
+        if let Some(v) = p.allow_recursion {
+            self.policy.allow_recursion = v;
+            set("allow_recursion");
+        }
+        if let Some(v) = p.allow_inplace_write {
+            self.policy.allow_inplace_write = v;
+            set("allow_inplace_write");
+        }
+        if let Some(v) = p.max_depth {
+            self.policy.max_depth = v;
+            set("max_depth");
+        }
+        Ok(())
+    }
+
+    /// `[worktree]`: the files copied and linked into a task's worktree
+    /// (each a safe relative path) and its setup commands (none empty).
+    fn merge_worktree(&mut self, src: &LayerSource, w: RawWorktree) -> Result<()> {
+        for (key, list) in [("copy", &w.copy), ("link", &w.link)] {
+            for entry in list.iter().flatten() {
+                check_worktree_path(entry).map_err(|why| src.bad(key, format!("entry `{entry}` {why}")))?;
+            }
+        }
+        if let Some(v) = w.copy {
+            self.worktree.copy = v;
+            self.provenance.insert("worktree.copy".to_owned(), src.origin);
+        }
+        if let Some(v) = w.link {
+            self.worktree.link = v;
+            self.provenance.insert("worktree.link".to_owned(), src.origin);
+        }
+        if let Some(v) = w.setup {
+            if v.iter().any(|c| c.trim().is_empty()) {
+                return Err(src.bad("setup", "holds an empty command: remove it".to_owned()));
+            }
+            self.worktree.setup = v;
+            self.provenance.insert("worktree.setup".to_owned(), src.origin);
+        }
+        Ok(())
+    }
+
+    /// One `[[role]]`: checks it, then replaces the role of the same name
+    /// (or adds it) with its lifecycle, runner and verify commands.
+    fn merge_role(&mut self, src: &LayerSource, raw: RawRole) -> Result<()> {
+        if raw.name.trim().is_empty() {
+            return Err(src.bad("name", "of a [[role]] is empty: give the role a name".to_owned()));
+        }
+        if raw.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+            return Err(src.bad("model", format!("of role `{}` is empty: remove the key or name a model", raw.name)));
+        }
+        let timeout_ms = match &raw.timeout {
+            Some(t) => t.ms().map_err(|e| src.bad("timeout", e))?,
+            None => 10 * 60 * 1000,
+        };
+        let lifecycle = crate::lifecycle::RoleLifecycle {
+            budget: match &raw.budget {
+                Some(b) => b.limits(&format!("role `{}` budget", raw.name)).map_err(|e| src.bad("budget", e))?,
+                None => Default::default(),
+            },
+            on_blocker: match raw.on_blocker.as_deref() {
+                Some(o) => Some(crate::lifecycle::OnBlocker::parse(o).map_err(|e| src.bad("on_blocker", e))?),
+                None => None,
+            },
+        };
+        self.role_lifecycle.insert(raw.name.clone(), lifecycle);
+        match raw.runner {
+            Some(k) => self.role_runner.insert(raw.name.clone(), k),
+            None => self.role_runner.remove(&raw.name),
+        };
+        match raw.verify {
+            Some(v) if v.iter().any(|c| c.trim().is_empty()) => {
+                return Err(src.bad("verify", format!("of role `{}` holds an empty command: remove it", raw.name)));
+            }
+            Some(v) if !v.is_empty() => {
+                self.role_verify.insert(raw.name.clone(), v);
+            }
+            _ => {
+                self.role_verify.remove(&raw.name);
+            }
+        }
+        let role = Role {
+            name: raw.name,
+            purpose: raw.purpose,
+            agents: raw.agents,
+            mode: raw.mode,
+            isolation: raw.isolation,
+            network: raw.network,
+            timeout_ms,
+            model: raw.model,
+            system_prompt_file: raw.system_prompt_file,
+        };
+        match self.roles.iter_mut().find(|(r, _)| r.name == role.name) {
+            Some(slot) => *slot = (role, src.origin),
+            None => self.roles.push((role, src.origin)),
+        }
+        Ok(())
+    }
+
+    /// One `[[agent]]`: checks it, anchors its executable to the layer's
+    /// directory, then replaces the agent of the same id (or adds it).
+    fn merge_agent(&mut self, src: &LayerSource, mut agent: AgentDef) -> Result<()> {
+        validate_agent(src.path, &agent)?;
+        agent.bin = anchor_bin(src.path, agent.bin);
+        match self.agents.iter_mut().find(|(a, _)| a.id == agent.id) {
+            Some(slot) => *slot = (agent, src.origin),
+            None => self.agents.push((agent, src.origin)),
+        }
+        Ok(())
+    }
+
+    /// `[http]`: MCP over HTTP; an empty `listen` (the default) turns it off.
+    fn merge_http(&mut self, src: &LayerSource, h: RawHttp) -> Result<()> {
+        let mut section =
+            self.http.clone().unwrap_or(HttpSection { listen: String::new(), rate_limit_per_minute: 120 });
+        if let Some(listen) = h.listen {
+            parse_listen(&listen).map_err(|e| src.bad("listen", e))?;
+            section.listen = listen;
+        }
+        if let Some(limit) = h.rate_limit_per_minute {
+            section.rate_limit_per_minute = limit;
+        }
+        self.http = (!section.listen.is_empty()).then_some(section);
         Ok(())
     }
 
@@ -628,6 +663,21 @@ impl Config {
     /// Where a `policy.*` or `worktree.*` field came from.
     pub fn origin_of(&self, key: &str) -> Origin {
         self.provenance.get(key).copied().unwrap_or(Origin::Default)
+    }
+}
+
+/// The layer being merged: where it was read from, its text (to point an
+/// error at a line) and the origin its values get.
+struct LayerSource<'a> {
+    path: &'a Path,
+    text: &'a str,
+    origin: Origin,
+}
+
+impl LayerSource<'_> {
+    /// The error for a bad value of `key` in this layer: file, line and why.
+    fn bad(&self, key: &str, why: String) -> Error {
+        Error::Invalid(format!("{}{}: `{key}` {why}", self.path.display(), line_of(self.text, key)))
     }
 }
 

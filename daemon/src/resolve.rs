@@ -334,17 +334,7 @@ pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) -> Result<Resolution<'a>> {
     let mut warnings = BTreeMap::new();
     let mut findings = Vec::new();
-    let role = match input.role.as_deref().filter(|r| !r.is_empty()) {
-        None => None,
-        Some(name) => Some(config.role(name).cloned().ok_or_else(|| {
-            let known: Vec<&str> = config.roles.iter().map(|(r, _)| r.name.as_str()).collect();
-            Error::NotFound(format!(
-                "unknown role `{name}`: use one of {}, or declare it as [[role]] in {}/.caesar/config.toml",
-                known.join(", "),
-                project.display()
-            ))
-        })?),
-    };
+    let role = requested_role(config, project, input)?;
     // Naming neither an agent nor a role goes through the default role: the
     // config's `default` role (whose mode and the like then apply), else
     // every known agent in order.
@@ -353,19 +343,7 @@ pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) ->
     let role = if implicit { config.role(DEFAULT_ROLE).cloned() } else { role };
     let agent = match named_agent {
         Some(a) => a.to_owned(),
-        None => {
-            let chain = role.clone().unwrap_or_else(|| default_role(config));
-            let pick = pick_for_role(config, &chain);
-            match &pick.agent {
-                Some(agent) if implicit => {
-                    warnings.insert(AGENT_CHOICE.to_owned(), choice_note(&pick));
-                    agent.clone()
-                }
-                Some(agent) => agent.clone(),
-                None if implicit => return Err(Error::Precondition(no_agent_message(config, &pick))),
-                None => return Err(Error::Precondition(pick.reason)),
-            }
-        }
+        None => agent_of_role(config, role.as_ref(), implicit, &mut warnings)?,
     };
     // Policy first: a refused agent is refused whether or not it is installed.
     policy::check(&config.policy, &agent, input.depth).map_err(|r| Error::Refused(r.to_string()))?;
@@ -396,47 +374,9 @@ pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) ->
         None => role.as_ref().map(|r| r.timeout_ms).unwrap_or(config.policy.default_timeout_ms),
     };
 
-    // Model: explicit, then role, then [models], then the provider's default.
-    let (can_choose_model, control) = match &target {
-        AgentTarget::Provider { spec, .. } => (spec.capabilities.model_selection, spec.capabilities.network),
-        AgentTarget::Generic { def, .. } => (
-            def.args.iter().any(|a| a.contains("{{model}}")),
-            if def.network_args.is_some() { NetworkControl::Controllable } else { NetworkControl::Open },
-        ),
-    };
-    let explicit = input.model.clone();
-    if explicit.as_deref().is_some_and(|m| m.trim().is_empty()) {
-        return Err(Error::Invalid("`model` is empty: omit it or name a model".to_owned()));
-    }
-    let configured = role
-        .as_ref()
-        .and_then(|r| r.model.clone().map(|m| (m, format!("role `{}`", r.name))))
-        .or_else(|| config.models.get(&agent).map(|(m, o)| (m.clone(), format!("[models] ({} layer)", o.as_str()))));
-    let model = match (explicit, configured) {
-        (Some(_), _) if !can_choose_model => {
-            return Err(Error::Invalid(format!("agent `{agent}` cannot choose a model: omit `model`")));
-        }
-        (Some(m), _) => Some(m),
-        (None, Some((m, from))) if !can_choose_model => {
-            warnings.insert(
-                "model_warning".to_owned(),
-                format!("model `{m}` from {from} was dropped: agent `{agent}` cannot choose a model"),
-            );
-            None
-        }
-        (None, Some((m, _))) => Some(m),
-        (None, None) => None,
-    };
-    if let AgentTarget::Provider { spec, .. } = &target
-        && let Some(effort) = input.effort.as_deref().filter(|e| !e.is_empty())
-        && !spec.efforts.contains(&effort)
-    {
-        return Err(Error::Invalid(if spec.efforts.is_empty() {
-            format!("agent `{agent}` takes no reasoning effort: omit `effort`")
-        } else {
-            format!("effort `{effort}` is not allowed for agent `{agent}`: use one of {}", spec.efforts.join(", "))
-        }));
-    }
+    let (can_choose_model, control) = model_and_network_control(&target);
+    let model = choose_model(config, input, &agent, role.as_ref(), can_choose_model, &mut warnings)?;
+    check_effort(&target, input, &agent)?;
     let network = decide_network(&agent, network_pref, control, mode, &mut warnings, &mut findings)?;
     let system_prompt = match role.as_ref().and_then(|r| r.system_prompt_file.as_deref().map(|f| (r, f))) {
         Some((r, file)) => read_system_prompt(project, &r.name, file)?,
@@ -455,6 +395,105 @@ pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) ->
         warnings,
         findings,
     })
+}
+
+/// The role the request names, if any; an unknown name is an error that
+/// lists the known roles.
+fn requested_role(config: &Config, project: &Path, input: &DelegateInput) -> Result<Option<Role>> {
+    let Some(name) = input.role.as_deref().filter(|r| !r.is_empty()) else { return Ok(None) };
+    config.role(name).cloned().map(Some).ok_or_else(|| {
+        let known: Vec<&str> = config.roles.iter().map(|(r, _)| r.name.as_str()).collect();
+        Error::NotFound(format!(
+            "unknown role `{name}`: use one of {}, or declare it as [[role]] in {}/.caesar/config.toml",
+            known.join(", "),
+            project.display()
+        ))
+    })
+}
+
+/// The agent for a request that names none: the first usable one of the
+/// role's chain (or of every known agent without a role). When the choice
+/// was `implicit` (no role named either) it is explained in the warnings,
+/// and finding none says how to install or declare one.
+fn agent_of_role(
+    config: &Config,
+    role: Option<&Role>,
+    implicit: bool,
+    warnings: &mut BTreeMap<String, String>,
+) -> Result<String> {
+    let chain = role.cloned().unwrap_or_else(|| default_role(config));
+    let pick = pick_for_role(config, &chain);
+    match &pick.agent {
+        Some(agent) if implicit => {
+            warnings.insert(AGENT_CHOICE.to_owned(), choice_note(&pick));
+            Ok(agent.clone())
+        }
+        Some(agent) => Ok(agent.clone()),
+        None if implicit => Err(Error::Precondition(no_agent_message(config, &pick))),
+        None => Err(Error::Precondition(pick.reason)),
+    }
+}
+
+/// Whether the target can choose a model, and how far it can control its
+/// network.
+fn model_and_network_control(target: &AgentTarget) -> (bool, NetworkControl) {
+    match target {
+        AgentTarget::Provider { spec, .. } => (spec.capabilities.model_selection, spec.capabilities.network),
+        AgentTarget::Generic { def, .. } => (
+            def.args.iter().any(|a| a.contains("{{model}}")),
+            if def.network_args.is_some() { NetworkControl::Controllable } else { NetworkControl::Open },
+        ),
+    }
+}
+
+/// The model: explicit, then role, then [models], then the provider's
+/// default (`None`). An explicit model for an agent that cannot choose one
+/// is an error; a configured one is dropped with a warning.
+fn choose_model(
+    config: &Config,
+    input: &DelegateInput,
+    agent: &str,
+    role: Option<&Role>,
+    can_choose_model: bool,
+    warnings: &mut BTreeMap<String, String>,
+) -> Result<Option<String>> {
+    let explicit = input.model.clone();
+    if explicit.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        return Err(Error::Invalid("`model` is empty: omit it or name a model".to_owned()));
+    }
+    let configured = role
+        .and_then(|r| r.model.clone().map(|m| (m, format!("role `{}`", r.name))))
+        .or_else(|| config.models.get(agent).map(|(m, o)| (m.clone(), format!("[models] ({} layer)", o.as_str()))));
+    Ok(match (explicit, configured) {
+        (Some(_), _) if !can_choose_model => {
+            return Err(Error::Invalid(format!("agent `{agent}` cannot choose a model: omit `model`")));
+        }
+        (Some(m), _) => Some(m),
+        (None, Some((m, from))) if !can_choose_model => {
+            warnings.insert(
+                "model_warning".to_owned(),
+                format!("model `{m}` from {from} was dropped: agent `{agent}` cannot choose a model"),
+            );
+            None
+        }
+        (None, Some((m, _))) => Some(m),
+        (None, None) => None,
+    })
+}
+
+/// A reasoning effort must be one the provider lists.
+fn check_effort(target: &AgentTarget, input: &DelegateInput, agent: &str) -> Result<()> {
+    if let AgentTarget::Provider { spec, .. } = target
+        && let Some(effort) = input.effort.as_deref().filter(|e| !e.is_empty())
+        && !spec.efforts.contains(&effort)
+    {
+        return Err(Error::Invalid(if spec.efforts.is_empty() {
+            format!("agent `{agent}` takes no reasoning effort: omit `effort`")
+        } else {
+            format!("effort `{effort}` is not allowed for agent `{agent}`: use one of {}", spec.efforts.join(", "))
+        }));
+    }
+    Ok(())
 }
 
 /// A role's `system_prompt_file`, read from beneath `<project>/.caesar/`: a

@@ -97,38 +97,8 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
     info!(socket = %paths.socket.display(), pid = std::process::id(), version = caesar_proto::VERSION, activated, "caesard ready");
     notify_ready();
 
-    // Worktrees of finished tasks are collected hourly, with the same safety
-    // rules as `caesar gc` and never with force.
-    let gc_engine = Arc::clone(&engine);
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(std::time::Duration::from_secs(3600));
-        loop {
-            every.tick().await;
-            let engine = Arc::clone(&gc_engine);
-            let age = std::time::Duration::from_millis(crate::rpc::GC_DEFAULT_AGE_MS);
-            match tokio::task::spawn_blocking(move || engine.gc(age, false, false)).await {
-                Ok(Ok(items)) => {
-                    let removed = items.iter().filter(|i| i.action == "removed").count();
-                    if removed > 0 {
-                        info!(removed, "scheduled gc removed worktrees");
-                    }
-                }
-                Ok(Err(e)) => warn!("scheduled gc failed: {e}"),
-                Err(e) => warn!("scheduled gc panicked: {e}"),
-            }
-        }
-    });
-    // The queue also gets a turn every few seconds, for tasks whose start
-    // failed in a way that could not be recorded (a full disk).
-    let queue_engine = Arc::clone(&engine);
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            every.tick().await;
-            queue_engine.retry_queue().await;
-        }
-    });
+    spawn_hourly_gc(Arc::clone(&engine));
+    spawn_queue_retry(Arc::clone(&engine));
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let dashboard = crate::dashboard::Hub::new(Arc::clone(&engine));
     let service = Service::new(Arc::clone(&engine), stop_tx).with_dashboard(Arc::clone(&dashboard));
@@ -150,27 +120,7 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
         let _ = stopping_tx.send(true);
     };
     let mut drained = stopping_rx.clone();
-    // MCP over HTTP, when the global config asks for it.
-    match crate::config::Config::load_global(&paths.config_dir) {
-        Ok(config) => {
-            if let Some(h) = config.http {
-                match crate::config::parse_listen(&h.listen) {
-                    Ok(listen) => {
-                        let cfg = crate::http::HttpConfig { listen, rate_limit_per_minute: h.rate_limit_per_minute };
-                        let mut rx = stopping_rx.clone();
-                        let stop = async move {
-                            let _ = rx.wait_for(|s| *s).await;
-                        };
-                        // The HTTP tools call this same service in process.
-                        let api = caesar_mcp::daemon::client_over(grpc.clone());
-                        tokio::spawn(crate::http::serve(paths.clone(), api, cfg, stop, Arc::clone(&dashboard)));
-                    }
-                    Err(e) => warn!("{e}"),
-                }
-            }
-        }
-        Err(e) => warn!("the global config does not load, so MCP over HTTP is off: {e}"),
-    }
+    serve_http_if_configured(&paths, &grpc, &stopping_rx, &dashboard);
     let server =
         tonic::transport::Server::builder().add_service(grpc).serve_with_incoming_shutdown(incoming, async move {
             let mut rx = stopping_rx;
@@ -193,6 +143,77 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
     }
     info!("caesard stopped");
     Ok(Served::Stopped)
+}
+
+/// Collects the worktrees of finished tasks every hour, with the same
+/// safety rules as `caesar gc` and never with force.
+fn spawn_hourly_gc(engine: Arc<Engine>) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(3600));
+        loop {
+            every.tick().await;
+            let engine = Arc::clone(&engine);
+            let age = std::time::Duration::from_millis(crate::rpc::GC_DEFAULT_AGE_MS);
+            match tokio::task::spawn_blocking(move || engine.gc(age, false, false)).await {
+                Ok(Ok(items)) => {
+                    let removed = items.iter().filter(|i| i.action == "removed").count();
+                    if removed > 0 {
+                        info!(removed, "scheduled gc removed worktrees");
+                    }
+                }
+                Ok(Err(e)) => warn!("scheduled gc failed: {e}"),
+                Err(e) => warn!("scheduled gc panicked: {e}"),
+            }
+        }
+    });
+}
+
+/// Gives the queue a turn every few seconds, for tasks whose start failed
+/// in a way that could not be recorded (a full disk).
+fn spawn_queue_retry(engine: Arc<Engine>) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            engine.retry_queue().await;
+        }
+    });
+}
+
+/// Starts MCP over HTTP when the global config asks for it (`[http]
+/// listen`); its tools call the same gRPC service in process, and it stops
+/// when `stopping` turns true. A config that does not load, or a bad
+/// address, leaves it off with a warning.
+fn serve_http_if_configured(
+    paths: &Paths,
+    grpc: &CaesarServer<Service>,
+    stopping: &watch::Receiver<bool>,
+    dashboard: &Arc<crate::dashboard::Hub>,
+) {
+    let config = match crate::config::Config::load_global(&paths.config_dir) {
+        Ok(config) => config,
+        Err(e) => {
+            warn!("the global config does not load, so MCP over HTTP is off: {e}");
+            return;
+        }
+    };
+    let Some(h) = config.http else { return };
+    let listen = match crate::config::parse_listen(&h.listen) {
+        Ok(listen) => listen,
+        Err(e) => {
+            warn!("{e}");
+            return;
+        }
+    };
+    let cfg = crate::http::HttpConfig { listen, rate_limit_per_minute: h.rate_limit_per_minute };
+    let mut rx = stopping.clone();
+    let stop = async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    // The HTTP tools call this same service in process.
+    let api = caesar_mcp::daemon::client_over(grpc.clone());
+    tokio::spawn(crate::http::serve(paths.clone(), api, cfg, stop, Arc::clone(dashboard)));
 }
 
 async fn wait_for_stop(stop_rx: &mut watch::Receiver<bool>) {

@@ -230,25 +230,7 @@ enum Msg {
 /// Runs the supervisor to completion. Returns the process exit code.
 #[cfg(unix)]
 pub fn run(args: SuperviseArgs) -> i32 {
-    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
-
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    {
-        let _ = nix::sys::prctl::set_child_subreaper(true);
-        // A name of its own, so that `pkill -x caesard` or `killall caesard`
-        // (which match this name) stop the daemon and never a task.
-        let _ = nix::sys::prctl::set_name(PROCESS_NAME);
-    }
-
-    // Block the stop signals before any thread exists, so that only the
-    // sigwait thread ever sees them. The agent starts with an empty mask
-    // (set in its pre_exec below: std would hand it this one).
-    let mut stop = SigSet::empty();
-    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT] {
-        stop.add(s);
-    }
-    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&stop), None);
-
+    let stop = become_supervisor();
     let raw_path = args.task_dir.join(RAW_LOG);
     let log = match OpenOptions::new().create(true).append(true).open(&raw_path) {
         Ok(f) => f,
@@ -265,60 +247,23 @@ pub fn run(args: SuperviseArgs) -> i32 {
     // the file.
     let (tx, rx) = mpsc::channel();
     let turn_over = tx.clone();
-    // Kernel confinement (issue 19): the ruleset is built here, before the
-    // fork; the agent only applies it. One that cannot be built fails the
-    // start rather than run the agent unconfined.
-    let sandbox = match std::env::var(crate::sandbox::ENV).ok().map(|j| serde_json::from_str(&j)) {
-        None => Ok(None),
-        Some(Ok(spec)) => crate::sandbox::prepare(&spec),
-        Some(Err(e)) => Err(format!("unreadable {}: {e}", crate::sandbox::ENV)),
+    let sandbox = match sandbox_from_env() {
+        Ok(s) => s.map(std::sync::Arc::new),
+        Err(message) => return refuse_start(&args.task_dir, &log, message),
     };
-    let sandbox = match sandbox {
-        Ok(s) => s,
-        Err(message) => {
-            let _ = writeln!(&log, "caesar: {message}");
-            write_exit(&args.task_dir, &ExitRecord { spawn_error: Some(message), ..exit_now() });
-            return 0;
-        }
-    };
-    let sandbox = sandbox.map(std::sync::Arc::new);
-    // The prompt (issue 19): read once, before any agent of this task ran,
-    // for the arguments that stand for it and for a prompt on stdin (the
-    // session's stream fallback may need it too).
-    let needs_prompt = args.stdin_prompt || crate::prompt::in_args(&args.args);
-    let wanted = needs_prompt || args.session.is_some();
-    let prompt = match wanted.then(|| crate::prompt::read(&args.task_dir)) {
-        None => None,
-        Some(Ok(p)) => Some(p),
-        Some(Err(e)) if needs_prompt => {
-            let message = format!("cannot read the task's prompt ({}): {e}", crate::prompt::FILE);
-            let _ = writeln!(&log, "caesar: {message}");
-            write_exit(&args.task_dir, &ExitRecord { spawn_error: Some(message), ..exit_now() });
-            return 0;
-        }
-        Some(Err(_)) => None,
+    let prompt = match read_prompt(&args) {
+        Ok(p) => p,
+        Err(message) => return refuse_start(&args.task_dir, &log, message),
     };
     let argv = prompt.as_deref().map_or_else(|| args.args.clone(), |p| crate::prompt::fill_args(&args.args, p));
     let feed = prompt.as_deref().filter(|_| args.stdin_prompt).map(str::as_bytes);
     let spawned = spawn_agent(&args, &argv, &[], true, feed, &log, sandbox.clone(), turn_over.clone());
     let (child, mut copier) = match spawned {
         Ok(c) => c,
-        Err(e) => {
-            let message = format!("cannot start `{}`: {e}", args.program);
-            let _ = writeln!(&log, "caesar: {message}");
-            write_exit(&args.task_dir, &ExitRecord { spawn_error: Some(message), ..exit_now() });
-            return 0;
-        }
+        Err(e) => return refuse_start(&args.task_dir, &log, format!("cannot start `{}`: {e}", args.program)),
     };
     let mut agent_pid = started(&args.task_dir, child, &tx);
-    let signals = tx.clone();
-    std::thread::spawn(move || {
-        while stop.wait().is_ok() {
-            if signals.send(Msg::Signal).is_err() {
-                break;
-            }
-        }
-    });
+    forward_stop_signals(stop, tx.clone());
 
     // A grace past ten minutes would leave an agent that ignores SIGTERM
     // running for as long as it likes; past that it is cut to ten minutes.
@@ -327,18 +272,7 @@ pub fn run(args: SuperviseArgs) -> i32 {
     let mut record = wait_agent(agent_pid, grace, remaining, &rx);
     record.leftovers_killed = kill_leftovers(agent_pid, grace);
     let mut outcome = copier.take().map(|c| c.join().unwrap_or_default()).unwrap_or_default();
-    // The stream fallback: the session could not be opened (its prompt was never sent), the
-    // run was neither cancelled nor out of time, and the adapter has a stream command.
-    let fallback = args
-        .session
-        .and_then(|_| std::fs::read(args.task_dir.join(SESSION_OPENING)).ok())
-        .and_then(|bytes| opening::fallback_of(&bytes));
-    let mut cancelled = record.terminated || record.timed_out;
-    // A stop signal that came while the first agent was ending is a cancel all the same.
-    while let Ok(m) = rx.try_recv() {
-        cancelled |= matches!(m, Msg::Signal);
-    }
-    if let (Some(why), Some(fallback), false) = (outcome.handshake_failed.take(), fallback, cancelled) {
+    if let Some((why, fallback)) = stream_fallback_due(&args, &mut outcome, &record, &rx) {
         let marker = args.session.map_or(opening::ACP_FALLBACK_MARKER, opening::fallback_marker);
         let _ = writeln!(&log, "{marker}: {why}; running the stream command");
         let argv =
@@ -364,6 +298,108 @@ pub fn run(args: SuperviseArgs) -> i32 {
     record.finished_ms = crate::clock::now_ms();
     write_exit(&args.task_dir, &record);
     0
+}
+
+/// Makes this process the task's supervisor: the subreaper of its tree with
+/// a name of its own (Linux), and the stop signals blocked in every thread
+/// so that only the sigwait thread sees them. Returns those signals.
+#[cfg(unix)]
+fn become_supervisor() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let _ = nix::sys::prctl::set_child_subreaper(true);
+        // A name of its own, so that `pkill -x caesard` or `killall caesard`
+        // (which match this name) stop the daemon and never a task.
+        let _ = nix::sys::prctl::set_name(PROCESS_NAME);
+    }
+
+    // Block the stop signals before any thread exists, so that only the
+    // sigwait thread ever sees them. The agent starts with an empty mask
+    // (set in its pre_exec below: std would hand it this one).
+    let mut stop = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT] {
+        stop.add(s);
+    }
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&stop), None);
+    stop
+}
+
+/// The agent cannot start: says why in raw.log and as the exit record's
+/// spawn error, and returns the supervisor's exit code (0: the record is
+/// the outcome).
+#[cfg(unix)]
+fn refuse_start(task_dir: &Path, mut log: &File, message: String) -> i32 {
+    let _ = writeln!(&mut log, "caesar: {message}");
+    write_exit(task_dir, &ExitRecord { spawn_error: Some(message), ..exit_now() });
+    0
+}
+
+/// Kernel confinement (issue 19): the ruleset the daemon asked for in the
+/// environment, built here, before the fork; the agent only applies it. One
+/// that cannot be built fails the start rather than run the agent unconfined.
+#[cfg(unix)]
+fn sandbox_from_env() -> Result<Option<crate::sandbox::Prepared>, String> {
+    match std::env::var(crate::sandbox::ENV).ok().map(|j| serde_json::from_str(&j)) {
+        None => Ok(None),
+        Some(Ok(spec)) => crate::sandbox::prepare(&spec),
+        Some(Err(e)) => Err(format!("unreadable {}: {e}", crate::sandbox::ENV)),
+    }
+}
+
+/// The prompt (issue 19): read once, before any agent of this task ran, for
+/// the arguments that stand for it and for a prompt on stdin (the session's
+/// stream fallback may need it too). Failing to read it is an error only
+/// when the first agent needs it.
+#[cfg(unix)]
+fn read_prompt(args: &SuperviseArgs) -> Result<Option<String>, String> {
+    let needs_prompt = args.stdin_prompt || crate::prompt::in_args(&args.args);
+    let wanted = needs_prompt || args.session.is_some();
+    match wanted.then(|| crate::prompt::read(&args.task_dir)) {
+        None => Ok(None),
+        Some(Ok(p)) => Ok(Some(p)),
+        Some(Err(e)) if needs_prompt => Err(format!("cannot read the task's prompt ({}): {e}", crate::prompt::FILE)),
+        Some(Err(_)) => Ok(None),
+    }
+}
+
+/// Starts the sigwait thread: each stop signal becomes a [`Msg::Signal`].
+#[cfg(unix)]
+fn forward_stop_signals(stop: nix::sys::signal::SigSet, tx: mpsc::Sender<Msg>) {
+    std::thread::spawn(move || {
+        while stop.wait().is_ok() {
+            if tx.send(Msg::Signal).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// The stream fallback is due when the session could not be opened (its
+/// prompt was never sent: the copier saw the handshake fail), the run was
+/// neither cancelled nor out of time, and the adapter has a stream command.
+/// Returns why the handshake failed and that command.
+#[cfg(unix)]
+fn stream_fallback_due(
+    args: &SuperviseArgs,
+    outcome: &mut stdin::CopyOutcome,
+    record: &ExitRecord,
+    rx: &mpsc::Receiver<Msg>,
+) -> Option<(String, opening::Fallback)> {
+    let fallback = args
+        .session
+        .and_then(|_| std::fs::read(args.task_dir.join(SESSION_OPENING)).ok())
+        .and_then(|bytes| opening::fallback_of(&bytes));
+    let mut cancelled = record.terminated || record.timed_out;
+    // A stop signal that came while the first agent was ending is a cancel all the same.
+    while let Ok(m) = rx.try_recv() {
+        cancelled |= matches!(m, Msg::Signal);
+    }
+    match (outcome.handshake_failed.take(), fallback, cancelled) {
+        (Some(why), Some(fallback), false) => Some((why, fallback)),
+        _ => None,
+    }
 }
 
 /// Starts the agent (`argv` after the program, `env` on top of this process's): stdin per the

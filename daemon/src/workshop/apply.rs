@@ -118,17 +118,7 @@ pub fn apply(p: &Prepared) -> Result<ApplyResult, WorkshopError> {
         Ok(tree) => tree,
         Err(_) => t(base)?,
     };
-    let mut conflicts = Vec::new();
-    for path in &changed {
-        let (m, h, k) = (entry(&main_tree, path), entry(&head_tree, path), entry(&task_tree, path));
-        if m != h && m != k {
-            conflicts.push(Conflict {
-                path: path.clone(),
-                reason: "it has uncommitted changes in the working tree: commit or stash them, then apply again"
-                    .to_owned(),
-            });
-        }
-    }
+    let conflicts = uncommitted_conflicts(&changed, &main_tree, &head_tree, &task_tree);
     if !conflicts.is_empty() {
         return Ok(refused(conflicts));
     }
@@ -138,22 +128,7 @@ pub fn apply(p: &Prepared) -> Result<ApplyResult, WorkshopError> {
         repo.merge_trees(&base_tree, &main_tree, &task_tree, Some(&opts)).map_err(WorkshopError::git("merge"))?;
     if merged.has_conflicts() {
         let branch = p.branch.as_deref().unwrap_or("the task's branch");
-        for c in merged.conflicts().map_err(WorkshopError::git("list conflicts"))?.flatten() {
-            let e = c.our.as_ref().or(c.their.as_ref()).or(c.ancestor.as_ref());
-            let Some(e) = e else { continue };
-            let path = String::from_utf8_lossy(&e.path).into_owned();
-            if conflicts.iter().any(|x: &Conflict| x.path == path) {
-                continue;
-            }
-            conflicts.push(Conflict {
-                path,
-                reason: format!(
-                    "the task and the commits made since its base changed it in ways that do not merge: commit the \
-                     task's worktree and merge {branch} by hand"
-                ),
-            });
-        }
-        return Ok(refused(conflicts));
+        return Ok(refused(merge_conflicts(&merged, branch)?));
     }
     let result = merged.write_tree_to(&repo).map_err(WorkshopError::git("write the merged tree"))?;
     let result_tree = t(result)?;
@@ -163,12 +138,70 @@ pub fn apply(p: &Prepared) -> Result<ApplyResult, WorkshopError> {
         let target = entry(&result_tree, &path);
         plan.insert(path, target);
     }
-    for (path, target) in &plan {
+    let conflicts = unsafe_writes(&root, &plan, &main_tree);
+    if !conflicts.is_empty() {
+        return Ok(refused(conflicts));
+    }
+    let written = write_plan(&repo, &root, &plan, &main_tree)?;
+    Ok(ApplyResult {
+        applied: true,
+        already_applied: false,
+        conflicts: Vec::new(),
+        message: format!("applied: {} file(s) changed in the working tree, nothing staged or committed", written.len()),
+        files: written,
+    })
+}
+
+/// The changed paths the working tree changed too (uncommitted, and not
+/// already to the task's content): applying would overwrite that work.
+fn uncommitted_conflicts(changed: &[String], main_tree: &Tree, head_tree: &Tree, task_tree: &Tree) -> Vec<Conflict> {
+    let mut conflicts = Vec::new();
+    for path in changed {
+        let (m, h, k) = (entry(main_tree, path), entry(head_tree, path), entry(task_tree, path));
+        if m != h && m != k {
+            conflicts.push(Conflict {
+                path: path.clone(),
+                reason: "it has uncommitted changes in the working tree: commit or stash them, then apply again"
+                    .to_owned(),
+            });
+        }
+    }
+    conflicts
+}
+
+/// The paths of a three-way merge that did not merge, once each, with the
+/// advice to merge the task's branch by hand.
+fn merge_conflicts(merged: &git2::Index, branch: &str) -> Result<Vec<Conflict>, WorkshopError> {
+    let mut conflicts: Vec<Conflict> = Vec::new();
+    for c in merged.conflicts().map_err(WorkshopError::git("list conflicts"))?.flatten() {
+        let e = c.our.as_ref().or(c.their.as_ref()).or(c.ancestor.as_ref());
+        let Some(e) = e else { continue };
+        let path = String::from_utf8_lossy(&e.path).into_owned();
+        if conflicts.iter().any(|x| x.path == path) {
+            continue;
+        }
+        conflicts.push(Conflict {
+            path,
+            reason: format!(
+                "the task and the commits made since its base changed it in ways that do not merge: commit the \
+                 task's worktree and merge {branch} by hand"
+            ),
+        });
+    }
+    Ok(conflicts)
+}
+
+/// The writes of `plan` that must not happen: a path whose way out of the
+/// repository goes through a link, a submodule whose commit changed, and a
+/// new file where an ignored or untracked one is in the way.
+fn unsafe_writes(root: &Path, plan: &BTreeMap<String, Entry>, main_tree: &Tree) -> Vec<Conflict> {
+    let mut conflicts = Vec::new();
+    for (path, target) in plan {
         let full = root.join(path);
         // A directory on the way that is a link (an ignored `cache ->
         // /elsewhere`) would take the write out of the repository.
-        if let Some(at) = safe_fs::parent_escape(&root, Path::new(path)) {
-            let shown = at.strip_prefix(&root).unwrap_or(&at).display().to_string();
+        if let Some(at) = safe_fs::parent_escape(root, Path::new(path)) {
+            let shown = at.strip_prefix(root).unwrap_or(&at).display().to_string();
             conflicts.push(Conflict {
                 path: path.clone(),
                 reason: format!(
@@ -184,7 +217,7 @@ pub fn apply(p: &Prepared) -> Result<ApplyResult, WorkshopError> {
                     path: path.clone(),
                     reason: "it is a submodule whose commit changed: update the submodule by hand".to_owned(),
                 });
-            } else if entry(&main_tree, path).is_none() && std::fs::symlink_metadata(&full).is_ok() {
+            } else if entry(main_tree, path).is_none() && std::fs::symlink_metadata(&full).is_ok() {
                 conflicts.push(Conflict {
                     path: path.clone(),
                     reason: "an ignored or untracked file is in the way: move it aside, then apply again".to_owned(),
@@ -192,28 +225,30 @@ pub fn apply(p: &Prepared) -> Result<ApplyResult, WorkshopError> {
             }
         }
     }
-    if !conflicts.is_empty() {
-        return Ok(refused(conflicts));
-    }
+    conflicts
+}
+
+/// Writes `plan` into the working tree at `root` and returns the paths
+/// written; on a failure, puts back what it had written and fails.
+fn write_plan(
+    repo: &Repository,
+    root: &Path,
+    plan: &BTreeMap<String, Entry>,
+    main_tree: &Tree,
+) -> Result<Vec<String>, WorkshopError> {
     let mut written: Vec<String> = Vec::new();
     // Deletions first, so a directory can become a file and the reverse.
     let order = plan.iter().filter(|(_, t)| t.is_none()).chain(plan.iter().filter(|(_, t)| t.is_some()));
     for (path, target) in order {
         written.push(path.clone());
-        if let Err(source) = put(&repo, &root, path, *target) {
+        if let Err(source) = put(repo, root, path, *target) {
             for done in written.iter().rev() {
-                let _ = put(&repo, &root, done, entry(&main_tree, done));
+                let _ = put(repo, root, done, entry(main_tree, done));
             }
-            return Err(WorkshopError::ApplyFailed { root, file: path.clone(), source });
+            return Err(WorkshopError::ApplyFailed { root: root.to_path_buf(), file: path.clone(), source });
         }
     }
-    Ok(ApplyResult {
-        applied: true,
-        already_applied: false,
-        conflicts: Vec::new(),
-        message: format!("applied: {} file(s) changed in the working tree, nothing staged or committed", written.len()),
-        files: written,
-    })
+    Ok(written)
 }
 
 fn refused(conflicts: Vec<Conflict>) -> ApplyResult {
