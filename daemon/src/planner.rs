@@ -97,10 +97,13 @@ pub fn plan(input: &DelegateInput, config: &Config, resolution: &Resolution<'_>,
     let channel = channel_of(input, resolution, facts, kube.is_some(), &mut warnings);
     let doc = task_doc(input, resolution, facts, channel.as_ref());
     let brief = agents::brief(&doc);
-    let mut files = vec![(facts.dir.prompt(), brief.clone().into_bytes())];
+    // A new task's own files go to its daemon part (`TaskDir::daemon_files`
+    // asks the disk, which a plan must not: the part does not exist yet).
+    let daemon_files = facts.dir.daemon_part();
+    let mut files = vec![(daemon_files.join(crate::prompt::FILE), brief.clone().into_bytes())];
     if !input.context.is_empty() {
         // The context for a fallback's request, which stores a placeholder.
-        files.push((facts.dir.daemon_files().join(crate::prompt::CONTEXT_FILE), input.context.clone().into_bytes()));
+        files.push((daemon_files.join(crate::prompt::CONTEXT_FILE), input.context.clone().into_bytes()));
     }
     let (mut launch, provider_files) = command_of(input, resolution, facts, &doc, channel.as_ref())?;
     files.extend(provider_files);
@@ -598,7 +601,8 @@ mod tests {
         let names: Vec<String> =
             p.files.iter().map(|(path, _)| path.file_name().unwrap().to_string_lossy().into_owned()).collect();
         assert!(names.iter().any(|n| n == "task.json"), "{names:?}");
-        let (_, prompt) = p.files.iter().find(|(path, _)| *path == TaskDir::new("/state/tasks/t_1").prompt()).unwrap();
+        let in_daemon_part = Path::new("/state/tasks/t_1.daemon/prompt.txt");
+        let (_, prompt) = p.files.iter().find(|(path, _)| path == in_daemon_part).expect("the prompt file");
         assert!(String::from_utf8_lossy(prompt).contains("fix the parser"));
         assert!(p.doc.channel.is_none() && !launch.channel);
     }

@@ -6,12 +6,14 @@
 //! before it looks for a run to stop, and start looks for a recorded request
 //! after it records the run, so one of the two always sees the other.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tracing::{Instrument, info, info_span};
 
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
+use crate::launch::Stdin;
 use crate::oacp::EventBody;
 use crate::report::{self, Ending};
 use crate::runner::StartSpec;
@@ -42,109 +44,23 @@ impl Engine {
             Some(_) => {}
         }
         let launch = &record.launch;
-        let mut env = vec![
-            ("CAESAR_AGENT".to_owned(), record.agent.clone()),
-            ("CAESAR_DEPTH".to_owned(), (record.depth + 1).to_string()),
-            // Which adapter's variables the runner passes (`agent_env.rs`).
-            ("CAESAR_PROVIDER".to_owned(), launch.provider.to_string()),
-        ];
-        env.extend(launch.env.iter().cloned());
-        if !launch.secret_env.is_empty() {
-            // `[[agent]] env` values, read now from the config (never stored).
-            let project = crate::config::project_root(std::path::Path::new(&record.workspace));
-            if let Ok((config, _)) = self.load_config(&project)
-                && let Some(def) = config.agent(&record.agent)
-            {
-                env.extend(
-                    def.env.iter().filter(|(k, _)| launch.secret_env.contains(k)).map(|(k, v)| (k.clone(), v.clone())),
-                );
+        let env = self.start_env(&record, &dir)?;
+        let (env, protections) = confine(&self.paths, &record, &dir, &workdir, env);
+        let (initial, opening) = match stdin_lines(&record, &dir) {
+            Ok(lines) => lines,
+            Err(why) => {
+                self.fail_unstarted(&record, &why)?;
+                return Err(Error::Precondition(why));
             }
-        }
-        if launch.channel {
-            // What the in-agent channel server needs to reach the daemon. No
-            // secret (issue 19): the caller's process tree names its task; in
-            // a Kubernetes pod the socket is the pod's relay's, and the stream
-            // the daemon opened into that pod names it (`runner/kubernetes/channel.rs`).
-            let socket = match launch.kube {
-                Some(_) => crate::runner::remote_channel::KUBE_POD_SOCKET.to_owned(),
-                None => self.paths.socket.display().to_string(),
-            };
-            env.push(("CAESAR_SOCKET".to_owned(), socket));
-        }
-        // Kernel confinement (issue 19; `sandbox.rs`): the supervisor applies
-        // it to the agent; a read-only task's temp files go to its own dir.
-        let read_only = record.mode == crate::oacp::Mode::ReadOnly;
-        {
-            let tmp = dir.root().join("tmp");
-            std::fs::create_dir_all(&tmp).map_err(|e| Error::io_at("cannot create", &tmp, e))?;
-            env.push(("TMPDIR".to_owned(), tmp.display().to_string()));
-        }
-        let workspace = std::path::PathBuf::from(&record.workspace);
-        // caesar's own directories are out of every task's reach (issue 19);
-        // a worktree task's main tree too. Beneath `/tmp` as well: there the
-        // temp directory is carved around them (its existing entries stay
-        // writable; new entries directly in it, or beside caesar's
-        // directories, are refused; the agent's `TMPDIR` is its own).
-        let mut shield: Vec<std::path::PathBuf> =
-            [&self.paths.state_dir, &self.paths.config_dir, &self.paths.runtime_dir]
-                .into_iter()
-                .cloned()
-                .chain(self.paths.socket.parent().map(std::path::Path::to_path_buf))
-                .collect();
-        if workdir != workspace {
-            shield.push(crate::config::project_root(&workspace));
-        }
-        let mut sandbox = if read_only {
-            crate::sandbox::for_task(read_only, dir.root(), &workdir, launch.provider, &env)
-        } else {
-            crate::sandbox::for_write_task(dir.root(), &workdir, &shield, launch.provider, &env)
-        };
-        if read_only && sandbox.confine_writes {
-            sandbox.shield = shield;
-        }
-        if read_only {
-            sandbox.protect.push(crate::config::project_root(&workspace));
-            sandbox.protect.push(workspace.clone());
-        }
-        // Reads confined too (`sandbox/mount.rs`): caesar's directories
-        // hidden in the agent's own mount namespace, but for its task
-        // directory, the socket's directory and its worktree. Not in a
-        // Kubernetes pod, whose directories are not caesar's.
-        if launch.kube.is_none() && crate::sandbox::mount::works() {
-            sandbox.hide =
-                [&self.paths.state_dir, &self.paths.config_dir, &self.paths.runtime_dir].into_iter().cloned().collect();
-            sandbox.expose = crate::sandbox::exposed(dir.root(), &workdir, &workspace, &self.paths.socket, &env);
-        }
-        env.push((crate::sandbox::ENV.to_owned(), serde_json::to_string(&sandbox).unwrap_or_default()));
-        let protections = crate::sandbox::describe_for(read_only, launch.provider);
-        // A protocol's first lines get the prompt now, from the task's
-        // prompt file (the stored launch holds its token; `prompt.rs`).
-        // Arguments and a prompt on stdin get it from the supervisor.
-        let (initial, opening) = match &launch.stdin {
-            crate::provider::Stdin::Control { initial, .. } => (initial.as_str(), ""),
-            crate::provider::Stdin::Session { initial, opening, .. } => (initial.as_str(), opening.as_str()),
-            crate::provider::Stdin::Null | crate::provider::Stdin::Prompt => ("", ""),
-        };
-        let (initial, opening) = if initial.contains(crate::prompt::TOKEN) || opening.contains(crate::prompt::TOKEN) {
-            match crate::prompt::read(&dir.daemon_files()) {
-                Ok(p) => (crate::prompt::fill_json(initial, &p), crate::prompt::fill_json(opening, &p)),
-                Err(e) => {
-                    let why = format!("cannot read the task's prompt ({}): {e}", crate::prompt::path(&dir).display());
-                    self.fail_unstarted(&record, &why)?;
-                    return Err(Error::Precondition(why));
-                }
-            }
-        } else {
-            (initial.to_owned(), opening.to_owned())
         };
         let stdin = match &launch.stdin {
-            crate::provider::Stdin::Null | crate::provider::Stdin::Prompt => None,
-            crate::provider::Stdin::Control { close_after, .. } => Some((initial.as_str(), close_after.as_str())),
+            Stdin::Null | Stdin::Prompt => None,
+            Stdin::Control { close_after, .. } => Some((initial.as_str(), close_after.as_str())),
             // The supervisor closes a session's stdin itself, at the end of the turn.
-            crate::provider::Stdin::Session { .. } => Some((initial.as_str(), "")),
+            Stdin::Session { .. } => Some((initial.as_str(), "")),
         };
         let session = match &launch.stdin {
-            crate::provider::Stdin::Session { protocol, .. } => Some((*protocol, opening.as_str())),
+            Stdin::Session { protocol, .. } => Some((*protocol, opening.as_str())),
             _ => None,
         };
         let deadline_ms = now_ms() + record.timeout_ms as i64;
@@ -159,7 +75,7 @@ impl Engine {
             stdin,
             kube: launch.kube.as_ref(),
             session,
-            prompt_stdin: launch.stdin == crate::provider::Stdin::Prompt,
+            prompt_stdin: launch.stdin == Stdin::Prompt,
             channel: launch.channel,
         };
         let live = self.make_live(&record.id, TaskStatus::Running, record.event_count);
@@ -190,9 +106,118 @@ impl Engine {
         Ok(())
     }
 
+    /// The agent's environment on top of its adapter's allowlist: who it is,
+    /// its launch's variables, its `[[agent]] env` secrets (read now from the
+    /// config, never stored), the channel's socket and its own `TMPDIR`.
+    fn start_env(&self, record: &TaskRecord, dir: &TaskDir) -> Result<Vec<(String, String)>> {
+        let launch = &record.launch;
+        let mut env = vec![
+            ("CAESAR_AGENT".to_owned(), record.agent.clone()),
+            ("CAESAR_DEPTH".to_owned(), (record.depth + 1).to_string()),
+            // Which adapter's variables the runner passes (`agent_env.rs`).
+            ("CAESAR_PROVIDER".to_owned(), launch.provider.to_string()),
+        ];
+        env.extend(launch.env.iter().cloned());
+        if !launch.secret_env.is_empty() {
+            let project = crate::config::project_root(Path::new(&record.workspace));
+            if let Ok((config, _)) = self.load_config(&project)
+                && let Some(def) = config.agent(&record.agent)
+            {
+                env.extend(
+                    def.env.iter().filter(|(k, _)| launch.secret_env.contains(k)).map(|(k, v)| (k.clone(), v.clone())),
+                );
+            }
+        }
+        if launch.channel {
+            // What the in-agent channel server needs to reach the daemon. No
+            // secret (issue 19): the caller's process tree names its task; in
+            // a Kubernetes pod the socket is the pod's relay's, and the stream
+            // the daemon opened into that pod names it (`runner/kubernetes/channel.rs`).
+            let socket = match launch.kube {
+                Some(_) => crate::runner::remote_channel::KUBE_POD_SOCKET.to_owned(),
+                None => self.paths.socket.display().to_string(),
+            };
+            env.push(("CAESAR_SOCKET".to_owned(), socket));
+        }
+        // A task's temp files go to its own directory.
+        let tmp = dir.root().join("tmp");
+        std::fs::create_dir_all(&tmp).map_err(|e| Error::io_at("cannot create", &tmp, e))?;
+        env.push(("TMPDIR".to_owned(), tmp.display().to_string()));
+        Ok(env)
+    }
+
     /// Ends a task whose agent never ran, with the reason as its report.
     pub(super) fn fail_unstarted(&self, record: &TaskRecord, why: &str) -> Result<()> {
         let report = report::unstarted(&record.id, Ending::Failed(why.to_owned()));
         self.finish_task(record, Exit::without_process(TaskStatus::Failed, Some(why.to_owned())), report, None)
     }
+}
+
+/// Kernel confinement (issue 19; `sandbox.rs`), which the supervisor
+/// applies to the agent: the spec goes into the environment, and the
+/// description of what protects this task comes back for its `started`
+/// event.
+fn confine(
+    paths: &Paths,
+    record: &TaskRecord,
+    dir: &TaskDir,
+    workdir: &Path,
+    mut env: Vec<(String, String)>,
+) -> (Vec<(String, String)>, String) {
+    let launch = &record.launch;
+    let read_only = record.mode == crate::oacp::Mode::ReadOnly;
+    let workspace = PathBuf::from(&record.workspace);
+    // caesar's own directories are out of every task's reach (issue 19);
+    // a worktree task's main tree too. Beneath `/tmp` as well: there the
+    // temp directory is carved around them (its existing entries stay
+    // writable; new entries directly in it, or beside caesar's
+    // directories, are refused; the agent's `TMPDIR` is its own).
+    let mut shield: Vec<PathBuf> = [&paths.state_dir, &paths.config_dir, &paths.runtime_dir]
+        .into_iter()
+        .cloned()
+        .chain(paths.socket.parent().map(Path::to_path_buf))
+        .collect();
+    if workdir != workspace {
+        shield.push(crate::config::project_root(&workspace));
+    }
+    let mut sandbox = if read_only {
+        crate::sandbox::for_task(read_only, dir.root(), workdir, launch.provider, &env)
+    } else {
+        crate::sandbox::for_write_task(dir.root(), workdir, &shield, launch.provider, &env)
+    };
+    if read_only && sandbox.confine_writes {
+        sandbox.shield = shield;
+    }
+    if read_only {
+        sandbox.protect.push(crate::config::project_root(&workspace));
+        sandbox.protect.push(workspace.clone());
+    }
+    // Reads confined too (`sandbox/mount.rs`): caesar's directories
+    // hidden in the agent's own mount namespace, but for its task
+    // directory, the socket's directory and its worktree. Not in a
+    // Kubernetes pod, whose directories are not caesar's.
+    if launch.kube.is_none() && crate::sandbox::mount::works() {
+        sandbox.hide = [&paths.state_dir, &paths.config_dir, &paths.runtime_dir].into_iter().cloned().collect();
+        sandbox.expose = crate::sandbox::exposed(dir.root(), workdir, &workspace, &paths.socket, &env);
+    }
+    env.push((crate::sandbox::ENV.to_owned(), serde_json::to_string(&sandbox).unwrap_or_default()));
+    (env, crate::sandbox::describe_for(read_only, launch.provider))
+}
+
+/// A stdin protocol's first lines and a session's opening, with the
+/// prompt filled in from the task's prompt file (the stored launch holds
+/// its token; `prompt.rs`). Arguments and a prompt on stdin get it from
+/// the supervisor. The error says why the prompt could not be read.
+fn stdin_lines(record: &TaskRecord, dir: &TaskDir) -> std::result::Result<(String, String), String> {
+    let (initial, opening) = match &record.launch.stdin {
+        Stdin::Control { initial, .. } => (initial.as_str(), ""),
+        Stdin::Session { initial, opening, .. } => (initial.as_str(), opening.as_str()),
+        Stdin::Null | Stdin::Prompt => ("", ""),
+    };
+    if !initial.contains(crate::prompt::TOKEN) && !opening.contains(crate::prompt::TOKEN) {
+        return Ok((initial.to_owned(), opening.to_owned()));
+    }
+    let prompt = crate::prompt::read(&dir.daemon_files())
+        .map_err(|e| format!("cannot read the task's prompt ({}): {e}", crate::prompt::path(dir).display()))?;
+    Ok((crate::prompt::fill_json(initial, &prompt), crate::prompt::fill_json(opening, &prompt)))
 }
