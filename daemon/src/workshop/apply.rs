@@ -137,6 +137,7 @@ pub fn apply(p: &Prepared) -> Result<ApplyResult, WorkshopError> {
     let mut merged =
         repo.merge_trees(&base_tree, &main_tree, &task_tree, Some(&opts)).map_err(WorkshopError::git("merge"))?;
     if merged.has_conflicts() {
+        let branch = p.branch.as_deref().unwrap_or("the task's branch");
         for c in merged.conflicts().map_err(WorkshopError::git("list conflicts"))?.flatten() {
             let e = c.our.as_ref().or(c.their.as_ref()).or(c.ancestor.as_ref());
             let Some(e) = e else { continue };
@@ -151,9 +152,9 @@ pub fn apply(p: &Prepared) -> Result<ApplyResult, WorkshopError> {
                 // commands (issue 29). The patch comes from caesar instead.
                 reason: format!(
                     "the task and the commits made since its base changed it in ways that do not merge: bring the \
-                     change in by hand in your own checkout (`caesar --json diff {id}` holds the patch, for \
-                     `git apply --3way`); do not run git inside the task's worktree, whose git config is the \
-                     agent's to write",
+                     change in by hand in your own checkout (`caesar --json diff {id}` holds the whole patch, \
+                     for `git apply --3way`; its branch {branch} holds only the agent's own commits); do not run \
+                     git inside the task's worktree, whose git config is the agent's to write",
                     id = p.task_id
                 ),
             });
