@@ -65,28 +65,49 @@ impl VersionCache {
     }
 }
 
+/// The first line a CLI prints for `args`, within [`VERSION_TIMEOUT`]. The
+/// CLI runs in a process group of its own, killed whole when the time is up:
+/// a CLI that forks and hangs (or whose child keeps its stdout open) leaves
+/// no process behind and does not hold the listing (issue 29).
 fn probe_version(path: &Path, args: &[&str]) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
     let mut child = std::process::Command::new(path)
         .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
+        .process_group(0)
         .spawn()
         .ok()?;
-    let started = std::time::Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() < VERSION_TIMEOUT => std::thread::sleep(Duration::from_millis(10)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
+    let group = nix::unistd::Pid::from_raw(i32::try_from(child.id()).ok()?);
+    let mut stdout = child.stdout.take()?;
+    // Read on a thread of its own: a descendant holding the pipe open keeps
+    // it from ending, and only the deadline below decides.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let read = (&mut stdout).take(64 * 1024).read_to_end(&mut out);
+        let _ = tx.send(read.map(|_| out));
+    });
+    let deadline = std::time::Instant::now() + VERSION_TIMEOUT;
+    let out = rx.recv_timeout(VERSION_TIMEOUT).ok().and_then(Result::ok);
+    // Its stdout ended: the CLI itself has until the deadline to exit.
+    let exited = out.is_some()
+        && loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break true,
+                Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                _ => break false,
             }
-        }
+        };
+    if !exited {
+        // The group is the child's pid, kept from reuse while any member lives.
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = child.wait();
+        return None;
     }
-    let out = child.wait_with_output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out?).into_owned();
     text.lines().map(str::trim).find(|l| !l.is_empty()).map(|l| l.chars().take(120).collect())
 }
 

@@ -529,6 +529,7 @@ impl Caesar for Service {
         &self,
         req: Request<pb::ListAgentsRequest>,
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
+        self.caller(&req).await?.require_workspace("agents list", &req.get_ref().workspace)?;
         let workspace = req.into_inner().workspace;
         let engine = self.engine.clone();
         let (agents, warnings) = tokio::task::spawn_blocking(move || {
@@ -543,6 +544,7 @@ impl Caesar for Service {
         &self,
         req: Request<pb::DescribeAgentRequest>,
     ) -> Result<Response<pb::DescribeAgentResponse>, Status> {
+        self.caller(&req).await?.require_workspace("agents describe", &req.get_ref().workspace)?;
         let r = req.into_inner();
         let engine = self.engine.clone();
         let entry = tokio::task::spawn_blocking(move || engine.describe_agent(&r.agent, &r.workspace))
@@ -558,6 +560,7 @@ impl Caesar for Service {
     }
 
     async fn list_roles(&self, req: Request<pb::ListRolesRequest>) -> Result<Response<pb::ListRolesResponse>, Status> {
+        self.caller(&req).await?.require_workspace("role list", &req.get_ref().workspace)?;
         let workspace = req.into_inner().workspace;
         let engine = self.engine.clone();
         let roles = tokio::task::spawn_blocking(move || engine.list_roles(&workspace))

@@ -92,10 +92,11 @@ impl Caller {
         }
     }
 
-    /// Refuses a call about `workspace` (ShowConfig, Health) from inside a
-    /// task unless it is the task's own project: a task reads the config
-    /// and health of the project it runs in (and the global layer, asked
-    /// with an empty workspace), never another of the user's (issue 29).
+    /// Refuses a call about `workspace` (ShowConfig, Health, ListAgents,
+    /// DescribeAgent, ListRoles) from inside a task unless it is the task's
+    /// own project: a task reads the config, health, agents and roles of the
+    /// project it runs in (and the global layer, asked with an empty
+    /// workspace), never another of the user's (issue 29).
     pub fn require_workspace(&self, what: &str, workspace: &str) -> Result<()> {
         match self {
             Caller::User => Ok(()),

@@ -469,14 +469,19 @@ fn summarize_input(input: &Value) -> String {
 pub const PERMISSION_INPUT_SHOWN: usize = 16 * 1024;
 
 /// The text of a permission question about one tool call: the whole input
-/// first (for a shell tool, the whole command, verbatim, newlines kept),
-/// then the agent's own description, marked as its claim. A summary that
-/// shows the description first and cuts the command is how an approver
-/// once read `echo running the unit tests …` and approved a hidden
-/// `; curl … | sh`. Control and bidirectional characters are shown escaped,
-/// so nothing in the input can hide the rest of it from a terminal.
+/// first (for a shell tool, the whole command, verbatim, newlines kept,
+/// then every other field of the input, none left out: an allow approves
+/// them too, `cwd`, `env` with its `LD_PRELOAD`, `dangerouslyDisableSandbox`
+/// and `run_in_background` alike; issue 29), then the agent's own
+/// description, marked as its claim. A summary that shows the description
+/// first and cuts the command is how an approver once read `echo running
+/// the unit tests …` and approved a hidden `; curl … | sh`. Control and
+/// bidirectional characters are shown escaped, so nothing in the input can
+/// hide the rest of it from a terminal.
 pub(crate) fn permission_question(tool_name: &str, description: Option<&str>, input: &Value) -> String {
-    let command = input.as_object().and_then(|o| match o.get("command").or_else(|| o.get("cmd")) {
+    let object = input.as_object();
+    let key = object.and_then(|o| ["command", "cmd"].into_iter().find(|k| o.contains_key(*k)));
+    let command = object.zip(key).and_then(|(o, k)| match o.get(k) {
         Some(Value::String(c)) => Some(c.clone()),
         Some(Value::Array(a)) => Some(
             a.iter()
@@ -486,20 +491,29 @@ pub(crate) fn permission_question(tool_name: &str, description: Option<&str>, in
         ),
         _ => None,
     });
-    let (what, shown) = match command {
-        Some(c) => ("this whole command", c),
-        None => ("this whole input", serde_json::to_string_pretty(input).unwrap_or_else(|_| input.to_string())),
+    let mut text = match (command, object, key) {
+        (Some(c), Some(o), Some(k)) => {
+            let others: Vec<String> = o
+                .iter()
+                .filter(|(name, _)| name.as_str() != k)
+                .map(|(name, v)| format!("  {name}: {}", serde_json::to_string(v).unwrap_or_else(|_| v.to_string())))
+                .collect();
+            if others.is_empty() {
+                format!("{tool_name} with this whole command:\n{}", shown_capped(&c))
+            } else {
+                format!(
+                    "{tool_name} with this command:\n{}\nand these other fields of its input, which an allow approves \
+                     too:\n{}",
+                    shown_capped(&c),
+                    shown_capped(&others.join("\n"))
+                )
+            }
+        }
+        _ => format!(
+            "{tool_name} with this whole input:\n{}",
+            shown_capped(&serde_json::to_string_pretty(input).unwrap_or_else(|_| input.to_string()))
+        ),
     };
-    let shown = reveal(&shown);
-    let total = shown.chars().count();
-    let mut text = format!("{tool_name} with {what}:\n{}", truncate_plain(&shown, PERMISSION_INPUT_SHOWN));
-    if total > PERMISSION_INPUT_SHOWN {
-        text.push_str(&format!(
-            "\n[shortened by caesar: it is {total} characters long and only the first {PERMISSION_INPUT_SHOWN} are \
-             shown; the whole request is kept in the task's permissions/ directory. Do not allow what you have not \
-             read.]"
-        ));
-    }
     if let Some(d) = description.map(str::trim).filter(|d| !d.is_empty()) {
         text.push_str(&format!(
             "\n(The agent describes this as: \"{}\"; that is its claim, the input above is what runs.)",
@@ -507,6 +521,22 @@ pub(crate) fn permission_question(tool_name: &str, description: Option<&str>, in
         ));
     }
     text
+}
+
+/// `text` revealed ([`reveal`]) and cut at [`PERMISSION_INPUT_SHOWN`]
+/// characters, saying so in words when it is.
+fn shown_capped(text: &str) -> String {
+    let shown = reveal(text);
+    let total = shown.chars().count();
+    let mut out = truncate_plain(&shown, PERMISSION_INPUT_SHOWN).to_owned();
+    if total > PERMISSION_INPUT_SHOWN {
+        out.push_str(&format!(
+            "\n[shortened by caesar: it is {total} characters long and only the first {PERMISSION_INPUT_SHOWN} are \
+             shown; the whole request is kept in the task's permissions/ directory. Do not allow what you have not \
+             read.]"
+        ));
+    }
+    out
 }
 
 /// `text` with control characters (but newline and tab) and bidirectional

@@ -128,7 +128,7 @@ pub fn apply(p: &Prepared) -> Result<ApplyResult, WorkshopError> {
         repo.merge_trees(&base_tree, &main_tree, &task_tree, Some(&opts)).map_err(WorkshopError::git("merge"))?;
     if merged.has_conflicts() {
         let branch = p.branch.as_deref().unwrap_or("the task's branch");
-        return Ok(refused(merge_conflicts(&merged, branch)?));
+        return Ok(refused(merge_conflicts(&merged, branch, &p.task_id)?));
     }
     let result = merged.write_tree_to(&repo).map_err(WorkshopError::git("write the merged tree"))?;
     let result_tree = t(result)?;
@@ -171,7 +171,7 @@ fn uncommitted_conflicts(changed: &[String], main_tree: &Tree, head_tree: &Tree,
 
 /// The paths of a three-way merge that did not merge, once each, with the
 /// advice to merge the task's branch by hand.
-fn merge_conflicts(merged: &git2::Index, branch: &str) -> Result<Vec<Conflict>, WorkshopError> {
+fn merge_conflicts(merged: &git2::Index, branch: &str, task_id: &str) -> Result<Vec<Conflict>, WorkshopError> {
     let mut conflicts: Vec<Conflict> = Vec::new();
     for c in merged.conflicts().map_err(WorkshopError::git("list conflicts"))?.flatten() {
         let e = c.our.as_ref().or(c.their.as_ref()).or(c.ancestor.as_ref());
@@ -182,9 +182,14 @@ fn merge_conflicts(merged: &git2::Index, branch: &str) -> Result<Vec<Conflict>, 
         }
         conflicts.push(Conflict {
             path,
+            // Never "commit in the task's worktree": git run there reads the
+            // agent's config (`core.fsmonitor`, hooks) and runs its commands
+            // (issue 29). The patch comes from caesar instead.
             reason: format!(
-                "the task and the commits made since its base changed it in ways that do not merge: commit the \
-                 task's worktree and merge {branch} by hand"
+                "the task and the commits made since its base changed it in ways that do not merge: bring the \
+                 change in by hand in your own checkout (`caesar --json diff {task_id}` holds the whole patch, \
+                 for `git apply --3way`; its branch {branch} holds only the agent's own commits); do not run git \
+                 inside the task's worktree, whose git config is the agent's to write"
             ),
         });
     }

@@ -284,3 +284,34 @@ fn a_permission_question_shows_the_whole_command_before_the_agents_description()
     );
     assert!(q.chars().count() < PERMISSION_INPUT_SHOWN + 1000);
 }
+
+#[test]
+fn a_permission_question_shows_every_field_an_allow_approves() {
+    // Issue 29: an allow approves the whole input, not only `command`.
+    let input = serde_json::json!({
+        "command": "make test",
+        "cwd": "/home/u/.ssh",
+        "env": {"LD_PRELOAD": "/tmp/evil.so"},
+        "dangerouslyDisableSandbox": true,
+        "run_in_background": true,
+    });
+    let q = super::permission_question("Bash", Some("tests"), &input);
+    assert!(q.starts_with("Bash with this command:\nmake test\n"), "the command first: {q}");
+    assert!(!q.contains("whole command"), "it is not the whole input: {q}");
+    for field in [
+        "cwd: \"/home/u/.ssh\"",
+        "env: {\"LD_PRELOAD\":\"/tmp/evil.so\"}",
+        "dangerouslyDisableSandbox: true",
+        "run_in_background: true",
+    ] {
+        assert!(q.contains(field), "{field} is shown: {q}");
+    }
+    assert!(q.find("make test") < q.find("cwd:") && q.find("cwd:") < q.find("The agent describes"), "{q}");
+    // A long command does not push the other fields out of sight.
+    let long = serde_json::json!({"command": "x".repeat(PERMISSION_INPUT_SHOWN + 10), "env": {"LD_PRELOAD": "e.so"}});
+    let q = super::permission_question("Bash", None, &long);
+    assert!(q.contains("shortened by caesar") && q.contains("LD_PRELOAD"), "{}", &q[q.len() - 600..]);
+    // The command alone is still the whole input.
+    let q = super::permission_question("Bash", None, &serde_json::json!({"command": "ls"}));
+    assert_eq!(q, "Bash with this whole command:\nls");
+}
