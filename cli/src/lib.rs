@@ -756,7 +756,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Gc { dry_run, force, older_than } => {
-            let older_than_ms = parse_duration_ms(&older_than)?;
+            // 0 on the wire means the daemon's default (24 h): `0s` asks for now, so 1 ms.
+            let older_than_ms = parse_duration_ms(&older_than)?.max(1);
             let mut c = connect().await?;
             let r =
                 c.gc(pb::GcRequest { dry_run, force, older_than_ms }).await.map_err(anyhow::Error::from)?.into_inner();
