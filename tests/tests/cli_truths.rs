@@ -186,3 +186,20 @@ async fn status_shows_the_conflict_radar() {
     let v = json(stdout(&o).trim());
     assert_eq!(v["conflicts_with"][0]["task_id"], ids[1].as_str(), "{v}");
 }
+
+#[tokio::test]
+async fn agents_describe_codex_shows_read_only_protections_under_read_only() {
+    let env = Env::new(&[]);
+    let o = env.caesar(&["--json", "agents", "describe", "codex"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(stdout(&o).trim());
+    let (read_only, write) =
+        (v["protections"]["read-only"].as_str().unwrap(), v["protections"]["write"].as_str().unwrap());
+    assert!(
+        !read_only.contains("writes confined to its worktree"),
+        "the write mode's rules under read-only: {read_only}"
+    );
+    if write.starts_with("landlock") {
+        assert!(read_only.contains("codex's own read-only sandbox"), "{read_only}");
+    }
+}
