@@ -114,7 +114,8 @@ enum Command {
         /// Also remove unapplied work and branches reachable from nowhere else.
         #[arg(long)]
         force: bool,
-        /// Only tasks finished longer ago than this.
+        /// Only tasks finished longer ago than this (0s: all of them); applied
+        /// or discarded tasks go whatever their age.
         #[arg(long, default_value = "24h")]
         older_than: String,
     },
