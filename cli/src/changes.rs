@@ -83,7 +83,8 @@ pub(crate) async fn discard(task_id: String, json: bool) -> Result<u8, Failure> 
 /// `caesar gc`: remove (or with `--dry-run` list) the worktrees of tasks
 /// finished longer ago than `older_than`.
 pub(crate) async fn gc(dry_run: bool, force: bool, older_than: &str, json: bool) -> Result<u8, Failure> {
-    let older_than_ms = parse_duration_ms(older_than)?;
+    // 0 on the wire means the daemon's default (24 h): `0s` asks for now, so 1 ms.
+    let older_than_ms = parse_duration_ms(older_than)?.max(1);
     let mut c = connect().await?;
     let r = c.gc(pb::GcRequest { dry_run, force, older_than_ms }).await.map_err(anyhow::Error::from)?.into_inner();
     if json {

@@ -7,6 +7,7 @@
 //! Exit codes: 0 success, 1 the task failed or was blocked, 2 bad input,
 //! 3 no daemon could be reached, 4 the task was cancelled, 5 it timed out.
 
+mod bad_input;
 mod changes;
 mod config_cmd;
 pub mod config_ui;
@@ -116,7 +117,8 @@ enum Command {
         /// Also remove unapplied work and branches reachable from nowhere else.
         #[arg(long)]
         force: bool,
-        /// Only tasks finished longer ago than this.
+        /// Only tasks finished longer ago than this (0s: all of them); applied
+        /// or discarded tasks go whatever their age.
         #[arg(long, default_value = "24h")]
         older_than: String,
     },
@@ -472,6 +474,9 @@ impl From<anyhow::Error> for Failure {
                 _ => 1,
             };
             return Failure { code, message: status.message().to_owned() };
+        }
+        if bad_input::is_bad_input(&e) {
+            return Failure { code: 2, message: format!("{e:#}") };
         }
         if e.downcast_ref::<client::ConnectError>().is_some() {
             return Failure { code: 3, message: format!("{e:#}") };

@@ -157,7 +157,10 @@ pub fn install(client: &str, uninstall: bool, dry_run: bool) -> anyhow::Result<P
             let entry = json!({"type": "local", "command": shim, "args": [], "tools": ["*"]});
             merge_json(&home.join(".copilot/mcp-config.json"), &["mcpServers"], (!uninstall).then_some(entry), dry_run)
         }
-        other => bail!("unknown MCP client `{other}`: use one of {}", CLIENTS.join(", ")),
+        other => {
+            Err(crate::bad_input::BadInput(format!("unknown MCP client `{other}`: use one of {}", CLIENTS.join(", ")))
+                .into())
+        }
     }
 }
 

@@ -44,6 +44,12 @@ pub fn task_json(t: &pb::TaskView) -> Value {
     if t.pending {
         v["pending"] = json!(true);
     }
+    if !t.conflicts_with.is_empty() || t.radar_age_ms.is_some() {
+        v["conflicts_with"] = crate::fanout::overlaps_json(&t.conflicts_with);
+    }
+    if let Some(age) = t.radar_age_ms {
+        v["radar_age_ms"] = json!(age);
+    }
     if let Ok(e) = serde_json::from_str::<Value>(&t.last_event_json) {
         v["last_event"] = e;
     }
@@ -133,6 +139,7 @@ pub fn event_line(line: &str, command: Command) -> String {
         "question" => format!("question {}: {}", s("id"), s("question")),
         "answer" => format!("answer {}: {}", s("id"), s("answer")),
         "error" => format!("error: {}", s("message")),
+        "warning" => format!("warning: {}", s("message")),
         "blocker" => format!("BLOCKED ({}): {}", s("kind"), s("message")),
         "usage" => format!(
             "usage: {} in, {} out",
@@ -220,8 +227,8 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
     if !t.report_status.is_empty() {
         println!("  report: {} (from {})", t.report_status, t.report_source);
     }
-    if let Some(code) = t.exit_code {
-        println!("  exit code: {code}");
+    if let Some(line) = exit_line(t) {
+        println!("  {line}");
     }
     if !t.error.is_empty() {
         println!("  error: {}", sanitize(&t.error));
@@ -243,12 +250,40 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
             println!("    answer: caesar answer {} {} \"<option id>[: reason]\"", t.task_id, q.question_id);
         }
     }
+    print_radar(t);
     if !t.output_tail.is_empty() {
         println!("  last output: {}", sanitize(&one_line(&t.output_tail, 200)));
     }
     if with_report && !t.report_json.is_empty() {
         print_report(t);
     }
+}
+
+/// The conflict radar, as MCP and the dashboard show it: the other
+/// unapplied work (or the user's uncommitted changes) touching this task's
+/// files, and whether the radar has read the task yet.
+fn print_radar(t: &pb::TaskView) {
+    if !t.conflicts_with.is_empty() {
+        crate::fanout::print_overlaps("  conflict radar: overlaps with other work", &t.conflicts_with);
+    } else if let Some(age) = t.radar_age_ms {
+        println!("  conflict radar: no other work touches these files (checked {} ago)", human_ms(age));
+    }
+}
+
+/// What the agent's exit status means, for people: a task caesar stopped
+/// (cancelled, timed out) ended because of the stop, whatever code the
+/// agent's process then exited with, so its `0` is no success.
+fn exit_line(t: &pb::TaskView) -> Option<String> {
+    let code = t.exit_code?;
+    Some(match t.status() {
+        pb::TaskStatus::Cancelled => {
+            format!("stopped by caesar (cancelled); the agent's process then exited with {code}")
+        }
+        pb::TaskStatus::TimedOut => {
+            format!("stopped by caesar (timed out); the agent's process then exited with {code}")
+        }
+        _ => format!("exit code: {code}"),
+    })
 }
 
 /// The report of a finished task.

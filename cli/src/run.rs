@@ -232,16 +232,16 @@ pub(crate) fn agent_reason(d: &pb::DelegateResponse) -> Option<&str> {
     Some(d.agent_reason.as_str()).filter(|r| !r.is_empty()).or(d.warnings.get(AGENT_CHOICE).map(String::as_str))
 }
 
-/// The exit code for a finished task: 0 only when it succeeded and its
-/// report does not say otherwise.
+/// The exit code for a task, as the README's table says: 0 only when it
+/// succeeded and its report does not say otherwise; a task still pending or
+/// running when the wait ended (`caesar await --timeout`) timed out, 5.
 pub(crate) fn exit_code_of(t: &pb::TaskView) -> u8 {
     use pb::TaskStatus as S;
     match t.status() {
         S::Succeeded if matches!(t.report_status.as_str(), "failed" | "blocked") => 1,
         S::Succeeded => 0,
         S::Cancelled => 4,
-        S::TimedOut => 5,
-        S::Pending | S::Running => 1,
+        S::TimedOut | S::Pending | S::Running => 5,
         _ => 1,
     }
 }

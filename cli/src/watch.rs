@@ -86,7 +86,7 @@ pub async fn run(mut c: Client, opts: Options) -> anyhow::Result<u8> {
                 println!("{}", render::task_json(t));
             }
         } else {
-            print!("{}", screen(&tasks, false, terminal_width(), now_ms()));
+            print!("{}", screen(&tasks, false, terminal_width(), terminal_height(), now_ms()));
         }
         return Ok(0);
     }
@@ -94,7 +94,9 @@ pub async fn run(mut c: Client, opts: Options) -> anyhow::Result<u8> {
         let color = std::env::var_os("NO_COLOR").is_none();
         loop {
             let tasks = snapshot(&mut c, &opts.ids).await?;
-            print!("\x1b[2J\x1b[H{}", screen(&tasks, color, terminal_width(), now_ms()));
+            // One row fewer than the terminal's: the last line's newline must not scroll the header away.
+            let height = terminal_height().saturating_sub(1);
+            print!("\x1b[2J\x1b[H{}", screen(&tasks, color, terminal_width(), height, now_ms()));
             let _ = std::io::stdout().flush();
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
@@ -149,19 +151,33 @@ fn terminal_width() -> usize {
         .unwrap_or(100)
 }
 
-#[cfg(unix)]
+/// The lines a screen may take: the terminal's rows, else `LINES`, else 50.
+fn terminal_height() -> usize {
+    tty_size()
+        .map(|(rows, _)| rows)
+        .filter(|r| *r > 0)
+        .or_else(|| std::env::var("LINES").ok().and_then(|c| c.parse().ok()).filter(|c| *c > 0))
+        .unwrap_or(50)
+}
+
 fn tty_columns() -> Option<usize> {
+    tty_size().map(|(_, cols)| cols).filter(|c| *c > 0)
+}
+
+/// The terminal's rows and columns, when stdout is one.
+#[cfg(unix)]
+fn tty_size() -> Option<(usize, usize)> {
     let mut ws = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
     // SAFETY: TIOCGWINSZ writes one `winsize` into the struct passed, which
     // outlives the call; on a descriptor that is no terminal it fails and
     // writes nothing.
     #[allow(unsafe_code)]
     let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
-    (r == 0 && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
+    (r == 0).then_some((usize::from(ws.ws_row), usize::from(ws.ws_col)))
 }
 
 #[cfg(not(unix))]
-fn tty_columns() -> Option<usize> {
+fn tty_size() -> Option<(usize, usize)> {
     None
 }
 
@@ -238,6 +254,7 @@ fn last_words(t: &pb::TaskView) -> Option<String> {
         }
         "finished" if !s("summary").is_empty() => return last_line(s("summary")).map(|l| format!("ended: {l}")),
         "error" => return Some(format!("error: {}", s("message"))),
+        "warning" => return Some(format!("warning: {}", s("message"))),
         _ => {}
     }
     let a = t.activity.as_ref()?;
@@ -250,27 +267,68 @@ fn last_words(t: &pb::TaskView) -> Option<String> {
 
 /// The screen: questions first, then running, pending and recent tasks,
 /// each a row and, under it, its objective, its last words and its
-/// question, cut to `width`.
-fn screen(tasks: &[pb::TaskView], color: bool, width: usize, now: i64) -> String {
+/// question, cut to `width`, in at most `height` lines: what does not fit
+/// (the finished tasks first) is counted in the last line instead.
+fn screen(tasks: &[pb::TaskView], color: bool, width: usize, height: usize, now: i64) -> String {
     let paint = |code: &str, s: &str| if color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_owned() };
-    let clean = |s: &str| render::one_line(&render::sanitize(s), 1000);
     let mut sorted: Vec<&pb::TaskView> = tasks.iter().collect();
     sorted.sort_by_key(|t| {
         (t.pending_questions.is_empty(), !matches!(t.status(), pb::TaskStatus::Running | pb::TaskStatus::Pending))
     });
-    let mut out = String::new();
-    let mut line = |s: String| {
-        out.push_str(&fit(&s, width));
-        out.push('\n');
-    };
-    line(format!(
+    let mut out = vec![format!(
         "{:<16} {:<10} {:<12} {:>8} {:<18} {:>6}  NOTE",
         "TASK", "STATUS", "AGENT", "ELAPSED", "TOOL", "EVENTS"
-    ));
+    )];
     if sorted.is_empty() {
-        line("no running or recent task".to_owned());
+        out.push("no running or recent task".to_owned());
     }
-    for t in sorted {
+    let blocks: Vec<(bool, Vec<String>)> = sorted
+        .iter()
+        .map(|t| (matches!(t.status(), pb::TaskStatus::Running | pb::TaskStatus::Pending), task_lines(t, &paint, now)))
+        .collect();
+    let height = height.max(2);
+    let mut left_out = (0, 0);
+    for (i, (active, lines)) in blocks.iter().enumerate() {
+        // Room for this task, and for the line that counts the rest after it.
+        let rest_after = i + 1 < blocks.len();
+        let room = height.saturating_sub(out.len() + usize::from(rest_after));
+        if left_out == (0, 0) && lines.len() <= room {
+            out.extend(lines.iter().cloned());
+        } else if left_out == (0, 0) && *active && room >= 1 {
+            // A running task keeps at least its row.
+            out.push(lines[0].clone());
+        } else if *active {
+            left_out.0 += 1;
+        } else {
+            left_out.1 += 1;
+        }
+    }
+    if left_out != (0, 0) {
+        let mut parts = Vec::new();
+        if left_out.0 > 0 {
+            parts.push(format!("{} more running or waiting", left_out.0));
+        }
+        if left_out.1 > 0 {
+            parts.push(format!("{} finished", left_out.1));
+        }
+        out.truncate(height - 1);
+        out.push(format!("+ {} not shown (caesar ps --all)", parts.join(", ")));
+    }
+    let mut text = String::new();
+    for l in out {
+        text.push_str(&fit(&l, width));
+        text.push('\n');
+    }
+    text
+}
+
+/// One task's lines on the screen: its row, then its objective, its last
+/// words and how to answer its question.
+fn task_lines(t: &pb::TaskView, paint: &dyn Fn(&str, &str) -> String, now: i64) -> Vec<String> {
+    let clean = |s: &str| render::one_line(&render::sanitize(s), 1000);
+    let mut out = Vec::new();
+    let mut line = |s: String| out.push(s);
+    {
         let status = match pb::TaskStatus::spell(t.status) {
             "running" => paint("32", "running   "),
             "succeeded" => paint("32", "succeeded "),
@@ -355,7 +413,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let s = screen(&[quiet, asking], false, 200, 100_000);
+        let s = screen(&[quiet, asking], false, 200, 50, 100_000);
         let lines: Vec<&str> = s.lines().collect();
         assert!(lines[1].starts_with("t_asking") && lines[1].contains("QUESTION q_1: why?"), "{s}");
         assert_eq!(lines[2], "  ask something", "{s}");
@@ -390,7 +448,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let s = screen(&[talking, working], true, 40, 0);
+        let s = screen(&[talking, working], true, 40, 50, 0);
         for l in s.lines() {
             let visible: String = l
                 .split('\x1b')
@@ -405,6 +463,56 @@ mod tests {
         assert_eq!(lines[5], "  Review src/parser.rs", "{s}");
         assert_eq!(lines[6], "  doing: tool Bash started", "{s}");
         assert!(!s.contains("52;") && !s.contains("[2J"), "{s:?}");
+    }
+
+    fn task(id: &str, status: pb::TaskStatus, question: bool) -> pb::TaskView {
+        pb::TaskView {
+            task_id: id.into(),
+            status: status.into(),
+            objective: format!("objective of {id}"),
+            output_tail: format!("words of {id}"),
+            pending_questions: if question {
+                vec![pb::PendingQuestion { question_id: "q_1".into(), question: "which?".into(), ..Default::default() }]
+            } else {
+                vec![]
+            },
+            ..Default::default()
+        }
+    }
+
+    /// Issue 30: in a 45-row pane the frame was 78 lines, the running rows
+    /// scrolled away. Now running and waiting tasks come first, and what
+    /// does not fit is a count.
+    #[test]
+    fn the_screen_fits_the_height_with_running_and_waiting_first_and_a_count_of_the_rest() {
+        let mut tasks: Vec<pb::TaskView> =
+            (0..20).map(|i| task(&format!("t_done{i:02}"), pb::TaskStatus::Succeeded, false)).collect();
+        tasks.push(task("t_running", pb::TaskStatus::Running, false));
+        tasks.insert(3, task("t_asking", pb::TaskStatus::Running, true));
+        tasks.push(task("t_pending", pb::TaskStatus::Pending, false));
+        for height in [12, 20, 45] {
+            let s = screen(&tasks, false, 100, height, 0);
+            let lines: Vec<&str> = s.lines().collect();
+            assert!(lines.len() <= height, "{} lines in {height}:\n{s}", lines.len());
+            assert!(lines[0].starts_with("TASK"), "{s}");
+            assert!(lines[1].starts_with("t_asking"), "the question first: {s}");
+            for id in ["t_running", "t_pending"] {
+                assert!(s.contains(id), "{id} in {height} rows:\n{s}");
+            }
+            let shown = lines.iter().filter(|l| l.starts_with("t_done")).count();
+            let last = lines.last().unwrap();
+            assert_eq!(*last, format!("+ {} finished not shown (caesar ps --all)", 20 - shown), "{s}");
+        }
+        // Room for everything: no count.
+        let s = screen(&tasks[..3], false, 100, 45, 0);
+        assert!(!s.contains("not shown"), "{s}");
+        // Not even room for the running ones: their rows, then the count.
+        let running: Vec<_> = (0..10).map(|i| task(&format!("t_run{i}"), pb::TaskStatus::Running, false)).collect();
+        let s = screen(&running, false, 100, 6, 0);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines.len(), 6, "{s}");
+        assert!(lines[1].starts_with("t_run0") && lines[4].starts_with("t_run1"), "{s}");
+        assert_eq!(lines[5], "+ 8 more running or waiting not shown (caesar ps --all)", "{s}");
     }
 
     #[test]

@@ -551,7 +551,7 @@ impl BlockerKind {
 /// `events.jsonl`. The envelope (`protocol`, `seq`, `at`, `task_id`) is added
 /// by [`EventRecord`].
 ///
-/// `usage`, `blocker` and `unrecognized` extend OACP's ten types; readers of
+/// `usage`, `blocker`, `warning` and `unrecognized` extend OACP's ten types; readers of
 /// the task directory that do not know them skip them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -602,6 +602,11 @@ pub enum EventBody {
         #[serde(default)]
         fatal: bool,
     },
+    /// A CLI's own warning about itself (a missing helper it replaced, a
+    /// model it has no metadata for): worth a look, never an error.
+    Warning {
+        message: String,
+    },
     Finished {
         status: ReportStatus,
         #[serde(default)]
@@ -638,6 +643,7 @@ impl EventBody {
             EventBody::Question { .. } => "question",
             EventBody::Answer { .. } => "answer",
             EventBody::Error { .. } => "error",
+            EventBody::Warning { .. } => "warning",
             EventBody::Finished { .. } => "finished",
             EventBody::Usage { .. } => "usage",
             EventBody::Blocker { .. } => "blocker",

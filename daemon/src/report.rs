@@ -114,7 +114,7 @@ fn recover_from(inputs: &Inputs<'_>, read_files: bool) -> (Report, Source) {
     {
         match Report::parse(text) {
             Ok(r) => found = Some((r, Source::Native)),
-            Err(e) => refusals.push(refusal("the native structured report was refused", &e)),
+            Err(e) => refusals.push(native_refusal(text, &e)),
         }
     }
     if found.is_none() && read_files {
@@ -183,6 +183,23 @@ fn open_report_file(path: &Path) -> std::io::Result<std::io::Take<std::fs::File>
         ));
     }
     Ok(file.take(REPORT_SCAN_CAP))
+}
+
+/// Why the native structured answer gave no report. An answer in prose
+/// (not even the start of a JSON object) is the agent's choice where the
+/// structured report was offered, not a defect: a note. A JSON answer the
+/// schema refused is a broken report: high.
+fn native_refusal(text: &str, e: &DocError) -> Finding {
+    if matches!(e, DocError::NotJson(_)) && !text.starts_with('{') {
+        return Finding {
+            severity: Severity::Info,
+            title: "the agent answered in prose, not with the native structured report".to_owned(),
+            file: None,
+            line: None,
+            detail: "the report was made from its answer instead".to_owned(),
+        };
+    }
+    refusal("the native structured report was refused", e)
 }
 
 fn refusal(title: &str, e: &DocError) -> Finding {
@@ -380,6 +397,39 @@ mod native_tests {
         let (r, s) = recover(&i);
         assert_eq!(s, Source::File);
         assert!(r.findings.iter().any(|f| f.title.contains("native")));
+    }
+
+    /// Issue 30: codex answering "Hello from fake." where the structured
+    /// report was only offered is no `[high]` finding; a broken JSON report is.
+    #[test]
+    fn a_prose_answer_is_a_note_and_broken_json_stays_high() {
+        let d = tempfile::tempdir().unwrap();
+        let none = d.path().join("report.json");
+        let c = d.path().join(CHANNEL_REPORT);
+        let i = Inputs {
+            task_id: "t",
+            report_path: &none,
+            channel_path: &c,
+            texts: &["Hello from fake."],
+            ending: Ending::Exited(0),
+            duration_ms: 1,
+            native: Some("Hello from fake."),
+        };
+        let (r, _) = recover(&i);
+        let native: Vec<_> = r.findings.iter().filter(|f| f.title.contains("native")).collect();
+        assert_eq!(native.len(), 1, "{:?}", r.findings);
+        assert_eq!(native[0].severity, Severity::Info, "{:?}", native[0]);
+        assert!(native[0].title.contains("prose"), "{:?}", native[0]);
+        assert!(
+            !r.findings.iter().any(|f| matches!(f.severity, Severity::High | Severity::Critical)),
+            "{:?}",
+            r.findings
+        );
+
+        let i = Inputs { native: Some(r#"{"protocol":"caesar.report/v1","status":"#), ..i };
+        let (r, _) = recover(&i);
+        let refused = r.findings.iter().find(|f| f.title == "the native structured report was refused");
+        assert_eq!(refused.map(|f| f.severity), Some(Severity::High), "{:?}", r.findings);
     }
 }
 

@@ -100,6 +100,17 @@ fn describe_reads() -> &'static str {
 }
 
 fn describe_kernel(read_only: bool) -> String {
+    let writes = if read_only {
+        "writes confined to its task directory, temp, /dev and its CLI's state directories (the workspace is read-only)"
+    } else {
+        "writes confined to its worktree (or its workspace, in place), its task directory, temp, /dev and its CLI's state directories (not the rest of the home directory, nor caesar's state, config and socket directories)"
+    };
+    describe_kernel_writes(writes)
+}
+
+/// The kernel's protections in words, with `writes` saying what confines
+/// the agent's writes.
+fn describe_kernel_writes(writes: &str) -> String {
     match kernel_abi() {
         None => "none: this kernel offers no Landlock (a read-only task is asked not to write, not prevented; \
                  another task's processes are not walled off)"
@@ -109,11 +120,6 @@ fn describe_kernel(read_only: bool) -> String {
                 "signals and abstract sockets scoped to the task"
             } else {
                 "no signal scoping (needs ABI 6)"
-            };
-            let writes = if read_only {
-                "writes confined to its task directory, temp, /dev and its CLI's state directories (the workspace is read-only)"
-            } else {
-                "writes confined to its worktree (or its workspace, in place), its task directory, temp, /dev and its CLI's state directories (not the rest of the home directory, nor caesar's state, config and socket directories)"
             };
             format!(
                 "landlock ABI {abi}: a domain of its own (no ptrace or memory reads of other tasks), {scopes}, {writes}"
@@ -138,11 +144,12 @@ pub fn has_own_sandbox(provider: ProviderId) -> bool {
 
 /// [`describe`] for one task's agent.
 pub fn describe_for(read_only: bool, provider: ProviderId) -> String {
+    // A CLI with a sandbox of its own keeps its read-only mode itself:
+    // caesar adds no write rules of its own, so the write-mode rules are not
+    // what holds it (issue 30: they were shown under read-only).
     if read_only && has_own_sandbox(provider) && kernel_abi().is_some() {
-        return describe(false).replace(
-            "writes not confined (write mode)",
-            &format!("writes confined by {provider}'s own sandbox (read-only)"),
-        );
+        let writes = format!("writes confined by {provider}'s own read-only sandbox (the workspace is read-only)");
+        return format!("{}; {}", describe_kernel_writes(&writes), describe_reads());
     }
     describe(read_only)
 }
@@ -427,6 +434,22 @@ pub(crate) unsafe fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 30: `caesar agents describe codex` showed the write mode's
+    /// protections (its worktree) under read-only.
+    #[test]
+    fn a_cli_with_its_own_sandbox_is_described_read_only_under_read_only() {
+        let read_only = describe_for(true, ProviderId::Codex);
+        let write = describe_for(false, ProviderId::Codex);
+        if kernel_abi().is_none() {
+            assert_eq!(read_only, describe(true));
+            return;
+        }
+        assert!(!read_only.contains("writes confined to its worktree"), "{read_only}");
+        assert!(read_only.contains("writes confined by codex's own read-only sandbox"), "{read_only}");
+        assert!(write.contains("writes confined to its worktree"), "{write}");
+        assert_eq!(describe_for(true, ProviderId::Claude), describe(true));
+    }
 
     /// Defect of issue 28: the table keyed cursor-agent's state on `cursor`,
     /// which is no provider id, so its CLI could not write its own state.

@@ -79,7 +79,8 @@ impl Engine {
     }
 
     /// Removes the worktrees (and branches) of tasks finished longer ago than
-    /// `older_than`. Never a worktree whose changes were neither applied nor
+    /// `older_than`, and of every task whose changes were applied or
+    /// discarded, whatever its age. Never a worktree whose changes were neither applied nor
     /// discarded, nor a branch with commits reachable from nowhere else,
     /// unless `force`.
     pub fn gc(&self, older_than: Duration, dry_run: bool, force: bool) -> Result<Vec<GcItem>> {
@@ -112,11 +113,13 @@ impl Engine {
                 reason,
                 bytes: workshop::disk_usage(&worktree),
             };
-            if record.finished_ms.unwrap_or(i64::MAX) > cutoff {
+            // Applied or discarded: the person has decided, so the
+            // worktree and branch go at the next gc, whatever their age.
+            let decided = record.changes_state.is_some();
+            if !decided && record.finished_ms.unwrap_or(i64::MAX) > cutoff {
                 items.push(item("kept", "finished too recently".to_owned()));
                 continue;
             }
-            let decided = record.changes_state.is_some();
             if !decided && !force && workshop::has_unmerged_work(&p).unwrap_or(true) {
                 items.push(item(
                     "kept",

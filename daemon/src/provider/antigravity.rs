@@ -61,13 +61,15 @@ pub(super) struct AgyParser {
 
 impl LineParser for AgyParser {
     fn parse_line(&mut self, line: &str, _stream: Stream) -> Parsed {
+        let raw = line;
         let line = line.trim();
         if line.is_empty() {
             return Parsed::default();
         }
         let Some(v) = json_object(line) else {
-            return self.base.text_line(line);
+            return self.base.text_line(raw);
         };
+        self.base.event_line();
         let mut p = Parsed::default();
         match str_at(&v, "event").unwrap_or_default() {
             "init" => {

@@ -164,13 +164,15 @@ const FILE_TOOLS: &[&str] = &["Write", "Edit", "MultiEdit", "NotebookEdit", "wri
 
 impl LineParser for ClaudeParser {
     fn parse_line(&mut self, line: &str, _stream: Stream) -> Parsed {
+        let raw = line;
         let line = line.trim();
         if line.is_empty() {
             return Parsed::default();
         }
         let Some(v) = json_object(line) else {
-            return self.base.text_line(line);
+            return self.base.text_line(raw);
         };
+        self.base.event_line();
         let mut p = Parsed::default();
         if let Some(id) = str_at(&v, "session_id") {
             self.base.session(&mut p, id);

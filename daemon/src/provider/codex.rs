@@ -115,6 +115,7 @@ pub(super) struct CodexParser {
 
 impl LineParser for CodexParser {
     fn parse_line(&mut self, line: &str, _stream: Stream) -> Parsed {
+        let raw = line;
         let line = line.trim();
         if line.is_empty() {
             return Parsed::default();
@@ -123,10 +124,12 @@ impl LineParser for CodexParser {
             // codex reports its own failures as JSON; tracing lines come from subsystems (e.g.
             // rmcp's "AuthRequired" for some MCP server) and are not the run's blockers.
             if is_tracing_line(line) {
+                self.base.event_line();
                 return super::unrecognized(line);
             }
-            return self.base.text_line(line);
+            return self.base.text_line(raw);
         };
+        self.base.event_line();
         let mut p = Parsed::default();
         match str_at(&v, "type").unwrap_or_default() {
             "thread.started" => {
@@ -184,8 +187,9 @@ impl CodexParser {
         match str_at(item, "type").unwrap_or_default() {
             "reasoning" if completed => thinking(p, str_at(item, "text").unwrap_or_default()),
             "todo_list" => todo_progress(p, item),
-            // A non-fatal warning, e.g. missing model metadata or the WebSocket fallback.
-            "error" if completed => error(p, str_at(item, "message").unwrap_or_default(), false),
+            // codex's warning about itself, e.g. missing model metadata, the bundled
+            // bubblewrap or the WebSocket fallback: never fatal, so a warning, not an error.
+            "error" if completed => super::warning(p, str_at(item, "message").unwrap_or_default()),
             // Started items whose content only arrives on completion.
             "agent_message" | "reasoning" | "error" => {}
             _ => p.events.push(crate::oacp::EventBody::Unrecognized { line: v.to_string() }),

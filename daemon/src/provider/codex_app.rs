@@ -221,7 +221,7 @@ impl CodexAppParser {
             }
             "warning" | "configWarning" => {
                 let text = str_at(params, "message").or_else(|| str_at(params, "summary")).unwrap_or_default();
-                error(p, &truncate(text, 500), false);
+                super::warning(p, &truncate(text, 500));
             }
             // Streaming deltas (the completed item carries the whole text) and state the
             // orchestrator does not act on.

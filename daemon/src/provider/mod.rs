@@ -583,6 +583,10 @@ struct Base {
     /// call id -> (tool name, input summary)
     tools: HashMap<String, (String, String)>,
     started: HashSet<String>,
+    /// The last line was text, not one of the provider's events: the
+    /// continuation lines of a stack trace or a printed object after it
+    /// fold into its one event.
+    in_text: bool,
 }
 
 impl Base {
@@ -670,23 +674,51 @@ impl Base {
     // `Err` is not an error but the early answer, returned once per line.
     #[allow(clippy::result_large_err)]
     fn stdout_json(&mut self, line: &str, stream: Stream) -> Result<Value, Parsed> {
-        let line = line.trim();
-        if line.is_empty() {
+        if line.trim().is_empty() {
             return Err(Parsed::default());
         }
-        match stream {
-            Stream::Stdout => json_object(line),
+        let v = match stream {
+            Stream::Stdout => json_object(line.trim()),
             Stream::Stderr => None,
+        };
+        match v {
+            Some(v) => {
+                self.event_line();
+                Ok(v)
+            }
+            None => Err(self.text_line(line)),
         }
-        .ok_or_else(|| self.text_line(line))
     }
 
-    /// A line that is not one of the provider's JSON events.
+    /// A line that is one of the provider's events: text after it starts anew.
+    fn event_line(&mut self) {
+        self.in_text = false;
+    }
+
+    /// A line that is not one of the provider's JSON events (untrimmed: its
+    /// indentation tells a continuation). The first line of a block of text
+    /// is one `Unrecognized` event; its continuation lines (a stack trace's
+    /// `at …` frames, a printed object's indented fields and closing
+    /// brackets) fold into it: no event of their own (the raw log keeps
+    /// them), but the text fallbacks still read them for blockers.
     fn text_line(&mut self, line: &str) -> Parsed {
-        let mut p = unrecognized(line);
+        let continues = self.in_text && is_continuation(line);
+        self.in_text = true;
+        let line = line.trim();
+        let mut p = if continues { Parsed::default() } else { unrecognized(line) };
         self.classify(&mut p, &classify::strip_ansi(line));
         p
     }
+}
+
+/// A line that carries on the text before it rather than starting anew:
+/// indented, a stack frame, or a closing bracket.
+fn is_continuation(line: &str) -> bool {
+    let trimmed = line.trim();
+    line.starts_with([' ', '\t'])
+        || trimmed.starts_with("at ")
+        || trimmed.starts_with("...")
+        || (!trimmed.is_empty() && trimmed.chars().all(|c| matches!(c, '}' | ']' | ')' | ',' | ';')))
 }
 
 fn unrecognized(line: &str) -> Parsed {
@@ -707,6 +739,13 @@ fn thinking(p: &mut Parsed, text: &str) {
 
 fn error(p: &mut Parsed, text: &str, fatal: bool) {
     p.events.push(EventBody::Error { message: text.to_owned(), fatal });
+}
+
+/// A CLI's warning about itself: `warning`, not `error` (issue 30).
+fn warning(p: &mut Parsed, text: &str) {
+    if !text.trim().is_empty() {
+        p.events.push(EventBody::Warning { message: text.to_owned() });
+    }
 }
 
 fn file_changed(p: &mut Parsed, path: &str, action: ChangeAction) {

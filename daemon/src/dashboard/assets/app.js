@@ -209,6 +209,7 @@ function summarizeEvent(ev) {
     case 'question': return `asks ${ev.id}: ${ev.question}`;
     case 'answer': return `answered ${ev.id}: ${ev.answer}`;
     case 'error': return ev.message;
+    case 'warning': return 'warning: ' + ev.message;
     default: {
       const rest = Object.assign({}, ev);
       for (const k of ['protocol', 'seq', 'at', 'task_id', 'type']) delete rest[k];

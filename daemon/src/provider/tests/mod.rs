@@ -62,6 +62,15 @@ impl Run {
             })
             .collect()
     }
+    fn warnings(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                EventBody::Warning { message } => Some(message.clone()),
+                _ => None,
+            })
+            .collect()
+    }
     fn errors(&self) -> Vec<(String, bool)> {
         self.events
             .iter()

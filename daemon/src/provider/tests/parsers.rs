@@ -251,11 +251,76 @@ fn codex_text_only_ignores_the_metadata_warning() {
     assert_eq!(r.messages(), vec!["Hello from fake."]);
     assert_eq!(r.final_text.as_deref(), Some("Hello from fake."));
     assert_usage(&r.usage, usage(12, 5, None, None));
-    let errors = r.errors();
-    assert_eq!(errors.len(), 1);
-    assert!(errors[0].0.starts_with("Model metadata for `gpt-5-codex` not found"));
-    assert!(!errors[0].1, "the metadata warning is not fatal");
+    // Issue 30: codex's warning about itself is a warning, not an error.
+    assert_eq!(r.errors(), vec![], "the metadata warning is no error");
+    let warnings = r.warnings();
+    assert_eq!(warnings.len(), 1);
+    assert!(warnings[0].starts_with("Model metadata for `gpt-5-codex` not found"));
     assert!(r.blockers.is_empty());
+}
+
+/// Issue 30: codex's own warnings, captured from codex-cli 0.171.0 (exec
+/// `--json` and the app server), are warnings; a failed turn stays an error.
+#[test]
+fn codex_warnings_about_itself_are_warnings_not_errors() {
+    let bwrap = "Codex could not find bubblewrap on PATH. Install bubblewrap with your OS package manager. See the sandbox prerequisites: https://developers.openai.com/codex/concepts/sandboxing#prerequisites. Codex will use the bundled bubblewrap in the meantime.";
+    let mut p = parser(crate::launch::ProviderId::of("codex"));
+    let item =
+        serde_json::json!({"type": "item.completed", "item": {"id": "item_0", "type": "error", "message": bwrap}});
+    let out = p.parse_line(&item.to_string(), Stream::Stdout);
+    assert_eq!(out.events, vec![EventBody::Warning { message: bwrap.to_owned() }]);
+    let failed = r#"{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized"}}"#;
+    let out = p.parse_line(failed, Stream::Stdout);
+    assert!(out.events.iter().any(|e| matches!(e, EventBody::Error { fatal: true, .. })), "{:?}", out.events);
+
+    let mut app = super::codex_app::CodexAppParser::default();
+    let line = serde_json::json!({"method": "configWarning", "params": {"summary": bwrap, "details": null}});
+    let out = app.parse_line(&line.to_string(), Stream::Stdout);
+    assert_eq!(out.events, vec![EventBody::Warning { message: bwrap.to_owned() }]);
+}
+
+/// Issue 30: a printed error object and a stack trace fold into the line
+/// that starts them; the next line of text starts anew, and a JSON event
+/// between ends the block.
+#[test]
+fn multi_line_noise_folds_into_one_event() {
+    let mut p = parser(crate::launch::ProviderId::of("gemini"));
+    let lines = [
+        "Error when talking to Gemini API _ApiError: boom",
+        "    at throwErrorIfNotOK (file:///x.js:1:2)",
+        "    at async Turn.run (file:///x.js:3:4) {",
+        "  status: 500",
+        "}",
+        "Ripgrep is not available. Falling back to GrepTool.",
+        r#"{"type":"init","session_id":"s1"}"#,
+        "  indented after an event: text of its own",
+    ];
+    let mut events = Vec::new();
+    for line in lines {
+        let stream = if line.starts_with('{') { Stream::Stdout } else { Stream::Stderr };
+        events.extend(p.parse_line(line, stream).events);
+    }
+    let texts: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            EventBody::Unrecognized { line } => Some(line.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        vec![
+            "Error when talking to Gemini API _ApiError: boom".to_owned(),
+            "Ripgrep is not available. Falling back to GrepTool.".to_owned(),
+            "indented after an event: text of its own".to_owned(),
+        ]
+    );
+    // The frames are still read for blockers.
+    let mut p = parser(crate::launch::ProviderId::of("gemini"));
+    p.parse_line("Error when talking to Gemini API", Stream::Stderr);
+    let folded = p.parse_line(r#"  [{"error":{"code":401,"message":"API key not valid. Please pass a valid API key.","status":"UNAUTHENTICATED"}}]"#, Stream::Stderr);
+    assert!(folded.events.iter().all(|e| !matches!(e, EventBody::Unrecognized { .. })), "{:?}", folded.events);
+    assert_eq!(folded.blocker.map(|b| b.kind), Some(Auth));
 }
 
 #[test]
@@ -313,7 +378,9 @@ fn codex_failed_turns_are_classified() {
         assert_eq!(r.blocker_events(), vec![kind], "{name}");
         assert!(r.blockers[0].1.contains(needle), "{name}");
         assert_eq!(r.fatal_errors(), 1, "{name}: turn.failed");
-        assert_eq!(r.errors().len(), 3, "{name}: warning, error, turn.failed");
+        // Issue 30: codex's warning is a warning now, not a third error.
+        assert_eq!(r.errors().len(), 2, "{name}: error, turn.failed");
+        assert_eq!(r.warnings().len(), 1, "{name}: the warning");
         assert_eq!(r.final_text, None);
         assert_eq!(r.usage, None);
     }
@@ -332,7 +399,9 @@ fn codex_high_demand_5xx_is_not_a_blocker() {
 fn codex_websocket_reconnects_are_not_failures() {
     let r = replay("codex", "captures-local/codex-websocket-fallback");
     let errors = r.errors();
-    assert_eq!(errors.len(), 5, "4 reconnects + the fallback notice");
+    // Issue 30: the fallback notice is codex's warning, not an error.
+    assert_eq!(errors.len(), 4, "4 reconnects");
+    assert_eq!(r.warnings().len(), 1, "the fallback notice");
     assert!(errors.iter().all(|e| !e.1));
     assert_eq!(errors.iter().filter(|e| e.0.starts_with("Reconnecting... ")).count(), 4);
     assert!(r.blockers.is_empty());
@@ -396,7 +465,9 @@ fn gemini_401_is_one_auth_blocker_from_result_and_stderr() {
     assert_eq!(r.fatal_errors(), 1);
     assert_eq!(r.final_text, None);
     assert_eq!(r.session(), Some("745d607a-1031-4c32-914d-07b60a07c8d5"));
-    assert_eq!(r.count("unrecognized"), 19);
+    // Issue 30: seven lines of text, the stack trace and the printed
+    // `{ status: 401 }` after the last folded into its one event (19 lines before).
+    assert_eq!(r.count("unrecognized"), 7);
     // stderr alone is enough to recognize it.
     let mut p = parser(crate::launch::ProviderId::of("gemini"));
     let stderr = std::fs::read_to_string(format!("{FIXTURES}captures-local/gemini-e401.stderr.txt")).unwrap();
@@ -410,7 +481,19 @@ fn gemini_unreachable_server_retries_are_not_blockers() {
     let r = replay("gemini", "captures-local/gemini-down");
     assert_eq!(r.session(), Some("fd947c32-7f57-42af-ab97-438e2aa58696"));
     assert!(r.blockers.is_empty());
-    assert_eq!(r.count("unrecognized"), 59);
+    // Issue 30: one event per line of text, each retry's stack trace folded
+    // into its "Attempt N failed" line (59 events before, one per line).
+    assert_eq!(r.count("unrecognized"), 9);
+    let lines: Vec<_> = r
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            EventBody::Unrecognized { line } => Some(line.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lines.iter().filter(|l| l.starts_with("Attempt ")).count(), 5, "{lines:?}");
+    assert!(!lines.iter().any(|l| l.starts_with("at ")), "{lines:?}");
     assert_eq!(r.count("message"), 0);
     assert_eq!(r.final_text, None);
 }

@@ -98,12 +98,16 @@ fn truncated_capture_lines_never_panic() {
                     let cut_line = &line[..cut];
                     let out = p.parse_line(cut_line, Stream::Stdout);
                     if cut < line.len() && !cut_line.trim().is_empty() {
-                        // A cut JSON object is never valid JSON, and cut text stays text.
-                        assert_eq!(
-                            out.events.first(),
-                            Some(&EventBody::Unrecognized { line: cut_line.trim().to_owned() }),
-                            "{id}: {}",
-                            path.display()
+                        // A cut JSON object is never valid JSON, and cut text stays text
+                        // (a continuation, such as an indented line, may fold into the
+                        // text before it: issue 30).
+                        let text = EventBody::Unrecognized { line: cut_line.trim().to_owned() };
+                        let folded = super::super::is_continuation(cut_line) && out.events.is_empty();
+                        assert!(
+                            folded || out.events.first() == Some(&text),
+                            "{id}: {}: {:?}",
+                            path.display(),
+                            out.events
                         );
                     }
                 }
