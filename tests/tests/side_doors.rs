@@ -21,22 +21,6 @@ use common::*;
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// A shell script for the fake agent: `try NAME CMD...` runs CMD, keeping
-/// its output and exit code in `$CAESAR_HOME/files/out/NAME`.
-fn script(body: &str) -> String {
-    format!(
-        r#"C={caesar}; O="$CAESAR_HOME/files/out"; mkdir -p "$O"
-try() {{ n=$1; shift; "$@" >"$O/$n" 2>&1; echo "rc=$?" >>"$O/$n"; }}
-{body}
-touch "$O/done""#,
-        caesar = caesar_bin().display(),
-    )
-}
-
-fn out(env: &Env, name: &str) -> String {
-    std::fs::read_to_string(env.file("out").join(name)).unwrap_or_else(|_| format!("<no {name}>"))
-}
-
 fn text(o: &std::process::Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
@@ -59,7 +43,7 @@ async fn the_orchestrators_faces_are_the_users_only() {
     let other = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(other.path().join(".caesar")).unwrap();
     std::fs::write(other.path().join(".caesar/config.toml"), "[policy]\nmax_depth = 1\n").unwrap();
-    let attack = script(
+    let attack = attack_script(
         r#"W=$(cat "$CAESAR_HOME/files/other")
 try ui $C --json ui --no-open
 try token $C mcp token
@@ -82,22 +66,22 @@ try trust-list $C trust --list"#,
     assert_eq!(await_one(&mut c, &attacker, LONG).await.status().as_str(), "succeeded");
     assert!(env.file("out").join("done").exists());
 
-    let ui = out(&env, "ui");
+    let ui = attack_out(&env, "ui");
     assert!(!ui.contains("rc=0") && ui.contains("orchestrator call") && !ui.contains("login?token="), "{ui}");
-    let token = out(&env, "token");
+    let token = attack_out(&env, "token");
     assert!(!token.contains("rc=0") && token.contains("orchestrator call"), "{token}");
     for name in ["config-other", "health-other"] {
-        let said = out(&env, name);
+        let said = attack_out(&env, name);
         assert!(!said.contains("rc=0") && said.contains("reads only the project it runs in"), "{name}: {said}");
         assert!(!said.contains("max_depth\":1"), "{name} showed the other project's config: {said}");
     }
     // Its own project it still reads.
     for name in ["config-own", "health-own"] {
-        let said = out(&env, name);
+        let said = attack_out(&env, name);
         assert!(said.contains("rc=0"), "{name}: {said}");
     }
     // The trust records it sees are its own project's, not the other's.
-    let listed = out(&env, "trust-list");
+    let listed = attack_out(&env, "trust-list");
     assert!(listed.contains("rc=0"), "{listed}");
     assert!(listed.contains(&env.project.path().display().to_string()), "{listed}");
     assert!(!listed.contains(&other.path().display().to_string()), "{listed}");
@@ -133,7 +117,7 @@ async fn login_links_are_bounded_and_the_oldest_goes_first() {
 
 #[tokio::test]
 async fn a_nested_delegation_carries_no_command_of_its_own() {
-    let parent = script(
+    let parent = attack_script(
         r#"try verify $C run --detach --agent leaf --verify "touch $CAESAR_HOME/files/verify-ran" "check it"
 try plain $C run --detach --agent leaf "check it""#,
     );
@@ -146,14 +130,14 @@ try plain $C run --detach --agent leaf "check it""#,
     req.mode = "read-only".into();
     let p = c.delegate(req).await.unwrap().into_inner().task_id;
     assert_eq!(await_one(&mut c, &p, LONG).await.status().as_str(), "succeeded");
-    let said = out(&env, "verify");
+    let said = attack_out(&env, "verify");
     assert!(!said.contains("rc=0") && said.contains("`verify` is refused"), "{said}");
     assert!(
         said.contains(&format!("from task {p}")) && said.contains("touch "),
         "it names the task and the command: {said}"
     );
     // Without a command of its own the child is delegated as before.
-    let plain = out(&env, "plain");
+    let plain = attack_out(&env, "plain");
     assert!(plain.contains("rc=0"), "{plain}");
     let child = plain.lines().next().unwrap().trim().to_owned();
     assert_eq!(await_one(&mut c, &child, LONG).await.status().as_str(), "succeeded");

@@ -14,22 +14,6 @@ use common::*;
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// A shell script for the fake agent: `try NAME CMD...` runs CMD, keeping
-/// its output and exit code in `$CAESAR_HOME/files/out/NAME`.
-fn script(body: &str) -> String {
-    format!(
-        r#"C={caesar}; O="$CAESAR_HOME/files/out"; mkdir -p "$O"
-try() {{ n=$1; shift; "$@" >"$O/$n" 2>&1; echo "rc=$?" >>"$O/$n"; }}
-{body}
-touch "$O/done""#,
-        caesar = caesar_bin().display(),
-    )
-}
-
-fn out(env: &Env, name: &str) -> String {
-    std::fs::read_to_string(env.file("out").join(name)).unwrap_or_else(|_| format!("<no {name}>"))
-}
-
 #[tokio::test]
 async fn a_task_lists_the_agents_and_roles_of_its_own_project_only() {
     // Another project of the user's, declaring an agent and a role of its own.
@@ -41,7 +25,7 @@ async fn a_task_lists_the_agents_and_roles_of_its_own_project_only() {
          [[role]]\nname = \"secret-role\"\nagents = [\"secret-agent\"]\nmode = \"read-only\"\n",
     )
     .unwrap();
-    let attack = script(
+    let attack = attack_script(
         r#"W=$(cat "$CAESAR_HOME/files/other")
 try agents-other sh -c "cd '$W' && $C --json agents list"
 try describe-other sh -c "cd '$W' && $C --json agents describe secret-agent"
@@ -60,16 +44,16 @@ try roles-own $C --json role list"#,
     assert!(env.file("out").join("done").exists());
 
     for name in ["agents-other", "describe-other", "roles-other"] {
-        let said = out(&env, name);
+        let said = attack_out(&env, name);
         assert!(!said.contains("rc=0") && said.contains("reads only the project it runs in"), "{name}: {said}");
         assert!(!said.contains("secret"), "{name} showed the other project's config: {said}");
     }
     // Its own project it still reads.
     for name in ["agents-own", "describe-own", "roles-own"] {
-        let said = out(&env, name);
+        let said = attack_out(&env, name);
         assert!(said.contains("rc=0"), "{name}: {said}");
     }
-    assert!(out(&env, "agents-own").contains("attacker"));
+    assert!(attack_out(&env, "agents-own").contains("attacker"));
 
     // The user reaches the other project.
     let workspace = other.path().display().to_string();

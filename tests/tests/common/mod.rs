@@ -265,3 +265,22 @@ pub fn peak_rss_kb(pid: u32) -> u64 {
         .and_then(|v| v.parse().ok())
         .expect("VmHWM in the process's status")
 }
+
+/// A shell script for the fake agent that tries attacks from inside its
+/// task: `try NAME CMD...` runs CMD, keeping its output and exit code in
+/// `$CAESAR_HOME/files/out/NAME` (read back with [`attack_out`]); `$C` is
+/// the `caesar` binary. It touches `out/done` at the end.
+pub fn attack_script(body: &str) -> String {
+    format!(
+        r#"C={caesar}; O="$CAESAR_HOME/files/out"; mkdir -p "$O"
+try() {{ n=$1; shift; "$@" >"$O/$n" 2>&1; echo "rc=$?" >>"$O/$n"; }}
+{body}
+touch "$O/done""#,
+        caesar = caesar_bin().display(),
+    )
+}
+
+/// What [`attack_script`]'s `try NAME` kept, or `<no NAME>`.
+pub fn attack_out(env: &Env, name: &str) -> String {
+    std::fs::read_to_string(env.file("out").join(name)).unwrap_or_else(|_| format!("<no {name}>"))
+}
