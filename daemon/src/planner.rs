@@ -36,7 +36,7 @@ pub const CHANNEL_SERVER: &str = "caesar";
 /// The return channel's tools, which a CLI that lists allowed tools must allow.
 pub const CHANNEL_TOOLS: [&str; 4] = ["get_task", "report_progress", "ask_orchestrator", "submit_report"];
 
-/// Where the return channel's socket is inside a Kubernetes pod (its relay's).
+/// The return channel's command inside a Kubernetes pod: the image's `caesar-mcp`.
 const POD_CHANNEL_BIN: &str = "caesar-mcp";
 
 /// What the engine found out before planning: every fact that needs the
@@ -248,7 +248,7 @@ fn channel_of(
 
 /// Providers that read a per-run MCP server only from a file in the
 /// project: injecting the channel would write into the user's tree.
-pub fn needs_workspace_files(provider: ProviderId, resuming: bool) -> bool {
+fn needs_workspace_files(provider: ProviderId, resuming: bool) -> bool {
     // An ACP agent gets the channel through session/new's mcpServers instead.
     provider::adapter(provider).is_some_and(|a| a.mcp_from_workspace)
         && !provider::acp::runs_as_session(provider.as_str(), resuming)
