@@ -93,10 +93,16 @@ fn flag(argv: &[String], name: &str) -> Result<String, String> {
     argv.get(i + 1).cloned().ok_or_else(|| format!("{name} needs a value"))
 }
 
+/// What every git caesar runs is told first: a repository's config is its
+/// committer's (or an agent's) to write, and these settings would make git
+/// run programs it names (issue 29): an fsmonitor hook on every status, and
+/// hooks on commits and pushes.
+pub(crate) const UNTRUSTED_CONFIG_OFF: [&str; 4] = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"];
+
 /// Runs git; `git_dir`/`work_tree` set its repository explicitly.
 pub fn git(dir: &Path, git_dir: Option<&Path>, work_tree: Option<&Path>, args: &[&str]) -> Result<String, String> {
     let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(dir);
+    cmd.args(UNTRUSTED_CONFIG_OFF).arg("-C").arg(dir);
     if let Some(g) = git_dir {
         cmd.arg("--git-dir").arg(g);
     }
@@ -469,6 +475,26 @@ pub fn taken_main(_argv: &[String]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 29: git run in a repository whose config names an fsmonitor
+    /// hook ran that hook (an agent's program, with the daemon's authority).
+    #[test]
+    fn git_runs_no_program_a_repository_config_names() {
+        let repo = tempfile::tempdir().unwrap();
+        let marker = repo.path().join("hook-ran");
+        let hook = repo.path().join("hook.sh");
+        std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        git(repo.path(), None, None, &["init", "-q"]).unwrap();
+        git(repo.path(), None, None, &["config", "core.fsmonitor", &hook.display().to_string()]).unwrap();
+        std::fs::write(repo.path().join("a.txt"), "a").unwrap();
+        git(repo.path(), None, None, &["status", "--porcelain"]).unwrap();
+        git(repo.path(), None, None, &["add", "a.txt"]).unwrap();
+        git(repo.path(), None, None, &["status", "--porcelain"]).unwrap();
+        assert!(!marker.exists(), "git ran the repository's fsmonitor hook");
+        super::super::workspace::git(repo.path(), None, &["status", "--porcelain"]).unwrap();
+        assert!(!marker.exists(), "the daemon's git ran the repository's fsmonitor hook");
+    }
 
     /// A reader that yields `n` bytes of a git bundle without holding them.
     struct Bundle {

@@ -17,7 +17,7 @@ use super::manifest::{base_ref, result_ref};
 
 pub(super) fn git(dir: &Path, index: Option<&Path>, args: &[&str]) -> Result<String, String> {
     let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(dir).args(args).stdin(Stdio::null());
+    cmd.args(super::phases::UNTRUSTED_CONFIG_OFF).arg("-C").arg(dir).args(args).stdin(Stdio::null());
     if let Some(i) = index {
         cmd.env("GIT_INDEX_FILE", i);
     }
