@@ -17,30 +17,13 @@ use common::*;
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// A shell script for the fake agent: `try NAME CMD...` runs CMD, keeping
-/// its output and exit code in `$CAESAR_HOME/files/out/NAME`.
-fn script(body: &str) -> String {
-    format!(
-        r#"C={caesar}; M={mcp}; O="$CAESAR_HOME/files/out"; mkdir -p "$O"
-try() {{ n=$1; shift; "$@" >"$O/$n" 2>&1; echo "rc=$?" >>"$O/$n"; }}
-{body}
-touch "$O/done""#,
-        caesar = caesar_bin().display(),
-        mcp = bin_dir().join("caesar-mcp").display(),
-    )
-}
-
-fn out(env: &Env, name: &str) -> String {
-    std::fs::read_to_string(env.file("out").join(name)).unwrap_or_else(|_| format!("<no {name}>"))
-}
-
 fn refused(text: &str) -> bool {
     !text.contains("rc=0") && (text.contains("orchestrator call") || text.contains("process tree"))
 }
 
 #[tokio::test]
 async fn an_agent_cannot_act_as_the_orchestrator_nor_reach_another_task() {
-    let attack = script(
+    let attack = attack_script(
         r#"V=$(cat "$CAESAR_HOME/files/victim")
 try status $C status $V
 try logs $C logs $V
@@ -73,23 +56,31 @@ try self $C status $CAESAR_TASK_ID"#,
 
     for name in ["status", "logs", "cancel", "answer", "apply", "discard", "token", "policy", "stop", "forged", "fake"]
     {
-        let said = out(&env, name);
+        let said = attack_out(&env, name);
         assert!(refused(&said), "{name} was not refused: {said}");
     }
-    assert!(out(&env, "apply").contains("`apply` is an orchestrator call"), "{}", out(&env, "apply"));
-    assert!(out(&env, "status").contains(&format!("inside task {attacker}'s process tree")), "{}", out(&env, "status"));
+    assert!(attack_out(&env, "apply").contains("`apply` is an orchestrator call"), "{}", attack_out(&env, "apply"));
+    assert!(
+        attack_out(&env, "status").contains(&format!("inside task {attacker}'s process tree")),
+        "{}",
+        attack_out(&env, "status")
+    );
     // The renamed shell claiming the victim's id is no task's supervisor,
     // and its real supervisor is still above it.
-    assert!(out(&env, "fake").contains("process tree"), "{}", out(&env, "fake"));
+    assert!(attack_out(&env, "fake").contains("process tree"), "{}", attack_out(&env, "fake"));
     // A task sees itself, and lists nothing else.
-    assert!(out(&env, "self").contains("rc=0") && out(&env, "self").contains(&attacker), "{}", out(&env, "self"));
-    let ps = out(&env, "ps");
+    assert!(
+        attack_out(&env, "self").contains("rc=0") && attack_out(&env, "self").contains(&attacker),
+        "{}",
+        attack_out(&env, "self")
+    );
+    let ps = attack_out(&env, "ps");
     assert!(ps.contains("rc=0") && !ps.contains(&victim), "{ps}");
 
     // Nothing the attacker asked for happened.
     let v = c.status(pb::StatusRequest { task_id: victim.clone() }).await.unwrap().into_inner();
     assert_eq!(v.status().as_str(), "running", "the victim was not cancelled");
-    assert!(!env.paths.state_dir.join("http-token").exists() || !out(&env, "token").contains("rc=0"));
+    assert!(!env.paths.state_dir.join("http-token").exists() || !attack_out(&env, "token").contains("rc=0"));
     let config_after = std::fs::read_to_string(env.project.path().join(".caesar/config.toml")).unwrap();
     assert_eq!(config_before, config_after, "the policy edit was refused");
     assert!(c.ping(pb::PingRequest {}).await.is_ok(), "the daemon was not stopped");
@@ -107,7 +98,7 @@ async fn nothing_an_agent_reads_speaks_for_another_task() {
     // The attacker reads the victim's /proc/<pid>/environ and caesar.db for
     // anything that could speak for the victim, and calls submit_report for
     // the victim through the real caesar-mcp --channel, naming its id.
-    let attack = script(
+    let attack = attack_script(
         r#"V=$(cat "$CAESAR_HOME/files/victim"); P=$(cat "$CAESAR_HOME/files/victim.pid")
 tr '\0' '\n' < /proc/$P/environ > "$O/proc" 2>&1; echo "rc=$?" >> "$O/proc"
 sqlite3 "$CAESAR_HOME/state/caesar.db" .dump > "$O/db" 2>&1
@@ -144,17 +135,17 @@ call='{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit_rep
     let attacker = c.delegate(req).await.unwrap().into_inner().task_id;
     assert_eq!(await_one(&mut c, &attacker, LONG).await.status().as_str(), "succeeded");
     // Naming the victim from inside another task's tree is refused.
-    let forge = out(&env, "forge");
+    let forge = attack_out(&env, "forge");
     assert!(forge.contains("speaks only for its own task"), "{forge}");
     // What it could read of the victim's environ and of the store holds no
     // channel secret: there is none (store schema 8). In the attacker's own
     // mount namespace (`sandbox/mount.rs`) the store is hidden and the
     // victim's environ, in another user namespace, does not open; where
     // agents get no namespace both are read, and hold no secret.
-    let seen = out(&env, "proc");
+    let seen = attack_out(&env, "proc");
     assert!(!seen.contains("CAESAR_CHANNEL_SECRET"), "{seen}");
     assert!(seen.contains("CAESAR_TASK_ID=") || !seen.contains("rc=0"), "{seen}");
-    let db = out(&env, "db");
+    let db = attack_out(&env, "db");
     assert!(!db.contains("secret TEXT"), "the attacker read a store that holds a secret column: {db}");
     if db.contains(&victim) {
         assert!(!caesard::sandbox::mount::works(), "the store was readable inside a mount namespace: {db}");
@@ -180,8 +171,8 @@ async fn a_task_delegates_only_under_its_own_authority() {
     // A read-only parent delegates: write is refused, a bare request
     // becomes read-only at the parent's depth plus one, and the parent may
     // await its child. The child's own child would pass max_depth = 2.
-    let middle = script(r#"try deeper $C run --detach --agent leaf "deeper still""#);
-    let parent = script(
+    let middle = attack_script(r#"try deeper $C run --detach --agent leaf "deeper still""#);
+    let parent = attack_script(
         r#"try write $C run --detach --agent middle --mode write "write for me"
 try child $C run --detach --agent middle "read for me"
 K=$(head -n1 "$O/child"); try await $C await $K"#,
@@ -202,16 +193,16 @@ K=$(head -n1 "$O/child"); try await $C await $K"#,
     let task_json = |dir: &str| json(&std::fs::read_to_string(std::path::Path::new(dir).join("task.json")).unwrap());
     assert_eq!(task_json(&p.task_dir)["depth"], 1, "the claimed depth 7 was ignored");
 
-    let write = out(&env, "write");
+    let write = attack_out(&env, "write");
     assert!(write.contains("`mode` write is refused") && !write.contains("rc=0"), "{write}");
-    let child = out(&env, "child");
+    let child = attack_out(&env, "child");
     assert!(child.contains("rc=0"), "{child}");
     let child_id = child.lines().next().unwrap().trim().to_owned();
-    assert!(out(&env, "await").contains("rc=0"), "{}", out(&env, "await"));
+    assert!(attack_out(&env, "await").contains("rc=0"), "{}", attack_out(&env, "await"));
     let k = await_one(&mut c, &child_id, LONG).await;
     assert_eq!((k.status().as_str(), k.mode.as_str()), ("succeeded", "read-only"), "{k:?}");
     assert_eq!(task_json(&k.task_dir)["depth"], 2);
-    let deeper = out(&env, "deeper");
+    let deeper = attack_out(&env, "deeper");
     assert!(deeper.contains("max_depth = 2") && !deeper.contains("rc=0"), "{deeper}");
     // Nothing was delegated beyond the one child.
     let all = c.list_tasks(pb::ListTasksRequest { statuses: vec![], limit: 100 }).await.unwrap().into_inner().tasks;
@@ -220,7 +211,7 @@ K=$(head -n1 "$O/child"); try await $C await $K"#,
 
 #[tokio::test]
 async fn a_read_only_task_cannot_write_its_workspace_where_the_kernel_has_landlock() {
-    let attempt = script(
+    let attempt = attack_script(
         r#"T=$(basename "$CAESAR_TASK_DIR")
 try ws-$T sh -c 'echo x > "$PWD/written-by-agent"'
 try taskdir-$T sh -c 'echo x > "$CAESAR_TASK_DIR/mine"'
@@ -246,9 +237,9 @@ try kill-$T kill -0 $S"#,
             .into_inner();
         let started = logs.events_json.iter().find(|e| e.contains("\"started\"")).unwrap();
         let protections = json(started)["protections"].as_str().unwrap_or_default().to_owned();
-        assert!(out(&env, &format!("taskdir-{id}")).contains("rc=0"), "{mode}: the task dir stays writable");
-        assert!(out(&env, &format!("tmp-{id}")).contains("rc=0"), "{mode}: temp stays writable");
-        let ws = out(&env, &format!("ws-{id}"));
+        assert!(attack_out(&env, &format!("taskdir-{id}")).contains("rc=0"), "{mode}: the task dir stays writable");
+        assert!(attack_out(&env, &format!("tmp-{id}")).contains("rc=0"), "{mode}: temp stays writable");
+        let ws = attack_out(&env, &format!("ws-{id}"));
         match (abi, *mode) {
             (None, _) => assert!(protections.starts_with("none"), "{protections}"),
             (Some(_), "read-only") => {
@@ -260,7 +251,7 @@ try kill-$T kill -0 $S"#,
         // From ABI 6 an agent cannot signal outside its domain (its
         // supervisor above all, which ties its tree to its task).
         if abi.is_some_and(|a| a >= 6) {
-            let kill = out(&env, &format!("kill-{id}"));
+            let kill = attack_out(&env, &format!("kill-{id}"));
             assert!(!kill.contains("rc=0"), "{mode}: {kill}");
         }
     }

@@ -269,14 +269,16 @@ pub fn peak_rss_kb(pid: u32) -> u64 {
 /// A shell script for the fake agent that tries attacks from inside its
 /// task: `try NAME CMD...` runs CMD, keeping its output and exit code in
 /// `$CAESAR_HOME/files/out/NAME` (read back with [`attack_out`]); `$C` is
-/// the `caesar` binary. It touches `out/done` at the end.
+/// the `caesar` binary and `$M` the `caesar-mcp` one. It touches `out/done`
+/// at the end.
 pub fn attack_script(body: &str) -> String {
     format!(
-        r#"C={caesar}; O="$CAESAR_HOME/files/out"; mkdir -p "$O"
+        r#"C={caesar}; M={mcp}; O="$CAESAR_HOME/files/out"; mkdir -p "$O"
 try() {{ n=$1; shift; "$@" >"$O/$n" 2>&1; echo "rc=$?" >>"$O/$n"; }}
 {body}
 touch "$O/done""#,
         caesar = caesar_bin().display(),
+        mcp = bin_dir().join("caesar-mcp").display(),
     )
 }
 
