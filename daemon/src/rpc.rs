@@ -401,7 +401,7 @@ impl Caesar for Service {
         self.reach(&caller, "diff", &id)?;
         let engine = self.engine.clone();
         let overlaps = crate::rpc_fanout::conflicts_with(&self.engine, &id).0;
-        let diff = tokio::task::spawn_blocking(move || engine.diff(&id))
+        let diff = tokio::task::spawn_blocking(move || engine.changes().diff(&id))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
         Ok(Response::new(match diff {
@@ -431,7 +431,7 @@ impl Caesar for Service {
         let id = req.into_inner().task_id;
         let engine = self.engine.clone();
         let breaks = crate::rpc_fanout::would_break(&self.engine, &id);
-        let r = tokio::task::spawn_blocking(move || engine.apply(&id))
+        let r = tokio::task::spawn_blocking(move || engine.changes().apply(&id))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
         Ok(Response::new(pb::ApplyResponse {
@@ -446,7 +446,7 @@ impl Caesar for Service {
 
     async fn discard(&self, req: Request<pb::DiscardRequest>) -> Result<Response<pb::DiscardResponse>, Status> {
         self.caller(&req).await?.require_user("discard")?;
-        self.engine.discard(&req.into_inner().task_id)?;
+        self.engine.changes().discard(&req.into_inner().task_id)?;
         Ok(Response::new(pb::DiscardResponse { discarded: true }))
     }
 
@@ -455,7 +455,7 @@ impl Caesar for Service {
         let r = req.into_inner();
         let older = Duration::from_millis(if r.older_than_ms == 0 { GC_DEFAULT_AGE_MS } else { r.older_than_ms });
         let engine = self.engine.clone();
-        let items = tokio::task::spawn_blocking(move || engine.gc(older, r.dry_run, r.force))
+        let items = tokio::task::spawn_blocking(move || engine.changes().gc(older, r.dry_run, r.force))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
         Ok(Response::new(pb::GcResponse {
@@ -491,11 +491,11 @@ impl Caesar for Service {
         let workspace = req.into_inner().workspace;
         caller.require_workspace("health", &workspace)?;
         let engine = self.engine.clone();
-        let (store, problems) = tokio::task::spawn_blocking(move || engine.health(&workspace))
+        let (store, problems) = tokio::task::spawn_blocking(move || (engine.store().integrity_check(), engine.projects().problems(&workspace)))
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
         let mut problems = problems;
-        problems.extend(self.engine.notify_problems());
+        problems.extend(self.engine.notices().problems());
         let http = crate::config::Config::load_global(&self.engine.paths().config_dir).ok().and_then(|c| c.http);
         let (http_url, http_listening) = match http {
             Some(h) => {
@@ -533,7 +533,7 @@ impl Caesar for Service {
         let workspace = req.into_inner().workspace;
         let engine = self.engine.clone();
         let (agents, warnings) = tokio::task::spawn_blocking(move || {
-            engine.list_agents(&workspace).map(|a| (a, engine.untrusted_warnings(&workspace)))
+            engine.projects().list_agents(&workspace).map(|a| (a, engine.projects().untrusted_warnings(&workspace)))
         })
         .await
         .map_err(|e| Status::internal(e.to_string()))??;
@@ -547,7 +547,7 @@ impl Caesar for Service {
         self.caller(&req).await?.require_workspace("agents describe", &req.get_ref().workspace)?;
         let r = req.into_inner();
         let engine = self.engine.clone();
-        let entry = tokio::task::spawn_blocking(move || engine.describe_agent(&r.agent, &r.workspace))
+        let entry = tokio::task::spawn_blocking(move || engine.projects().describe_agent(&r.agent, &r.workspace))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
         let options_json = entry.options.to_string();
@@ -563,7 +563,7 @@ impl Caesar for Service {
         self.caller(&req).await?.require_workspace("role list", &req.get_ref().workspace)?;
         let workspace = req.into_inner().workspace;
         let engine = self.engine.clone();
-        let roles = tokio::task::spawn_blocking(move || engine.list_roles(&workspace))
+        let roles = tokio::task::spawn_blocking(move || engine.projects().list_roles(&workspace))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
         Ok(Response::new(pb::ListRolesResponse { roles_json: roles.iter().map(|r| r.to_string()).collect() }))
@@ -576,7 +576,7 @@ impl Caesar for Service {
         let caller = self.caller(&req).await?;
         let workspace = req.into_inner().workspace;
         caller.require_workspace("config show", &workspace)?;
-        let config = self.engine.show_config(&workspace)?;
+        let config = self.engine.projects().show_config(&workspace)?;
         Ok(Response::new(pb::ShowConfigResponse { config_json: config.to_string() }))
     }
 
@@ -588,7 +588,7 @@ impl Caesar for Service {
         let r = req.into_inner();
         let edit: crate::config_edit::Edit =
             serde_json::from_str(&r.edit_json).map_err(|e| Status::invalid_argument(format!("bad edit: {e}")))?;
-        let o = self.engine.edit_config(&r.workspace, &r.layer, &edit)?;
+        let o = self.engine.projects().edit_config(&r.workspace, &r.layer, &edit)?;
         Ok(Response::new(pb::EditConfigResponse {
             changed: o.changed,
             message: o.message,
@@ -602,7 +602,7 @@ impl Caesar for Service {
     ) -> Result<Response<pb::InitProjectResponse>, Status> {
         self.caller(&req).await?.require_user("init")?;
         let r = req.into_inner();
-        let w = self.engine.init(&r.workspace, r.global, r.force)?;
+        let w = self.engine.projects().init(&r.workspace, r.global, r.force)?;
         let show = |v: Vec<std::path::PathBuf>| v.into_iter().map(|p| p.display().to_string()).collect();
         Ok(Response::new(pb::InitProjectResponse { written: show(w.written), kept: show(w.kept) }))
     }
@@ -708,7 +708,7 @@ impl Caesar for Service {
             caller.require_user(&format!("trust {}", r.action))?;
         }
         let engine = self.engine.clone();
-        let entries = tokio::task::spawn_blocking(move || engine.trust(&r.action, &r.path))
+        let entries = tokio::task::spawn_blocking(move || engine.projects().trust(&r.action, &r.path))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
         Ok(Response::new(pb::TrustResponse {

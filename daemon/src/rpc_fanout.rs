@@ -21,13 +21,13 @@ pub fn overlaps(list: Vec<(String, Meeting)>) -> Vec<pb::Overlap> {
 /// has read the task), from the radar's cache: no tree is read here, and
 /// a failure is no overlap (the radar informs, it never fails a call).
 pub fn conflicts_with(engine: &Engine, id: &str) -> (Vec<pb::Overlap>, Option<u64>) {
-    let v = engine.radar_view(id);
+    let v = engine.radar().view(id);
     (overlaps(v.overlaps), v.age.map(|a| a.as_millis() as u64))
 }
 
 /// The tasks this one's apply would break, from the radar's cache.
 pub fn would_break(engine: &Engine, id: &str) -> Vec<pb::Overlap> {
-    overlaps(engine.apply_would_break(id))
+    overlaps(engine.radar().apply_would_break(id))
 }
 
 /// Whether the delegation asks for a group.

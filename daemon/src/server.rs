@@ -154,7 +154,7 @@ fn spawn_hourly_gc(engine: Arc<Engine>) {
             every.tick().await;
             let engine = Arc::clone(&engine);
             let age = std::time::Duration::from_millis(crate::rpc::GC_DEFAULT_AGE_MS);
-            match tokio::task::spawn_blocking(move || engine.gc(age, false, false)).await {
+            match tokio::task::spawn_blocking(move || engine.changes().gc(age, false, false)).await {
                 Ok(Ok(items)) => {
                     let removed = items.iter().filter(|i| i.action == "removed").count();
                     if removed > 0 {

@@ -203,7 +203,7 @@ pub(super) async fn raw(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<String
 /// `GET /api/task/{id}/diff`: per-file changes and the whole patch.
 pub(super) async fn diff(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<String>) -> Response {
     let engine = hub.engine().clone();
-    match tokio::task::spawn_blocking(move || engine.diff(&id)).await {
+    match tokio::task::spawn_blocking(move || engine.changes().diff(&id)).await {
         Ok(Ok(Some(d))) => json_response(
             StatusCode::OK,
             &json!({ "available": true, "files": d.files, "patch": d.patch, "is_empty": d.is_empty }),
@@ -252,7 +252,7 @@ pub(super) async fn cancel(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<Str
 /// `POST /api/task/{id}/apply`: 409 with the conflicts when the main tree moved.
 pub(super) async fn apply(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<String>) -> Response {
     let engine = hub.engine().clone();
-    match tokio::task::spawn_blocking(move || engine.apply(&id)).await {
+    match tokio::task::spawn_blocking(move || engine.changes().apply(&id)).await {
         Ok(Ok(r)) => {
             let status = if r.applied || r.already_applied { StatusCode::OK } else { StatusCode::CONFLICT };
             let body = json!({
@@ -275,7 +275,7 @@ pub(super) async fn apply(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<Stri
 
 /// `POST /api/task/{id}/discard`.
 pub(super) async fn discard(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<String>) -> Response {
-    match hub.engine().discard(&id) {
+    match hub.engine().changes().discard(&id) {
         Ok(()) => json_response(StatusCode::OK, &json!({ "discarded": true })),
         Err(e) => engine_error(&e),
     }
@@ -293,7 +293,7 @@ pub(super) async fn agents(State(hub): State<Arc<Hub>>, req: Request) -> Respons
     let engine = hub.engine().clone();
     let w = workspace.clone();
     let got =
-        tokio::task::spawn_blocking(move || Ok::<_, Error>((engine.list_agents(&w)?, engine.list_roles(&w)?))).await;
+        tokio::task::spawn_blocking(move || Ok::<_, Error>((engine.projects().list_agents(&w)?, engine.projects().list_roles(&w)?))).await;
     match got {
         Ok(Ok((agents, roles))) => {
             let agents: Vec<Value> = agents
@@ -318,7 +318,7 @@ pub(super) async fn health(State(hub): State<Arc<Hub>>, req: Request) -> Respons
     let workspace = workspace_of(&hub, &req);
     let engine = hub.engine().clone();
     let w = workspace.clone();
-    let Ok((store, problems)) = tokio::task::spawn_blocking(move || engine.health(&w)).await else {
+    let Ok((store, problems)) = tokio::task::spawn_blocking(move || (engine.store().integrity_check(), engine.projects().problems(&w))).await else {
         return engine_error(&Error::Internal("the health check panicked".to_owned()));
     };
     let paths = hub.engine().paths();

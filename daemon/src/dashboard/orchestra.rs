@@ -1,7 +1,7 @@
 //! The dashboard's JSON for orchestration (issue 17's fan-out): groups side
 //! by side (`Engine::group_view`: status, verification, files, lines,
 //! usage and cost, overlaps), budgets (limit against use, per task, from
-//! each task's view) and the conflict radar (`Engine::conflicts_with` of
+//! each task's view) and the conflict radar (`Radar::conflicts_with` of
 //! every watched worktree task). Fields the page does not know are ignored
 //! by it, so the engine may grow them.
 
@@ -104,7 +104,7 @@ pub(super) async fn radar(State(hub): State<Arc<Hub>>) -> Response {
             if !r.workshop.as_ref().is_some_and(|p| p.isolation == Isolation::Worktree) {
                 continue;
             }
-            let meets = engine.conflicts_with(&r.id).unwrap_or_default();
+            let meets = engine.radar().conflicts_with(&r.id).unwrap_or_default();
             tasks.push(json!({
                 "task_id": r.id, "agent": r.agent, "status": r.status.as_str(), "objective": r.objective,
                 "meets": meets.iter().map(|(t, m)| json!({"task_id": t, "paths": m.paths, "hunk_paths": m.hunk_paths})).collect::<Vec<_>>(),

@@ -32,7 +32,7 @@ pub(super) async fn tasks(State(hub): State<Arc<Hub>>, req: Request) -> Response
     let limit = query_param(&query, "limit").and_then(|l| l.parse().ok()).unwrap_or(DEFAULT_TASKS);
     let only = query_param(&query, "only").filter(|o| !o.is_empty());
     // Subscribe before the snapshot, so no change falls between the two.
-    let mut changes = hub.engine().subscribe_changes();
+    let mut changes = hub.engine().runs().subscribe_changes();
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(64);
     tokio::spawn(async move {
         let snapshot = |hub: Arc<Hub>, only: Option<String>| async move {

@@ -143,7 +143,7 @@ impl Engine {
         }
         run.budget.stopping = true;
         info!(task_id = %run.id, limit, "budget reached: stopping the agent");
-        self.notify_budget(&run.id, &format!("budget ({limit}): {detail}"));
+        self.notices.budget(&run.id, &format!("budget ({limit}): {detail}"));
         let Some(handle) = run.handle.clone() else { return };
         let interrupted = run
             .driver

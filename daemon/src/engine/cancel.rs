@@ -19,7 +19,7 @@ impl Engine {
         if record.status.is_terminal() {
             return Ok((false, record.status));
         }
-        let live = self.live(id);
+        let live = self.runs.get(id);
         let mut status_rx = live.as_ref().map(|l| l.status.subscribe());
         // Recorded before anything is stopped: a daemon restarted mid-cancel
         // still knows the ending was a cancel, and a start that races this
@@ -63,7 +63,7 @@ impl Engine {
             return Err(Error::Internal(format!(
                 "task {id} did not stop within {} s of SIGTERM and SIGKILL; see {}",
                 limit.as_secs(),
-                Self::task_dir(&record).supervisor_log().display()
+                TaskDir::new(&record.task_dir).supervisor_log().display()
             )));
         }
         let status = self.record(id)?.status;
@@ -79,7 +79,7 @@ impl Engine {
     ) {
         let Ok(record) = self.record(id) else { return };
         let Some(handle) = &record.run else { return };
-        let dir = Self::task_dir(&record);
+        let dir = TaskDir::new(&record.task_dir);
         let driver = opened_driver(&record.launch, &dir.raw_log());
         let Some(line) = driver.cancel_line(record.session_id.as_deref()) else { return };
         if let Err(e) = self.runner.write_stdin(handle, &dir, &line) {

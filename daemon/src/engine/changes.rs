@@ -1,4 +1,8 @@
-//! A task's changes: diff, apply, discard and gc of its workshop.
+//! A task's changes: diff, apply, discard and gc of its workshop, and the
+//! release of what a remote task left on the team's remote once they are
+//! decided (`remote_refs.rs`). A service of the engine: it owns the
+//! changes-state transitions and shares the store, the runner (for remote
+//! releases), the radar and the change stream.
 
 use std::time::Duration;
 
@@ -6,23 +10,35 @@ use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::oacp::Isolation;
 use crate::store::ChangesState;
-use crate::store::{TaskRecord, TaskStatus};
+use crate::store::TaskStatus;
 use crate::workshop;
 
-use super::*;
+use std::sync::Arc;
 
-impl Engine {
-    // ---------------------------------------------------------------- workshop
+use super::observe::find_task;
+use super::radar::Radar;
+use super::{GcItem, LiveRuns};
+use crate::runner::Runner;
+use crate::store::Store;
 
-    pub(super) fn prepared(&self, record: &TaskRecord) -> Option<workshop::Prepared> {
-        record.workshop.clone()
+/// Diff, apply, discard and gc.
+pub struct Changes {
+    pub(super) store: Arc<Store>,
+    pub(super) runner: Arc<dyn Runner>,
+    radar: Arc<Radar>,
+    runs: Arc<LiveRuns>,
+}
+
+impl Changes {
+    pub(super) fn new(store: Arc<Store>, runner: Arc<dyn Runner>, radar: Arc<Radar>, runs: Arc<LiveRuns>) -> Changes {
+        Changes { store, runner, radar, runs }
     }
 
     /// The diff of a worktree task. Tasks that ran in place, or not in a
     /// repository, have none here (their verified changes are in the report).
     pub fn diff(&self, id: &str) -> Result<Option<workshop::DiffResult>> {
-        let record = self.record(id)?;
-        match self.prepared(&record) {
+        let record = find_task(&self.store, id)?;
+        match record.workshop.clone() {
             Some(p) if p.isolation == Isolation::Worktree => Ok(Some(workshop::diff(&p)?)),
             _ => Ok(None),
         }
@@ -32,7 +48,7 @@ impl Engine {
     /// 3-way, all or nothing, never a commit. A task that ran in place is a
     /// no-op (its changes are already there).
     pub fn apply(&self, id: &str) -> Result<workshop::ApplyResult> {
-        let record = self.record(id)?;
+        let record = find_task(&self.store, id)?;
         if !record.status.is_terminal() {
             return Err(Error::Precondition(format!(
                 "task {id} is still {}: await it, read its diff, then apply",
@@ -42,7 +58,7 @@ impl Engine {
         if record.changes_state == Some(ChangesState::Discarded) {
             return Err(Error::Precondition(format!("task {id}'s changes were discarded")));
         }
-        let Some(p) = self.prepared(&record).filter(|p| p.isolation == Isolation::Worktree) else {
+        let Some(p) = record.workshop.clone().filter(|p| p.isolation == Isolation::Worktree) else {
             self.release_remote_soon(&record);
             return Ok(workshop::ApplyResult {
                 applied: true,
@@ -55,8 +71,8 @@ impl Engine {
         let result = workshop::apply(&p)?;
         if result.applied || result.already_applied {
             self.store.set_changes_state(id, ChangesState::Applied)?;
-            self.radar_forget(id);
-            self.pulse(id);
+            self.radar.forget(id);
+            self.runs.pulse(id);
             self.release_remote_soon(&record);
         }
         Ok(result)
@@ -64,7 +80,7 @@ impl Engine {
 
     /// Marks a task's changes as unwanted: gc may then remove its worktree.
     pub fn discard(&self, id: &str) -> Result<()> {
-        let record = self.record(id)?;
+        let record = find_task(&self.store, id)?;
         if !record.status.is_terminal() {
             return Err(Error::Precondition(format!("task {id} is still running: cancel it first")));
         }
@@ -72,8 +88,8 @@ impl Engine {
             return Err(Error::Precondition(format!("task {id}'s changes were already applied")));
         }
         self.store.set_changes_state(id, ChangesState::Discarded)?;
-        self.radar_forget(id);
-        self.pulse(id);
+        self.radar.forget(id);
+        self.runs.pulse(id);
         self.release_remote_soon(&record);
         Ok(())
     }
@@ -101,7 +117,7 @@ impl Engine {
             {
                 tracing::warn!(task_id = record.id, error = e, "remote refs kept");
             }
-            let Some(p) = self.prepared(&record).filter(|p| p.isolation == Isolation::Worktree) else { continue };
+            let Some(p) = record.workshop.clone().filter(|p| p.isolation == Isolation::Worktree) else { continue };
             let Some(worktree) = p.worktree.clone() else { continue };
             if !worktree.exists() {
                 continue;

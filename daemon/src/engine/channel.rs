@@ -23,7 +23,7 @@ impl Engine {
         if record.status.is_terminal() {
             return Err(Error::Precondition(format!("task {} has ended ({})", record.id, record.status.as_str())));
         }
-        self.live(&record.id)
+        self.runs.get(&record.id)
             .ok_or_else(|| Error::Precondition(format!("task {} is not running yet; retry in a moment", record.id)))
     }
 
@@ -43,7 +43,7 @@ impl Engine {
             return Err(Error::Invalid("`message` is empty: say what progress was made".to_owned()));
         }
         let pct = pct.map(|p| p.clamp(0.0, 100.0));
-        self.emit_events(
+        self.runs.emit_events(
             &record.id,
             Path::new(&record.task_dir),
             &live,
@@ -97,7 +97,7 @@ impl Engine {
                     answer: None,
                 };
                 self.store.insert_question(&q)?;
-                self.emit_events(
+                self.runs.emit_events(
                     task_id,
                     Path::new(&record.task_dir),
                     &live,
@@ -105,7 +105,7 @@ impl Engine {
                     None,
                 )?;
                 live.attention.send_modify(|n| *n += 1);
-                self.notify_task(task_id, crate::notify::NotifyEvent::Question, &q.question);
+                self.notices.task(task_id, crate::notify::NotifyEvent::Question, &q.question);
                 q.question_id
             }
         };
@@ -144,10 +144,10 @@ impl Engine {
         let report = crate::oacp::Report::parse(report_json).map_err(|e| Error::Invalid(e.to_string()))?;
         // In the daemon's part (issue 19): the agent cannot write it there,
         // so a report taken as `channel` came over the channel.
-        let path = Self::task_dir(&record).channel_report();
+        let path = TaskDir::new(&record.task_dir).channel_report();
         let body = serde_json::to_vec_pretty(&report).map_err(|e| Error::Internal(e.to_string()))?;
         crate::safe_fs::write_atomic(&path, &body).map_err(|e| Error::io_at("cannot write", &path, e))?;
-        self.emit_events(
+        self.runs.emit_events(
             &record.id,
             Path::new(&record.task_dir),
             &live,
@@ -183,7 +183,7 @@ impl Engine {
         let checked;
         let answer = if is_permission_question(question_id) {
             checked =
-                super::permission_answers::checked_answer(&Self::task_dir(&record), task_id, question_id, answer)?;
+                super::permission_answers::checked_answer(&TaskDir::new(&record.task_dir), task_id, question_id, answer)?;
             checked.as_str()
         } else {
             answer
@@ -191,12 +191,12 @@ impl Engine {
         // The answer and its `answer` event are one transaction (one fsync, issue 15), and the
         // agent gets it right after.
         let at_ms = now_ms();
-        let live = self.live(task_id);
+        let live = self.runs.get(task_id);
         let answered = match &live {
             Some(live) => {
                 let mut won = false;
                 let body = EventBody::Answer { id: question_id.to_owned(), answer: answer.to_owned() };
-                self.emit_with(task_id, Path::new(&record.task_dir), live, vec![body], |records| {
+                self.runs.emit_with(task_id, Path::new(&record.task_dir), live, vec![body], |records| {
                     won = self.store.answer_question_with_events(task_id, question_id, answer, at_ms, records)?;
                     Ok(won)
                 })?;

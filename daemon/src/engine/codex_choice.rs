@@ -6,21 +6,19 @@
 
 use std::path::Path;
 
-use super::Engine;
 
 /// Set to `exec` to keep every codex task on `codex exec --json` (or `app-server` to use it
 /// whatever the version says).
 pub const CODEX_PROTOCOL_ENV: &str = "CAESAR_CODEX_PROTOCOL";
 
-impl Engine {
+impl super::projects::Projects {
     /// Whether codex at `program` runs as `codex app-server` (a version caesar verified its
     /// protocol on, probed once per binary), unless [`CODEX_PROTOCOL_ENV`] says otherwise.
-    pub(super) fn codex_speaks_app_server(&self, program: &Path) -> bool {
+    pub(crate) fn codex_speaks_app_server(&self, program: &Path) -> bool {
         match std::env::var(CODEX_PROTOCOL_ENV).ok().as_deref() {
             Some("exec") => false,
             Some("app-server") => true,
             _ => self
-                .projects
                 .versions
                 .version(program, &["--version"])
                 .is_some_and(|v| crate::provider::codex_app::has_app_server(&v)),

@@ -23,7 +23,7 @@ impl Engine {
         };
         if record.status.is_terminal() {
             // Ended already (a concluding daemon died after storing it).
-            self.forget_live(&record);
+            self.runs.forget(&record);
             return Ok(());
         }
         let exit = run.handle.as_ref().and_then(|h| self.runner.exit_record(h, &run.dir));
@@ -170,7 +170,7 @@ impl Engine {
         // a task ends once, and its log with it.
         match finished {
             Some((live, body)) => {
-                self.emit_with(&record.id, Path::new(&record.task_dir), live, vec![body], |events| {
+                self.runs.emit_with(&record.id, Path::new(&record.task_dir), live, vec![body], |events| {
                     self.store.finish(&record.id, &outcome, events)
                 })?;
             }
@@ -178,31 +178,21 @@ impl Engine {
                 self.store.finish(&record.id, &outcome, &[])?;
             }
         }
-        self.forget_live(record);
-        self.notify_finished(&record.id, &report.summary);
+        self.runs.forget(record);
+        self.notices.finished(&record.id, &report.summary);
         // Its final footprint, for the conflict radar (issue 17).
-        self.radar_touch(&record.id);
+        self.radar.touch(&record.id);
         // OACP readers of the task directory find the report where the
         // agent would have put it. A convenience copy (the store holds the
         // report), written after the waiters are woken. The directory is
         // the agent's to write: never through a link it planted.
-        let report_path = Self::task_dir(record).report();
+        let report_path = TaskDir::new(&record.task_dir).report();
         if std::fs::symlink_metadata(&report_path).is_err()
             && let Err(e) = crate::safe_fs::write_replacing(&report_path, body.as_bytes())
         {
             warn!(task_id = %record.id, "cannot leave a copy of the report at {}: {e}", report_path.display());
         }
         Ok(())
-    }
-
-    /// The task is no longer live: its waiters learn its final status.
-    pub(super) fn forget_live(&self, record: &TaskRecord) {
-        let removed = self.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&record.id);
-        if let Some(live) = removed {
-            let status = self.store.task(&record.id).ok().flatten().map(|r| r.status).unwrap_or(record.status);
-            live.status.send_replace(status);
-        }
-        self.pulse(&record.id);
     }
 }
 

@@ -67,7 +67,7 @@ impl Engine {
     ) -> Result<Staged> {
         let workspace = validate(&input)?;
         let project = project_root(&workspace);
-        let (config, config_problem) = self.load_config(&project)?;
+        let (config, config_problem) = self.projects.load_config(&project)?;
         let resolution = resolve::resolve(&config, &project, &input).map_err(|e| match &config_problem {
             // The request may name what the broken file declares: say so.
             Some(problem) => e.with_note(&format!("note: {problem}; the last good config was used")),
@@ -105,7 +105,7 @@ impl Engine {
         let channel_bin = if input.channel { self.channel_binary() } else { None };
         let codex_app_server = match &resolution.target {
             AgentTarget::Provider { spec, program } if spec.id == ProviderId::Codex => {
-                self.codex_speaks_app_server(program)
+                self.projects.codex_speaks_app_server(program)
             }
             _ => false,
         };
@@ -160,7 +160,7 @@ impl Engine {
         let Staged { delegated: Delegated { record, warnings, worktree }, mut unrecorded } = staged;
         let id = record.id.clone();
         unrecorded.0 = None;
-        self.make_live(&record.id, TaskStatus::Pending, 0);
+        self.runs.make(&record.id, TaskStatus::Pending, 0);
         // Recorded: the answer goes back now. The worktree and its setup are
         // made on a task of their own; a task that needs neither is queued.
         if record.launch.prepares_worktree() {

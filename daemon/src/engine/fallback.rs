@@ -175,7 +175,7 @@ impl Engine {
             earlier.iter().filter_map(|a| self.store.task(&a.task_id).ok().flatten().map(|t| t.agent)).collect();
         tried.push(record.agent.clone());
         let project = project_root(Path::new(&request.workspace));
-        let Ok((config, _)) = self.load_config(&project) else { return None };
+        let Ok((config, _)) = self.projects.load_config(&project) else { return None };
         let next = plan.chain.iter().filter(|a| !tried.contains(a)).find(|candidate| {
             let mut input = request.clone();
             input.objective.clone_from(&record.objective);
@@ -223,7 +223,7 @@ impl Engine {
             line: None,
             detail: format!("this agent stopped on a {} blocker before changing anything", row.stopped_by),
         });
-        self.make_live(&row.successor_id, TaskStatus::Pending, 0);
+        self.runs.make(&row.successor_id, TaskStatus::Pending, 0);
     }
 
     /// Delegates every stored fallback whose next task does not exist yet
@@ -249,7 +249,7 @@ impl Engine {
             }
             if input.context == crate::prompt::CONTEXT_TOKEN {
                 // Stored as a placeholder (issue 19): the task's kept context.
-                input.context = crate::prompt::read_context(&Self::task_dir(&prev)).unwrap_or_else(|e| {
+                input.context = crate::prompt::read_context(&TaskDir::new(&prev.task_dir)).unwrap_or_else(|e| {
                     warn!(task_id = %row.task_id, "the context of the blocked task cannot be read: {e}");
                     format!("(the context of task {} could not be read back: {e})", row.task_id)
                 });
@@ -271,7 +271,7 @@ impl Engine {
                     // The chain ends at the blocked task: its waiters learn so.
                     warn!(task_id = %row.task_id, agent = %row.next_agent, "the fallback could not be delegated: {e}");
                     let _ = self.store.drop_fallback(&row.task_id);
-                    let removed = self.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&row.successor_id);
+                    let removed = self.runs.remove(&row.successor_id);
                     if let Some(live) = removed {
                         live.status.send_replace(TaskStatus::Failed);
                     }

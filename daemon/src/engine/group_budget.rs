@@ -137,7 +137,7 @@ impl Engine {
     fn stop_group_at_budget(&self, group_id: &str, limit: &str, detail: &str) {
         let Ok(Some(group)) = self.store.group(group_id) else { return };
         info!(group_id, limit, "group budget reached: stopping its tasks");
-        self.notify_budget(group.task_ids.first().map(String::as_str).unwrap_or_default(), detail);
+        self.notices.budget(group.task_ids.first().map(String::as_str).unwrap_or_default(), detail);
         for t in &group.task_ids {
             let (head, _) = self.head_of(t);
             let Ok(Some(record)) = self.store.task(&head) else { continue };

@@ -135,7 +135,7 @@ impl Engine {
         let workspace = PathBuf::from(&input.workspace);
         let project = crate::config::project_root(&workspace);
         if workspace.is_absolute() && workspace.is_dir() {
-            let (config, _) = self.load_config(&project)?;
+            let (config, _) = self.projects.load_config(&project)?;
             for (i, m) in members.iter().enumerate() {
                 let one = DelegateInput { agent: m.clone(), ..input.clone() };
                 crate::resolve::resolve(&config, &project, &one).map_err(|e| match m {
@@ -225,7 +225,7 @@ impl Engine {
                 m.lines_added = d.files.iter().map(|f| f.additions).sum();
                 m.lines_removed = d.files.iter().map(|f| f.deletions).sum();
             }
-            prints.push(self.cached_footprint(&record));
+            prints.push(self.radar.cached_footprint(&record));
             members.push(m);
         }
         for i in 0..members.len() {

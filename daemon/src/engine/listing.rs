@@ -25,7 +25,7 @@ impl Engine {
         Ok(rows
             .into_iter()
             .map(|row| {
-                let live = if row.status.is_terminal() { None } else { self.live(&row.id) };
+                let live = if row.status.is_terminal() { None } else { self.runs.get(&row.id) };
                 let output = live.as_ref().and_then(|l| l.output.lock().unwrap_or_else(|p| p.into_inner()).clone());
                 let activity = live.as_ref().and_then(|l| l.activity.lock().unwrap_or_else(|p| p.into_inner()).clone());
                 let phase = (row.status == TaskStatus::Pending).then(|| {

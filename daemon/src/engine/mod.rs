@@ -32,7 +32,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use caesar_proto::paths::Paths;
-use tokio::sync::{broadcast, watch};
 
 use crate::error::{Error, Result};
 use crate::runner::Runner;
@@ -44,7 +43,7 @@ mod authority;
 pub mod bounds;
 mod budget;
 mod cancel;
-mod changes;
+pub mod changes;
 mod channel;
 mod codex_choice;
 mod conclude;
@@ -61,8 +60,10 @@ mod observe;
 mod permission_answers;
 mod permissions;
 mod prepare;
-mod projects;
-mod pulse;
+pub mod projects;
+mod live;
+pub use live::LiveRuns;
+use live::Live;
 mod queue;
 mod recovery;
 mod remote_refs;
@@ -70,7 +71,7 @@ mod start;
 mod trusting;
 // Issue 17, fan-out: verification in the worktree, groups.
 pub mod groups;
-mod notifications;
+pub mod notifications;
 pub mod radar;
 mod verify;
 mod verify_net;
@@ -258,60 +259,25 @@ pub struct Activity {
     pub at_ms: i64,
 }
 
-/// What the engine keeps in memory for a running task.
-struct Live {
-    pub(super) status: watch::Sender<TaskStatus>,
-    /// Bumped when the task needs the caller: a blocker, a question.
-    pub(super) attention: watch::Sender<u64>,
-    /// Made on the first watcher: most tasks have none, and its ring is the
-    /// largest thing a task holds.
-    pub(super) events: std::sync::OnceLock<broadcast::Sender<(u64, String)>>,
-    pub(super) output: Mutex<Option<(String, i64)>>,
-    pub(super) activity: Mutex<Option<Activity>>,
-    /// The next event sequence number. Held while a batch is stored, so the
-    /// monitor and the return channel number events in the order stored.
-    pub(super) next_seq: Mutex<u64>,
-    /// Bumped when a question of the task is answered.
-    pub(super) answers: watch::Sender<u64>,
-    /// An append to `events.jsonl` failed: it is repaired before the next.
-    pub(super) events_file_behind: std::sync::atomic::AtomicBool,
-    /// `events.jsonl` reached its cap and said so (issue 19; `events`).
-    pub(super) events_capped: std::sync::atomic::AtomicBool,
-}
-
-impl Live {
-    fn new(status: TaskStatus, next_seq: u64) -> Arc<Live> {
-        Arc::new(Live {
-            next_seq: Mutex::new(next_seq),
-            answers: watch::channel(0).0,
-            status: watch::channel(status).0,
-            attention: watch::channel(0).0,
-            events: std::sync::OnceLock::new(),
-            output: Mutex::new(None),
-            activity: Mutex::new(None),
-            events_file_behind: Default::default(),
-            events_capped: Default::default(),
-        })
-    }
-}
-
 /// The engine. One per daemon.
 pub struct Engine {
     paths: Paths,
     settings: Settings,
-    store: Store,
+    store: Arc<Store>,
     /// Where tasks run.
     runner: Arc<dyn Runner>,
-    live: Mutex<HashMap<String, Arc<Live>>>,
+    /// Diff, apply, discard and gc of tasks' changes.
+    changes: changes::Changes,
+    /// The live tasks, their events and the change stream.
+    runs: Arc<LiveRuns>,
     queue: queue::Queue,
     preparing: prepare::Preparing,
+    /// Projects' configs, agents, roles and trust.
     projects: projects::Projects,
-    /// Task ids that changed, for live views of all tasks (`pulse.rs`).
-    pulse: broadcast::Sender<String>,
-    /// Webhooks and the command hook (issue 17, `notify.rs`).
-    notifier: Arc<crate::notify::Notifier>,
+    /// Webhooks and the command hook (issue 17).
+    notices: notifications::Notices,
     /// The conflict radar's footprints and background loop (issue 17, `radar.rs`).
-    radar: radar::RadarCache,
+    radar: Arc<radar::Radar>,
     /// The groups' budgets (issue 17, `group_budget.rs`).
     group_meters: group_budget::GroupMeters,
 }
@@ -328,27 +294,31 @@ impl Engine {
     pub fn open(paths: Paths, settings: Settings) -> Result<Arc<Engine>> {
         std::fs::create_dir_all(paths.state_dir.join("tasks"))
             .map_err(|e| Error::io_at("cannot create", &paths.state_dir, e))?;
-        let store = Store::open(&paths.state_dir.join("caesar.db"))?;
+        let store = Arc::new(Store::open(&paths.state_dir.join("caesar.db"))?);
         let local = LocalRunner {
             supervisor_exe: settings.supervisor_exe.clone(),
             grace_ms: settings.grace_ms,
             raw_log_cap: settings.raw_log_cap,
         };
         // The runners hold the engine weakly: a remote task's channel calls come back to it.
-        Ok(Arc::new_cyclic(|engine: &std::sync::Weak<Engine>| Engine {
+        Ok(Arc::new_cyclic(|engine: &std::sync::Weak<Engine>| {
+            let runner: Arc<dyn Runner> = Arc::new(crate::runner::multi::Runners::new(local, engine.clone()));
+            let runs = Arc::new(LiveRuns::new(store.clone()));
+            let radar = Arc::new(radar::Radar::new(store.clone()));
+            Engine {
             preparing: prepare::Preparing::new(settings.prepare_parallel),
+            projects: projects::Projects::new(paths.clone()),
+            notices: notifications::Notices::new(paths.clone(), store.clone()),
             paths,
             settings,
+            changes: changes::Changes::new(store.clone(), runner.clone(), radar.clone(), runs.clone()),
+            runs,
+            radar,
             store,
-            runner: Arc::new(crate::runner::multi::Runners::new(local, engine.clone())),
-            live: Mutex::new(HashMap::new()),
+            runner,
             queue: Default::default(),
-            projects: Default::default(),
-            pulse: broadcast::channel(pulse::PULSE_RING).0,
-            notifier: Default::default(),
-            radar: Default::default(),
             group_meters: Default::default(),
-        }))
+        }}))
     }
 
     /// The store, for read-only inspection (doctor, tests).
@@ -356,37 +326,34 @@ impl Engine {
         &self.store
     }
 
+    /// Projects' configurations, agents, roles and trust records.
+    pub fn projects(&self) -> &projects::Projects {
+        &self.projects
+    }
+
+    /// Diff, apply, discard and gc of tasks' changes.
+    pub fn changes(&self) -> &changes::Changes {
+        &self.changes
+    }
+
+    /// Webhooks and the command hook.
+    pub fn notices(&self) -> &notifications::Notices {
+        &self.notices
+    }
+
+    /// The conflict radar.
+    pub fn radar(&self) -> &radar::Radar {
+        &self.radar
+    }
+
     /// The paths this engine works in.
     pub fn paths(&self) -> &Paths {
         &self.paths
     }
 
-    fn live(&self, id: &str) -> Option<Arc<Live>> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
-    }
-
-    /// Registers a task as live (its status watched, its events numbered
-    /// from `next_seq`), or moves the live one to `status`. A task is live
-    /// from its delegation on, so that a caller awaiting it while it is
-    /// queued or preparing is woken by what happens once it runs.
-    fn make_live(&self, id: &str, status: TaskStatus, next_seq: u64) -> Arc<Live> {
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(existing) = live.get(id).cloned() {
-            existing.status.send_replace(status);
-            drop(live);
-            self.pulse(id);
-            return existing;
-        }
-        let made = Live::new(status, next_seq);
-        live.insert(id.to_owned(), made.clone());
-        drop(live);
-        self.pulse(id);
-        made
-    }
-
-    /// The task's directory.
-    fn task_dir(record: &TaskRecord) -> TaskDir {
-        TaskDir::new(&record.task_dir)
+    /// The live tasks and the engine-wide change stream.
+    pub fn runs(&self) -> &LiveRuns {
+        &self.runs
     }
 
     /// Tasks pending or running now.

@@ -233,7 +233,7 @@ impl Engine {
             if !run.plan.may_fall_back(blocker.kind) {
                 run.live.attention.send_modify(|n| *n += 1);
             }
-            self.notify_task(
+            self.notices.task(
                 &run.id,
                 crate::notify::NotifyEvent::Blocker,
                 &format!("{}: {}", blocker.kind.as_str(), blocker.message),

@@ -1,17 +1,32 @@
-//! Where the engine tells the notifier (issue 17, `crate::notify`): a task's
-//! finish, question and blocker, a group's finish, and budget events, which
-//! the budget room calls [`Engine::notify_budget`] for. Each call only loads
-//! the global `[notify]` and queues: delivery never blocks the engine.
+//! The engine's notices (issue 17, `crate::notify`): a task's finish,
+//! question and blocker, a group's finish, and budget events. Each call
+//! only loads the global `[notify]` and queues: delivery never blocks the
+//! engine. A service with the notifier's queue as its own state.
 
 use crate::clock::now_ms;
 use crate::notify::{Notification, NotifyEvent};
 
-use super::*;
+use std::sync::Arc;
 
-impl Engine {
+use caesar_proto::paths::Paths;
+
+use crate::store::{Store, TaskStatus};
+
+/// Webhooks and the command hook, fed by the engine's rooms.
+pub struct Notices {
+    paths: Paths,
+    store: Arc<Store>,
+    notifier: Arc<crate::notify::Notifier>,
+}
+
+impl Notices {
+    pub(super) fn new(paths: Paths, store: Arc<Store>) -> Notices {
+        Notices { paths, store, notifier: Default::default() }
+    }
+
     /// Queues a notification of `event` for a task, with its group if it has one.
-    pub(super) fn notify_task(&self, task_id: &str, event: NotifyEvent, summary: &str) {
-        let Some(config) = self.notify_config() else { return };
+    pub(super) fn task(&self, task_id: &str, event: NotifyEvent, summary: &str) {
+        let Some(config) = self.config() else { return };
         let status = self.store.task(task_id).ok().flatten().map(|r| r.status.as_str()).unwrap_or("unknown");
         let group_id = self.store.group_of(task_id).ok().flatten();
         self.notifier.notify(
@@ -29,21 +44,21 @@ impl Engine {
 
     /// A task reached a budget limit: `summary` says which and the figures.
     /// For the budget room (issue 17, items 1–4).
-    pub fn notify_budget(&self, task_id: &str, summary: &str) {
-        self.notify_task(task_id, NotifyEvent::Budget, summary);
+    pub(super) fn budget(&self, task_id: &str, summary: &str) {
+        self.task(task_id, NotifyEvent::Budget, summary);
     }
 
     /// After a task ended: its `finish`, and its group's when it was the
     /// group's last task to end.
-    pub(super) fn notify_finished(&self, task_id: &str, summary: &str) {
-        self.notify_task(task_id, NotifyEvent::Finish, summary);
+    pub(super) fn finished(&self, task_id: &str, summary: &str) {
+        self.task(task_id, NotifyEvent::Finish, summary);
         let Ok(Some(group_id)) = self.store.group_of(task_id) else { return };
         let Ok(Some(group)) = self.store.group(&group_id) else { return };
         let members: Vec<_> = group.task_ids.iter().filter_map(|t| self.store.task(t).ok().flatten()).collect();
         if members.len() != group.task_ids.len() || members.iter().any(|m| !m.status.is_terminal()) {
             return;
         }
-        let Some(config) = self.notify_config() else { return };
+        let Some(config) = self.config() else { return };
         let succeeded = members.iter().filter(|m| m.status == TaskStatus::Succeeded).count();
         let status = if succeeded == members.len() { "succeeded" } else { "finished" };
         let summary = format!(
@@ -69,11 +84,11 @@ impl Engine {
     }
 
     /// Endpoints whose last delivery failed, for `caesar doctor`.
-    pub fn notify_problems(&self) -> Vec<String> {
+    pub fn problems(&self) -> Vec<String> {
         self.notifier.problems()
     }
 
-    fn notify_config(&self) -> Option<crate::notify::NotifyConfig> {
+    fn config(&self) -> Option<crate::notify::NotifyConfig> {
         match crate::config::Config::load_global(&self.paths.config_dir) {
             Ok(c) if !c.notify.is_empty() => Some(c.notify),
             Ok(_) => None,

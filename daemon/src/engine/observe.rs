@@ -15,12 +15,7 @@ impl Engine {
     // ---------------------------------------------------------------- queries
 
     pub(super) fn record(&self, id: &str) -> Result<TaskRecord> {
-        if !crate::ids::is_task_id(id) {
-            return Err(Error::NotFound(format!(
-                "no task `{id}`: task ids look like t_0123456789ab; list tasks with `caesar ps`"
-            )));
-        }
-        self.store.task(id)?.ok_or_else(|| Error::NotFound(format!("no task `{id}`: list tasks with `caesar ps`")))
+        find_task(&self.store, id)
     }
 
     /// A snapshot of one task.
@@ -37,10 +32,10 @@ impl Engine {
         let pending_questions =
             if record.status.is_terminal() { Vec::new() } else { self.store.pending_questions(&record.id)? };
         let question_details = {
-            let dir = Self::task_dir(&record);
+            let dir = TaskDir::new(&record.task_dir);
             pending_questions.iter().map(|q| permission_answers::details_of(&dir, &q.question_id)).collect()
         };
-        let live = self.live(&record.id);
+        let live = self.runs.get(&record.id);
         let output = live.as_ref().and_then(|l| l.output.lock().unwrap_or_else(|p| p.into_inner()).clone());
         let activity = live.as_ref().and_then(|l| l.activity.lock().unwrap_or_else(|p| p.into_inner()).clone());
         let (queue_position, phase) = if record.status == TaskStatus::Pending {
@@ -122,7 +117,7 @@ impl Engine {
         let mut waits = Vec::new();
         let mut attention = Vec::new();
         for id in ids {
-            let live = self.live(id);
+            let live = self.runs.get(id);
             if let Some(l) = &live {
                 let mut rx = l.attention.subscribe();
                 rx.mark_unchanged();
@@ -191,7 +186,7 @@ impl Engine {
     pub fn logs(&self, id: &str, raw: bool, limit: u32, max_bytes: u64) -> Result<Logs> {
         let record = self.record(id)?;
         if raw {
-            let path = Self::task_dir(&record).raw_log();
+            let path = TaskDir::new(&record.task_dir).raw_log();
             let (text, size) = tail::read_tail(&path, max_bytes).map_err(|e| Error::io_at("cannot read", &path, e))?;
             let truncated = (text.len() as u64) < size;
             return Ok(Logs {
@@ -217,7 +212,7 @@ impl Engine {
         self.record(id)?;
         let (tx, rx) = mpsc::channel(64);
         let live_rx = if follow {
-            self.live(id).map(|l| l.events.get_or_init(|| broadcast::channel(WATCH_RING).0).subscribe())
+            self.runs.get(id).map(|l| l.events.get_or_init(|| broadcast::channel(WATCH_RING).0).subscribe())
         } else {
             None
         };
@@ -295,4 +290,13 @@ impl Engine {
         });
         Ok(rx)
     }
+}
+
+/// Task `id`'s stored record, or an error that says how ids look and where
+/// to find them.
+pub(super) fn find_task(store: &Store, id: &str) -> Result<TaskRecord> {
+    if !crate::ids::is_task_id(id) {
+        return Err(Error::NotFound(format!("no task `{id}`: task ids look like t_0123456789ab; list tasks with `caesar ps`")));
+    }
+    store.task(id)?.ok_or_else(|| Error::NotFound(format!("no task `{id}`: list tasks with `caesar ps`")))
 }

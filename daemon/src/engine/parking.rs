@@ -239,8 +239,8 @@ impl Engine {
             line: None,
             detail: format!("the provider's quota stopped the agent: {}", park.reason),
         });
-        self.make_live(&park.successor_id, TaskStatus::Pending, 0);
-        self.notify_task(
+        self.runs.make(&park.successor_id, TaskStatus::Pending, 0);
+        self.notices.task(
             &record.id,
             crate::notify::NotifyEvent::Parked,
             &format!("parked until {}", rfc3339(park.parked_until)),
@@ -273,7 +273,7 @@ impl Engine {
     /// Whether the agent of this request can resume a native session.
     fn can_resume(&self, prev: &TaskRecord, input: &DelegateInput) -> bool {
         let project = crate::config::project_root(std::path::Path::new(&input.workspace));
-        let Ok((config, _)) = self.load_config(&project) else { return false };
+        let Ok((config, _)) = self.projects.load_config(&project) else { return false };
         let mut probe = input.clone();
         probe.agent = Some(prev.agent.clone());
         match crate::resolve::resolve(&config, &project, &probe) {

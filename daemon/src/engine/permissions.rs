@@ -101,7 +101,7 @@ impl Engine {
         }
         run.live.attention.send_modify(|n| *n += 1);
         for q in &questions {
-            self.notify_task(&run.id, crate::notify::NotifyEvent::Question, &q.question);
+            self.notices.task(&run.id, crate::notify::NotifyEvent::Question, &q.question);
         }
     }
 
@@ -161,7 +161,7 @@ impl Engine {
     /// `allow` when it says so; anything else denies, with the answer as the
     /// reason the agent reads.
     pub(super) fn deliver_permission(&self, record: &TaskRecord, qid: &str, answer: &str) {
-        let dir = Self::task_dir(record);
+        let dir = TaskDir::new(&record.task_dir);
         let ask = match super::permission_answers::read_ask(&dir, qid) {
             Ok(ask) => ask,
             Err(e) => {

@@ -135,7 +135,7 @@ impl Engine {
         if prepared.isolation != Isolation::Worktree {
             return;
         }
-        let path = Self::task_dir(record).task_json();
+        let path = TaskDir::new(&record.task_dir).task_json();
         let rewritten = std::fs::read(&path)
             .map_err(|e| e.to_string())
             .and_then(|b| serde_json::from_slice::<TaskDoc>(&b).map_err(|e| e.to_string()))

@@ -9,9 +9,12 @@ use crate::resolve::{self};
 
 use super::*;
 
-/// What the engine keeps of projects' configurations.
-#[derive(Default)]
-pub(super) struct Projects {
+/// The projects' configurations, agents, roles and trust records: a
+/// service of the engine, with the last good config of each project as its
+/// own state.
+pub struct Projects {
+    /// Where the global config and the trust records live.
+    pub(super) paths: Paths,
     /// The last configuration of each project that loaded, served while a
     /// later edit of it does not load.
     good: Mutex<HashMap<PathBuf, Config>>,
@@ -21,32 +24,34 @@ pub(super) struct Projects {
     pub(super) versions: crate::catalog::VersionCache,
 }
 
-impl Engine {
-    // ---------------------------------------------------------------- agents
+impl Projects {
+    pub(super) fn new(paths: Paths) -> Projects {
+        Projects { paths, good: Default::default(), problems: Default::default(), versions: Default::default() }
+    }
 
     /// A project's configuration. When its files do not load (a bad edit),
     /// the last version that did is served instead, with the problem; with
     /// no such version the error is returned.
-    pub(super) fn load_config(&self, project: &Path) -> Result<(Config, Option<String>)> {
+    pub(crate) fn load_config(&self, project: &Path) -> Result<(Config, Option<String>)> {
         match Config::load_gated(&self.paths.config_dir, project, &crate::trust::TrustStore::new(&self.paths.state_dir))
         {
             Ok(config) => {
-                self.projects
+                self
                     .good
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(project.to_path_buf(), config.clone());
-                self.projects.problems.lock().unwrap_or_else(|p| p.into_inner()).remove(project);
+                self.problems.lock().unwrap_or_else(|p| p.into_inner()).remove(project);
                 Ok((config, None))
             }
             Err(e @ Error::Invalid(_)) => {
                 let problem = e.to_string();
-                self.projects
+                self
                     .problems
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(project.to_path_buf(), problem.clone());
-                match self.projects.good.lock().unwrap_or_else(|p| p.into_inner()).get(project) {
+                match self.good.lock().unwrap_or_else(|p| p.into_inner()).get(project) {
                     Some(good) => Ok((good.clone(), Some(problem))),
                     None => Err(e),
                 }
@@ -55,7 +60,7 @@ impl Engine {
         }
     }
 
-    pub(super) fn config_for(&self, workspace: &str) -> Result<(Config, PathBuf)> {
+    pub(crate) fn config_for(&self, workspace: &str) -> Result<(Config, PathBuf)> {
         let project = if workspace.is_empty() {
             PathBuf::from("/nonexistent/caesar-no-project")
         } else {
@@ -65,20 +70,20 @@ impl Engine {
         Ok((config, project))
     }
 
-    /// The store's integrity and the configuration problems known now.
-    pub fn health(&self, workspace: &str) -> (Result<()>, Vec<String>) {
+    /// The configuration problems known now, the project at `workspace`'s
+    /// among them.
+    pub fn problems(&self, workspace: &str) -> Vec<String> {
         if !workspace.is_empty() {
             let _ = self.load_config(&project_root(Path::new(workspace)));
         }
         let _ = self.load_config(Path::new("/nonexistent/caesar-no-project"));
         let mut problems: Vec<String> = self
-            .projects
             .problems
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
             .map(|(project, problem)| {
-                let served = self.projects.good.lock().unwrap_or_else(|p| p.into_inner()).contains_key(project);
+                let served = self.good.lock().unwrap_or_else(|p| p.into_inner()).contains_key(project);
                 if served {
                     format!(
                         "{problem} (fix the file; until then the last good config of {} is used)",
@@ -96,7 +101,7 @@ impl Engine {
             problems.extend(config.untrusted.iter().map(|u| u.warning()));
         }
         problems.sort();
-        (self.store.integrity_check(), problems)
+        problems
     }
 
     /// Every agent of the project at `workspace` (only the global config
@@ -104,7 +109,7 @@ impl Engine {
     /// async runtime.
     pub fn list_agents(&self, workspace: &str) -> Result<Vec<crate::catalog::AgentEntry>> {
         let (config, _) = self.config_for(workspace)?;
-        Ok(crate::catalog::list(&config, &self.projects.versions))
+        Ok(crate::catalog::list(&config, &self.versions))
     }
 
     /// The roles of the project at `workspace`, each with the agent it would
@@ -192,7 +197,7 @@ impl Engine {
     /// One agent with the options delegate accepts for it.
     pub fn describe_agent(&self, id: &str, workspace: &str) -> Result<crate::catalog::AgentEntry> {
         let (config, project) = self.config_for(workspace)?;
-        let all = crate::catalog::list(&config, &self.projects.versions);
+        let all = crate::catalog::list(&config, &self.versions);
         let known: Vec<String> = all.iter().map(|a| a.id.clone()).collect();
         all.into_iter().find(|a| a.id == id).ok_or_else(|| {
             Error::NotFound(format!(

@@ -6,7 +6,7 @@
 //! the caller's path.
 //!
 //! What makes a footprint due: a task's `file_changed` event or its end
-//! ([`Engine::radar_touch`]), a change of the user's HEAD or index, and, as a
+//! ([`Radar::touch`]), a change of the user's HEAD or index, and, as a
 //! backstop for edits no event names (a shell command's), its age passing
 //! `CAESAR_RADAR_RESCAN_MS` (default 3 s) while the task's output grew (ten
 //! times that when it did not). One task is refreshed at most
@@ -27,7 +27,7 @@ use crate::oacp::{Isolation, Mode};
 use crate::store::{TaskRecord, TaskStatus};
 use crate::workshop::radar::{self, Footprint, Meeting};
 
-use super::*;
+use crate::store::Store;
 
 /// The task id the user's uncommitted changes go by in the radar.
 pub const UNCOMMITTED: &str = "uncommitted";
@@ -77,9 +77,11 @@ struct State {
     dirty: HashSet<String>,
 }
 
-/// The radar's cache and the background loop's controls.
+/// The conflict radar: a service of the engine with its footprint cache
+/// and the background loop's controls as its own state.
 #[derive(Debug)]
-pub(super) struct RadarCache {
+pub struct Radar {
+    store: Arc<Store>,
     state: Mutex<State>,
     wake: Arc<Notify>,
     started: AtomicBool,
@@ -91,9 +93,10 @@ fn env_ms(name: &str, default: u64) -> Duration {
     Duration::from_millis(std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(default))
 }
 
-impl Default for RadarCache {
-    fn default() -> Self {
-        RadarCache {
+impl Radar {
+    pub(super) fn new(store: Arc<Store>) -> Radar {
+        Radar {
+            store,
             state: Mutex::default(),
             wake: Arc::new(Notify::new()),
             started: AtomicBool::new(false),
@@ -103,7 +106,7 @@ impl Default for RadarCache {
     }
 }
 
-impl RadarCache {
+impl Radar {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -147,18 +150,18 @@ fn log_refresh(of: &str, started: Instant) {
     tracing::debug!(target: "caesar::radar", of, us = started.elapsed().as_micros() as u64, "radar refresh");
 }
 
-impl Engine {
+impl Radar {
     /// Starts the background radar (once per engine).
-    pub(super) fn start_radar(self: &Arc<Self>) {
-        if self.radar.started.swap(true, Ordering::SeqCst) {
+    pub(super) fn start(self: &Arc<Self>) {
+        if self.started.swap(true, Ordering::SeqCst) {
             return;
         }
         let weak = Arc::downgrade(self);
-        let (wake, tick) = (self.radar.wake.clone(), self.radar.tick);
+        let (wake, tick) = (self.wake.clone(), self.tick);
         tokio::spawn(async move {
             loop {
-                let Some(engine) = weak.upgrade() else { break };
-                let round = tokio::task::spawn_blocking(move || engine.radar_round()).await.unwrap_or_default();
+                let Some(radar) = weak.upgrade() else { break };
+                let round = tokio::task::spawn_blocking(move || radar.round()).await.unwrap_or_default();
                 if round.tasks + round.user_trees > 0 {
                     tracing::trace!(
                         target: "caesar::radar",
@@ -178,14 +181,14 @@ impl Engine {
 
     /// Marks a task's footprint stale (it changed a file, or it ended) and
     /// wakes the radar.
-    pub(super) fn radar_touch(&self, id: &str) {
-        self.radar.lock().dirty.insert(id.to_owned());
-        self.radar.wake.notify_one();
+    pub(super) fn touch(&self, id: &str) {
+        self.lock().dirty.insert(id.to_owned());
+        self.wake.notify_one();
     }
 
     /// The worktree tasks the radar watches: live ones, and finished ones
     /// whose changes were neither applied nor discarded.
-    fn radar_watched(&self) -> Result<Vec<TaskRecord>> {
+    fn watched(&self) -> Result<Vec<TaskRecord>> {
         let mut all = self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
         all.extend(self.store.tasks(
             &[TaskStatus::Succeeded, TaskStatus::Failed, TaskStatus::Cancelled, TaskStatus::TimedOut],
@@ -201,13 +204,13 @@ impl Engine {
 
     /// One background round: recomputes what is due, drops what is no
     /// longer watched.
-    pub(super) fn radar_round(&self) -> RadarRound {
+    pub(super) fn round(&self) -> RadarRound {
         let started = Instant::now();
         let mut round = RadarRound::default();
-        let Ok(watched) = self.radar_watched() else { return round };
-        let (tick, rescan) = (self.radar.tick, self.radar.rescan);
+        let Ok(watched) = self.watched() else { return round };
+        let (tick, rescan) = (self.tick, self.rescan);
         let dirty: HashSet<String> = {
-            let mut st = self.radar.lock();
+            let mut st = self.lock();
             let ids: HashSet<&str> = watched.iter().map(|t| t.id.as_str()).collect();
             st.tasks.retain(|k, _| ids.contains(k.as_str()));
             std::mem::take(&mut st.dirty).into_iter().filter(|d| ids.contains(d.as_str())).collect()
@@ -219,7 +222,7 @@ impl Engine {
             let Some(root) = p.repo_root.clone() else { continue };
             roots.insert(root.clone());
             let finished = t.status.is_terminal();
-            let known = self.radar.lock().tasks.get(&t.id).cloned();
+            let known = self.lock().tasks.get(&t.id).cloned();
             let due = match &known {
                 None => true,
                 Some(k) if k.finished => false,
@@ -243,15 +246,15 @@ impl Engine {
             round.tasks += 1;
             let progress = (t.event_count, t.log_offset);
             let entry = TaskEntry { at: Instant::now(), finished, root, progress, fp: Arc::new(fp) };
-            let mut st = self.radar.lock();
-            // Applied or discarded meanwhile: `radar_forget` removed it, and it stays out.
+            let mut st = self.lock();
+            // Applied or discarded meanwhile: `forget` removed it, and it stays out.
             if known.is_none() || st.tasks.contains_key(&t.id) {
                 st.tasks.insert(t.id.clone(), entry);
             }
         }
         for root in &roots {
             let now = stamp(root);
-            let known = self.radar.lock().users.get(root).cloned();
+            let known = self.lock().users.get(root).cloned();
             let due = match &known {
                 None => true,
                 Some(k) => k.at.elapsed() >= rescan || (k.stamp != now && k.at.elapsed() >= tick),
@@ -263,13 +266,13 @@ impl Engine {
             if let Ok(fp) = radar::uncommitted_footprint(root, &[]) {
                 log_refresh(UNCOMMITTED, one);
                 round.user_trees += 1;
-                self.radar
+                self
                     .lock()
                     .users
                     .insert(root.clone(), UserEntry { at: Instant::now(), stamp: now, fp: Arc::new(fp) });
             }
         }
-        let mut st = self.radar.lock();
+        let mut st = self.lock();
         st.users.retain(|r, _| roots.contains(r));
         st.dirty.extend(still_dirty);
         round.elapsed = started.elapsed();
@@ -280,7 +283,7 @@ impl Engine {
     /// task whose final footprint the radar has not read yet (it ended a
     /// moment ago) is read now, once: a group's summary at its end is exact.
     pub(super) fn cached_footprint(&self, record: &TaskRecord) -> Option<Arc<Footprint>> {
-        let known = self.radar.lock().tasks.get(&record.id).cloned();
+        let known = self.lock().tasks.get(&record.id).cloned();
         if !record.status.is_terminal() || known.as_ref().is_some_and(|k| k.finished) || record.changes_state.is_some()
         {
             return known.map(|k| k.fp);
@@ -290,18 +293,18 @@ impl Engine {
         let fp = Arc::new(radar::task_footprint(p, known.as_ref().map(|k| k.fp.as_ref())).ok()?);
         let progress = (record.event_count, record.log_offset);
         let entry = TaskEntry { at: Instant::now(), finished: true, root, progress, fp: fp.clone() };
-        self.radar.lock().tasks.insert(record.id.clone(), entry);
+        self.lock().tasks.insert(record.id.clone(), entry);
         Some(fp)
     }
 
     /// Who this task's changes meet, from the radar's cache: other watched
     /// tasks of its repository, and the user's uncommitted changes (as
     /// [`UNCOMMITTED`]), with the answer's age. Never reads a tree.
-    pub fn radar_view(&self, id: &str) -> RadarView {
-        let st = self.radar.lock();
+    pub fn view(&self, id: &str) -> RadarView {
+        let st = self.lock();
         let Some(mine) = st.tasks.get(id) else {
             drop(st);
-            self.radar_touch(id);
+            self.touch(id);
             return RadarView::default();
         };
         let mut oldest = mine.at;
@@ -328,25 +331,25 @@ impl Engine {
         RadarView { overlaps, age: Some(oldest.elapsed()) }
     }
 
-    /// Who this task's changes meet (see [`Engine::radar_view`]).
+    /// Who this task's changes meet (see [`Radar::view`]).
     pub fn conflicts_with(&self, id: &str) -> Result<Vec<(String, Meeting)>> {
-        Ok(self.radar_view(id).overlaps)
+        Ok(self.view(id).overlaps)
     }
 
     /// The watched tasks whose later apply this task's apply would break:
     /// those changing the same lines (`hunk_paths`). The user's own
     /// uncommitted changes are left to apply's own conflict check.
     pub fn apply_would_break(&self, id: &str) -> Vec<(String, Meeting)> {
-        self.radar_view(id).overlaps.into_iter().filter(|(t, m)| t != UNCOMMITTED && !m.hunk_paths.is_empty()).collect()
+        self.view(id).overlaps.into_iter().filter(|(t, m)| t != UNCOMMITTED && !m.hunk_paths.is_empty()).collect()
     }
 
     /// Drops a task from the radar (applied or discarded).
-    pub fn radar_forget(&self, id: &str) {
-        let mut st = self.radar.lock();
+    pub fn forget(&self, id: &str) {
+        let mut st = self.lock();
         st.tasks.remove(id);
         st.dirty.remove(id);
         drop(st);
         // The user's tree changed with the apply: read it again soon.
-        self.radar.wake.notify_one();
+        self.wake.notify_one();
     }
 }

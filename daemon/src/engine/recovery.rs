@@ -36,7 +36,7 @@ impl Engine {
     /// queue starts nothing until every task has had its step.
     pub async fn recover(self: &Arc<Self>) -> Result<()> {
         // The conflict radar refreshes in the background from now on (issue 17).
-        self.start_radar();
+        self.radar.start();
         let mut active = self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
         active.reverse();
         let engine = self.clone();
@@ -75,20 +75,20 @@ impl Engine {
     /// is left as it is.
     async fn recover_task(self: &Arc<Self>, record: crate::store::TaskRecord) -> Result<()> {
         let Some(record) = self.store.task(&record.id)?.filter(|r| !r.status.is_terminal()) else { return Ok(()) };
-        let dir = Self::task_dir(&record);
+        let dir = TaskDir::new(&record.task_dir);
         let (handle, started_ms) = match &record.run {
             Some(handle) => (handle.clone(), record.started_ms.unwrap_or_else(now_ms)),
             None => match self.runner.adopt(record.runner_kind(), &record.id, &dir).await {
                 Some(adopted) => {
                     // Started but never recorded: record it now (with its
                     // `started` event), or the queue would start it again.
-                    let live = self.make_live(&record.id, TaskStatus::Running, record.event_count);
+                    let live = self.runs.make(&record.id, TaskStatus::Running, record.event_count);
                     let event = (record.event_count == 0).then(|| EventBody::Started {
                         agent: record.agent.clone(),
                         command: crate::prompt::command_line(&record.launch),
                         protections: None,
                     });
-                    self.emit_with(&record.id, dir.root(), &live, event.into_iter().collect(), |events| {
+                    self.runs.emit_with(&record.id, dir.root(), &live, event.into_iter().collect(), |events| {
                         self.store.set_running(&record.id, adopted.started_ms, &adopted.handle, events)?;
                         Ok(true)
                     })?;
@@ -102,10 +102,11 @@ impl Engine {
             },
         };
         let Some(record) = self.store.task(&record.id)? else { return Ok(()) };
-        self.repair_events_file(&record.id, dir.root(), record.event_count);
+        self.runs.repair_events_file(&record.id, dir.root(), record.event_count);
         let live = self
-            .live(&record.id)
-            .unwrap_or_else(|| self.make_live(&record.id, TaskStatus::Running, record.event_count));
+            .runs
+            .get(&record.id)
+            .unwrap_or_else(|| self.runs.make(&record.id, TaskStatus::Running, record.event_count));
         let exited = self.runner.exit_record(&handle, &dir).is_some();
         let alive = !exited && self.runner.is_alive(&handle);
         if record.cancel_requested && !exited {
@@ -141,7 +142,7 @@ impl Engine {
     /// A pending task that never started: prepared again if its worktree
     /// was never recorded, else left to the queue.
     fn requeue(self: &Arc<Self>, record: &crate::store::TaskRecord) {
-        self.make_live(&record.id, TaskStatus::Pending, record.event_count);
+        self.runs.make(&record.id, TaskStatus::Pending, record.event_count);
         if record.cancel_requested {
             // Cancelled while no daemon could finish it.
             self.end_cancelled_unstarted(record);

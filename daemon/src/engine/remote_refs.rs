@@ -9,12 +9,14 @@
 
 use crate::store::TaskRecord;
 
-use super::*;
+use crate::task_dir::TaskDir;
 
-impl Engine {
+use super::changes::Changes;
+
+impl Changes {
     /// Releases the task's remote leftovers in the background.
     pub(super) fn release_remote_soon(&self, record: &TaskRecord) {
-        let (runner, id, dir) = (self.runner.clone(), record.id.clone(), Self::task_dir(record));
+        let (runner, id, dir) = (self.runner.clone(), record.id.clone(), TaskDir::new(&record.task_dir));
         let (kind, repo) = (record.runner_kind(), std::path::PathBuf::from(&record.workspace));
         let spawned = std::thread::Builder::new().name("caesar-release".into()).spawn(move || {
             if let Err(e) = runner.release(kind, &id, &dir, &repo) {
@@ -29,6 +31,6 @@ impl Engine {
     /// Releases them now (gc); the error, if one kept them.
     pub(super) fn release_remote_now(&self, record: &TaskRecord) -> Option<String> {
         let repo = std::path::PathBuf::from(&record.workspace);
-        self.runner.release(record.runner_kind(), &record.id, &Self::task_dir(record), &repo).err()
+        self.runner.release(record.runner_kind(), &record.id, &TaskDir::new(&record.task_dir), &repo).err()
     }
 }

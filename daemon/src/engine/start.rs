@@ -24,7 +24,7 @@ use super::*;
 impl Engine {
     /// Starts a recorded, prepared task and its monitor.
     pub(super) async fn start(self: &Arc<Self>, record: TaskRecord) -> Result<()> {
-        let dir = Self::task_dir(&record);
+        let dir = TaskDir::new(&record.task_dir);
         let workdir = match self.prepare_at_start(&record).await {
             Ok(dir) => dir,
             Err(why) => {
@@ -78,7 +78,7 @@ impl Engine {
             prompt_stdin: launch.stdin == Stdin::Prompt,
             channel: launch.channel,
         };
-        let live = self.make_live(&record.id, TaskStatus::Running, record.event_count);
+        let live = self.runs.make(&record.id, TaskStatus::Running, record.event_count);
         let started = match self.runner.start(&spec) {
             Ok(s) => s,
             Err(e) => {
@@ -91,7 +91,7 @@ impl Engine {
             command: crate::prompt::command_line(launch),
             protections: Some(protections),
         };
-        self.emit_with(&record.id, dir.root(), &live, vec![event], |events| {
+        self.runs.emit_with(&record.id, dir.root(), &live, vec![event], |events| {
             self.store.set_running(&record.id, started.started_ms, &started.handle, events)?;
             Ok(true)
         })?;
@@ -120,7 +120,7 @@ impl Engine {
         env.extend(launch.env.iter().cloned());
         if !launch.secret_env.is_empty() {
             let project = crate::config::project_root(Path::new(&record.workspace));
-            if let Ok((config, _)) = self.load_config(&project)
+            if let Ok((config, _)) = self.projects.load_config(&project)
                 && let Some(def) = config.agent(&record.agent)
             {
                 env.extend(

@@ -8,9 +8,9 @@ use crate::config::{layer_paths, project_root};
 use crate::error::{Error, Result};
 use crate::trust::{Entry, TrustStore};
 
-use super::*;
+use super::projects::Projects;
 
-impl Engine {
+impl Projects {
     /// `trust` records a project (its folder and each layer file that
     /// exists now, by content) or one layer file; `revoke` removes the
     /// records of a path and beneath it; `list` returns every record.

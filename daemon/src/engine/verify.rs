@@ -196,7 +196,7 @@ impl Engine {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(10));
         }
-        if let Some(live) = self.live(id) {
+        if let Some(live) = self.runs.get(id) {
             *live.activity.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
     }
@@ -219,7 +219,7 @@ impl Engine {
         let mut steps = Vec::new();
         let mut last = None;
         for command in commands {
-            if let Some(live) = self.live(id) {
+            if let Some(live) = self.runs.get(id) {
                 *live.activity.lock().unwrap_or_else(|p| p.into_inner()) = Some(Activity {
                     kind: "verifying",
                     tool_name: command.clone(),
