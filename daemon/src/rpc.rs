@@ -52,7 +52,7 @@ impl Service {
     /// Refuses a call about `task_id` the caller may not reach.
     fn reach(&self, caller: &Caller, what: &str, task_id: &str) -> Result<(), Status> {
         if !matches!(caller, Caller::User) {
-            caller.require_reach(what, &self.engine.record_of(task_id)?)?;
+            caller.require_reach(what, &self.engine.views().record(task_id)?)?;
         }
         Ok(())
     }
@@ -209,7 +209,7 @@ impl Caesar for Service {
             return Ok(Response::new(pb::ShutdownResponse { stopping: false, active_tasks: active }));
         }
         if req.cancel_tasks {
-            for v in self.engine.list(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)? {
+            for v in self.engine.views().list(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)? {
                 let _ = self.engine.cancel(&v.record.id).await;
             }
         }
@@ -313,7 +313,7 @@ impl Caesar for Service {
         let ms = if r.timeout_ms == 0 { AWAIT_DEFAULT_MS } else { r.timeout_ms.min(AWAIT_MAX_MS) };
         let mut ids = r.task_ids;
         let group_ids = crate::rpc_fanout::expand(&self.engine, &mut ids)?;
-        let (views, woke_early) = self.engine.await_tasks(&ids, Duration::from_millis(ms), r.wake_on_attention).await?;
+        let (views, woke_early) = self.engine.views().await_tasks(&ids, Duration::from_millis(ms), r.wake_on_attention).await?;
         let mut tasks: Vec<pb::TaskView> = views.into_iter().map(|v| task_view(v, true)).collect();
         for t in &mut tasks {
             (t.conflicts_with, t.radar_age_ms) = crate::rpc_fanout::conflicts_with(&self.engine, &t.task_id);
@@ -326,7 +326,7 @@ impl Caesar for Service {
         let caller = self.caller(&req).await?;
         let id = req.into_inner().task_id;
         self.reach(&caller, "status", &id)?;
-        let mut v = task_view(self.engine.status(&id)?, false);
+        let mut v = task_view(self.engine.views().status(&id)?, false);
         (v.conflicts_with, v.radar_age_ms) = crate::rpc_fanout::conflicts_with(&self.engine, &v.task_id);
         crate::rpc_mcp_tasks::annotate(&self.engine, &id, &mut v)?;
         // Status is a snapshot: the report itself is for Await.
@@ -340,10 +340,11 @@ impl Caesar for Service {
         let statuses = r.statuses.iter().map(|&s| TaskStatus::from_wire(s)).collect::<Result<Vec<_>, _>>()?;
         let limit = if r.limit == 0 { 50 } else { r.limit.min(10_000) };
         let tasks = match &caller {
-            Caller::User => self.engine.list(&statuses, limit)?,
+            Caller::User => self.engine.views().list(&statuses, limit)?,
             // A task lists itself and its children only.
             Caller::Task(t) => self
                 .engine
+                .views()
                 .list(&statuses, 10_000)?
                 .into_iter()
                 .filter(|v| crate::engine::authority_reaches(t, &v.record))
@@ -375,7 +376,7 @@ impl Caesar for Service {
         self.reach(&caller, "logs", &r.task_id)?;
         let limit = if r.limit == 0 { 50 } else { r.limit };
         let max_bytes = if r.max_bytes == 0 { 64 * 1024 } else { r.max_bytes.min(16 * 1024 * 1024) };
-        let l = self.engine.logs(&r.task_id, r.raw, limit, max_bytes)?;
+        let l = self.engine.views().logs(&r.task_id, r.raw, limit, max_bytes)?;
         Ok(Response::new(pb::LogsResponse {
             total_events: l.total_events,
             events_json: l.events,
@@ -389,7 +390,7 @@ impl Caesar for Service {
         let caller = self.caller(&req).await?;
         let id = req.into_inner().task_id;
         if !matches!(caller, Caller::User) {
-            caller.require_parent_of("cancel", &self.engine.record_of(&id)?)?;
+            caller.require_parent_of("cancel", &self.engine.views().record(&id)?)?;
         }
         let (cancelled, status) = self.engine.cancel(&id).await?;
         Ok(Response::new(pb::CancelResponse { cancelled, status: status.wire() }))
@@ -622,7 +623,7 @@ impl Caesar for Service {
         let caller = self.caller(&req).await?;
         let r = req.into_inner();
         if !matches!(caller, Caller::User) {
-            caller.require_parent_of("answer", &self.engine.record_of(&r.task_id)?)?;
+            caller.require_parent_of("answer", &self.engine.views().record(&r.task_id)?)?;
         }
         self.engine.answer(&r.task_id, &r.question_id, &r.answer)?;
         Ok(Response::new(pb::AnswerResponse { answered: true }))
@@ -632,7 +633,7 @@ impl Caesar for Service {
         let caller = self.caller(&req).await?;
         let r = req.into_inner();
         self.reach(&caller, "watch", &r.task_id)?;
-        let rx = self.engine.watch_events(&r.task_id, r.from_seq, r.follow)?;
+        let rx = self.engine.views().watch_events(&r.task_id, r.from_seq, r.follow)?;
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
             .map(|(seq, event_json)| Ok(pb::EventMessage { seq, event_json }));
         Ok(Response::new(Box::pin(stream)))

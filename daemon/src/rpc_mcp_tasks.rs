@@ -31,7 +31,7 @@ impl McpTtl {
 
 /// Sets `v`'s MCP handle ttl fields from the store (task `id`).
 pub fn annotate(engine: &Engine, id: &str, v: &mut pb::TaskView) -> Result<(), Status> {
-    let created = engine.record_of(id)?.created_ms;
+    let created = engine.views().record(id)?.created_ms;
     if let Some(t) = mcp_ttls(engine, &[(id, created)])?.into_iter().next() {
         (v.mcp_ttl_ms, v.mcp_expired) = (t.ttl_ms, t.expired);
     }
@@ -49,7 +49,7 @@ pub fn page(
     if let Caller::Untrusted(_) = caller {
         caller.require_user("list tasks")?;
     }
-    let (views, next_cursor) = engine.list_page(r.limit, &r.cursor)?;
+    let (views, next_cursor) = engine.views().list_page(r.limit, &r.cursor)?;
     let views: Vec<_> = views
         .into_iter()
         .filter(|v| match caller {
@@ -79,7 +79,7 @@ pub fn set_ttl(
     r: pb::SetMcpTaskTtlRequest,
 ) -> Result<pb::SetMcpTaskTtlResponse, Status> {
     if !matches!(caller, Caller::User) {
-        caller.require_reach("set the ttl of", &engine.record_of(&r.task_id)?)?;
+        caller.require_reach("set the ttl of", &engine.views().record(&r.task_id)?)?;
     }
     Ok(pb::SetMcpTaskTtlResponse { ttl_ms: set_mcp_ttl(engine, r.task_id.trim(), r.ttl_ms)? })
 }
@@ -87,7 +87,7 @@ pub fn set_ttl(
 /// Gives task `id`'s MCP handle the ttl a host asked for (raised to
 /// [`MIN_MCP_TTL_MS`]), stored before it is answered; returns it.
 fn set_mcp_ttl(engine: &Engine, id: &str, requested_ms: u64) -> Result<u64, Error> {
-    let record = engine.record_of(id)?;
+    let record = engine.views().record(id)?;
     let ttl = requested_ms.max(MIN_MCP_TTL_MS);
     if i64::try_from(ttl).is_err() {
         return Err(Error::Invalid(format!("`ttl` {requested_ms} is too large: give milliseconds")));

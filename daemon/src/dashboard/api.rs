@@ -140,7 +140,7 @@ pub(super) fn entry_json(e: &crate::engine::ListEntry) -> Value {
 /// The listing: tasks needing an answer first, then newest first; one
 /// store query for all of it.
 pub(super) fn listing(hub: &Hub, limit: u32) -> Result<Value, Error> {
-    let entries = hub.engine().list_entries(limit.clamp(1, MAX_TASKS))?;
+    let entries = hub.engine().views().list_entries(limit.clamp(1, MAX_TASKS))?;
     let total = hub.engine().store().count_status(TaskStatus::Pending)?
         + hub.engine().store().count_status(TaskStatus::Running)?;
     Ok(json!({ "tasks": entries.iter().map(entry_json).collect::<Vec<_>>(), "active": total }))
@@ -159,7 +159,7 @@ pub(super) async fn tasks(State(hub): State<Arc<Hub>>, req: Request) -> Response
 
 /// `GET /api/task/{id}`.
 pub(super) async fn task(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<String>) -> Response {
-    match hub.engine().status(&id) {
+    match hub.engine().views().status(&id) {
         Ok(v) => json_response(StatusCode::OK, &view_json(&v)),
         Err(e) => engine_error(&e),
     }
@@ -169,7 +169,7 @@ pub(super) async fn task(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<Strin
 /// (from the last 64 KiB when absent), and where to continue.
 pub(super) async fn raw(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<String>, req: Request) -> Response {
     let offset = query_param(req.uri().query().unwrap_or(""), "offset").and_then(|o| o.parse::<u64>().ok());
-    let record = match hub.engine().status(&id) {
+    let record = match hub.engine().views().status(&id) {
         Ok(v) => v.record,
         Err(e) => return engine_error(&e),
     };

@@ -74,7 +74,7 @@ pub(super) async fn group(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<Stri
 /// `GET /api/budgets`: each recent task with a budget, its limits and its use.
 pub(super) async fn budgets(State(hub): State<Arc<Hub>>) -> Response {
     blocking(move || {
-        let views = hub.engine().list(&[], LOOKBACK)?;
+        let views = hub.engine().views().list(&[], LOOKBACK)?;
         let tasks: Vec<Value> = views
             .iter()
             .filter_map(|v| {

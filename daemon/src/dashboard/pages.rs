@@ -104,7 +104,7 @@ pub(super) async fn task(
     Extension(s): Extension<Session>,
     UrlPath(id): UrlPath<String>,
 ) -> Response {
-    match hub.engine().status(&id) {
+    match hub.engine().views().status(&id) {
         Ok(_) => html(StatusCode::OK, shell("task", &esc(&id), &s.csrf, &format!("data-task=\"{}\"", esc(&id)))),
         Err(e @ crate::error::Error::NotFound(_)) => refusal(StatusCode::NOT_FOUND, &e.to_string(), false),
         Err(e) => refusal(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), false),

@@ -37,7 +37,7 @@ pub(super) async fn tasks(State(hub): State<Arc<Hub>>, req: Request) -> Response
     tokio::spawn(async move {
         let snapshot = |hub: Arc<Hub>, only: Option<String>| async move {
             tokio::task::spawn_blocking(move || match &only {
-                Some(id) => hub.engine().status(id).map(|v| json!({ "tasks": [view_json(&v)] })),
+                Some(id) => hub.engine().views().status(id).map(|v| json!({ "tasks": [view_json(&v)] })),
                 None => listing(&hub, limit),
             })
             .await
@@ -80,7 +80,7 @@ pub(super) async fn tasks(State(hub): State<Arc<Hub>>, req: Request) -> Response
                 ids.retain(|id| id == o);
             }
             for id in ids {
-                let Ok(v) = hub.engine().status(&id) else { continue };
+                let Ok(v) = hub.engine().views().status(&id) else { continue };
                 let data = view_json(&v).to_string();
                 if tx.send(Ok(Event::default().event("task").data(data))).await.is_err() {
                     return;
@@ -94,7 +94,7 @@ pub(super) async fn tasks(State(hub): State<Arc<Hub>>, req: Request) -> Response
 /// `GET /api/task/{id}/events?from=N`: the task's events from `from`, live.
 pub(super) async fn events(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<String>, req: Request) -> Response {
     let from = query_param(req.uri().query().unwrap_or(""), "from").and_then(|f| f.parse().ok()).unwrap_or(0);
-    let mut events = match hub.engine().watch_events(&id, from, true) {
+    let mut events = match hub.engine().views().watch_events(&id, from, true) {
         Ok(rx) => rx,
         Err(e) => return engine_error(&e),
     };

@@ -146,11 +146,6 @@ pub fn reaches(caller: &TaskRecord, target: &TaskRecord) -> bool {
 }
 
 impl Engine {
-    /// A task's record, or NOT_FOUND (for the checks of who may reach it).
-    pub fn record_of(&self, id: &str) -> Result<TaskRecord> {
-        self.record(id)
-    }
-
     /// Classifies a caller by what the kernel said of its connection.
     /// `None` (no socket peer: the in-process HTTP endpoint) is the user.
     pub async fn caller(&self, peer: Option<&PeerInfo>) -> Result<Caller> {

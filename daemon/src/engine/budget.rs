@@ -107,10 +107,10 @@ pub fn apply_stop(report: &mut Report, limit: &str, detail: &str) {
     });
 }
 
-impl Engine {
+impl super::group_budget::Budgets {
     /// Rebuilds a re-attached task's budget tally, and whether it has
     /// worked (for the network watch), from its stored events.
-    pub(super) fn restore_meters(&self, run: &mut Run) {
+    pub(super) fn restore(&self, run: &mut Run) {
         match self.store.usage_and_messages(&run.id) {
             Ok(bodies) => {
                 for b in &bodies {
@@ -129,7 +129,7 @@ impl Engine {
     /// one (claude's `interrupt`, ACP's `session/cancel`, codex's
     /// `turn/interrupt`), then, after the protocol's wait, SIGTERM to its
     /// tree, the grace and SIGKILL. Called by the monitor after each read.
-    pub(super) fn check_budget(&self, run: &mut Run) {
+    pub(super) fn check(&self, run: &mut Run) {
         if run.budget.stopping || !run.budget.is_active() {
             return;
         }

@@ -11,11 +11,11 @@ impl Engine {
     /// Stops a running task and waits for its tree to be gone. A finished
     /// task is left alone and `false` returned.
     pub async fn cancel(&self, id: &str) -> Result<(bool, TaskStatus)> {
-        self.record(id)?;
+        self.views.record(id)?;
         // A task that fell back is cancelled in its current attempt (issue 17).
-        let (head, _) = self.head_of(id);
+        let (head, _) = super::fallback::head_of(&self.store, id);
         let id = if self.store.task(&head)?.is_some() { head.as_str() } else { id };
-        let record = self.record(id)?;
+        let record = self.views.record(id)?;
         if record.status.is_terminal() {
             return Ok((false, record.status));
         }
@@ -30,17 +30,17 @@ impl Engine {
             self.cancel_preparation(id).await;
             // Queued: the queue's turn is taken so it cannot start meanwhile.
             let _turn = self.queue.turn.lock().await;
-            let record = self.record(id)?;
+            let record = self.views.record(id)?;
             if record.status.is_terminal() {
                 return Ok((record.status == TaskStatus::Cancelled, record.status));
             }
             if record.status == TaskStatus::Pending && record.run.is_none() && !self.queue.is_starting(id) {
                 self.end_cancelled_unstarted(&record);
-                let status = self.record(id)?.status;
+                let status = self.views.record(id)?.status;
                 return Ok((status == TaskStatus::Cancelled, status));
             }
         }
-        if let Some(handle) = self.record(id)?.run {
+        if let Some(handle) = self.views.record(id)?.run {
             // A session protocol cancels the turn first; signals remain the backstop.
             self.cancel_through_protocol(id, status_rx.as_mut()).await;
             self.runner.request_stop(&handle);
@@ -66,7 +66,7 @@ impl Engine {
                 TaskDir::new(&record.task_dir).supervisor_log().display()
             )));
         }
-        let status = self.record(id)?.status;
+        let status = self.views.record(id)?.status;
         Ok((status == TaskStatus::Cancelled, status))
     }
 
@@ -77,7 +77,7 @@ impl Engine {
         id: &str,
         status_rx: Option<&mut tokio::sync::watch::Receiver<TaskStatus>>,
     ) {
-        let Ok(record) = self.record(id) else { return };
+        let Ok(record) = self.views.record(id) else { return };
         let Some(handle) = &record.run else { return };
         let dir = TaskDir::new(&record.task_dir);
         let driver = opened_driver(&record.launch, &dir.raw_log());

@@ -29,7 +29,7 @@ impl Engine {
 
     /// `get_task`: the mission, as `task.json` holds it.
     pub fn channel_get_task(&self, task_id: &str) -> Result<String> {
-        let record = self.record(task_id)?;
+        let record = self.views.record(task_id)?;
         let path = Path::new(&record.task_dir).join("task.json");
         crate::safe_fs::read_to_string_capped(&path, crate::safe_fs::REPORT_CAP)
             .map_err(|e| Error::io_at("cannot read", &path, e))
@@ -37,7 +37,7 @@ impl Engine {
 
     /// `report_progress`: a `progress` event in the task's log. Returns its seq.
     pub fn channel_progress(&self, task_id: &str, message: &str, pct: Option<f64>) -> Result<u64> {
-        let record = self.record(task_id)?;
+        let record = self.views.record(task_id)?;
         let live = self.channel_live(&record)?;
         if message.trim().is_empty() {
             return Err(Error::Invalid("`message` is empty: say what progress was made".to_owned()));
@@ -66,7 +66,7 @@ impl Engine {
         timeout: Duration,
         question_id: Option<&str>,
     ) -> Result<(String, bool, String)> {
-        let record = self.record(task_id)?;
+        let record = self.views.record(task_id)?;
         let live = self.channel_live(&record)?;
         let mut answers = live.answers.subscribe();
         // The channel may pick the id itself, so that after a daemon restart
@@ -139,7 +139,7 @@ impl Engine {
     /// `submit_report`: validated at once; an invalid report is refused with
     /// the failing field so the agent can correct it and submit again.
     pub fn channel_submit_report(&self, task_id: &str, report_json: &str) -> Result<()> {
-        let record = self.record(task_id)?;
+        let record = self.views.record(task_id)?;
         let live = self.channel_live(&record)?;
         let report = crate::oacp::Report::parse(report_json).map_err(|e| Error::Invalid(e.to_string()))?;
         // In the daemon's part (issue 19): the agent cannot write it there,
@@ -161,7 +161,7 @@ impl Engine {
     /// question, or one already answered, fails clearly; of two concurrent
     /// answers exactly one wins.
     pub fn answer(&self, task_id: &str, question_id: &str, answer: &str) -> Result<()> {
-        let record = self.record(task_id)?;
+        let record = self.views.record(task_id)?;
         let Some((question, _)) = self.store.question(task_id, question_id)? else {
             let pending: Vec<String> =
                 self.store.pending_questions(task_id)?.into_iter().map(|q| q.question_id).collect();

@@ -168,7 +168,7 @@ impl Engine {
             return Ok(Delegated { record, warnings, worktree });
         }
         self.schedule().await;
-        let record = self.record(&id)?;
+        let record = self.views.record(&id)?;
         Ok(Delegated { record, warnings, worktree })
     }
 

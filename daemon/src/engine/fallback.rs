@@ -280,72 +280,20 @@ impl Engine {
         }
     }
 
-    /// The attempt a task's handle stands for now: the last of its chain.
-    pub(super) fn head_of(&self, id: &str) -> (String, Vec<AttemptRow>) {
-        let mut head = id.to_owned();
-        let mut rows = Vec::new();
-        while rows.len() < MAX_ATTEMPTS {
-            match self.store.fallback_of(&head) {
-                Ok(Some(row)) => {
-                    head = row.successor_id.clone();
-                    rows.push(row);
-                }
-                _ => break,
-            }
-        }
-        (head, rows)
-    }
+}
 
-    /// The view of a task that fell back: its last attempt's, under the
-    /// task's own id, with the attempts before it.
-    pub(super) fn chain_view(&self, record: &TaskRecord) -> Result<Option<TaskView>> {
-        let (head, rows) = self.head_of(&record.id);
-        if rows.is_empty() {
-            return Ok(None);
-        }
-        let mut view = match self.store.task(&head)? {
-            Some(h) => self.view(h)?,
-            None => {
-                // Between the blocked attempt's end and the next one's delegation.
-                let mut v = self.view(record.clone())?;
-                v.record.status = TaskStatus::Pending;
-                v.record.finished_ms = None;
-                v.record.agent = rows.last().map(|r| r.next_agent.clone()).unwrap_or_default();
-                v.report = None;
-                v.phase = Some(Phase::Starting);
-                v
+/// The attempt a task's handle stands for now: the last of its chain.
+pub(super) fn head_of(store: &Store, id: &str) -> (String, Vec<AttemptRow>) {
+    let mut head = id.to_owned();
+    let mut rows = Vec::new();
+    while rows.len() < MAX_ATTEMPTS {
+        match store.fallback_of(&head) {
+            Ok(Some(row)) => {
+                head = row.successor_id.clone();
+                rows.push(row);
             }
-        };
-        view.lifecycle.attempts = rows
-            .iter()
-            .map(|r| AttemptView {
-                agent: self.store.task(&r.task_id).ok().flatten().map(|t| t.agent).unwrap_or_default(),
-                task_id: r.task_id.clone(),
-                stopped_by: BlockerKind::parse(&r.stopped_by),
-                message: r.message.clone(),
-            })
-            .collect();
-        view.lifecycle.current_task_id = Some(head);
-        view.record.id = record.id.clone();
-        Ok(Some(view))
-    }
-
-    /// The budget part of a view.
-    pub(super) fn budget_view(&self, record: &TaskRecord) -> Option<BudgetView> {
-        let limits = record.launch.lifecycle.budget;
-        if limits.is_empty() {
-            return None;
+            _ => break,
         }
-        let mut meter = super::budget::Meter::new(limits, record.started_ms.unwrap_or_else(now_ms));
-        if let Ok(bodies) = self.store.usage_and_messages(&record.id) {
-            bodies.iter().for_each(|b| meter.observe(b));
-        }
-        let wall_ms = match (record.started_ms, record.finished_ms) {
-            (Some(s), Some(f)) => (f - s).max(0) as u64,
-            (Some(s), None) => (now_ms() - s).max(0) as u64,
-            _ => 0,
-        };
-        let exceeded = self.store.budget_stop(&record.id).ok().flatten().map(|(l, _)| l);
-        Some(BudgetView { limits, used: meter.tally, wall_ms, exceeded })
     }
+    (head, rows)
 }

@@ -30,9 +30,13 @@ use super::*;
 /// is stored just after its members are delegated.
 const NO_GROUP_RECHECK_MS: i64 = 1_000;
 
-/// The live state of the groups that have a budget.
-#[derive(Default)]
-pub(super) struct GroupMeters {
+/// Budgets: a task's own limits (`budget.rs`) and its group's (here),
+/// checked after each read of its output. A service of the engine whose
+/// own state is the groups' live meters.
+pub(super) struct Budgets {
+    pub(super) store: Arc<Store>,
+    pub(super) runner: Arc<dyn crate::runner::Runner>,
+    pub(super) notices: super::notifications::Notices,
     /// Task id -> its group (or none, as of when it was looked up).
     of_task: Mutex<HashMap<String, (Option<String>, i64)>>,
     groups: Mutex<HashMap<String, GroupMeter>>,
@@ -55,10 +59,18 @@ impl GroupMeter {
     }
 }
 
-impl Engine {
+impl Budgets {
+    pub(super) fn new(
+        store: Arc<Store>,
+        runner: Arc<dyn crate::runner::Runner>,
+        notices: super::notifications::Notices,
+    ) -> Budgets {
+        Budgets { store, runner, notices, of_task: Default::default(), groups: Default::default() }
+    }
+
     /// The group limits of a delegation with `agents`/`attempts` and a
     /// budget: stored as the group's. Called once the group is recorded.
-    pub(super) fn set_group_budget(&self, group_id: &str, limits: &Limits) {
+    pub(super) fn set_group(&self, group_id: &str, limits: &Limits) {
         if limits.is_empty() {
             return;
         }
@@ -70,7 +82,7 @@ impl Engine {
 
     fn group_of_run(&self, task_id: &str) -> Option<String> {
         let now = now_ms();
-        let mut of_task = self.group_meters.of_task.lock().unwrap_or_else(|p| p.into_inner());
+        let mut of_task = self.of_task.lock().unwrap_or_else(|p| p.into_inner());
         match of_task.get(task_id) {
             Some((Some(g), _)) => return Some(g.clone()),
             Some((None, at)) if now - at < NO_GROUP_RECHECK_MS => return None,
@@ -99,10 +111,10 @@ impl Engine {
 
     /// After each read of a group member: its tally into the group's, and
     /// the group's stop at a limit. Called by the monitor.
-    pub(super) fn check_group_budget(&self, run: &Run) {
+    pub(super) fn check_group(&self, run: &Run) {
         let Some(group_id) = self.group_of_run(&run.id) else { return };
         let stop = {
-            let mut groups = self.group_meters.groups.lock().unwrap_or_else(|p| p.into_inner());
+            let mut groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
             if !groups.contains_key(&group_id) {
                 let Some(m) = self.load_group_meter(&group_id) else {
                     // No budget: remembered as an empty one.
@@ -139,7 +151,7 @@ impl Engine {
         info!(group_id, limit, "group budget reached: stopping its tasks");
         self.notices.budget(group.task_ids.first().map(String::as_str).unwrap_or_default(), detail);
         for t in &group.task_ids {
-            let (head, _) = self.head_of(t);
+            let (head, _) = super::fallback::head_of(&self.store, t);
             let Ok(Some(record)) = self.store.task(&head) else { continue };
             if record.status != TaskStatus::Running {
                 continue;

@@ -169,7 +169,7 @@ impl Engine {
         self.store.insert_group_with_tasks(&group, &records)?;
         // The group's budget is in force before any member starts.
         if let Some(limits) = &group_limits {
-            self.set_group_budget(&group.id, limits);
+            self.budgets.set_group(&group.id, limits);
         }
         let mut tasks = Vec::new();
         for t in staged {

@@ -2,7 +2,7 @@
 //! plus what only the engine knows in memory (the agent's last words, its
 //! current activity, where a pending task stands). No `TaskView` per task.
 
-use super::{Activity, Engine, Phase};
+use super::{Activity, Phase};
 use crate::error::Result;
 use crate::store::{ListRow, TaskStatus};
 
@@ -18,7 +18,7 @@ pub struct ListEntry {
     pub phase: Option<Phase>,
 }
 
-impl Engine {
+impl super::observe::Views {
     /// The newest `limit` tasks, those waiting on an answer first.
     pub fn list_entries(&self, limit: u32) -> Result<Vec<ListEntry>> {
         let rows = self.store.list_rows(limit)?;

@@ -56,7 +56,7 @@ pub use listing::ListEntry;
 mod monitor;
 mod nested;
 mod network;
-mod observe;
+pub mod observe;
 mod permission_answers;
 mod permissions;
 mod prepare;
@@ -270,16 +270,18 @@ pub struct Engine {
     changes: changes::Changes,
     /// The live tasks, their events and the change stream.
     runs: Arc<LiveRuns>,
-    queue: queue::Queue,
-    preparing: prepare::Preparing,
+    queue: Arc<queue::Queue>,
+    preparing: Arc<prepare::Preparing>,
+    /// The read side: views, lists, await, logs.
+    views: observe::Views,
     /// Projects' configs, agents, roles and trust.
     projects: projects::Projects,
     /// Webhooks and the command hook (issue 17).
     notices: notifications::Notices,
     /// The conflict radar's footprints and background loop (issue 17, `radar.rs`).
     radar: Arc<radar::Radar>,
-    /// The groups' budgets (issue 17, `group_budget.rs`).
-    group_meters: group_budget::GroupMeters,
+    /// Tasks' and groups' budgets (issue 17).
+    budgets: group_budget::Budgets,
 }
 
 impl std::fmt::Debug for Engine {
@@ -305,19 +307,23 @@ impl Engine {
             let runner: Arc<dyn Runner> = Arc::new(crate::runner::multi::Runners::new(local, engine.clone()));
             let runs = Arc::new(LiveRuns::new(store.clone()));
             let radar = Arc::new(radar::Radar::new(store.clone()));
+            let notices = notifications::Notices::new(paths.clone(), store.clone());
+            let queue: Arc<queue::Queue> = Default::default();
+            let preparing = Arc::new(prepare::Preparing::new(settings.prepare_parallel));
             Engine {
-            preparing: prepare::Preparing::new(settings.prepare_parallel),
             projects: projects::Projects::new(paths.clone()),
-            notices: notifications::Notices::new(paths.clone(), store.clone()),
             paths,
             settings,
+            budgets: group_budget::Budgets::new(store.clone(), runner.clone(), notices.clone()),
+            notices,
             changes: changes::Changes::new(store.clone(), runner.clone(), radar.clone(), runs.clone()),
+            views: observe::Views::new(store.clone(), runs.clone(), queue.clone(), preparing.clone()),
             runs,
             radar,
             store,
             runner,
-            queue: Default::default(),
-            group_meters: Default::default(),
+            queue,
+            preparing,
         }}))
     }
 
@@ -329,6 +335,11 @@ impl Engine {
     /// Projects' configurations, agents, roles and trust records.
     pub fn projects(&self) -> &projects::Projects {
         &self.projects
+    }
+
+    /// The read side: task views, lists, await, logs and event streams.
+    pub fn views(&self) -> &observe::Views {
+        &self.views
     }
 
     /// Diff, apply, discard and gc of tasks' changes.

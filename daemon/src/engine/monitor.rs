@@ -102,8 +102,8 @@ impl Engine {
             if !run.permission_deadlines.is_empty() {
                 self.expire_permissions(&mut run);
             }
-            self.check_budget(&mut run);
-            self.check_group_budget(&run);
+            self.budgets.check(&mut run);
+            self.budgets.check_group(&run);
             self.check_network(&mut run);
         }
         self.monitor_done(run).await;

@@ -12,7 +12,9 @@ use caesar_proto::paths::Paths;
 
 use crate::store::{Store, TaskStatus};
 
-/// Webhooks and the command hook, fed by the engine's rooms.
+/// Webhooks and the command hook, fed by the engine's rooms. Clones share
+/// one notifier.
+#[derive(Clone)]
 pub struct Notices {
     paths: Paths,
     store: Arc<Store>,

@@ -1,20 +1,40 @@
-//! Observing tasks: snapshots, listings, await, logs and the live event stream.
+//! Observing tasks: snapshots, listings, await, logs and the live event
+//! stream. The engine's read side, a service over the store, the live runs
+//! and the queue's and preparation's in-memory phases; it changes nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc};
 
+use crate::clock::now_ms;
 use crate::error::{Error, Result};
+use crate::oacp::BlockerKind;
 use crate::store::{TaskRecord, TaskStatus};
 use crate::tail::{self};
 
 use super::*;
 
-impl Engine {
-    // ---------------------------------------------------------------- queries
+/// The read side of the engine.
+pub struct Views {
+    pub(super) store: Arc<Store>,
+    pub(super) runs: Arc<LiveRuns>,
+    pub(super) queue: Arc<queue::Queue>,
+    pub(super) preparing: Arc<prepare::Preparing>,
+}
 
-    pub(super) fn record(&self, id: &str) -> Result<TaskRecord> {
+impl Views {
+    pub(super) fn new(
+        store: Arc<Store>,
+        runs: Arc<LiveRuns>,
+        queue: Arc<queue::Queue>,
+        preparing: Arc<prepare::Preparing>,
+    ) -> Views {
+        Views { store, runs, queue, preparing }
+    }
+
+    /// Task `id`'s stored record.
+    pub fn record(&self, id: &str) -> Result<TaskRecord> {
         find_task(&self.store, id)
     }
 
@@ -99,10 +119,10 @@ impl Engine {
         // wait goes on with the next attempt while the deadline allows.
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let heads: Vec<String> = ids.iter().map(|id| self.head_of(id).0).collect();
+            let heads: Vec<String> = ids.iter().map(|id| super::fallback::head_of(&self.store, id).0).collect();
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let woke_early = self.await_heads(&heads, left, wake_on_attention).await?;
-            let moved = ids.iter().zip(&heads).any(|(id, h)| self.head_of(id).0 != *h);
+            let moved = ids.iter().zip(&heads).any(|(id, h)| super::fallback::head_of(&self.store, id).0 != *h);
             if moved && !woke_early && tokio::time::Instant::now() < deadline {
                 continue;
             }
@@ -204,7 +224,7 @@ impl Engine {
     /// The events of a task from `from_seq`: stored ones first, then live
     /// ones until the task ends (with `follow`).
     pub fn watch_events(
-        self: &Arc<Self>,
+        &self,
         id: &str,
         from_seq: u64,
         follow: bool,
@@ -216,12 +236,12 @@ impl Engine {
         } else {
             None
         };
-        let engine = self.clone();
+        let store = self.store.clone();
         let id = id.to_owned();
         tokio::spawn(async move {
             let mut next = from_seq;
             let replay = |next: &mut u64| -> Option<Vec<(u64, String)>> {
-                let rows = engine.store.events_from(&id, *next, REPLAY_PAGE).ok()?;
+                let rows = store.events_from(&id, *next, REPLAY_PAGE).ok()?;
                 if let Some((seq, _)) = rows.last() {
                     *next = seq + 1;
                 }
@@ -289,6 +309,68 @@ impl Engine {
             }
         });
         Ok(rx)
+    }
+
+    /// The view of a task that fell back: its last attempt's, under the
+    /// task's own id, with the attempts before it.
+    pub(super) fn chain_view(&self, record: &TaskRecord) -> Result<Option<TaskView>> {
+        let (head, rows) = super::fallback::head_of(&self.store, &record.id);
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut view = match self.store.task(&head)? {
+            Some(h) => self.view(h)?,
+            None => {
+                // Between the blocked attempt's end and the next one's delegation.
+                let mut v = self.view(record.clone())?;
+                v.record.status = TaskStatus::Pending;
+                v.record.finished_ms = None;
+                v.record.agent = rows.last().map(|r| r.next_agent.clone()).unwrap_or_default();
+                v.report = None;
+                v.phase = Some(Phase::Starting);
+                v
+            }
+        };
+        view.lifecycle.attempts = rows
+            .iter()
+            .map(|r| AttemptView {
+                agent: self.store.task(&r.task_id).ok().flatten().map(|t| t.agent).unwrap_or_default(),
+                task_id: r.task_id.clone(),
+                stopped_by: BlockerKind::parse(&r.stopped_by),
+                message: r.message.clone(),
+            })
+            .collect();
+        view.lifecycle.current_task_id = Some(head);
+        view.record.id = record.id.clone();
+        Ok(Some(view))
+    }
+
+    /// The budget part of a view.
+    pub(super) fn budget_view(&self, record: &TaskRecord) -> Option<BudgetView> {
+        let limits = record.launch.lifecycle.budget;
+        if limits.is_empty() {
+            return None;
+        }
+        let mut meter = super::budget::Meter::new(limits, record.started_ms.unwrap_or_else(now_ms));
+        if let Ok(bodies) = self.store.usage_and_messages(&record.id) {
+            bodies.iter().for_each(|b| meter.observe(b));
+        }
+        let wall_ms = match (record.started_ms, record.finished_ms) {
+            (Some(s), Some(f)) => (f - s).max(0) as u64,
+            (Some(s), None) => (now_ms() - s).max(0) as u64,
+            _ => 0,
+        };
+        let exceeded = self.store.budget_stop(&record.id).ok().flatten().map(|(l, _)| l);
+        Some(BudgetView { limits, used: meter.tally, wall_ms, exceeded })
+    }
+
+    /// `parked_until` and the reason of a parked pending task.
+    pub(super) fn park_view(&self, record: &TaskRecord) -> Option<(i64, String)> {
+        if record.status != TaskStatus::Pending {
+            return None;
+        }
+        let park = self.store.park_resumed_by(&record.id).ok().flatten()?;
+        (park.parked_until > now_ms()).then_some((park.parked_until, park.reason))
     }
 }
 

@@ -315,14 +315,6 @@ impl Engine {
         }
     }
 
-    /// `parked_until` and the reason of a parked pending task.
-    pub(super) fn park_view(&self, record: &TaskRecord) -> Option<(i64, String)> {
-        if record.status != TaskStatus::Pending {
-            return None;
-        }
-        let park = self.store.park_resumed_by(&record.id).ok().flatten()?;
-        (park.parked_until > now_ms()).then_some((park.parked_until, park.reason))
-    }
 }
 
 #[cfg(test)]

@@ -119,7 +119,7 @@ impl Engine {
         }
         let watch = self.runner.attach(&handle, &dir);
         let mut run = Run::new(&record, dir, live, Some(handle), started_ms, record.session_id.clone());
-        self.restore_meters(&mut run);
+        self.budgets.restore(&mut run);
         if run.budget.stopping
             && let Some(h) = &run.handle
         {
