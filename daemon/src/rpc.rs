@@ -625,7 +625,7 @@ impl Caesar for Service {
         if !matches!(caller, Caller::User) {
             caller.require_parent_of("answer", &self.engine.views().record(&r.task_id)?)?;
         }
-        self.engine.answer(&r.task_id, &r.question_id, &r.answer)?;
+        self.engine.channel().answer(&r.task_id, &r.question_id, &r.answer)?;
         Ok(Response::new(pb::AnswerResponse { answered: true }))
     }
 
@@ -642,7 +642,7 @@ impl Caesar for Service {
     async fn get_task(&self, req: Request<pb::ChannelRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {
         let caller = self.caller(&req).await?;
         let task_id = self.channel(&caller, req.into_inner())?;
-        Ok(Response::new(pb::GetTaskResponse { task_json: self.engine.channel_get_task(&task_id)? }))
+        Ok(Response::new(pb::GetTaskResponse { task_json: self.engine.channel().get_task(&task_id)? }))
     }
 
     async fn report_progress(
@@ -652,7 +652,7 @@ impl Caesar for Service {
         let caller = self.caller(&req).await?;
         let r = req.into_inner();
         let task_id = self.channel(&caller, r.channel.unwrap_or_default())?;
-        let seq = self.engine.channel_progress(&task_id, &r.message, r.pct)?;
+        let seq = self.engine.channel().progress(&task_id, &r.message, r.pct)?;
         Ok(Response::new(pb::ReportProgressResponse { seq }))
     }
 
@@ -665,7 +665,7 @@ impl Caesar for Service {
         let task_id = self.channel(&caller, r.channel.unwrap_or_default())?;
         let timeout = Duration::from_millis(if r.timeout_ms == 0 { ASK_DEFAULT_MS } else { r.timeout_ms });
         let (question_id, answered, answer) =
-            self.engine.channel_ask(&task_id, &r.question, r.options, timeout, Some(r.question_id.as_str())).await?;
+            self.engine.channel().ask(&task_id, &r.question, r.options, timeout, Some(r.question_id.as_str())).await?;
         Ok(Response::new(pb::AskOrchestratorResponse { question_id, answered, answer }))
     }
 
@@ -676,7 +676,7 @@ impl Caesar for Service {
         let caller = self.caller(&req).await?;
         let r = req.into_inner();
         let task_id = self.channel(&caller, r.channel.unwrap_or_default())?;
-        self.engine.channel_submit_report(&task_id, &r.report_json)?;
+        self.engine.channel().submit_report(&task_id, &r.report_json)?;
         Ok(Response::new(pb::SubmitReportResponse { accepted: true }))
     }
 

@@ -233,7 +233,7 @@ pub(super) async fn answer(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<Str
     let Some(text) = v.get("answer").and_then(Value::as_str).filter(|a| !a.trim().is_empty()) else {
         return engine_error(&Error::Invalid("`answer` is empty: write an answer (or allow / deny)".to_owned()));
     };
-    match hub.engine().answer(&id, qid, text) {
+    match hub.engine().channel().answer(&id, qid, text) {
         Ok(()) => json_response(StatusCode::OK, &json!({ "answered": qid })),
         Err(e) => engine_error(&e),
     }

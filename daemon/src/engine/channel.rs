@@ -1,6 +1,9 @@
-//! The return channel's calls, each for the one task whose process tree made
-//! it (`rpc.rs::Service::channel` checks the transport: there is no secret),
-//! and the orchestrator's answers to a task's questions.
+//! The channel scope: the return channel's calls, each for the one task
+//! whose process tree made it (`rpc.rs::Service::channel` checks the
+//! transport: there is no secret), and the orchestrator's answers to a
+//! task's questions. A service of the engine over the store, the live runs,
+//! the notices and the permission bridge (a permission's answer goes back
+//! through it).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,10 +19,26 @@ use super::*;
 /// Default wait of `ask_orchestrator` (5 minutes; never past the task's deadline).
 pub const ASK_DEFAULT_MS: u64 = 5 * 60 * 1000;
 
-impl Engine {
-    // ---------------------------------------------------------------- channel
+/// The return channel's calls and the answers to questions.
+pub struct Channel {
+    store: Arc<Store>,
+    runs: Arc<LiveRuns>,
+    notices: super::notifications::Notices,
+    permissions: Arc<super::permissions::Permissions>,
+}
 
-    pub(super) fn channel_live(&self, record: &TaskRecord) -> Result<Arc<Live>> {
+impl Channel {
+    pub(super) fn new(
+        store: Arc<Store>,
+        runs: Arc<LiveRuns>,
+        notices: super::notifications::Notices,
+        permissions: Arc<super::permissions::Permissions>,
+    ) -> Channel {
+        Channel { store, runs, notices, permissions }
+    }
+
+    /// The live state of a task that may still use its channel.
+    fn live(&self, record: &TaskRecord) -> Result<Arc<Live>> {
         if record.status.is_terminal() {
             return Err(Error::Precondition(format!("task {} has ended ({})", record.id, record.status.as_str())));
         }
@@ -28,17 +47,17 @@ impl Engine {
     }
 
     /// `get_task`: the mission, as `task.json` holds it.
-    pub fn channel_get_task(&self, task_id: &str) -> Result<String> {
-        let record = self.views.record(task_id)?;
+    pub fn get_task(&self, task_id: &str) -> Result<String> {
+        let record = super::observe::find_task(&self.store, task_id)?;
         let path = Path::new(&record.task_dir).join("task.json");
         crate::safe_fs::read_to_string_capped(&path, crate::safe_fs::REPORT_CAP)
             .map_err(|e| Error::io_at("cannot read", &path, e))
     }
 
     /// `report_progress`: a `progress` event in the task's log. Returns its seq.
-    pub fn channel_progress(&self, task_id: &str, message: &str, pct: Option<f64>) -> Result<u64> {
-        let record = self.views.record(task_id)?;
-        let live = self.channel_live(&record)?;
+    pub fn progress(&self, task_id: &str, message: &str, pct: Option<f64>) -> Result<u64> {
+        let record = super::observe::find_task(&self.store, task_id)?;
+        let live = self.live(&record)?;
         if message.trim().is_empty() {
             return Err(Error::Invalid("`message` is empty: say what progress was made".to_owned()));
         }
@@ -58,7 +77,7 @@ impl Engine {
     /// `answered: false` and an invitation to proceed; that is not an error.
     /// Passing `question_id` resumes waiting on a question already asked
     /// (a channel that reconnected after a restart).
-    pub async fn channel_ask(
+    pub async fn ask(
         &self,
         task_id: &str,
         question: &str,
@@ -66,8 +85,8 @@ impl Engine {
         timeout: Duration,
         question_id: Option<&str>,
     ) -> Result<(String, bool, String)> {
-        let record = self.views.record(task_id)?;
-        let live = self.channel_live(&record)?;
+        let record = super::observe::find_task(&self.store, task_id)?;
+        let live = self.live(&record)?;
         let mut answers = live.answers.subscribe();
         // The channel may pick the id itself, so that after a daemon restart
         // it can ask again and keep waiting on the same question.
@@ -138,9 +157,9 @@ impl Engine {
 
     /// `submit_report`: validated at once; an invalid report is refused with
     /// the failing field so the agent can correct it and submit again.
-    pub fn channel_submit_report(&self, task_id: &str, report_json: &str) -> Result<()> {
-        let record = self.views.record(task_id)?;
-        let live = self.channel_live(&record)?;
+    pub fn submit_report(&self, task_id: &str, report_json: &str) -> Result<()> {
+        let record = super::observe::find_task(&self.store, task_id)?;
+        let live = self.live(&record)?;
         let report = crate::oacp::Report::parse(report_json).map_err(|e| Error::Invalid(e.to_string()))?;
         // In the daemon's part (issue 19): the agent cannot write it there,
         // so a report taken as `channel` came over the channel.
@@ -161,7 +180,7 @@ impl Engine {
     /// question, or one already answered, fails clearly; of two concurrent
     /// answers exactly one wins.
     pub fn answer(&self, task_id: &str, question_id: &str, answer: &str) -> Result<()> {
-        let record = self.views.record(task_id)?;
+        let record = super::observe::find_task(&self.store, task_id)?;
         let Some((question, _)) = self.store.question(task_id, question_id)? else {
             let pending: Vec<String> =
                 self.store.pending_questions(task_id)?.into_iter().map(|q| q.question_id).collect();
@@ -213,7 +232,7 @@ impl Engine {
             live.answers.send_modify(|n| *n += 1);
         }
         if is_permission_question(question_id) {
-            self.deliver_permission(&record, question_id, answer);
+            self.permissions.deliver(&record, question_id, answer);
         }
         Ok(())
     }
@@ -236,19 +255,19 @@ impl crate::runner::remote_channel::ChannelCalls for Engine {
             }
             let done = match call {
                 ChannelCall::GetTask { .. } => {
-                    self.channel_get_task(&task_id).map(|task_json| ChannelReply::Task { task_json })
+                    self.channel.get_task(&task_id).map(|task_json| ChannelReply::Task { task_json })
                 }
                 ChannelCall::Progress { message, pct, .. } => {
-                    self.channel_progress(&task_id, &message, pct).map(|seq| ChannelReply::Progress { seq })
+                    self.channel.progress(&task_id, &message, pct).map(|seq| ChannelReply::Progress { seq })
                 }
                 ChannelCall::Ask { question, options, timeout_ms, question_id, .. } => {
                     let ms = if timeout_ms == 0 { ASK_DEFAULT_MS } else { timeout_ms };
-                    self.channel_ask(&task_id, &question, options, Duration::from_millis(ms), Some(&question_id))
+                    self.channel.ask(&task_id, &question, options, Duration::from_millis(ms), Some(&question_id))
                         .await
                         .map(|(question_id, answered, answer)| ChannelReply::Answer { question_id, answered, answer })
                 }
                 ChannelCall::Submit { report_json, .. } => {
-                    self.channel_submit_report(&task_id, &report_json).map(|()| ChannelReply::Accepted)
+                    self.channel.submit_report(&task_id, &report_json).map(|()| ChannelReply::Accepted)
                 }
             };
             done.map_err(|e| ChannelFault::from(tonic::Status::from(e)))

@@ -246,7 +246,7 @@ impl ReportJob {
             native: self.record.launch.native_report.then_some(self.final_text.as_str()),
         });
         recovered.0.findings.extend(self.record.launch.findings.iter().cloned());
-        recovered.0.findings.extend(Engine::refusal_findings(&self.dir));
+        recovered.0.findings.extend(super::permissions::refusal_findings(&self.dir));
         recovered.0.findings.extend(crate::runner::findings(&self.dir));
         Engine::verify_changes(&self.record, &mut recovered.0);
         recovered

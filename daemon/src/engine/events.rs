@@ -26,7 +26,7 @@ impl Engine {
             })
             .map(|_| ());
         match &emitted {
-            Ok(()) => self.questions_stored(run, questions),
+            Ok(()) => self.permissions.questions_stored(run, questions),
             Err(e) if !questions.is_empty() => {
                 warn!(task_id = %run.id, "storing {} question(s) with their events failed: {e}", questions.len())
             }

@@ -44,7 +44,7 @@ pub mod bounds;
 mod budget;
 mod cancel;
 pub mod changes;
-mod channel;
+pub mod channel;
 mod codex_choice;
 mod conclude;
 mod delegate;
@@ -280,6 +280,10 @@ pub struct Engine {
     notices: notifications::Notices,
     /// The conflict radar's footprints and background loop (issue 17, `radar.rs`).
     radar: Arc<radar::Radar>,
+    /// The permission bridge.
+    permissions: Arc<permissions::Permissions>,
+    /// The return channel's calls and the answers to questions.
+    channel: channel::Channel,
     /// Tasks' and groups' budgets (issue 17).
     budgets: group_budget::Budgets,
 }
@@ -303,17 +307,26 @@ impl Engine {
             raw_log_cap: settings.raw_log_cap,
         };
         // The runners hold the engine weakly: a remote task's channel calls come back to it.
+        let permission_timeout = settings.permission_timeout;
         Ok(Arc::new_cyclic(|engine: &std::sync::Weak<Engine>| {
             let runner: Arc<dyn Runner> = Arc::new(crate::runner::multi::Runners::new(local, engine.clone()));
             let runs = Arc::new(LiveRuns::new(store.clone()));
             let radar = Arc::new(radar::Radar::new(store.clone()));
             let notices = notifications::Notices::new(paths.clone(), store.clone());
+            let permissions = Arc::new(permissions::Permissions::new(
+                store.clone(),
+                runner.clone(),
+                notices.clone(),
+                permission_timeout,
+            ));
             let queue: Arc<queue::Queue> = Default::default();
             let preparing = Arc::new(prepare::Preparing::new(settings.prepare_parallel));
             Engine {
             projects: projects::Projects::new(paths.clone()),
             paths,
             settings,
+            channel: channel::Channel::new(store.clone(), runs.clone(), notices.clone(), permissions.clone()),
+            permissions,
             budgets: group_budget::Budgets::new(store.clone(), runner.clone(), notices.clone()),
             notices,
             changes: changes::Changes::new(store.clone(), runner.clone(), radar.clone(), runs.clone()),
@@ -335,6 +348,11 @@ impl Engine {
     /// Projects' configurations, agents, roles and trust records.
     pub fn projects(&self) -> &projects::Projects {
         &self.projects
+    }
+
+    /// The return channel's calls and the answers to questions.
+    pub fn channel(&self) -> &channel::Channel {
+        &self.channel
     }
 
     /// The read side: task views, lists, await, logs and event streams.

@@ -100,7 +100,7 @@ impl Engine {
                 warn!(task_id = %run.id, "reading the agent's output failed: {e}");
             }
             if !run.permission_deadlines.is_empty() {
-                self.expire_permissions(&mut run);
+                self.permissions.expire(&mut run, |run, bodies| self.emit(run, bodies));
             }
             self.budgets.check(&mut run);
             self.budgets.check_group(&run);
@@ -199,7 +199,7 @@ impl Engine {
         }
         bodies.extend(parsed.events);
         if let Some(ask) = parsed.permission {
-            self.ask_permission(run, ask, bodies);
+            self.permissions.ask(run, ask, bodies);
         }
         if let Some(text) = parsed.final_text {
             run.final_text = Some(text);

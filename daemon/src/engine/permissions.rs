@@ -12,15 +12,32 @@ use crate::store::{QuestionRecord, TaskRecord};
 
 use super::*;
 
-impl Engine {
-    // ------------------------------------------------------ permission bridge
+/// The permission bridge, a service of the engine: it shares the store, the
+/// runner (to answer on the agent's stdin) and the notices.
+pub(super) struct Permissions {
+    store: Arc<Store>,
+    runner: Arc<dyn Runner>,
+    notices: super::notifications::Notices,
+    /// How long a bridged prompt waits before it is denied.
+    timeout: Duration,
+}
+
+impl Permissions {
+    pub(super) fn new(
+        store: Arc<Store>,
+        runner: Arc<dyn Runner>,
+        notices: super::notifications::Notices,
+        timeout: Duration,
+    ) -> Permissions {
+        Permissions { store, runner, notices, timeout }
+    }
 
     /// A CLI asks whether it may use a tool: the request is kept in the
     /// task's daemon part, out of its agent's reach (for the answer, which
     /// sends back exactly what was asked), the question stored (durably, first), and
     /// a `question` event added to the batch. A request seen again (output
     /// re-read after a restart) is not asked twice.
-    pub(super) fn ask_permission(&self, run: &mut Run, ask: provider::PermissionAsk, bodies: &mut Vec<EventBody>) {
+    pub(super) fn ask(&self, run: &mut Run, ask: provider::PermissionAsk, bodies: &mut Vec<EventBody>) {
         if !run.driver.answers_requests() {
             return;
         }
@@ -97,7 +114,7 @@ impl Engine {
             return;
         }
         for q in &questions {
-            run.permission_deadlines.push((q.question_id.clone(), self.permission_deadline(run, q.asked_ms)));
+            run.permission_deadlines.push((q.question_id.clone(), self.deadline(run, q.asked_ms)));
         }
         run.live.attention.send_modify(|n| *n += 1);
         for q in &questions {
@@ -107,7 +124,7 @@ impl Engine {
 
     /// After a restart: answers given while no daemon could deliver them are
     /// delivered, and open questions get their deadlines back.
-    pub(super) fn resume_permissions(&self, run: &mut Run) {
+    pub(super) fn resume(&self, run: &mut Run) {
         if !run.driver.answers_requests() {
             return;
         }
@@ -115,38 +132,39 @@ impl Engine {
         let Ok(Some(record)) = self.store.task(&run.id) else { return };
         for (q, delivered) in questions.into_iter().filter(|(q, _)| is_permission_question(&q.question_id)) {
             match q.answer {
-                Some(answer) if !delivered => self.deliver_permission(&record, &q.question_id, &answer),
+                Some(answer) if !delivered => self.deliver(&record, &q.question_id, &answer),
                 Some(_) => {}
-                None => run.permission_deadlines.push((q.question_id, self.permission_deadline(run, q.asked_ms))),
+                None => run.permission_deadlines.push((q.question_id, self.deadline(run, q.asked_ms))),
             }
         }
     }
 
     /// When a bridged prompt asked at `asked_ms` is denied for want of an
     /// answer: after the permission timeout, never past the task's deadline.
-    pub(super) fn permission_deadline(&self, run: &Run, asked_ms: i64) -> i64 {
-        (asked_ms + self.settings.permission_timeout.as_millis() as i64).min(run.deadline_ms)
+    pub(super) fn deadline(&self, run: &Run, asked_ms: i64) -> i64 {
+        (asked_ms + self.timeout.as_millis() as i64).min(run.deadline_ms)
     }
 
     /// Denies the bridged prompts nobody answered in time, so the agent goes
     /// on without the tool rather than waiting for ever.
-    pub(super) fn expire_permissions(&self, run: &mut Run) {
+    /// `emit` stores each timeout's answer event before it is delivered.
+    pub(super) fn expire(&self, run: &mut Run, emit: impl Fn(&mut Run, Vec<EventBody>) -> Result<()>) {
         let now = now_ms();
         let (due, open): (Vec<_>, Vec<_>) = run.permission_deadlines.drain(..).partition(|(_, at)| *at <= now);
         run.permission_deadlines = open;
         for (qid, _) in due {
             let answer = format!(
                 "deny: the orchestrator did not answer within {} s; go on without this tool and say so in your report",
-                self.settings.permission_timeout.as_secs()
+                self.timeout.as_secs()
             );
             match self.store.answer_question(&run.id, &qid, &answer, now) {
                 Ok(true) => {
                     let body = EventBody::Answer { id: qid.clone(), answer: answer.clone() };
-                    if let Err(e) = self.emit(run, vec![body]) {
+                    if let Err(e) = emit(run, vec![body]) {
                         warn!(task_id = %run.id, "storing the timeout of {qid} failed: {e}");
                     }
                     if let Ok(Some(record)) = self.store.task(&run.id) {
-                        self.deliver_permission(&record, &qid, &answer);
+                        self.deliver(&record, &qid, &answer);
                     }
                 }
                 // Answered meanwhile: `answer` delivered it.
@@ -160,7 +178,7 @@ impl Engine {
     /// CLI's control response, and marks it delivered. An answer is an
     /// `allow` when it says so; anything else denies, with the answer as the
     /// reason the agent reads.
-    pub(super) fn deliver_permission(&self, record: &TaskRecord, qid: &str, answer: &str) {
+    pub(super) fn deliver(&self, record: &TaskRecord, qid: &str, answer: &str) {
         let dir = TaskDir::new(&record.task_dir);
         let ask = match super::permission_answers::read_ask(&dir, qid) {
             Ok(ask) => ask,
@@ -193,9 +211,7 @@ impl Engine {
             Err(e) => warn!(task_id = %record.id, "cannot deliver the answer to {qid}: {e}"),
         }
     }
-}
 
-impl Engine {
     /// Refuses an edit or a command asked for in a read-only task, without asking anyone: the
     /// refusal is written back, shown as an error event and kept for the report's findings.
     fn refuse_in_read_only(
@@ -234,12 +250,13 @@ impl Engine {
         }
     }
 
-    /// The findings of the refusals [`Engine::refuse_in_read_only`] kept for task `dir`.
-    pub(super) fn refusal_findings(dir: &crate::task_dir::TaskDir) -> Vec<crate::oacp::Finding> {
-        let path = dir.permissions().join(REFUSALS);
-        let Ok(bytes) = crate::safe_fs::read_capped(&path, crate::safe_fs::REPORT_CAP) else { return Vec::new() };
-        String::from_utf8_lossy(&bytes).lines().filter_map(|l| serde_json::from_str(l).ok()).take(20).collect()
-    }
+}
+
+/// The findings of the refusals [`Permissions::refuse_in_read_only`] kept for task `dir`.
+pub(super) fn refusal_findings(dir: &crate::task_dir::TaskDir) -> Vec<crate::oacp::Finding> {
+    let path = dir.permissions().join(REFUSALS);
+    let Ok(bytes) = crate::safe_fs::read_capped(&path, crate::safe_fs::REPORT_CAP) else { return Vec::new() };
+    String::from_utf8_lossy(&bytes).lines().filter_map(|l| serde_json::from_str(l).ok()).take(20).collect()
 }
 
 /// Opening a file for appending that is never a link the agent put there.

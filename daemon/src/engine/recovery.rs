@@ -130,7 +130,7 @@ impl Engine {
         let engine = self.clone();
         let span = info_span!("task", task_id = %record.id);
         if alive {
-            self.resume_permissions(&mut run);
+            self.permissions.resume(&mut run);
             tokio::spawn(async move { engine.monitor(run, watch).await }.instrument(span));
         } else {
             // Nothing to wait for: drain and conclude now.
