@@ -195,7 +195,7 @@ impl Caesar for Service {
             version: caesar_proto::VERSION.to_owned(),
             protocol: crate::protocol_number(),
             pid: std::process::id(),
-            active_tasks: self.engine.active_count()?,
+            active_tasks: self.engine.views().active_count()?,
             state_dir: paths.state_dir.display().to_string(),
             socket: paths.socket.display().to_string(),
         }))
@@ -204,7 +204,7 @@ impl Caesar for Service {
     async fn shutdown(&self, req: Request<pb::ShutdownRequest>) -> Result<Response<pb::ShutdownResponse>, Status> {
         self.caller(&req).await?.require_user("shutdown")?;
         let req = req.into_inner();
-        let active = self.engine.active_count()?;
+        let active = self.engine.views().active_count()?;
         if req.only_if_idle && active > 0 {
             return Ok(Response::new(pb::ShutdownResponse { stopping: false, active_tasks: active }));
         }

@@ -337,7 +337,7 @@ pub(super) async fn health(State(hub): State<Arc<Hub>>, req: Request) -> Respons
             "http_listen": http,
             "dashboard": hub.addr().map(|a| format!("http://{a}/")),
             "environment": crate::origin::environment_origin(),
-            "active_tasks": hub.engine().active_count().ok(),
+            "active_tasks": hub.engine().views().active_count().ok(),
         }),
     )
 }

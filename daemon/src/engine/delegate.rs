@@ -102,7 +102,7 @@ impl Engine {
         let repo = workshop::facts(&workspace);
         let id = succession.as_ref().map(|s| s.id.clone()).unwrap_or_else(crate::ids::task_id);
         let dir = TaskDir::new(self.paths.state_dir.join("tasks").join(&id));
-        let channel_bin = if input.channel { self.channel_binary() } else { None };
+        let channel_bin = if input.channel { channel_binary(&self.settings.supervisor_exe) } else { None };
         let codex_app_server = match &resolution.target {
             AgentTarget::Provider { spec, program } if spec.id == ProviderId::Codex => {
                 self.projects.codex_speaks_app_server(program)
@@ -171,16 +171,6 @@ impl Engine {
         let record = self.views.record(&id)?;
         Ok(Delegated { record, warnings, worktree })
     }
-
-    /// Gives the queue a turn. Tasks start when one is delegated or one ends;
-    /// this also starts those whose start failed, and whose failure could not
-    pub(super) fn channel_binary(&self) -> Option<PathBuf> {
-        if let Some(bin) = std::env::var_os("CAESAR_MCP_BIN").filter(|v| !v.is_empty()) {
-            return Some(PathBuf::from(bin)).filter(|p| p.is_file());
-        }
-        let name = if cfg!(windows) { "caesar-mcp.exe" } else { "caesar-mcp" };
-        self.settings.supervisor_exe.parent().map(|d| d.join(name)).filter(|p| p.is_file())
-    }
 }
 
 /// Validates what a request says before anything is resolved; returns its
@@ -239,4 +229,14 @@ impl Drop for UnrecordedDir {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
+}
+
+/// The return channel's binary (`caesar-mcp`), beside the supervisor's
+/// (`CAESAR_MCP_BIN` overrides), if it is there.
+fn channel_binary(supervisor_exe: &std::path::Path) -> Option<PathBuf> {
+    if let Some(bin) = std::env::var_os("CAESAR_MCP_BIN").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(bin)).filter(|p| p.is_file());
+    }
+    let name = if cfg!(windows) { "caesar-mcp.exe" } else { "caesar-mcp" };
+    supervisor_exe.parent().map(|d| d.join(name)).filter(|p| p.is_file())
 }

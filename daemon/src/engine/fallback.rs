@@ -256,7 +256,7 @@ impl Engine {
             }
             input.agent = Some(row.next_agent.clone());
             // A parked task resumes in its session, within its deadline (`parking.rs`).
-            let parked = self.resume_input(&prev, &mut input);
+            let parked = self.parking.resume_input(&prev, &mut input);
             let succession = Succession { id: row.successor_id.clone(), root: row.root_id.clone() };
             // A nested task's next attempt is its parent's child too.
             let parent = prev.launch.parent.as_deref().and_then(|p| self.store.task(p).ok().flatten());

@@ -36,7 +36,7 @@ use caesar_proto::paths::Paths;
 use crate::error::{Error, Result};
 use crate::runner::Runner;
 use crate::runner::local::LocalRunner;
-use crate::store::{QuestionRecord, Store, StoredReport, TaskRecord, TaskStatus};
+use crate::store::{QuestionRecord, Store, StoredReport, TaskRecord};
 use crate::task_dir::TaskDir;
 
 mod authority;
@@ -275,7 +275,9 @@ pub struct Engine {
     /// The read side: views, lists, await, logs.
     views: observe::Views,
     /// Projects' configs, agents, roles and trust.
-    projects: projects::Projects,
+    projects: Arc<projects::Projects>,
+    /// Quota parks.
+    parking: parking::Parking,
     /// Webhooks and the command hook (issue 17).
     notices: notifications::Notices,
     /// The conflict radar's footprints and background loop (issue 17, `radar.rs`).
@@ -313,6 +315,7 @@ impl Engine {
             let runs = Arc::new(LiveRuns::new(store.clone()));
             let radar = Arc::new(radar::Radar::new(store.clone()));
             let notices = notifications::Notices::new(paths.clone(), store.clone());
+            let projects = Arc::new(projects::Projects::new(paths.clone()));
             let permissions = Arc::new(permissions::Permissions::new(
                 store.clone(),
                 runner.clone(),
@@ -322,9 +325,10 @@ impl Engine {
             let queue: Arc<queue::Queue> = Default::default();
             let preparing = Arc::new(prepare::Preparing::new(settings.prepare_parallel));
             Engine {
-            projects: projects::Projects::new(paths.clone()),
             paths,
             settings,
+            parking: parking::Parking::new(store.clone(), runs.clone(), notices.clone(), projects.clone()),
+            projects,
             channel: channel::Channel::new(store.clone(), runs.clone(), notices.clone(), permissions.clone()),
             permissions,
             budgets: group_budget::Budgets::new(store.clone(), runner.clone(), notices.clone()),
@@ -383,11 +387,6 @@ impl Engine {
     /// The live tasks and the engine-wide change stream.
     pub fn runs(&self) -> &LiveRuns {
         &self.runs
-    }
-
-    /// Tasks pending or running now.
-    pub fn active_count(&self) -> Result<u32> {
-        Ok(self.store.count_status(TaskStatus::Pending)? + self.store.count_status(TaskStatus::Running)?)
     }
 }
 

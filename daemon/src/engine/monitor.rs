@@ -219,7 +219,7 @@ impl Engine {
             && run.blocker.is_none()
         {
             // Issue 17: a quota that says when it lifts may park the task; stored before the stop.
-            self.note_park(run, &blocker);
+            self.parking.note(run, &blocker);
             // An auth or quota blocker will not clear by itself: CLIs that
             // retry on it only burn time, so the run is stopped now. A
             // permission denial is left to the agent, which may go on.

@@ -33,6 +33,11 @@ impl Views {
         Views { store, runs, queue, preparing }
     }
 
+    /// Tasks pending or running now.
+    pub fn active_count(&self) -> Result<u32> {
+        Ok(self.store.count_status(TaskStatus::Pending)? + self.store.count_status(TaskStatus::Running)?)
+    }
+
     /// Task `id`'s stored record.
     pub fn record(&self, id: &str) -> Result<TaskRecord> {
         find_task(&self.store, id)

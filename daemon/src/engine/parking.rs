@@ -86,10 +86,29 @@ pub(super) fn park_choice(on_blocker: OnBlocker, blocker: &Blocker, now_ms: i64,
     ParkChoice::Until(until)
 }
 
-impl Engine {
+/// Quota parks, a service of the engine: it records parks, makes a park the
+/// chain's next attempt and adjusts the resuming request. Waking the queue
+/// when a park ends is the engine's ([`Engine::arm_park`]).
+pub(super) struct Parking {
+    store: Arc<Store>,
+    runs: Arc<LiveRuns>,
+    notices: super::notifications::Notices,
+    projects: Arc<super::projects::Projects>,
+}
+
+impl Parking {
+    pub(super) fn new(
+        store: Arc<Store>,
+        runs: Arc<LiveRuns>,
+        notices: super::notifications::Notices,
+        projects: Arc<super::projects::Projects>,
+    ) -> Parking {
+        Parking { store, runs, notices, projects }
+    }
+
     /// At a blocker, before the run is stopped: stores the park if the
     /// blocker allows one (the monitor calls it first).
-    pub(super) fn note_park(&self, run: &Run, blocker: &Blocker) {
+    pub(super) fn note(&self, run: &Run, blocker: &Blocker) {
         let blocker = with_reset(blocker, now_ms());
         let ParkChoice::Until(until) = park_choice(run.plan.on_blocker, &blocker, now_ms(), run.deadline_ms) else {
             return;
@@ -110,65 +129,10 @@ impl Engine {
         }
     }
 
-    /// At a blocked task's end: park it, or fall back along its chain, in
-    /// the order its `on_blocker` says. Returns the next attempt, if any.
-    pub(super) fn after_blocker(
-        &self,
-        record: &TaskRecord,
-        blocker: Option<&Blocker>,
-        session_id: Option<&str>,
-        report: &mut Report,
-    ) -> Option<AttemptRow> {
-        let park = self.store.park_of(&record.id).ok().flatten();
-        // A park stored before a crash stands for the blocker the new daemon did not see again.
-        let fallback_blocker = park.as_ref().map(|p| Blocker {
-            kind: BlockerKind::RateLimit,
-            message: p.reason.clone(),
-            resets_at_ms: Some(p.parked_until),
-        });
-        let blocker = blocker.or(fallback_blocker.as_ref());
-        let on_blocker = record.launch.lifecycle.on_blocker;
-        if park.is_none()
-            && let Some(b) = blocker
-            && let ParkChoice::TooLate(why) = park_choice(
-                on_blocker,
-                &with_reset(b, now_ms()),
-                now_ms(),
-                record.started_ms.unwrap_or_else(now_ms) + record.timeout_ms as i64,
-            )
-        {
-            report.findings.push(Finding {
-                severity: Severity::Medium,
-                title: "not parked: the quota lifts after the task's deadline".to_owned(),
-                file: None,
-                line: None,
-                detail: format!("{why}. Delegate it again after the reset, or with a longer `timeout_ms`."),
-            });
-        }
-        if let Some(park) = &park
-            && on_blocker == OnBlocker::Park
-            && let Some(row) = self.park(record, park, session_id, report)
-        {
-            return Some(row);
-        }
-        if let Some(row) = self.plan_fallback(record, blocker, report) {
-            if park.is_some() && row.successor_id != park.as_ref().map(|p| p.successor_id.clone()).unwrap_or_default() {
-                let _ = self.store.drop_park(&record.id);
-            }
-            return Some(row);
-        }
-        let park = park?;
-        if on_blocker == OnBlocker::Park {
-            // Refused above already (it had changed files).
-            return None;
-        }
-        self.park(record, &park, session_id, report)
-    }
-
     /// Makes a stored park the chain's next attempt, unless a worktree task
     /// changed files (its resumed run starts in a fresh worktree; a task in
     /// place resumes in the same tree, its changes still there).
-    fn park(
+    pub(super) fn park(
         &self,
         record: &TaskRecord,
         park: &ParkRow,
@@ -176,7 +140,7 @@ impl Engine {
         report: &mut Report,
     ) -> Option<AttemptRow> {
         if let Ok(Some(row)) = self.store.fallback_of(&record.id) {
-            self.announce_park(record, park, report);
+            self.announce(record, park, report);
             return Some(row);
         }
         let git_checked = report.changes_verified_by.as_deref() == Some("git");
@@ -216,7 +180,7 @@ impl Engine {
         };
         match self.store.record_fallback(&row) {
             Ok(row) => {
-                self.announce_park(record, park, report);
+                self.announce(record, park, report);
                 Some(row)
             }
             Err(e) => {
@@ -226,7 +190,7 @@ impl Engine {
         }
     }
 
-    fn announce_park(&self, record: &TaskRecord, park: &ParkRow, report: &mut Report) {
+    fn announce(&self, record: &TaskRecord, park: &ParkRow, report: &mut Report) {
         report.findings.push(Finding {
             severity: Severity::Info,
             title: format!(
@@ -292,6 +256,63 @@ impl Engine {
                 Default::default()
             }
         }
+    }
+}
+
+impl Engine {
+    /// At a blocked task's end: park it, or fall back along its chain, in
+    /// the order its `on_blocker` says. Returns the next attempt, if any.
+    pub(super) fn after_blocker(
+        &self,
+        record: &TaskRecord,
+        blocker: Option<&Blocker>,
+        session_id: Option<&str>,
+        report: &mut Report,
+    ) -> Option<AttemptRow> {
+        let park = self.store.park_of(&record.id).ok().flatten();
+        // A park stored before a crash stands for the blocker the new daemon did not see again.
+        let fallback_blocker = park.as_ref().map(|p| Blocker {
+            kind: BlockerKind::RateLimit,
+            message: p.reason.clone(),
+            resets_at_ms: Some(p.parked_until),
+        });
+        let blocker = blocker.or(fallback_blocker.as_ref());
+        let on_blocker = record.launch.lifecycle.on_blocker;
+        if park.is_none()
+            && let Some(b) = blocker
+            && let ParkChoice::TooLate(why) = park_choice(
+                on_blocker,
+                &with_reset(b, now_ms()),
+                now_ms(),
+                record.started_ms.unwrap_or_else(now_ms) + record.timeout_ms as i64,
+            )
+        {
+            report.findings.push(Finding {
+                severity: Severity::Medium,
+                title: "not parked: the quota lifts after the task's deadline".to_owned(),
+                file: None,
+                line: None,
+                detail: format!("{why}. Delegate it again after the reset, or with a longer `timeout_ms`."),
+            });
+        }
+        if let Some(park) = &park
+            && on_blocker == OnBlocker::Park
+            && let Some(row) = self.parking.park(record, park, session_id, report)
+        {
+            return Some(row);
+        }
+        if let Some(row) = self.plan_fallback(record, blocker, report) {
+            if park.is_some() && row.successor_id != park.as_ref().map(|p| p.successor_id.clone()).unwrap_or_default() {
+                let _ = self.store.drop_park(&record.id);
+            }
+            return Some(row);
+        }
+        let park = park?;
+        if on_blocker == OnBlocker::Park {
+            // Refused above already (it had changed files).
+            return None;
+        }
+        self.parking.park(record, &park, session_id, report)
     }
 
     /// Gives the queue a turn when a park ends.

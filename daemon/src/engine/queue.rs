@@ -145,7 +145,7 @@ impl Engine {
             let trees: Vec<Option<String>> =
                 running.iter().map(|t| t.launch.plan.as_ref().and_then(|p| p.shared_tree.clone())).collect();
             // Tasks parked at a quota wait for their timer (`parking.rs`).
-            let parked = self.parked_now();
+            let parked = self.parking.parked_now();
             let candidates: Vec<Candidate> = pending
                 .iter()
                 .filter(|t| !t.cancel_requested && !parked.contains(&t.id))
