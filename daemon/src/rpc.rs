@@ -313,7 +313,8 @@ impl Caesar for Service {
         let ms = if r.timeout_ms == 0 { AWAIT_DEFAULT_MS } else { r.timeout_ms.min(AWAIT_MAX_MS) };
         let mut ids = r.task_ids;
         let group_ids = crate::rpc_fanout::expand(&self.engine, &mut ids)?;
-        let (views, woke_early) = self.engine.views().await_tasks(&ids, Duration::from_millis(ms), r.wake_on_attention).await?;
+        let (views, woke_early) =
+            self.engine.views().await_tasks(&ids, Duration::from_millis(ms), r.wake_on_attention).await?;
         let mut tasks: Vec<pb::TaskView> = views.into_iter().map(|v| task_view(v, true)).collect();
         for t in &mut tasks {
             (t.conflicts_with, t.radar_age_ms) = crate::rpc_fanout::conflicts_with(&self.engine, &t.task_id);
@@ -492,9 +493,11 @@ impl Caesar for Service {
         let workspace = req.into_inner().workspace;
         caller.require_workspace("health", &workspace)?;
         let engine = self.engine.clone();
-        let (store, problems) = tokio::task::spawn_blocking(move || (engine.store().integrity_check(), engine.projects().problems(&workspace)))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))?;
+        let (store, problems) = tokio::task::spawn_blocking(move || {
+            (engine.store().integrity_check(), engine.projects().problems(&workspace))
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?;
         let mut problems = problems;
         problems.extend(self.engine.notices().problems());
         let http = crate::config::Config::load_global(&self.engine.paths().config_dir).ok().and_then(|c| c.http);

@@ -28,7 +28,6 @@ impl McpTtl {
     }
 }
 
-
 /// Sets `v`'s MCP handle ttl fields from the store (task `id`).
 pub fn annotate(engine: &Engine, id: &str, v: &mut pb::TaskView) -> Result<(), Status> {
     let created = engine.views().record(id)?.created_ms;

@@ -81,7 +81,7 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
     {
         return Ok(Served::SocketTaken(ping));
     }
-    let engine = Engine::open(paths.clone(), Settings::from_env()?)?;
+    let engine = Engine::open(paths.clone(), Settings::from_env()?, None)?;
     engine.recover().await?;
     let listener = match inherited {
         Some(l) => l,

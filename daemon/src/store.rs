@@ -818,4 +818,4 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -292,8 +292,10 @@ pub(super) async fn agents(State(hub): State<Arc<Hub>>, req: Request) -> Respons
     let workspace = workspace_of(&hub, &req);
     let engine = hub.engine().clone();
     let w = workspace.clone();
-    let got =
-        tokio::task::spawn_blocking(move || Ok::<_, Error>((engine.projects().list_agents(&w)?, engine.projects().list_roles(&w)?))).await;
+    let got = tokio::task::spawn_blocking(move || {
+        Ok::<_, Error>((engine.projects().list_agents(&w)?, engine.projects().list_roles(&w)?))
+    })
+    .await;
     match got {
         Ok(Ok((agents, roles))) => {
             let agents: Vec<Value> = agents
@@ -318,7 +320,9 @@ pub(super) async fn health(State(hub): State<Arc<Hub>>, req: Request) -> Respons
     let workspace = workspace_of(&hub, &req);
     let engine = hub.engine().clone();
     let w = workspace.clone();
-    let Ok((store, problems)) = tokio::task::spawn_blocking(move || (engine.store().integrity_check(), engine.projects().problems(&w))).await else {
+    let Ok((store, problems)) =
+        tokio::task::spawn_blocking(move || (engine.store().integrity_check(), engine.projects().problems(&w))).await
+    else {
         return engine_error(&Error::Internal("the health check panicked".to_owned()));
     };
     let paths = hub.engine().paths();

@@ -42,7 +42,8 @@ impl Channel {
         if record.status.is_terminal() {
             return Err(Error::Precondition(format!("task {} has ended ({})", record.id, record.status.as_str())));
         }
-        self.runs.get(&record.id)
+        self.runs
+            .get(&record.id)
             .ok_or_else(|| Error::Precondition(format!("task {} is not running yet; retry in a moment", record.id)))
     }
 
@@ -201,8 +202,12 @@ impl Channel {
         // A permission's answer must pick an option the agent offered; it is stored as that option.
         let checked;
         let answer = if is_permission_question(question_id) {
-            checked =
-                super::permission_answers::checked_answer(&TaskDir::new(&record.task_dir), task_id, question_id, answer)?;
+            checked = super::permission_answers::checked_answer(
+                &TaskDir::new(&record.task_dir),
+                task_id,
+                question_id,
+                answer,
+            )?;
             checked.as_str()
         } else {
             answer
@@ -262,7 +267,8 @@ impl crate::runner::remote_channel::ChannelCalls for Engine {
                 }
                 ChannelCall::Ask { question, options, timeout_ms, question_id, .. } => {
                     let ms = if timeout_ms == 0 { ASK_DEFAULT_MS } else { timeout_ms };
-                    self.channel.ask(&task_id, &question, options, Duration::from_millis(ms), Some(&question_id))
+                    self.channel
+                        .ask(&task_id, &question, options, Duration::from_millis(ms), Some(&question_id))
                         .await
                         .map(|(question_id, answered, answer)| ChannelReply::Answer { question_id, answered, answer })
                 }

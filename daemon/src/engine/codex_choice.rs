@@ -6,7 +6,6 @@
 
 use std::path::Path;
 
-
 /// Set to `exec` to keep every codex task on `codex exec --json` (or `app-server` to use it
 /// whatever the version says).
 pub const CODEX_PROTOCOL_ENV: &str = "CAESAR_CODEX_PROTOCOL";

@@ -66,10 +66,7 @@ fn cap_event_bytes(cap: u64, run: &Run, bodies: Vec<EventBody>) -> Vec<EventBody
         over = true;
         let needed = matches!(
             b,
-            EventBody::Question { .. }
-                | EventBody::Blocker { .. }
-                | EventBody::Error { .. }
-                | EventBody::Usage { .. }
+            EventBody::Question { .. } | EventBody::Blocker { .. } | EventBody::Error { .. } | EventBody::Usage { .. }
         );
         if needed && len <= 64 * 1024 {
             kept.push(b);

@@ -279,7 +279,6 @@ impl Engine {
             }
         }
     }
-
 }
 
 /// The attempt a task's handle stands for now: the last of its chain.

@@ -319,3 +319,92 @@ mod tests {
         assert_eq!(count_lines(endless, 1, 1 << 20).unwrap(), (0, 0));
     }
 }
+
+#[cfg(test)]
+mod service_tests {
+    use std::sync::Arc;
+
+    use super::LiveRuns;
+    use crate::oacp::EventBody;
+    use crate::store::{Store, TaskStatus};
+    use crate::task_dir::TaskDir;
+
+    fn runs() -> (tempfile::TempDir, Arc<Store>, LiveRuns) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("caesar.db")).unwrap());
+        let mut task = crate::store::tests::sample("t_0123456789ab");
+        task.task_dir = dir.path().join("t").display().to_string();
+        std::fs::create_dir_all(&task.task_dir).unwrap();
+        store.insert_task(&task).unwrap();
+        let runs = LiveRuns::new(store.clone());
+        (dir, store, runs)
+    }
+
+    fn message(text: &str) -> EventBody {
+        EventBody::Message { text: text.to_owned() }
+    }
+
+    #[test]
+    fn events_are_numbered_stored_written_and_broadcast_in_order() {
+        let (dir, store, runs) = runs();
+        let id = "t_0123456789ab";
+        let task_dir = dir.path().join("t");
+        let mut changes = runs.subscribe_changes();
+        let live = runs.make(id, TaskStatus::Running, 0);
+        let watcher = live.events.get_or_init(|| tokio::sync::broadcast::channel(16).0).subscribe();
+        assert_eq!(runs.emit_events(id, &task_dir, &live, vec![message("a"), message("b")], None).unwrap(), 1);
+        assert_eq!(runs.emit_events(id, &task_dir, &live, vec![message("c")], None).unwrap(), 2);
+        let stored: Vec<u64> = store.events_from(id, 0, 10).unwrap().into_iter().map(|(s, _)| s).collect();
+        assert_eq!(stored, vec![0, 1, 2]);
+        let file = std::fs::read_to_string(TaskDir::new(&task_dir).events()).unwrap();
+        assert_eq!(file.lines().count(), 3);
+        assert_eq!(watcher.len(), 3, "each stored event reached the watcher");
+        assert_eq!(changes.try_recv().unwrap(), id, "the change stream named the task");
+    }
+
+    #[test]
+    fn a_batch_the_store_refuses_is_cut_from_the_file_and_never_broadcast() {
+        let (dir, _store, runs) = runs();
+        let id = "t_0123456789ab";
+        let task_dir = dir.path().join("t");
+        let live = runs.make(id, TaskStatus::Running, 0);
+        runs.emit_events(id, &task_dir, &live, vec![message("kept")], None).unwrap();
+        let refused = runs.emit_with(id, &task_dir, &live, vec![message("lost")], |_| Ok(false)).unwrap();
+        assert_eq!(refused, 0, "the last seq used is still the kept event's");
+        let file = std::fs::read_to_string(TaskDir::new(&task_dir).events()).unwrap();
+        assert!(file.contains("kept") && !file.contains("lost"), "{file}");
+        assert_eq!(
+            runs.emit_events(id, &task_dir, &live, vec![message("next")], None).unwrap(),
+            1,
+            "its seq is reused"
+        );
+    }
+
+    #[test]
+    fn the_events_file_is_repaired_from_the_store() {
+        let (dir, _store, runs) = runs();
+        let id = "t_0123456789ab";
+        let task_dir = dir.path().join("t");
+        let live = runs.make(id, TaskStatus::Running, 0);
+        runs.emit_events(id, &task_dir, &live, vec![message("a"), message("b")], None).unwrap();
+        let file = TaskDir::new(&task_dir).events();
+        // A crash left one line too few and a half-written one too many.
+        let text = std::fs::read_to_string(&file).unwrap();
+        let first = text.lines().next().unwrap();
+        std::fs::write(&file, format!("{first}\n{{\"half")).unwrap();
+        runs.repair_events_file(id, &task_dir, 2);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    }
+
+    #[test]
+    fn a_forgotten_task_tells_its_watchers_its_stored_status() {
+        let (_dir, store, runs) = runs();
+        let id = "t_0123456789ab";
+        let live = runs.make(id, TaskStatus::Running, 0);
+        let status = live.status.subscribe();
+        let record = store.task(id).unwrap().unwrap();
+        runs.forget(&record);
+        assert!(runs.get(id).is_none());
+        assert_eq!(*status.borrow(), TaskStatus::Pending, "the stored status, not the live one");
+    }
+}

@@ -1,9 +1,10 @@
-//! The engine: tasks from delegation to report, in rooms.
+//! The engine: tasks from delegation to report. [`Engine`] is the
+//! composition root: it builds its services (each with its own state and
+//! tests; ARCHITECTURE.md has the table) and runs a task's life across
+//! them, one room per step:
 //!
-//! A task's life, and the room that owns each step:
-//!
-//! - [`delegate`]: validate, resolve against the project's config and
-//!   policy, write the task's files, record it `pending`. Answers at once.
+//! - [`delegate`]: validate, resolve, plan ([`crate::planner`]), write the
+//!   task's files, record it `pending`. Answers at once.
 //! - [`prepare`]: make its worktree and run `setup`, concurrently across
 //!   tasks (bounded), outside every lock another call needs; cancellable.
 //! - [`queue`]: a pure FIFO decision of what may start now, and the kick.
@@ -11,20 +12,20 @@
 //!   and record `running` with its `started` event in one transaction.
 //! - [`monitor`]: read the runner's output, parse it through the
 //!   [`Driver`](crate::driver::Driver), apply what it says.
-//! - [`events`]: number, write `events.jsonl`, store, broadcast.
+//! - [`events`]: a running task's batches, written by [`LiveRuns`].
 //! - [`conclude`]: classify the ending, recover the report, reconcile it
 //!   with git, finish once.
 //! - [`recovery`]: after a restart, finish or redo each step idempotently.
-//! - [`observe`], [`cancel`], [`channel`], [`permissions`], [`changes`],
-//!   [`projects`]: what callers ask of tasks and projects.
-//! - [`bounds`]: pure caps on what one request may ask (await ids, field
-//!   sizes, list lengths, the queue's length).
-//! - [`budget`], [`network`], [`fallback`] (issue 17): a task's limits
-//!   tallied live, the network blocker, and the next agent of the role's
-//!   chain after a blocker, under the caller's one task id.
+//! - [`cancel`], [`fallback`], [`verify`], [`groups`], [`network`],
+//!   [`nested`]: the rest of a task's life past one plain run.
+//!
+//! The services: [`LiveRuns`] (`live`), [`observe::Views`], [`changes::Changes`],
+//! [`projects::Projects`], [`channel::Channel`], `permissions::Permissions`,
+//! `group_budget::Budgets`, `parking::Parking`, [`radar::Radar`] and
+//! [`notifications::Notices`].
 //!
 //! Waiting is event-driven: each live task has a `watch` channel of its
-//! status, and [`Engine::await_tasks`] sleeps on those, never polling.
+//! status, and [`observe::Views::await_tasks`] sleeps on those, never polling.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -53,6 +54,7 @@ mod fallback;
 mod listing;
 pub mod mcp_tasks;
 pub use listing::ListEntry;
+mod live;
 mod monitor;
 mod nested;
 mod network;
@@ -61,9 +63,8 @@ mod permission_answers;
 mod permissions;
 mod prepare;
 pub mod projects;
-mod live;
-pub use live::LiveRuns;
 use live::Live;
+pub use live::LiveRuns;
 mod queue;
 mod recovery;
 mod remote_refs;
@@ -297,9 +298,11 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// Opens the store under `paths.state_dir` and builds the engine, with
-    /// tasks run by the local runner. Call [`Engine::recover`] next.
-    pub fn open(paths: Paths, settings: Settings) -> Result<Arc<Engine>> {
+    /// Opens the store under `paths.state_dir` and builds the engine and its
+    /// services. Tasks run on `runner`; `None` gives the production runners
+    /// (local, and Kubernetes where a task's stored plan says so). Call
+    /// [`Engine::recover`] next.
+    pub fn open(paths: Paths, settings: Settings, runner: Option<Arc<dyn Runner>>) -> Result<Arc<Engine>> {
         std::fs::create_dir_all(paths.state_dir.join("tasks"))
             .map_err(|e| Error::io_at("cannot create", &paths.state_dir, e))?;
         let store = Arc::new(Store::open(&paths.state_dir.join("caesar.db"))?);
@@ -311,7 +314,8 @@ impl Engine {
         // The runners hold the engine weakly: a remote task's channel calls come back to it.
         let permission_timeout = settings.permission_timeout;
         Ok(Arc::new_cyclic(|engine: &std::sync::Weak<Engine>| {
-            let runner: Arc<dyn Runner> = Arc::new(crate::runner::multi::Runners::new(local, engine.clone()));
+            let runner: Arc<dyn Runner> =
+                runner.unwrap_or_else(|| Arc::new(crate::runner::multi::Runners::new(local, engine.clone())));
             let runs = Arc::new(LiveRuns::new(store.clone()));
             let radar = Arc::new(radar::Radar::new(store.clone()));
             let notices = notifications::Notices::new(paths.clone(), store.clone());
@@ -325,23 +329,24 @@ impl Engine {
             let queue: Arc<queue::Queue> = Default::default();
             let preparing = Arc::new(prepare::Preparing::new(settings.prepare_parallel));
             Engine {
-            paths,
-            settings,
-            parking: parking::Parking::new(store.clone(), runs.clone(), notices.clone(), projects.clone()),
-            projects,
-            channel: channel::Channel::new(store.clone(), runs.clone(), notices.clone(), permissions.clone()),
-            permissions,
-            budgets: group_budget::Budgets::new(store.clone(), runner.clone(), notices.clone()),
-            notices,
-            changes: changes::Changes::new(store.clone(), runner.clone(), radar.clone(), runs.clone()),
-            views: observe::Views::new(store.clone(), runs.clone(), queue.clone(), preparing.clone()),
-            runs,
-            radar,
-            store,
-            runner,
-            queue,
-            preparing,
-        }}))
+                paths,
+                settings,
+                parking: parking::Parking::new(store.clone(), runs.clone(), notices.clone(), projects.clone()),
+                projects,
+                channel: channel::Channel::new(store.clone(), runs.clone(), notices.clone(), permissions.clone()),
+                permissions,
+                budgets: group_budget::Budgets::new(store.clone(), runner.clone(), notices.clone()),
+                notices,
+                changes: changes::Changes::new(store.clone(), runner.clone(), radar.clone(), runs.clone()),
+                views: observe::Views::new(store.clone(), runs.clone(), queue.clone(), preparing.clone()),
+                runs,
+                radar,
+                store,
+                runner,
+                queue,
+                preparing,
+            }
+        }))
     }
 
     /// The store, for read-only inspection (doctor, tests).

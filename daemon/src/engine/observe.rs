@@ -228,12 +228,7 @@ impl Views {
 
     /// The events of a task from `from_seq`: stored ones first, then live
     /// ones until the task ends (with `follow`).
-    pub fn watch_events(
-        &self,
-        id: &str,
-        from_seq: u64,
-        follow: bool,
-    ) -> Result<mpsc::Receiver<(u64, String)>> {
+    pub fn watch_events(&self, id: &str, from_seq: u64, follow: bool) -> Result<mpsc::Receiver<(u64, String)>> {
         self.record(id)?;
         let (tx, rx) = mpsc::channel(64);
         let live_rx = if follow {
@@ -383,7 +378,9 @@ impl Views {
 /// to find them.
 pub(super) fn find_task(store: &Store, id: &str) -> Result<TaskRecord> {
     if !crate::ids::is_task_id(id) {
-        return Err(Error::NotFound(format!("no task `{id}`: task ids look like t_0123456789ab; list tasks with `caesar ps`")));
+        return Err(Error::NotFound(format!(
+            "no task `{id}`: task ids look like t_0123456789ab; list tasks with `caesar ps`"
+        )));
     }
     store.task(id)?.ok_or_else(|| Error::NotFound(format!("no task `{id}`: list tasks with `caesar ps`")))
 }

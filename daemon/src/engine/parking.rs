@@ -335,7 +335,6 @@ impl Engine {
             }
         }
     }
-
 }
 
 #[cfg(test)]

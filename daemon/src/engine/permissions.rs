@@ -249,7 +249,6 @@ impl Permissions {
             warn!(task_id = %record.id, "cannot keep the refusal in {}: {e}", path.display());
         }
     }
-
 }
 
 /// The findings of the refusals [`Permissions::refuse_in_read_only`] kept for task `dir`.

@@ -36,21 +36,13 @@ impl Projects {
         match Config::load_gated(&self.paths.config_dir, project, &crate::trust::TrustStore::new(&self.paths.state_dir))
         {
             Ok(config) => {
-                self
-                    .good
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(project.to_path_buf(), config.clone());
+                self.good.lock().unwrap_or_else(|p| p.into_inner()).insert(project.to_path_buf(), config.clone());
                 self.problems.lock().unwrap_or_else(|p| p.into_inner()).remove(project);
                 Ok((config, None))
             }
             Err(e @ Error::Invalid(_)) => {
                 let problem = e.to_string();
-                self
-                    .problems
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(project.to_path_buf(), problem.clone());
+                self.problems.lock().unwrap_or_else(|p| p.into_inner()).insert(project.to_path_buf(), problem.clone());
                 match self.good.lock().unwrap_or_else(|p| p.into_inner()).get(project) {
                     Some(good) => Ok((good.clone(), Some(problem))),
                     None => Err(e),
@@ -206,5 +198,43 @@ impl Projects {
                 project.display()
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Projects;
+    use caesar_proto::paths::Paths;
+
+    #[test]
+    fn a_broken_edit_serves_the_last_good_config_and_says_so() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let paths = Paths::under(home.path());
+        std::fs::create_dir_all(&paths.config_dir).unwrap();
+        let global = paths.config_dir.join("config.toml");
+        std::fs::write(&global, "[[agent]]\nid = \"mine\"\nbin = \"/bin/true\"\n").unwrap();
+        let projects = Projects::new(paths);
+        let (good, problem) = projects.load_config(project.path()).unwrap();
+        assert!(problem.is_none());
+        assert!(good.agents.iter().any(|(a, _)| a.id == "mine"));
+
+        std::fs::write(&global, "[[agent]\nid = ").unwrap();
+        let (served, problem) = projects.load_config(project.path()).unwrap();
+        assert!(served.agents.iter().any(|(a, _)| a.id == "mine"), "the last good config is served");
+        let problem = problem.expect("the problem is said");
+        assert!(problem.contains("config.toml"), "{problem}");
+        let listed = projects.problems(&project.path().display().to_string());
+        assert!(listed.iter().any(|p| p.contains("until then the last good config")), "{listed:?}");
+    }
+
+    #[test]
+    fn with_no_good_config_the_error_is_returned() {
+        let home = tempfile::tempdir().unwrap();
+        let paths = Paths::under(home.path());
+        std::fs::create_dir_all(&paths.config_dir).unwrap();
+        std::fs::write(paths.config_dir.join("config.toml"), "nonsense = [").unwrap();
+        let projects = Projects::new(paths);
+        assert!(projects.load_config(std::path::Path::new("/nonexistent")).is_err());
     }
 }

@@ -266,10 +266,7 @@ impl Radar {
             if let Ok(fp) = radar::uncommitted_footprint(root, &[]) {
                 log_refresh(UNCOMMITTED, one);
                 round.user_trees += 1;
-                self
-                    .lock()
-                    .users
-                    .insert(root.clone(), UserEntry { at: Instant::now(), stamp: now, fp: Arc::new(fp) });
+                self.lock().users.insert(root.clone(), UserEntry { at: Instant::now(), stamp: now, fp: Arc::new(fp) });
             }
         }
         let mut st = self.lock();
