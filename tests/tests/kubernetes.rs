@@ -661,10 +661,19 @@ async fn figures() {
         let _ = std::fs::remove_file(&gate);
         let rss0 = rss_kib(pid);
         let t0 = std::time::Instant::now();
-        let mut ids = Vec::new();
-        for _ in 0..n {
-            ids.push(read_only(&mut c, &env, "hang").await);
-        }
+        // As a fan-out or many clients would: up to 50 delegations in
+        // flight at once over the one connection (issue 33: no step of a
+        // delegation may be serialized across tasks).
+        let in_flight = std::env::var("CAESAR_K8S_BENCH_IN_FLIGHT").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+        let ids: Vec<String> = futures_util::StreamExt::collect(futures_util::StreamExt::buffer_unordered(
+            futures_util::stream::iter((0..n).map(|_| {
+                let mut c = c.clone();
+                let env = &env;
+                async move { read_only(&mut c, env, "hang").await }
+            })),
+            in_flight,
+        ))
+        .await;
         let delegated = t0.elapsed();
         let all_up = eventually(Duration::from_secs(600), || {
             ids.iter().all(|id| {

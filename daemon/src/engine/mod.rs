@@ -134,7 +134,7 @@ impl Settings {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .filter(|n| *n > 0)
-                .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)),
+                .unwrap_or_else(default_prepare_parallel),
             permission_timeout: Duration::from_millis(
                 std::env::var("CAESAR_PERMISSION_TIMEOUT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(300_000),
             ),
@@ -146,6 +146,15 @@ impl Settings {
             network_blocker_ms: network::blocker_ms_from_env(),
         })
     }
+}
+
+/// How many tasks prepare at once by default: four per core, between 4
+/// and 64. A `setup` mostly waits (a package download, a container pull),
+/// so a bound at the core count queued I/O-bound setups behind each other
+/// (issue 33: four 4 s setups on 2 cores took 9.6 s); CPU-bound setups
+/// share the cores either way, and `CAESAR_PREPARE_PARALLEL` sets it.
+fn default_prepare_parallel() -> usize {
+    (4 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)).clamp(4, 64)
 }
 
 /// What a live watcher of a task holds, in events: the broadcast ring, and

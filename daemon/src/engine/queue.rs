@@ -157,24 +157,41 @@ impl Engine {
             drop(starting);
             pending.into_iter().filter(|t| chosen.contains(&t.id)).collect::<Vec<_>>()
         };
-        // Outside the lock, concurrently; the caller waits for the starts,
-        // so a delegation that could start at once answers `running`.
-        let starts = chosen.into_iter().map(|record| {
-            let span = info_span!("task", task_id = %record.id);
-            async move {
+        // Outside the lock, each on a task of its own: a runner's start may
+        // block its thread (a Kubernetes start pushes the task's base and
+        // creates its Job, issue 33), and one start must never wait for
+        // another's. The caller waits for the starts, so a delegation that
+        // could start at once answers `running`.
+        let starts: Vec<_> = chosen
+            .into_iter()
+            .map(|record| {
+                let span = info_span!("task", task_id = %record.id);
+                let engine = self.clone();
                 let id = record.id.clone();
-                let started = self.start(record).await;
+                let handle = tokio::spawn(
+                    async move {
+                        let id = record.id.clone();
+                        let started = engine.start(record).await;
+                        engine.queue.done_starting(&id);
+                        if let Err(e) = started {
+                            warn!("could not start: {e}");
+                            // Its slot is free again.
+                            let again = engine.clone();
+                            tokio::spawn(async move { again.schedule().await });
+                        }
+                    }
+                    .instrument(span),
+                );
+                (id, handle)
+            })
+            .collect();
+        for (id, start) in starts {
+            if let Err(e) = start.await {
+                // Its slot is freed; recovery or a retry decides what becomes of it.
+                warn!(task_id = %id, "the task's start panicked: {e}");
                 self.queue.done_starting(&id);
-                if let Err(e) = started {
-                    warn!("could not start: {e}");
-                    // Its slot is free again.
-                    let engine = self.clone();
-                    tokio::spawn(async move { engine.schedule().await });
-                }
             }
-            .instrument(span)
-        });
-        futures_util::future::join_all(starts).await;
+        }
     }
 }
 

@@ -35,7 +35,7 @@
 //! `--prepare` measures only preparation, on a repository whose
 //! `[worktree] setup` sleeps 5 s: the time a write task's Delegate takes to
 //! answer (`--runs` samples), and eight such tasks delegated at once with
-//! `max_parallel = 8` (and `CAESAR_PREPARE_PARALLEL=8`): the time until all
+//! `max_parallel = 8` (and the default preparation parallelism): the time until all
 //! eight agents run (3 samples).
 //!
 //! `--compare-mcp 'PROGRAM ARGS…'` measures only P1 and P3, both over MCP,
@@ -479,7 +479,8 @@ async fn prepare_figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std:
     for args in [&["init", "-q"][..], &["add", "-A"], &["commit", "-qm", "base"]] {
         git(p, args)?;
     }
-    let daemon = BenchDaemon::start(bin_dir, home.path(), "warn", &[("CAESAR_PREPARE_PARALLEL", "8")]).await?;
+    // The default preparation parallelism (issue 33: four per core).
+    let daemon = BenchDaemon::start(bin_dir, home.path(), "warn", &[]).await?;
     let mut c = daemon.client.clone();
     let request = |objective: String| pb::DelegateRequest {
         objective,

@@ -101,6 +101,16 @@ impl Meta {
     }
 }
 
+/// How many tasks' bases are prepared at once: `CAESAR_KUBE_BASE_PARALLEL`,
+/// else four per core (the work is mostly waiting on git and the remote).
+fn base_parallel() -> usize {
+    std::env::var("CAESAR_KUBE_BASE_PARALLEL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or_else(|| 4 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
+}
+
 /// A connected cluster namespace: kubeconfig, context, namespace.
 type ClusterKey = (Option<String>, Option<String>, String);
 
@@ -108,6 +118,10 @@ type ClusterKey = (Option<String>, Option<String>, String);
 pub struct KubeRunner {
     rt: tokio::runtime::Handle,
     grace_ms: u64,
+    /// Bounds the tasks whose base is committed and pushed (or bundled) at
+    /// once: starts run in parallel (issue 33: 500 tasks took 908 s one
+    /// push after another), each push is a few git processes.
+    bases: Arc<tokio::sync::Semaphore>,
     log_cap: u64,
     clusters: tokio::sync::Mutex<HashMap<ClusterKey, Arc<Cluster>>>,
     /// Tasks whose mirror runs in this daemon.
@@ -142,6 +156,7 @@ impl KubeRunner {
         Some(KubeRunner {
             rt,
             grace_ms,
+            bases: Arc::new(tokio::sync::Semaphore::new(base_parallel())),
             log_cap,
             calls,
             relays: Default::default(),
@@ -231,6 +246,7 @@ impl KubeRunner {
         let (workdir, remote, id, scratch) =
             (spec.workdir.to_path_buf(), k.git_remote.clone(), spec.task_id.to_owned(), spec.dir.root().to_path_buf());
         let mode = k.workspace;
+        let slot = self.bases.acquire().await.map_err(|e| e.to_string())?;
         let base = tokio::task::spawn_blocking(move || match mode {
             WorkspaceMode::Git => workspace::push_base(&workdir, &remote, &id, &scratch),
             // The mirror streams the bundle in once the pod's init container runs.
@@ -238,6 +254,7 @@ impl KubeRunner {
         })
         .await
         .map_err(|e| e.to_string())??;
+        drop(slot);
         let job_name = manifest::job_name(spec.task_id);
         let meta = Meta {
             task_id: spec.task_id.to_owned(),
