@@ -41,7 +41,11 @@ pub fn top_of(workdir: &Path) -> Result<PathBuf, String> {
 /// bundle). The commit's id.
 pub fn snapshot_commit(workdir: &Path, task_id: &str, scratch: &Path, orphan: bool) -> Result<String, String> {
     let top = top_of(workdir)?;
-    let top = top.as_path();
+    commit_at(&top, task_id, scratch, orphan)
+}
+
+/// [`snapshot_commit`] in the repository whose top is `top`.
+fn commit_at(top: &Path, task_id: &str, scratch: &Path, orphan: bool) -> Result<String, String> {
     let index = scratch.join("kube-base.index");
     let _ = std::fs::remove_file(&index);
     let head = git(top, None, &["rev-parse", "-q", "--verify", "HEAD^{commit}"]).ok();
@@ -63,12 +67,70 @@ pub fn snapshot_commit(workdir: &Path, task_id: &str, scratch: &Path, orphan: bo
 /// Commits the workdir's state and pushes it as the task's base ref; the
 /// commit's id.
 pub fn push_base(workdir: &Path, remote: &str, task_id: &str, scratch: &Path) -> Result<String, String> {
-    let oid = snapshot_commit(workdir, task_id, scratch, false)?;
     let top = top_of(workdir)?;
+    let oid = commit_at(&top, task_id, scratch, false)?;
     let refspec = format!("+{oid}:{}", base_ref(task_id));
-    git(&top, None, &["push", "-q", "--no-verify", remote, &refspec])
-        .map_err(|e| format!("cannot push the task's workspace to {remote}: {e}"))?;
+    coalesced_push(&top, remote, refspec).map_err(|e| format!("cannot push the task's workspace to {remote}: {e}"))?;
     Ok(oid)
+}
+
+/// The refspecs waiting to be pushed from one repository to one remote, and
+/// whether a push of them is under way.
+#[derive(Default)]
+struct Lane {
+    waiting: Vec<(String, std::sync::mpsc::Sender<Result<(), String>>)>,
+    pushing: bool,
+}
+
+/// One lane per (repository, remote).
+static LANES: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<(PathBuf, String), Lane>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Pushes `refspec` from `top` to `remote`, together with the refspecs other
+/// tasks starting at the same moment push there (issue 33: 500 tasks made
+/// 500 pushes, each a few processes on both ends). The first caller pushes
+/// what waits, in one `git push`, while later ones queue for the next; a
+/// batch that fails is pushed again one refspec at a time, so that each
+/// caller gets its own refspec's error.
+fn coalesced_push(top: &Path, remote: &str, refspec: String) -> Result<(), String> {
+    let key = (top.to_path_buf(), remote.to_owned());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let leads = {
+        let mut lanes = LANES.lock().unwrap_or_else(|p| p.into_inner());
+        let lane = lanes.entry(key.clone()).or_default();
+        lane.waiting.push((refspec, tx));
+        !std::mem::replace(&mut lane.pushing, true)
+    };
+    if leads {
+        loop {
+            let batch = {
+                let mut lanes = LANES.lock().unwrap_or_else(|p| p.into_inner());
+                let Some(lane) = lanes.get_mut(&key) else { break };
+                if lane.waiting.is_empty() {
+                    lanes.remove(&key);
+                    break;
+                }
+                std::mem::take(&mut lane.waiting)
+            };
+            push_batch(top, remote, batch);
+        }
+    }
+    rx.recv().unwrap_or_else(|_| Err("the push of this task's base was lost".to_owned()))
+}
+
+/// Pushes a batch of refspecs and tells each waiter its outcome.
+fn push_batch(top: &Path, remote: &str, batch: Vec<(String, std::sync::mpsc::Sender<Result<(), String>>)>) {
+    let mut args = vec!["push", "-q", "--no-verify", remote];
+    args.extend(batch.iter().map(|(r, _)| r.as_str()));
+    if git(top, None, &args).is_ok() {
+        for (_, tx) in batch {
+            let _ = tx.send(Ok(()));
+        }
+        return;
+    }
+    for (refspec, tx) in batch {
+        let _ = tx.send(git(top, None, &["push", "-q", "--no-verify", remote, &refspec]).map(|_| ()));
+    }
 }
 
 /// The result commit's one parent must be the task's base (or the result
@@ -136,4 +198,50 @@ pub fn delete_refs(repo: &Path, remote: &str, task_id: &str) -> Result<(), Strin
     let mut args = vec!["push", "-q", "--no-verify", remote, "--delete"];
     args.extend(doomed);
     git(repo, None, &args).map(|_| ()).map_err(|e| format!("cannot delete the task's refs on {remote}: {e}"))
+}
+
+#[cfg(test)]
+mod coalescing_tests {
+    use std::path::Path;
+
+    fn sh(dir: &Path, args: &[&str]) -> String {
+        super::git(dir, None, args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn concurrent_pushes_to_one_remote_all_land_and_a_bad_refspec_fails_alone() {
+        let root = tempfile::tempdir().unwrap();
+        let (repo, remote) = (root.path().join("repo"), root.path().join("remote.git"));
+        std::fs::create_dir_all(&repo).unwrap();
+        sh(root.path(), &["init", "-q", "--bare", remote.to_str().unwrap()]);
+        sh(&repo, &["init", "-q"]);
+        std::fs::write(repo.join("f"), "x").unwrap();
+        sh(&repo, &["add", "-A"]);
+        sh(&repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"]);
+        let head = sh(&repo, &["rev-parse", "HEAD"]);
+        let remote_url = remote.display().to_string();
+        let outcomes: Vec<Result<(), String>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..24)
+                .map(|i| {
+                    let (repo, remote_url, head) = (&repo, &remote_url, &head);
+                    s.spawn(move || {
+                        let refspec = if i == 7 {
+                            // Names an object the repository does not have.
+                            format!("+{}:refs/caesar/tasks/t_{i}/base", "1".repeat(40))
+                        } else {
+                            format!("+{head}:refs/caesar/tasks/t_{i}/base")
+                        };
+                        super::coalesced_push(repo, remote_url, refspec)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (i, o) in outcomes.iter().enumerate() {
+            assert_eq!(o.is_err(), i == 7, "task {i}: {o:?}");
+        }
+        let refs = sh(&remote, &["for-each-ref", "--format=%(refname)", "refs/caesar/tasks"]);
+        assert_eq!(refs.lines().count(), 23, "{refs}");
+        assert!(!refs.contains("t_7/"), "{refs}");
+    }
 }
