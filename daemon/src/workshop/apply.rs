@@ -105,7 +105,7 @@ pub fn apply(p: &Prepared) -> Result<ApplyResult, WorkshopError> {
     if changed.is_empty() {
         return Ok(ApplyResult::nothing("nothing to apply: the task changed no file".to_owned(), false));
     }
-    let main = snapshot(&root, &[])?;
+    let main = snapshot(&root, &[], Some(&super::taskgit::scratch_of(p)))?;
     if all_present(&repo, &changed, task, main)? {
         return Ok(ApplyResult::nothing(
             format!("already applied: all {} changed file(s) already hold the task's content", changed.len()),
