@@ -4,7 +4,11 @@
 //! ended, the `Apply` call is timed (the daemon's whole apply: the task's
 //! end ref, a snapshot of the main tree, the 3-way merge and the writes).
 //!
-//! `caesar-bench-apply [--files N,N,...]` (default 750,1500,3000).
+//! Each size runs `--runs` times (default 3): the wall time of the call
+//! (median and best) and the daemon's CPU time during it (best; from
+//! `/proc/<pid>/stat`, less sensitive to a loaded machine).
+//!
+//! `caesar-bench-apply [--files N,N,...] [--runs N]` (default 750,1500,3000; 3).
 
 use std::time::{Duration, Instant};
 
@@ -18,11 +22,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(i) => args.get(i + 1).map(|v| v.split(',').filter_map(|n| n.parse().ok()).collect()).unwrap_or_default(),
         None => vec![750, 1_500, 3_000],
     };
+    let runs: usize =
+        args.iter().position(|a| a == "--runs").and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(3);
     let bin_dir = std::env::current_exe()?.parent().ok_or("no bin dir")?.to_path_buf();
     let fake = bin_dir.join("fake-agent").display().to_string();
-    println!("| changed files | apply (ms) | files written |");
-    println!("|---|---|---|");
+    println!(
+        "| changed files | apply wall (ms, median) | apply wall (ms, best) | daemon CPU during apply (ms, best) | files written |"
+    );
+    println!("|---|---|---|---|---|");
     for &n in &files {
+        let (mut walls, mut cpus, mut written) = (Vec::new(), Vec::new(), 0);
+        for _ in 0..runs {
+            let (wall, cpu, files) = one(&fake, &bin_dir, n).await?;
+            walls.push(wall);
+            cpus.push(cpu);
+            written = files;
+        }
+        walls.sort_by(|a, b| a.total_cmp(b));
+        cpus.sort_by(|a, b| a.total_cmp(b));
+        println!("| {n} | {:.0} | {:.0} | {:.0} | {written} |", walls[walls.len() / 2], walls[0], cpus[0]);
+    }
+    Ok(())
+}
+
+/// The daemon's CPU time so far (user and system), in ms.
+fn cpu_ms(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let ticks: f64 = [11, 12].iter().filter_map(|&i| fields.get(i).and_then(|v| v.parse::<f64>().ok())).sum();
+    ticks * 1000.0 / 100.0
+}
+
+/// One task changing `n` files, and its apply: wall ms, daemon CPU ms, files written.
+async fn one(fake: &str, bin_dir: &std::path::Path, n: usize) -> Result<(f64, f64, usize), Box<dyn std::error::Error>> {
+    {
         let home = tempfile::Builder::new().prefix("ca").tempdir_in("/tmp")?;
         let project = tempfile::tempdir()?;
         let p = project.path();
@@ -42,7 +76,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "[[agent]]\nid = \"edit\"\nbin = {fake:?}\nargs = [\"sh\", {edit:?}, \"report\", \"success\", \"edited\"]\n"
             ),
         )?;
-        let mut daemon = BenchDaemon::start(&bin_dir, home.path(), "warn", &[]).await?;
+        let mut daemon = BenchDaemon::start(bin_dir, home.path(), "warn", &[]).await?;
         let c = &mut daemon.client;
         let d = c
             .delegate(pb::DelegateRequest {
@@ -69,14 +103,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let t = Instant::now();
-        let a = c.apply(pb::ApplyRequest { task_id: d.task_id.clone() }).await?.into_inner();
-        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        let pid = daemon.pid();
+        let (t, cpu) = (Instant::now(), cpu_ms(pid));
+        let a = daemon.client.apply(pb::ApplyRequest { task_id: d.task_id.clone() }).await?.into_inner();
+        let (ms, cpu) = (t.elapsed().as_secs_f64() * 1000.0, cpu_ms(pid) - cpu);
         if !a.applied {
             return Err(format!("not applied: {a:?}").into());
         }
-        println!("| {n} | {ms:.0} | {} |", a.files.len());
         daemon.stop().await;
+        Ok((ms, cpu, a.files.len()))
     }
-    Ok(())
 }
