@@ -43,20 +43,26 @@ fn history(env: &Env) -> (String, String, Vec<String>) {
 
 #[tokio::test]
 async fn a_worktree_task_cannot_move_the_users_branches_tags_config_or_hooks() {
-    let attack = attack_script(
+    // From its worktree, where its git is its own; and, where the kernel
+    // has Landlock (without it nothing confines a write task's writes),
+    // straight in the user's repository.
+    let direct = r#"try update-ref-user git -C "$U" update-ref refs/heads/main HEAD
+try tag-user git -C "$U" tag agent-tag-2 HEAD
+try config-user git -C "$U" config core.hooksPath /tmp/agent-hooks
+try config-file sh -c "printf '[alias]\n\tx = !touch /tmp/agent-alias\n' >> '$U/.git/config'"
+try hook sh -c "printf '#!/bin/sh\ntouch /tmp/agent-hook\n' > '$U/.git/hooks/post-checkout' && chmod +x '$U/.git/hooks/post-checkout'""#;
+    let landlock = caesard::sandbox::kernel_abi().is_some();
+    let attack = attack_script(&format!(
         r#"U=$(cat "$CAESAR_HOME/files/user-repo")
 G="git -c user.name=a -c user.email=a@a"
 echo agent > agent.txt
 try commit $G commit -qam "the agent's commit"
 try update-ref git update-ref refs/heads/main HEAD
 try tag git tag agent-tag
-try update-ref-user git -C "$U" update-ref refs/heads/main HEAD
-try tag-user git -C "$U" tag agent-tag-2 HEAD
-try config-user git -C "$U" config core.hooksPath /tmp/agent-hooks
-try config-file sh -c "printf '[alias]\n\tx = !touch /tmp/agent-alias\n' >> '$U/.git/config'"
-try hook sh -c "printf '#!/bin/sh\ntouch /tmp/agent-hook\n' > '$U/.git/hooks/post-checkout' && chmod +x '$U/.git/hooks/post-checkout'"
+{}
 echo uncommitted > loose.txt"#,
-    );
+        if landlock { direct } else { "" }
+    ));
     let mut env = Env::new(&[(
         "attacker",
         &["write", "README.md", "hello\nagent\n", "sh", &attack, "report", "success", "tried"],
@@ -79,7 +85,7 @@ echo uncommitted > loose.txt"#,
     assert_eq!(after.0, before.0, "the user's main or tags changed");
     assert_eq!(after.1, before.1, "the user's .git/config changed");
     assert_eq!(after.2, before.2, "the user's hooks changed");
-    for name in ["update-ref-user", "tag-user", "config-user", "config-file", "hook"] {
+    for name in ["update-ref-user", "tag-user", "config-user", "config-file", "hook"].iter().filter(|_| landlock) {
         assert!(!attack_out(&env, name).contains("rc=0"), "{name}: {}", attack_out(&env, name));
     }
 

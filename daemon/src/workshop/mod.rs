@@ -5,12 +5,18 @@
 //!
 //! - [`prepare`] picks the isolation (`inplace`, `worktree`, `auto`), creates
 //!   the worktree at `<repo>/.caesar/wt/<task>` on a branch
-//!   `caesar/<label>/<slug>-<8 chars>` with `base_ref` frozen, places the
+//!   `caesar/<label>/<slug>-<8 chars>` with `base_ref` frozen, with a git
+//!   directory of its own beside it that borrows the repository's objects
+//!   (`taskgit`: the repository's refs, config and hooks are out of the
+//!   agent's reach), places the
 //!   `[worktree]` `copy` and `link` paths and runs its `setup` commands. For an
 //!   inplace task in a repository it snapshots the working tree first.
 //! - [`diff`] compares the frozen base (or the inplace snapshot) with a
 //!   snapshot of the tree the agent worked in: commits, untracked files,
 //!   deletions, renames and binary files included, placed paths excluded.
+//! - [`capture`] (at a task's end, through [`conclude`]) brings its commits
+//!   and its worktree's tree into the repository, as its branch and
+//!   [`end_ref`], which diff, apply, the radar and gc then read.
 //! - [`reconcile`] sets a report's `changes` from that diff;
 //!   [`read_only_violation`] turns a read-only task's diff into a finding.
 //! - [`apply`] merges a worktree's changes into the main working tree (a
@@ -18,8 +24,10 @@
 //! - [`inspect`] and [`remove`] give gc its facts and its mechanism.
 //!
 //! A snapshot is a tree object of a working tree written through a temporary
-//! index (a copy of the real one, so unchanged files are not re-hashed); the
-//! real index, HEAD and branches are never touched by a snapshot. Everything
+//! index (a copy of the real one, or of the daemon's own index of a task's
+//! worktree, so unchanged files are not re-hashed); the real index, HEAD and
+//! branches are never touched by a snapshot, and a task's worktree is read
+//! through the user's repository, never through its `.git`. Everything
 //! here is blocking: call it from `spawn_blocking`.
 //!
 //! Nothing shells out to the `git` CLI: libgit2 covers worktrees, snapshots,
