@@ -561,3 +561,34 @@ fn apply_never_writes_through_a_linked_directory_of_the_main_tree() {
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
     assert_eq!(read(&root, "b.txt"), "bee\n");
 }
+
+#[cfg(unix)]
+#[test]
+fn a_tasks_git_is_its_own_and_its_end_is_read_whatever_it_made_of_it() {
+    let (_t, root) = repo();
+    let p = worktree(&root, "t_0000000e11d0");
+    write(&p.workdir, "a.txt", "agent\n");
+    git(&p.workdir, &["commit", "-q", "-am", "agent"]);
+    // The agent moves refs and tags in its own git: nothing of the repository's moves.
+    let main_before = git(&root, &["rev-parse", "main"]);
+    git(&p.workdir, &["update-ref", "refs/heads/main", "HEAD"]);
+    git(&p.workdir, &["tag", "agent-tag"]);
+    assert_eq!(git(&root, &["rev-parse", "main"]), main_before);
+    assert_eq!(git(&root, &["tag"]), "");
+    // Its store becomes a link to a directory holding a FIFO: the daemon
+    // neither blocks on it nor touches it, and still takes the tree.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let fifo = elsewhere.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let git_dir = p.git_dir.clone().unwrap();
+    std::fs::rename(git_dir.join("objects"), git_dir.join("objects.moved")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), git_dir.join("objects")).unwrap();
+    let end = workshop::capture(&p).unwrap().unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&std::fs::symlink_metadata(&fifo).unwrap().file_type()));
+    let end_ref = workshop::end_ref(&p.task_id);
+    assert_eq!(git(&root, &["rev-parse", &end_ref]).trim(), end.to_string());
+    assert_eq!(git(&root, &["show", &format!("{end_ref}:a.txt")]), "agent\n");
+    assert_eq!(status(&workshop::diff(&p).unwrap()), vec![("a.txt".to_owned(), "modified".to_owned())]);
+    assert!(workshop::apply(&p).unwrap().applied);
+    assert_eq!(read(&root, "a.txt"), "agent\n");
+}

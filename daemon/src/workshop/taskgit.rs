@@ -233,8 +233,15 @@ pub fn capture(p: &Prepared) -> Result<Option<Oid>, WorkshopError> {
 /// that the user's repository lacks, from the task's git directory into
 /// the user's repository. `None` when the task's `HEAD` names no commit.
 fn bring_commits(user: &Repository, git_dir: &Path) -> Result<Option<Oid>, String> {
-    let Some(tip) = read_head(git_dir)? else { return Ok(None) };
     let objects = git_dir.join("objects");
+    // Only directories of the daemon's making are read and walked: not a
+    // link an agent put in their place, which would send both elsewhere.
+    for dir in [git_dir, objects.as_path()] {
+        if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+            return Err(format!("{} is not a directory (the agent's doing)", dir.display()));
+        }
+    }
+    let Some(tip) = read_head(git_dir)? else { return Ok(None) };
     screen(&objects, 0)?;
     // The store's alternates are put back as the daemon made them (the
     // user's objects), whatever the agent wrote there.
