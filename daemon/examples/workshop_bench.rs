@@ -52,6 +52,7 @@ fn main() -> anyhow::Result<()> {
     println!("repository of {files} files ready in {} (git CLI, not measured)", ms(start.elapsed()).trim());
 
     let cfg = WorktreeSection::default();
+    let scratch = tempfile::tempdir()?;
     let input = |id: &'static str, mode| PrepareInput {
         workspace: &root,
         task_id: id,
@@ -63,6 +64,8 @@ fn main() -> anyhow::Result<()> {
         config: &cfg,
         setup_timeout: None,
         cancel: None,
+        own_git_dir: true,
+        scratch: Some(scratch.path()),
     };
     let p = timed("prepare: worktree creation (branch + checkout)", || {
         Ok(workshop::prepare(&input("t_00000000b001", Mode::Write))?)

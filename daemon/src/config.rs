@@ -107,6 +107,10 @@ pub struct Policy {
     pub allow_recursion: bool,
     pub allow_inplace_write: bool,
     pub max_depth: u32,
+    /// Directories (absolute) a delegation from inside a task may name as
+    /// its workspace beside its parent's repository (issue 29): none by
+    /// default, and only the user's own config can name one.
+    pub nested_workspaces: Vec<String>,
 }
 
 impl Default for Policy {
@@ -122,6 +126,7 @@ impl Default for Policy {
             allow_recursion: false,
             allow_inplace_write: false,
             max_depth: 2,
+            nested_workspaces: Vec::new(),
         }
     }
 }
@@ -139,6 +144,7 @@ struct RawPolicy {
     allow_recursion: Option<bool>,
     allow_inplace_write: Option<bool>,
     max_depth: Option<u32>,
+    nested_workspaces: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -536,6 +542,16 @@ impl Config {
         if let Some(v) = p.max_depth {
             self.policy.max_depth = v;
             set("max_depth");
+        }
+        if let Some(v) = p.nested_workspaces {
+            if let Some(bad) = v.iter().find(|d| !Path::new(d).is_absolute()) {
+                return Err(src.bad(
+                    "nested_workspaces",
+                    format!("names `{bad}`, which is not an absolute path: name each directory by its absolute path"),
+                ));
+            }
+            self.policy.nested_workspaces = v;
+            set("nested_workspaces");
         }
         Ok(())
     }

@@ -196,10 +196,10 @@ pub fn for_task(
 
 /// The spec of a write task (issue 19): writes confined to `workdir` (its
 /// worktree, or the workspace in place), the task directory, temp, `/dev`,
-/// `$HOME/.cache`, `$HOME/.npm` and the CLI's state. A worktree's git
-/// metadata in the main repository (its own `worktrees/<name>`, objects,
-/// refs and logs, not hooks or config) stays writable so that git works in
-/// it. `shield` (caesar's state, config and socket directories; the main
+/// `$HOME/.cache`, `$HOME/.npm` and the CLI's state. A worktree's own git
+/// directory (which borrows the main repository's objects) stays writable
+/// so that git works in it; nothing of the main repository's git directory
+/// is (issue 29). `shield` (caesar's state, config and socket directories; the main
 /// tree of a worktree task) is carved out of every writable ancestor.
 pub fn for_write_task(
     task_dir: &Path,
@@ -215,9 +215,7 @@ pub fn for_write_task(
     spec.protect.clear();
     spec.writable.extend(state_paths(provider));
     spec.writable.push(workdir.to_path_buf());
-    if let Some(common) = worktree_git_dirs(workdir) {
-        spec.writable.extend(common);
-    }
+    spec.writable.extend(worktree_git_dir(workdir));
     spec.shield = shield.to_vec();
     spec
 }
@@ -240,10 +238,10 @@ pub fn exposed(
     if workdir == workspace {
         out.push(workspace.to_path_buf());
     }
-    if let Some(dirs) = worktree_git_dirs(workdir) {
-        // The main repository's git directory: objects, refs, config, HEAD.
-        out.extend(dirs.get(1).and_then(|objects| objects.parent()).map(Path::to_path_buf));
-        out.extend(dirs.into_iter().next());
+    if let Some(git_dir) = worktree_git_dir(workdir) {
+        // The worktree's git directory, and the objects it borrows.
+        out.extend(borrowed_objects(&git_dir));
+        out.push(git_dir);
     }
     for name in STATE_ENV {
         let value = env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).or_else(|| std::env::var(name).ok());
@@ -262,13 +260,18 @@ fn state_paths(provider: ProviderId) -> Vec<PathBuf> {
     state_dirs(provider).iter().map(|d| home.join(d)).collect()
 }
 
-/// For a linked worktree (its `.git` is a file naming `gitdir: …`): its own
-/// git directory, and the main repository's objects, refs and logs.
-fn worktree_git_dirs(workdir: &Path) -> Option<Vec<PathBuf>> {
+/// For a worktree whose `.git` is a file naming `gitdir: …`: that git
+/// directory (a worktree task's own, made by the daemon before the agent
+/// runs).
+fn worktree_git_dir(workdir: &Path) -> Option<PathBuf> {
     let text = crate::safe_fs::read_to_string_capped(&workdir.join(".git"), 4096).ok()?;
-    let gitdir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
-    let common = gitdir.parent()?.parent()?.to_path_buf();
-    Some(vec![gitdir, common.join("objects"), common.join("refs"), common.join("logs")])
+    Some(PathBuf::from(text.strip_prefix("gitdir:")?.trim())).filter(|g| g.is_absolute())
+}
+
+/// The object store a git directory borrows (its `objects/info/alternates`).
+fn borrowed_objects(git_dir: &Path) -> Option<PathBuf> {
+    let text = crate::safe_fs::read_to_string_capped(&git_dir.join("objects/info/alternates"), 4096).ok()?;
+    Some(PathBuf::from(text.lines().next()?.trim())).filter(|o| o.is_absolute())
 }
 
 /// The writable paths with every protected path carved out: a writable

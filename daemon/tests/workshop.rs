@@ -57,6 +57,8 @@ fn input<'a>(ws: &'a Path, id: &'a str, iso: IsolationPref, mode: Mode, cfg: &'a
         config: cfg,
         setup_timeout: Some(std::time::Duration::from_secs(30)),
         cancel: None,
+        own_git_dir: true,
+        scratch: None,
     }
 }
 
@@ -119,8 +121,14 @@ fn worktree_is_made_on_a_named_branch_and_hidden_from_the_main_tree() {
     let again = workshop::prepare(&input(&root, "t_0123456789ab", IsolationPref::Worktree, Mode::Write, &cfg)).unwrap();
     assert_eq!((again.branch.as_deref(), again.worktree.as_deref()), (p.branch.as_deref(), p.worktree.as_deref()));
     assert_eq!(read(&again.workdir, "a.txt"), "one\ntwo\nthree\n");
+    // The worktree's git directory is its own, borrowing the repository's
+    // objects: the repository itself has no worktree record (issue 29).
+    let git_dir = root.join(".caesar/wt/t_0123456789ab.git");
+    assert_eq!(again.git_dir.as_deref(), Some(git_dir.as_path()));
+    assert_eq!(git(&again.workdir, &["rev-parse", "--absolute-git-dir"]).trim(), git_dir.display().to_string());
+    assert!(read(&git_dir, "objects/info/alternates").starts_with(&root.join(".git/objects").display().to_string()));
     let listed = git(&root, &["worktree", "list", "--porcelain"]);
-    assert_eq!(listed.matches("worktree ").count(), 2, "the main tree and one task worktree: {listed}");
+    assert_eq!(listed.matches("worktree ").count(), 1, "the main tree only: {listed}");
 }
 
 #[test]
@@ -388,8 +396,10 @@ fn remove_refuses_unapplied_work_and_keeps_unique_commits() {
     assert!(e.to_string().contains("neither applied nor discarded"));
     assert!(p.worktree.as_ref().unwrap().exists());
 
-    // The agent commits; applied, the worktree may go, the branch stays.
+    // The agent commits and its task ends (its commit becomes its branch's);
+    // applied, the worktree may go, the branch stays.
     git(&p.workdir, &["commit", "-q", "-am", "agent"]);
+    workshop::capture(&p).unwrap();
     let state = workshop::inspect(&p).unwrap();
     assert_eq!((state.changed_files, state.in_main, state.unique_commits), (1, false, 1));
     assert!(workshop::apply(&p).unwrap().applied);
@@ -512,7 +522,7 @@ fn preparation_killed_at_any_moment_can_be_redone() {
             let _ = child.wait();
         }
         // A killed try that got as far as its worktree left it behind.
-        if git(&root, &["worktree", "list", "--porcelain"]).matches("worktree ").count() > 1 {
+        if root.join(".caesar/wt").join(&id).exists() {
             interrupted += 1;
         }
         let p = workshop::prepare(&input(&root, &id, IsolationPref::Worktree, Mode::Write, &cfg))
@@ -542,6 +552,7 @@ fn apply_never_writes_through_a_linked_directory_of_the_main_tree() {
     write(&p.workdir, "b.txt", "bee\ntask\n");
     git(&p.workdir, &["add", "-f", "cache/evil.sh", "b.txt"]);
     git(&p.workdir, &["commit", "-q", "-m", "task"]);
+    workshop::capture(&p).unwrap();
     let r = workshop::apply(&p).unwrap();
     assert!(!r.applied, "{r:?}");
     assert_eq!(r.conflicts.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(), vec!["cache/evil.sh"]);
@@ -549,4 +560,35 @@ fn apply_never_writes_through_a_linked_directory_of_the_main_tree() {
     // Nothing was written, outside or inside.
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
     assert_eq!(read(&root, "b.txt"), "bee\n");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_tasks_git_is_its_own_and_its_end_is_read_whatever_it_made_of_it() {
+    let (_t, root) = repo();
+    let p = worktree(&root, "t_0000000e11d0");
+    write(&p.workdir, "a.txt", "agent\n");
+    git(&p.workdir, &["commit", "-q", "-am", "agent"]);
+    // The agent moves refs and tags in its own git: nothing of the repository's moves.
+    let main_before = git(&root, &["rev-parse", "main"]);
+    git(&p.workdir, &["update-ref", "refs/heads/main", "HEAD"]);
+    git(&p.workdir, &["tag", "agent-tag"]);
+    assert_eq!(git(&root, &["rev-parse", "main"]), main_before);
+    assert_eq!(git(&root, &["tag"]), "");
+    // Its store becomes a link to a directory holding a FIFO: the daemon
+    // neither blocks on it nor touches it, and still takes the tree.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let fifo = elsewhere.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let git_dir = p.git_dir.clone().unwrap();
+    std::fs::rename(git_dir.join("objects"), git_dir.join("objects.moved")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), git_dir.join("objects")).unwrap();
+    let end = workshop::capture(&p).unwrap().unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&std::fs::symlink_metadata(&fifo).unwrap().file_type()));
+    let end_ref = workshop::end_ref(&p.task_id);
+    assert_eq!(git(&root, &["rev-parse", &end_ref]).trim(), end.to_string());
+    assert_eq!(git(&root, &["show", &format!("{end_ref}:a.txt")]), "agent\n");
+    assert_eq!(status(&workshop::diff(&p).unwrap()), vec![("a.txt".to_owned(), "modified".to_owned())]);
+    assert!(workshop::apply(&p).unwrap().applied);
+    assert_eq!(read(&root, "a.txt"), "agent\n");
 }

@@ -32,11 +32,15 @@ async fn status(c: &mut Client, id: &str) -> pb::TaskView {
     c.status(pb::StatusRequest { task_id: id.to_owned() }).await.unwrap().into_inner()
 }
 
-/// The task worktrees and caesar branches git knows of.
+/// The task worktrees (each with its own git directory beside it, issue
+/// 29; any `git worktree` of the repository counts too) and caesar branches.
 fn leftovers(env: &Env) -> (usize, String) {
     let p = env.project.path();
-    let worktrees = git(p, &["worktree", "list", "--porcelain"]).matches("worktree ").count() - 1;
-    (worktrees, git(p, &["branch", "--list", "caesar/*"]))
+    let linked = git(p, &["worktree", "list", "--porcelain"]).matches("worktree ").count() - 1;
+    let own = std::fs::read_dir(p.join(".caesar/wt"))
+        .map(|d| d.flatten().filter(|e| !e.file_name().to_string_lossy().ends_with(".git")).count())
+        .unwrap_or(0);
+    (linked + own, git(p, &["branch", "--list", "caesar/*"]))
 }
 
 #[tokio::test]

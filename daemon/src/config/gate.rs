@@ -101,6 +101,11 @@ pub(super) fn strip(layer: &mut Layer, current: &Config) -> Vec<String> {
         if p.max_depth.is_some_and(|v| !widen("max_depth", v > cur.max_depth)) {
             p.max_depth = None;
         }
+        if let Some(v) = &p.nested_workspaces
+            && !widen("nested_workspaces", !v.iter().all(|d| cur.nested_workspaces.contains(d)))
+        {
+            p.nested_workspaces = None;
+        }
     }
     ignored
 }

@@ -92,6 +92,28 @@ mod layers {
         assert_eq!(c.files.len(), 3);
     }
 
+    struct NoTrust;
+    impl crate::trust::Gate for NoTrust {
+        fn trusts(&self, _file: &Path, _text: &str) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn nested_workspaces_are_absolute_and_only_the_users_own_config_names_them() {
+        let d = Dirs::new();
+        d.global("[policy]\nnested_workspaces = [\"/srv/shared\"]\n");
+        assert_eq!(d.load().unwrap().policy.nested_workspaces, ["/srv/shared"]);
+        d.global("[policy]\nnested_workspaces = [\"relative/dir\"]\n");
+        let err = d.load().unwrap_err().to_string();
+        assert!(err.contains("nested_workspaces") && err.contains("relative/dir") && err.contains("absolute"), "{err}");
+        // An untrusted repository config cannot widen it.
+        d.global("");
+        d.project("[policy]\nnested_workspaces = [\"/home\"]\n");
+        let c = Config::load_gated(d.global.path(), d.project.path(), &NoTrust).unwrap();
+        assert!(c.policy.nested_workspaces.is_empty(), "{:?}", c.policy.nested_workspaces);
+    }
+
     #[test]
     fn bad_files_are_refused_with_file_line_and_key() {
         let d = Dirs::new();

@@ -118,7 +118,9 @@ impl Engine {
     pub(super) fn verify_changes(record: &TaskRecord, report: &mut crate::oacp::Report) {
         let prepared = record.workshop.as_ref();
         let diff = match prepared {
-            Some(p) if p.repo_root.is_some() => match workshop::diff(p) {
+            // A worktree task's result goes into the user's repository
+            // here, at its end (`workshop::capture`).
+            Some(p) if p.repo_root.is_some() => match workshop::conclude(p) {
                 Ok(d) => Some(d),
                 Err(e) => {
                     report.findings.push(crate::oacp::Finding {

@@ -2,7 +2,10 @@
 //! authority. The depth comes from the calling task's record, never from
 //! the request; a child's mode, isolation and network are no wider than its
 //! parent's; `max_depth` and the recursion rule apply as to any delegation.
+//! Its workspace stays inside its parent's repository unless the user's
+//! policy names other directories (`[policy] nested_workspaces`, issue 29).
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -17,7 +20,13 @@ impl Engine {
     /// cancel it, and nothing else.
     pub async fn delegate_from(self: &Arc<Self>, parent: &TaskRecord, mut input: DelegateInput) -> Result<Delegated> {
         narrow(&Parent::of(parent), &mut input)?;
-        self.delegate_under(input, Some(parent)).await
+        let (config, _) = self.load_config(&crate::config::project_root(Path::new(&parent.workspace)))?;
+        let moved = keep_in_repository(parent, &mut input, &config.policy.nested_workspaces)?;
+        let mut delegated = self.delegate_under(input, Some(parent)).await?;
+        if let Some(note) = moved {
+            delegated.warnings.insert("workspace_moved".to_owned(), note);
+        }
+        Ok(delegated)
     }
 }
 
@@ -85,6 +94,58 @@ pub fn narrow(parent: &Parent<'_>, input: &mut DelegateInput) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Keeps a child's workspace inside its parent's repository (issue 29): a
+/// directory of the parent's repository (its workspace's, or the directory
+/// itself outside one), or one `allowed` names (the user's policy). A
+/// directory of the parent's own worktree becomes the same directory of
+/// the repository (said in the returned note): a worktree's git directory
+/// is its agent's, and the daemon never opens a repository through it.
+/// Another task's worktree is refused. A workspace that is not an absolute
+/// directory is left for the delegation's own check to name.
+pub fn keep_in_repository(
+    parent: &TaskRecord,
+    input: &mut DelegateInput,
+    allowed: &[String],
+) -> Result<Option<String>> {
+    let asked = PathBuf::from(&input.workspace);
+    let Some(asked) = asked.is_absolute().then(|| asked.canonicalize().ok()).flatten() else { return Ok(None) };
+    let parent_ws = PathBuf::from(&parent.workspace);
+    let prepared = parent.workshop.as_ref();
+    let root = prepared
+        .and_then(|p| p.repo_root.clone())
+        .or_else(|| crate::workshop::facts(&parent_ws).root)
+        .unwrap_or_else(|| parent_ws.clone());
+    let root = root.canonicalize().unwrap_or(root);
+    let worktree = prepared.filter(|p| p.isolation == Isolation::Worktree).and_then(|p| p.worktree.as_ref());
+    if let Some(rel) = worktree.and_then(|wt| asked.strip_prefix(wt).ok()) {
+        let mapped = if rel.as_os_str().is_empty() { root.clone() } else { root.join(rel) };
+        let note = format!(
+            "the workspace {} is in task {}'s worktree, whose git directory is that task's agent's: the child works in the same directory of the repository, {}",
+            asked.display(),
+            parent.id,
+            mapped.display()
+        );
+        input.workspace = mapped.display().to_string();
+        return Ok(Some(note));
+    }
+    let in_worktrees = asked.starts_with(root.join(crate::workshop::WORKTREES_DIR));
+    let named = allowed.iter().any(|d| {
+        let d = Path::new(d);
+        asked.starts_with(d.canonicalize().unwrap_or_else(|_| d.to_path_buf()))
+    });
+    if !in_worktrees && (asked.starts_with(&root) || named) {
+        return Ok(None);
+    }
+    let why = if in_worktrees { "it is another task's worktree" } else { "it is outside that repository" };
+    Err(Error::Refused(format!(
+        "`workspace` {} is refused: this delegation comes from task {}, and a delegation from inside a task stays inside its parent's repository, {} ({why}). Name a directory of {}, or have the user name the directory in `[policy] nested_workspaces` of their own config",
+        asked.display(),
+        parent.id,
+        root.display(),
+        root.display()
+    )))
 }
 
 /// The child as resolved, against its parent: write only under a writing

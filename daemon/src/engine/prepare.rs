@@ -208,6 +208,8 @@ fn prepare_blocking(record: &TaskRecord, cancel: Option<&AtomicBool>) -> std::re
         config: &plan.worktree,
         setup_timeout: Some(SETUP_TIMEOUT),
         cancel,
+        own_git_dir: record.launch.kube.is_none(),
+        scratch: Some(&crate::task_dir::TaskDir::new(&record.task_dir).daemon_part()),
     })
     .map_err(|e| e.to_string())
 }

@@ -179,6 +179,9 @@ fn confine(
         .collect();
     if workdir != workspace {
         shield.push(crate::config::project_root(&workspace));
+        // The repository's root too, with its `.git` (issue 29), where the
+        // project is a directory beneath it.
+        shield.extend(record.workshop.as_ref().and_then(|p| p.repo_root.clone()));
     }
     let mut sandbox = if read_only {
         crate::sandbox::for_task(read_only, dir.root(), workdir, launch.provider, &env)

@@ -18,7 +18,7 @@
 //! task changed already holds the task's content in the main tree (so it
 //! survives a restart, and a commit of the applied changes).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use git2::{MergeOptions, ObjectType, Oid, Repository, Tree};
@@ -68,15 +68,19 @@ fn entry(tree: &Tree, path: &str) -> Entry {
     }
 }
 
-/// Every path that differs between two trees (old and new sides, no renames).
+/// Every path that differs between two trees (old and new sides, no
+/// renames), once each, in the diff's order. Linear in changed paths: a
+/// `Vec::contains` per path here made apply quadratic (issue 33: 3,000
+/// changed files took 11 s).
 pub(crate) fn changed_paths(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<String>, WorkshopError> {
     let d = tree_diff(repo, from, to, false)?;
     let mut out = Vec::new();
+    let mut seen = HashSet::new();
     for delta in d.deltas() {
         for f in [delta.old_file(), delta.new_file()] {
             if let Some(p) = f.path() {
                 let p = p.to_string_lossy().replace('\\', "/");
-                if !out.contains(&p) {
+                if seen.insert(p.clone()) {
                     out.push(p);
                 }
             }
@@ -105,7 +109,7 @@ pub fn apply(p: &Prepared) -> Result<ApplyResult, WorkshopError> {
     if changed.is_empty() {
         return Ok(ApplyResult::nothing("nothing to apply: the task changed no file".to_owned(), false));
     }
-    let main = snapshot(&root, &[])?;
+    let main = snapshot(&root, &[], Some(&super::taskgit::scratch_of(p)))?;
     if all_present(&repo, &changed, task, main)? {
         return Ok(ApplyResult::nothing(
             format!("already applied: all {} changed file(s) already hold the task's content", changed.len()),
@@ -173,11 +177,12 @@ fn uncommitted_conflicts(changed: &[String], main_tree: &Tree, head_tree: &Tree,
 /// advice to merge the task's branch by hand.
 fn merge_conflicts(merged: &git2::Index, branch: &str, task_id: &str) -> Result<Vec<Conflict>, WorkshopError> {
     let mut conflicts: Vec<Conflict> = Vec::new();
+    let mut seen = HashSet::new();
     for c in merged.conflicts().map_err(WorkshopError::git("list conflicts"))?.flatten() {
         let e = c.our.as_ref().or(c.their.as_ref()).or(c.ancestor.as_ref());
         let Some(e) = e else { continue };
         let path = String::from_utf8_lossy(&e.path).into_owned();
-        if conflicts.iter().any(|x| x.path == path) {
+        if !seen.insert(path.clone()) {
             continue;
         }
         conflicts.push(Conflict {

@@ -48,14 +48,11 @@ pub(crate) fn trees(p: &Prepared) -> Result<(Repository, Oid, Oid), WorkshopErro
     let repo = Repository::open(root).map_err(WorkshopError::git(format!("open {}", root.display())))?;
     match p.isolation {
         Isolation::Worktree => {
-            let wt = p.worktree.clone().unwrap_or_default();
-            if !wt.join(".git").exists() {
-                return Err(WorkshopError::WorktreeGone { path: wt });
-            }
             let base = p.base_ref.as_deref().unwrap_or_default();
             let base = Oid::from_str(base).map_err(WorkshopError::git("read base_ref"))?;
             let base = repo.find_commit(base).map_err(WorkshopError::git("find base_ref"))?.tree_id();
-            let now = snapshot(&wt, &p.placed)?;
+            // Once the task ended, its end ref; before, its worktree now.
+            let now = super::taskgit::task_tree(p, &repo)?;
             Ok((repo, base, now))
         }
         Isolation::Inplace => {
@@ -63,10 +60,19 @@ pub(crate) fn trees(p: &Prepared) -> Result<(Repository, Oid, Oid), WorkshopErro
                 return Err(WorkshopError::NoRepository { path: p.workspace.clone() });
             };
             let before = Oid::from_str(before).map_err(WorkshopError::git("read the inplace snapshot"))?;
-            let now = snapshot(root, &p.placed)?;
+            let now = snapshot(root, &p.placed, p.scratch.as_deref().filter(|s| s.is_dir()))?;
             Ok((repo, before, now))
         }
     }
+}
+
+/// A worktree task's conclusion: its result brought into the user's
+/// repository ([`super::capture`]), then its diff from there. Any other task's diff.
+pub fn conclude(p: &Prepared) -> Result<DiffResult, WorkshopError> {
+    if p.isolation == Isolation::Worktree {
+        super::capture(p)?;
+    }
+    diff(p)
 }
 
 /// Diffs the task's tree against its base (worktree) or its starting

@@ -5,12 +5,18 @@
 //!
 //! - [`prepare`] picks the isolation (`inplace`, `worktree`, `auto`), creates
 //!   the worktree at `<repo>/.caesar/wt/<task>` on a branch
-//!   `caesar/<label>/<slug>-<8 chars>` with `base_ref` frozen, places the
+//!   `caesar/<label>/<slug>-<8 chars>` with `base_ref` frozen, with a git
+//!   directory of its own beside it that borrows the repository's objects
+//!   (`taskgit`: the repository's refs, config and hooks are out of the
+//!   agent's reach), places the
 //!   `[worktree]` `copy` and `link` paths and runs its `setup` commands. For an
 //!   inplace task in a repository it snapshots the working tree first.
 //! - [`diff`] compares the frozen base (or the inplace snapshot) with a
 //!   snapshot of the tree the agent worked in: commits, untracked files,
 //!   deletions, renames and binary files included, placed paths excluded.
+//! - [`capture`] (at a task's end, through [`conclude`]) brings its commits
+//!   and its worktree's tree into the repository, as its branch and
+//!   [`end_ref`], which diff, apply, the radar and gc then read.
 //! - [`reconcile`] sets a report's `changes` from that diff;
 //!   [`read_only_violation`] turns a read-only task's diff into a finding.
 //! - [`apply`] merges a worktree's changes into the main working tree (a
@@ -18,8 +24,10 @@
 //! - [`inspect`] and [`remove`] give gc its facts and its mechanism.
 //!
 //! A snapshot is a tree object of a working tree written through a temporary
-//! index (a copy of the real one, so unchanged files are not re-hashed); the
-//! real index, HEAD and branches are never touched by a snapshot. Everything
+//! index (a copy of the real one, or of the daemon's own index of a task's
+//! worktree, so unchanged files are not re-hashed); the real index, HEAD and
+//! branches are never touched by a snapshot, and a task's worktree is read
+//! through the user's repository, never through its `.git`. Everything
 //! here is blocking: call it from `spawn_blocking`.
 //!
 //! Nothing shells out to the `git` CLI: libgit2 covers worktrees, snapshots,
@@ -32,6 +40,7 @@ mod diff;
 mod place;
 pub mod radar;
 mod snapshot;
+mod taskgit;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -43,8 +52,9 @@ use crate::config::{IsolationPref, WorktreeSection};
 use crate::oacp::{Finding, Isolation, Mode};
 
 pub use apply::{ApplyResult, Conflict, apply};
-pub use diff::{DiffResult, FileChange, diff, read_only_violation, reconcile};
+pub use diff::{DiffResult, FileChange, conclude, diff, read_only_violation, reconcile};
 pub use place::kill_setups_of;
+pub use taskgit::{capture, end_ref};
 
 /// Where worktrees live, relative to the repository root.
 pub const WORKTREES_DIR: &str = ".caesar/wt";
@@ -74,6 +84,15 @@ pub struct PrepareInput<'a> {
     /// Set to give up: a running setup command's group is killed, and what
     /// was made is removed.
     pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
+    /// The worktree gets a git directory of its own that borrows the
+    /// repository's objects (`taskgit`), rather than a `git worktree` of
+    /// the repository: every task whose agent runs on this machine. A
+    /// Kubernetes task's worktree, which only the daemon touches, stays a
+    /// `git worktree`.
+    pub own_git_dir: bool,
+    /// The daemon's own directory for the task's files (its daemon part):
+    /// the index it keeps of the worktree, and its temporary files.
+    pub scratch: Option<&'a Path>,
 }
 
 /// Where a task runs and everything a later diff, apply or removal needs.
@@ -96,6 +115,14 @@ pub struct Prepared {
     pub branch: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<PathBuf>,
+    /// The worktree's own git directory (`<worktree>.git`, beside it),
+    /// borrowing the repository's objects; `None` for a `git worktree` of
+    /// the repository (a Kubernetes task's, or one made before issue 29).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_dir: Option<PathBuf>,
+    /// The daemon's own directory for the task's files (its daemon part).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scratch: Option<PathBuf>,
     /// Inplace only: the tree (oid) of the working tree before the agent ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<String>,
@@ -285,6 +312,8 @@ pub fn prepare(input: &PrepareInput) -> Result<Prepared, WorkshopError> {
         base_ref: None,
         branch: None,
         worktree: None,
+        git_dir: None,
+        scratch: input.scratch.map(Path::to_path_buf),
         before: None,
         placed: Vec::new(),
         findings: Vec::new(),
@@ -292,7 +321,7 @@ pub fn prepare(input: &PrepareInput) -> Result<Prepared, WorkshopError> {
     let Some(root) = f.root.clone() else { return Ok(prepared) };
     match isolation {
         Isolation::Inplace => {
-            let tree = snapshot::snapshot(&root, &[])?;
+            let tree = snapshot::snapshot(&root, &[], input.scratch)?;
             prepared.before = Some(tree.to_string());
             Ok(prepared)
         }
@@ -414,6 +443,21 @@ fn make_worktree(
     std::fs::create_dir_all(&wt_dir).map_err(WorkshopError::io("create", &wt_dir))?;
     let oid = Oid::from_str(head).map_err(WorkshopError::git("read HEAD"))?;
     let commit = repo.find_commit(oid).map_err(WorkshopError::git("read HEAD's commit"))?;
+    let rel = workspace.strip_prefix(root).unwrap_or(Path::new(""));
+    let workdir = wt_path.join(rel);
+    prepared.base_ref = Some(head.to_owned());
+    prepared.branch = Some(branch.clone());
+    prepared.worktree = Some(wt_path.clone());
+    prepared.workdir = workdir.clone();
+    if input.own_git_dir {
+        // A result of an earlier try of this task is not this one's.
+        if let Ok(mut r) = repo.find_reference(&end_ref(input.task_id)) {
+            let _ = r.delete();
+        }
+        prepared.git_dir = Some(taskgit::make(&repo, &wt_path, &branch, &commit, input.scratch)?);
+        std::fs::create_dir_all(&workdir).map_err(WorkshopError::io("create", &workdir))?;
+        return Ok(());
+    }
     // Adding a worktree while other tasks add theirs to the same repository
     // fails with "already checked out" for a branch just made (libgit2 reads
     // the other worktrees' half-written HEADs): the adds are taken one at a
@@ -449,12 +493,6 @@ fn make_worktree(
         .and_then(|w| w.index())
         .and_then(|mut idx| idx.read_tree(&tree).and_then(|()| idx.write()))
         .map_err(WorkshopError::git(format!("index the worktree {}", wt_path.display())))?;
-    let rel = workspace.strip_prefix(root).unwrap_or(Path::new(""));
-    let workdir = wt_path.join(rel);
-    prepared.base_ref = Some(head.to_owned());
-    prepared.branch = Some(branch);
-    prepared.worktree = Some(wt_path);
-    prepared.workdir = workdir.clone();
     std::fs::create_dir_all(&workdir).map_err(WorkshopError::io("create", &workdir))?;
     Ok(())
 }
@@ -551,31 +589,6 @@ fn screen_records(commondir: &Path) {
     }
 }
 
-/// Refuses a working tree whose `.git` file leads to a record with a git
-/// file that is not a regular file: libgit2 would block on a FIFO there.
-pub(crate) fn refuse_hostile_git(workdir: &Path) -> Result<(), WorkshopError> {
-    let dotgit = workdir.join(".git");
-    let Ok(meta) = std::fs::symlink_metadata(&dotgit) else { return Ok(()) };
-    if meta.is_dir() {
-        return Ok(());
-    }
-    let refuse = |what: &Path| {
-        WorkshopError::Invalid(format!(
-            "{} is not a regular file (the task's agent made it so): caesar does not open this worktree's git metadata. Discard the task (`caesar discard <id>`), and `caesar gc` removes its worktree",
-            what.display()
-        ))
-    };
-    if !meta.is_file() {
-        return Err(refuse(&dotgit));
-    }
-    let text = record_file(&dotgit);
-    let Some(gitdir) = text.trim().strip_prefix("gitdir:").map(|g| workdir.join(g.trim())) else { return Ok(()) };
-    match hostile_record(&gitdir) {
-        Some(bad) => Err(refuse(&bad)),
-        None => Ok(()),
-    }
-}
-
 /// Adds `/.caesar/wt/` to the repository's `info/exclude` once, so worktrees
 /// never appear as untracked in the main tree.
 fn ensure_excluded(repo: &Repository) -> Result<(), WorkshopError> {
@@ -630,27 +643,27 @@ pub fn inspect(p: &Prepared) -> Result<WorkState, WorkshopError> {
         .map_err(WorkshopError::git("find base_ref"))?;
     let tip =
         p.branch.as_deref().and_then(|b| repo.find_branch(b, BranchType::Local).ok()).and_then(|b| b.get().target());
-    let present = p.worktree.as_deref().is_some_and(|w| w.join(".git").exists());
-    let task_tree = if present {
-        snapshot::snapshot(p.worktree.as_deref().unwrap_or(Path::new("")), &p.placed)?
-    } else {
-        match tip {
+    let present = taskgit::worktree_present(p);
+    let task_tree = match taskgit::task_tree(p, &repo) {
+        Ok(tree) => tree,
+        Err(WorkshopError::WorktreeGone { .. }) => match tip {
             Some(t) => {
                 repo.find_commit(t).and_then(|c| c.tree()).map(|t| t.id()).map_err(WorkshopError::git("read tip"))?
             }
             None => base.tree_id(),
-        }
+        },
+        Err(e) => return Err(e),
     };
     let base_tree = base.tree_id();
     let changed = apply::changed_paths(&repo, base_tree, task_tree)?;
     let in_main = if changed.is_empty() {
         true
     } else {
-        let main_tree = snapshot::snapshot(root, &[])?;
+        let main_tree = snapshot::snapshot(root, &[], Some(&taskgit::scratch_of(p)))?;
         apply::all_present(&repo, &changed, task_tree, main_tree)?
     };
     let unique_commits = match (tip, p.branch.as_deref()) {
-        (Some(tip), Some(branch)) => unique_commits(&repo, tip, branch)?,
+        (Some(tip), Some(branch)) => unique_commits(&repo, tip, branch, &p.task_id)?,
         _ => 0,
     };
     Ok(WorkState { worktree_present: present, changed_files: changed.len(), in_main, unique_commits })
@@ -662,12 +675,15 @@ pub fn has_unmerged_work(p: &Prepared) -> Result<bool, WorkshopError> {
     Ok(inspect(p)?.unmerged())
 }
 
-fn unique_commits(repo: &Repository, tip: Oid, branch: &str) -> Result<usize, WorkshopError> {
+/// The commits of the task's branch that no other reference reaches (the
+/// task's own refs under `refs/caesar/tasks/<id>/` are not others).
+fn unique_commits(repo: &Repository, tip: Oid, branch: &str, task_id: &str) -> Result<usize, WorkshopError> {
     let own = format!("refs/heads/{branch}");
+    let own_refs = format!("refs/caesar/tasks/{task_id}/");
     let mut walk = repo.revwalk().map_err(WorkshopError::git("walk history"))?;
     walk.push(tip).map_err(WorkshopError::git("walk history"))?;
     for r in repo.references().map_err(WorkshopError::git("list references"))?.flatten() {
-        if r.name().ok() == Some(own.as_str()) {
+        if r.name().is_ok_and(|n| n == own || n.starts_with(&own_refs)) {
             continue;
         }
         if let Ok(c) = r.peel_to_commit() {
@@ -737,9 +753,15 @@ fn remove_with(p: &Prepared, force: bool, discarded: bool) -> Result<Removed, Wo
     screen_records(repo.commondir());
     let mut out = Removed::default();
     if let Some(wt) = &p.worktree {
-        if wt.exists() {
-            std::fs::remove_dir_all(wt).map_err(WorkshopError::io("remove", wt))?;
+        if std::fs::symlink_metadata(wt).is_ok() {
+            taskgit::remove_any(wt)?;
             out.worktree_removed = true;
+        }
+        if let Some(git_dir) = &p.git_dir {
+            taskgit::remove_any(git_dir)?;
+        }
+        if let Ok(mut r) = repo.find_reference(&end_ref(&p.task_id)) {
+            r.delete().map_err(WorkshopError::git(format!("delete {}", end_ref(&p.task_id))))?;
         }
         if let Ok(w) = repo.find_worktree(&p.task_id) {
             let mut o = WorktreePruneOptions::new();

@@ -49,32 +49,30 @@ impl Meeting {
 /// The current tree of a worktree task, without diffing it: the key to
 /// reuse a cached footprint.
 pub fn current_tree(p: &Prepared) -> Result<String, WorkshopError> {
-    let wt = worktree_of(p)?;
-    Ok(snapshot(&wt, &p.placed)?.to_string())
+    let (repo, _) = repo_of(p)?;
+    Ok(super::taskgit::task_tree(p, &repo)?.to_string())
 }
 
-fn worktree_of(p: &Prepared) -> Result<std::path::PathBuf, WorkshopError> {
+/// The user's repository of a worktree task, and the task's base tree.
+fn repo_of(p: &Prepared) -> Result<(Repository, Oid), WorkshopError> {
     if p.isolation != Isolation::Worktree {
         return Err(WorkshopError::Invalid("the radar reads worktree tasks only".to_owned()));
     }
-    let wt = p.worktree.clone().unwrap_or_default();
-    if !wt.join(".git").exists() {
-        return Err(WorkshopError::WorktreeGone { path: wt });
-    }
-    Ok(wt)
-}
-
-/// The footprint of a worktree task: its base commit's tree against a
-/// snapshot of its worktree now (commits, uncommitted and untracked work).
-/// `known` is a footprint computed before: returned as it is when the
-/// worktree's tree has not changed since.
-pub fn task_footprint(p: &Prepared, known: Option<&Footprint>) -> Result<Footprint, WorkshopError> {
     let Some(root) = &p.repo_root else { return Err(WorkshopError::NoRepository { path: p.workspace.clone() }) };
-    let wt = worktree_of(p)?;
     let repo = Repository::open(root).map_err(WorkshopError::git(format!("open {}", root.display())))?;
     let base = Oid::from_str(p.base_ref.as_deref().unwrap_or_default()).map_err(WorkshopError::git("read base_ref"))?;
     let base = repo.find_commit(base).map_err(WorkshopError::git("find base_ref"))?.tree_id();
-    let now = snapshot(&wt, &p.placed)?;
+    Ok((repo, base))
+}
+
+/// The footprint of a worktree task: its base commit's tree against its
+/// tree (its end ref's once it ended; else a snapshot of its worktree now:
+/// commits, uncommitted and untracked work). `known` is a footprint
+/// computed before: returned as it is when the task's tree has not changed
+/// since.
+pub fn task_footprint(p: &Prepared, known: Option<&Footprint>) -> Result<Footprint, WorkshopError> {
+    let (repo, base) = repo_of(p)?;
+    let now = super::taskgit::task_tree(p, &repo)?;
     if let Some(k) = known.filter(|k| k.tree == now.to_string() && k.base == base.to_string()) {
         return Ok(k.clone());
     }
@@ -87,7 +85,7 @@ pub fn task_footprint(p: &Prepared, known: Option<&Footprint>) -> Result<Footpri
 pub fn uncommitted_footprint(repo_root: &Path, skip: &[String]) -> Result<Footprint, WorkshopError> {
     let repo = Repository::open(repo_root).map_err(WorkshopError::git(format!("open {}", repo_root.display())))?;
     let head = repo.head().and_then(|h| h.peel_to_tree()).map_err(WorkshopError::git("read HEAD's tree"))?.id();
-    let now = snapshot(repo_root, skip)?;
+    let now = snapshot(repo_root, skip, None)?;
     footprint(&repo, head, now, skip)
 }
 

@@ -3,7 +3,10 @@
 //!
 //! The temporary index starts as a copy of the real one: its stat data lets
 //! libgit2 skip re-hashing unchanged files, so a snapshot of a clean tree of
-//! 10,000 files costs a `stat` per file, not a read.
+//! 10,000 files costs a `stat` per file, not a read. A task's worktree is
+//! read through the user's repository with the daemon's own index of it
+//! ([`Stat::Cache`], in the task's daemon part), never through the
+//! worktree's `.git`, which its agent may rewrite.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use git2::{Index, IndexAddOption, Oid, Repository};
 
 use super::{WORKTREES_DIR, WorkshopError};
+
+/// The daemon's own index of a task's worktree, in its daemon part.
+pub(crate) const CACHE_INDEX: &str = "worktree.index";
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -26,7 +32,7 @@ impl Drop for TempFile {
 
 /// A new file at `path`, 0600, made by this call: never an existing file
 /// nor a link planted there.
-fn exclusive(path: &Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn exclusive(path: &Path) -> std::io::Result<std::fs::File> {
     let mut o = std::fs::OpenOptions::new();
     o.write(true).create_new(true);
     #[cfg(unix)]
@@ -46,29 +52,92 @@ pub(crate) fn excluded(path: &str, placed: &[String]) -> bool {
     under(path, WORKTREES_DIR) || placed.iter().any(|p| under(path, p))
 }
 
-/// The tree of the working tree at `workdir`: tracked files as they are on
-/// disk, untracked files that are not ignored, deletions; ignored files,
-/// nested repositories and `placed` paths left out.
-pub(crate) fn snapshot(workdir: &Path, placed: &[String]) -> Result<Oid, WorkshopError> {
-    super::refuse_hostile_git(workdir)?;
-    let repo = Repository::open(workdir).map_err(WorkshopError::git(format!("open {}", workdir.display())))?;
+/// Where a snapshot's index comes from: the stat data that lets libgit2
+/// skip re-hashing unchanged files.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stat<'a> {
+    /// The repository's own index, copied and left as it is (the user's
+    /// main tree).
+    Real,
+    /// The daemon's own index for a task's worktree, in the task's daemon
+    /// part: read, and replaced by the snapshot's once it is taken. Missing
+    /// (or `None`, for a task without a daemon part), the snapshot starts
+    /// from `seed` (the base tree) and hashes every file.
+    Cache { path: Option<&'a Path>, seed: Option<Oid> },
+}
+
+/// The tree of the user's working tree at `root` (its repository's own
+/// index for stat data), with the temporary index in `scratch`.
+pub(crate) fn snapshot(root: &Path, placed: &[String], scratch: Option<&Path>) -> Result<Oid, WorkshopError> {
+    let repo = Repository::open(root).map_err(WorkshopError::git(format!("open {}", root.display())))?;
     let gitdir = repo.path().to_path_buf();
+    snapshot_of(repo, None, placed, (Stat::Real, None), scratch.unwrap_or(&gitdir))
+}
+
+/// The tree of a task's worktree `wt`, read through the user's repository
+/// at `root` (opened by the daemon at the root it recorded): never through
+/// the worktree's `.git`, which is the agent's to rewrite (issue 29). The
+/// blobs go into the user's object store. `tracked`, the tree of the
+/// agent's last commit once it is in the user's repository, makes what it
+/// committed tracked (a file it forced in under an ignored name included).
+pub(crate) fn snapshot_worktree(
+    root: &Path,
+    wt: &Path,
+    placed: &[String],
+    (stat, tracked): (Stat, Option<Oid>),
+    scratch: &Path,
+) -> Result<Oid, WorkshopError> {
+    let repo = Repository::open(root).map_err(WorkshopError::git(format!("open {}", root.display())))?;
+    snapshot_of(repo, Some(wt), placed, (stat, tracked), scratch)
+}
+
+/// The tree of the working tree of `repo` (or `workdir`, for this handle
+/// only): tracked files as they are on disk, untracked files that are not
+/// ignored, deletions; ignored files, nested repositories and `placed`
+/// paths left out. The temporary index is made in `scratch`.
+fn snapshot_of(
+    repo: Repository,
+    workdir: Option<&Path>,
+    placed: &[String],
+    (stat, tracked): (Stat, Option<Oid>),
+    scratch: &Path,
+) -> Result<Oid, WorkshopError> {
+    if let Some(wt) = workdir {
+        repo.set_workdir(wt, false).map_err(WorkshopError::git(format!("read {}", wt.display())))?;
+    }
+    let shown = repo.workdir().map(Path::to_path_buf).unwrap_or_default();
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    // A worktree's git directory is its agent's to write: the temporary
-    // index gets a name it cannot guess, is created exclusively (never
-    // through a link planted there), and the real index is read without
-    // following a link or blocking on a FIFO (issue 29: `std::fs::copy` to a
-    // predictable name overwrote caesar's config through a planted link).
+    // The temporary index gets a name nobody can guess, in the daemon's own
+    // directory, and is created exclusively (never through a link planted
+    // there); the index it starts from is read without following a link or
+    // blocking on a FIFO (issue 29: `std::fs::copy` to a predictable name in
+    // the worktree's git directory overwrote caesar's config through a
+    // planted link).
     let tmp =
-        TempFile(gitdir.join(format!("caesar-snapshot-{}-{n}-{}.index", std::process::id(), crate::ids::secret())));
-    let real = gitdir.join("index");
-    if let Ok(mut from) = crate::safe_fs::open_regular(&real) {
+        TempFile(scratch.join(format!("caesar-snapshot-{}-{n}-{}.index", std::process::id(), crate::ids::secret())));
+    let from = match stat {
+        Stat::Real => Some(repo.path().join("index")),
+        Stat::Cache { path, .. } => path.map(Path::to_path_buf),
+    };
+    let mut copied = false;
+    if let Some(Ok(mut from)) = from.map(|f| crate::safe_fs::open_regular(&f)) {
         let mut to = exclusive(&tmp.0).map_err(WorkshopError::io("create the temporary index", &tmp.0))?;
         std::io::copy(&mut from, &mut to).map_err(WorkshopError::io("copy the index to", &tmp.0))?;
+        copied = true;
     }
     let mut index = Index::open(&tmp.0).map_err(WorkshopError::git("open a temporary index"))?;
+    let start = match (copied, stat) {
+        (_, Stat::Cache { .. }) if tracked.is_some() => tracked,
+        (false, Stat::Cache { seed, .. }) => seed,
+        _ => None,
+    };
+    // Entries of the same path, mode and id keep the stat data they had.
+    if let Some(tree) = start {
+        let tree = repo.find_tree(tree).map_err(WorkshopError::git("read the tree to start from"))?;
+        index.read_tree(&tree).map_err(WorkshopError::git("index the tree to start from"))?;
+    }
     repo.set_index(&mut index).map_err(WorkshopError::git("use a temporary index"))?;
-    // Entries copied from the real index under an excluded prefix go too.
+    // Entries copied from the index under an excluded prefix go too.
     let stale: Vec<Vec<u8>> =
         index.iter().filter(|e| excluded(&String::from_utf8_lossy(&e.path), placed)).map(|e| e.path).collect();
     for path in stale {
@@ -85,8 +154,16 @@ pub(crate) fn snapshot(workdir: &Path, placed: &[String]) -> Result<Oid, Worksho
     // matched pathspec the callback receives, which is NULL for an empty one.
     index
         .add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip))
-        .map_err(WorkshopError::git(format!("snapshot {}", workdir.display())))?;
-    index.write_tree().map_err(WorkshopError::git(format!("write the tree of {}", workdir.display())))
+        .map_err(WorkshopError::git(format!("snapshot {}", shown.display())))?;
+    let tree = index.write_tree().map_err(WorkshopError::git(format!("write the tree of {}", shown.display())))?;
+    // The daemon's cache keeps this snapshot's stat data for the next one
+    // (a rename: a snapshot taken at the same time reads one or the other).
+    if let Stat::Cache { path: Some(path), .. } = stat
+        && index.write().is_ok()
+    {
+        let _ = std::fs::rename(&tmp.0, path);
+    }
+    Ok(tree)
 }
 
 #[cfg(test)]

@@ -16,6 +16,8 @@ pub(crate) async fn check_worktrees(s: &mut Soak, c: &mut Client, projects: &[te
             .filter(|(k, _)| matches!(s.kinds[*k], Kind::Tree { .. }) && s.kinds[*k].project() == index)
             .filter_map(|(_, id)| id.clone())
             .collect();
+        // Each task worktree has its own git directory beside it
+        // (`<id>.git`, issue 29); a `git worktree` of the repository counts too.
         let listed = match git(root, &["worktree", "list", "--porcelain"]) {
             Ok(l) => l,
             Err(e) => {
@@ -28,6 +30,14 @@ pub(crate) async fn check_worktrees(s: &mut Soak, c: &mut Client, projects: &[te
             .filter_map(|l| l.strip_prefix("worktree "))
             .filter_map(|p| p.rsplit_once("/.caesar/wt/").map(|(_, id)| id.to_owned()))
             .collect();
+        let own: Vec<String> = std::fs::read_dir(root.join(".caesar/wt"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.ends_with(".git") && !worktrees.contains(n))
+            .collect();
+        worktrees.extend(own);
         worktrees.sort();
         let mut want = expected.clone();
         want.sort();
