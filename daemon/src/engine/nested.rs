@@ -20,7 +20,7 @@ impl Engine {
     /// cancel it, and nothing else.
     pub async fn delegate_from(self: &Arc<Self>, parent: &TaskRecord, mut input: DelegateInput) -> Result<Delegated> {
         narrow(&Parent::of(parent), &mut input)?;
-        let (config, _) = self.load_config(&crate::config::project_root(Path::new(&parent.workspace)))?;
+        let (config, _) = self.projects.load_config(&crate::config::project_root(Path::new(&parent.workspace)))?;
         let moved = keep_in_repository(parent, &mut input, &config.policy.nested_workspaces)?;
         let mut delegated = self.delegate_under(input, Some(parent)).await?;
         if let Some(note) = moved {
