@@ -189,6 +189,9 @@ pub struct TaskView {
     pub phase: Option<Phase>,
     /// Attempts, the current attempt and the budget (issue 17).
     pub lifecycle: LifecycleView,
+    /// What became of it, for people (issue 30): computed once, by
+    /// `crate::verdict::of_view`, when the view is made.
+    pub verdict: crate::verdict::TaskVerdict,
 }
 
 /// Where a pending task stands.

@@ -12,7 +12,9 @@ impl Engine {
     /// Queues a notification of `event` for a task, with its group if it has one.
     pub(super) fn notify_task(&self, task_id: &str, event: NotifyEvent, summary: &str) {
         let Some(config) = self.notify_config() else { return };
-        let status = self.store.task(task_id).ok().flatten().map(|r| r.status.as_str()).unwrap_or("unknown");
+        let record = self.store.task(task_id).ok().flatten();
+        let status = record.as_ref().map(|r| r.status.as_str()).unwrap_or("unknown");
+        let verdict = record.clone().and_then(|r| self.view(r).ok()).map(|v| v.verdict.label());
         let group_id = self.store.group_of(task_id).ok().flatten();
         self.notifier.notify(
             &config,
@@ -21,6 +23,7 @@ impl Engine {
                 group_id,
                 event,
                 status: status.to_owned(),
+                verdict,
                 summary: summary.to_owned(),
                 at_ms: now_ms(),
             },
@@ -62,6 +65,7 @@ impl Engine {
                 group_id: Some(group_id),
                 event: NotifyEvent::Finish,
                 status: status.to_owned(),
+                verdict: None,
                 summary,
                 at_ms: now_ms(),
             },

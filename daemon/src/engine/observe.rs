@@ -60,7 +60,7 @@ impl Engine {
         let parked = self.park_view(&record);
         let phase = if parked.is_some() { Some(Phase::Parked) } else { phase };
         let lifecycle = LifecycleView { budget: self.budget_view(&record), parked, ..LifecycleView::default() };
-        Ok(TaskView {
+        let mut view = TaskView {
             record,
             report,
             pending_questions,
@@ -70,7 +70,10 @@ impl Engine {
             queue_position,
             phase,
             lifecycle,
-        })
+            verdict: Default::default(),
+        };
+        view.verdict = crate::verdict::of_view(&view);
+        Ok(view)
     }
 
     /// Tasks, newest first.
