@@ -7,6 +7,7 @@
 //! Exit codes: 0 success, 1 the task failed or was blocked, 2 bad input,
 //! 3 no daemon could be reached, 4 the task was cancelled, 5 it timed out.
 
+mod ask;
 mod bad_input;
 mod changes;
 mod config_cmd;
@@ -413,6 +414,10 @@ struct RunArgs {
     /// Return once the task is started instead of following it.
     #[arg(long)]
     detach: bool,
+    /// Do not ask the agent's questions (and permission requests) at the
+    /// terminal: they wait for `caesar answer`, as through a pipe.
+    #[arg(long)]
+    no_ask: bool,
     /// Also print the agent's whole command line (with the brief) when it starts.
     #[arg(long, short)]
     verbose: bool,

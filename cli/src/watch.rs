@@ -276,8 +276,8 @@ fn screen(tasks: &[pb::TaskView], color: bool, width: usize, height: usize, now:
         (t.pending_questions.is_empty(), !matches!(t.status(), pb::TaskStatus::Running | pb::TaskStatus::Pending))
     });
     let mut out = vec![format!(
-        "{:<16} {:<10} {:<12} {:>8} {:<18} {:>6}  NOTE",
-        "TASK", "STATUS", "AGENT", "ELAPSED", "TOOL", "EVENTS"
+        "{:<16} {:<20} {:<12} {:>8} {:<18} {:>6}  NOTE",
+        "TASK", "VERDICT", "AGENT", "ELAPSED", "TOOL", "EVENTS"
     )];
     if sorted.is_empty() {
         out.push("no running or recent task".to_owned());
@@ -329,11 +329,20 @@ fn task_lines(t: &pb::TaskView, paint: &dyn Fn(&str, &str) -> String, now: i64) 
     let mut out = Vec::new();
     let mut line = |s: String| out.push(s);
     {
-        let status = match pb::TaskStatus::spell(t.status) {
-            "running" => paint("32", "running   "),
-            "succeeded" => paint("32", "succeeded "),
-            word @ ("failed" | "timed_out") => paint("31", &format!("{word:<10}")),
-            other => format!("{other:<10}"),
+        let verdict = render::verdict_short(t);
+        let status = match t.verdict() {
+            pb::Verdict::Unspecified => match pb::TaskStatus::spell(t.status) {
+                "running" => paint("32", &format!("{:<20}", "running")),
+                "succeeded" => paint("32", &format!("{:<20}", "succeeded")),
+                word @ ("failed" | "timed_out") => paint("31", &format!("{word:<20}")),
+                other => format!("{other:<20}"),
+            },
+            pb::Verdict::Running | pb::Verdict::Succeeded => paint("32", &format!("{verdict:<20}")),
+            pb::Verdict::Failed | pb::Verdict::Blocked | pb::Verdict::VerificationFailed | pb::Verdict::TimedOut => {
+                paint("31", &format!("{verdict:<20}"))
+            }
+            pb::Verdict::NeedsAnswer | pb::Verdict::Parked => paint("33", &format!("{verdict:<20}")),
+            _ => format!("{verdict:<20}"),
         };
         let tool = t
             .activity
