@@ -612,8 +612,9 @@ fn text_of(content: Option<&Value>) -> &str {
 /// Whether an ACP permission request is for a tool of caesar's own return channel: the tool
 /// the CLI names is one of [`crate::planner::CHANNEL_TOOLS`] of the server named
 /// [`crate::planner::CHANNEL_SERVER`] (`mcp__caesar__ask_orchestrator` in `_meta.toolName`, as
-/// qwen says it; `ask_orchestrator (caesar MCP Server)` as gemini titles it), and no edit or
-/// command.
+/// qwen says it; as gemini says it, the title `ask_orchestrator (caesar MCP Server)` and a call
+/// id its CLI makes from the server and tool, `mcp_caesar_ask_orchestrator…`), and no edit or
+/// command. Each is the CLI's own word for the call, not a title the model wrote.
 pub fn is_own_channel_call(call: &Value) -> bool {
     use crate::planner::{CHANNEL_SERVER, CHANNEL_TOOLS};
     if str_at(call, "kind").is_some_and(|k| k != "other") {
@@ -621,8 +622,9 @@ pub fn is_own_channel_call(call: &Value) -> bool {
     }
     let named = |tool: &str| {
         let meta = call.get("_meta").and_then(|m| str_at(m, "toolName"));
-        meta == Some(&format!("mcp__{CHANNEL_SERVER}__{tool}"))
-            || str_at(call, "title") == Some(&format!("{tool} ({CHANNEL_SERVER} MCP Server)"))
+        let titled = str_at(call, "title") == Some(&format!("{tool} ({CHANNEL_SERVER} MCP Server)"))
+            && str_at(call, "toolCallId").is_some_and(|id| id.starts_with(&format!("mcp_{CHANNEL_SERVER}_{tool}_")));
+        meta == Some(&format!("mcp__{CHANNEL_SERVER}__{tool}")) || titled
     };
     CHANNEL_TOOLS.iter().any(|t| named(t))
 }

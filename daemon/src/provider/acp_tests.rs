@@ -127,7 +127,8 @@ fn caesars_own_channel_tools_are_allowed_without_asking_and_nothing_else_is() {
     let shell = gemini.replace(r#""kind":"other""#, r#""kind":"execute""#);
     let other_server = gemini.replace("(caesar MCP Server)", "(evil MCP Server)");
     let other_tool = qwen.replace("mcp__caesar__submit_report", "mcp__caesar__run_shell");
-    for line in [shell, other_server, other_tool] {
+    let only_titled = gemini.replace("mcp_caesar_ask_orchestrator_1", "save_memory_1");
+    for line in [shell, other_server, other_tool, only_titled] {
         let mut parser = AcpParser::default();
         let p = parser.parse_line(&line, Stream::Stdout);
         assert!(p.permission.is_some(), "still asked: {line}");
