@@ -92,7 +92,8 @@ pub struct Inputs<'a> {
     pub blocker: Option<BlockerKind>,
     /// The outcome of caesar's `verify` commands (`passed`, `failed`, `timed_out`, …).
     pub verification: Option<&'a str>,
-    /// Questions and permissions waiting for an answer now.
+    /// Questions and permissions waiting for an answer now; for an ended
+    /// task, those it asked that were never answered.
     pub open_questions: usize,
     /// While parked at a quota: when it resumes (RFC 3339).
     pub parked_until: Option<String>,
@@ -106,6 +107,8 @@ pub struct Inputs<'a> {
 /// - A recognized blocker (auth, quota, permission, network) outranks the
 ///   exit code: the run could not have done its work.
 /// - A verification that did not pass outranks the agent's claim.
+/// - A question the agent asked and nobody answered: it needs an answer,
+///   whatever it went on to claim.
 /// - The agent's report saying blocked (with the questions it could not
 ///   ask: needs answer) or failed outranks a process that exited 0.
 pub fn of(i: &Inputs<'_>) -> TaskVerdict {
@@ -129,6 +132,12 @@ pub fn of(i: &Inputs<'_>) -> TaskVerdict {
     }
     if let Some(outcome) = i.verification.filter(|o| *o != "passed") {
         return TaskVerdict { verdict: Verdict::VerificationFailed, detail: outcome.to_owned() };
+    }
+    if i.open_questions > 0 {
+        return TaskVerdict {
+            verdict: Verdict::NeedsAnswer,
+            detail: format!("{} unanswered", questions(i.open_questions)),
+        };
     }
     match i.report_status {
         Some("blocked") if i.report_questions > 0 => {
@@ -156,7 +165,9 @@ pub fn report_inputs(body: &str) -> (usize, Option<String>) {
 }
 
 /// The verdict of an engine view: its record, report, questions and park.
-pub fn of_view(v: &crate::engine::TaskView) -> TaskVerdict {
+/// `unanswered`: for an ended task, the questions it asked that were never
+/// answered (a view of an ended task lists none as pending).
+pub fn of_view(v: &crate::engine::TaskView, unanswered: usize) -> TaskVerdict {
     let (report_questions, verification) = v.report.as_ref().map(|r| report_inputs(&r.body)).unwrap_or_default();
     of(&Inputs {
         status: Some(v.record.status),
@@ -164,7 +175,7 @@ pub fn of_view(v: &crate::engine::TaskView) -> TaskVerdict {
         report_questions,
         blocker: v.record.blocker,
         verification: verification.as_deref(),
-        open_questions: v.pending_questions.len(),
+        open_questions: v.pending_questions.len().max(unanswered),
         parked_until: v.lifecycle.parked.as_ref().map(|(at, _)| crate::clock::rfc3339(*at)),
     })
 }
@@ -210,6 +221,14 @@ mod tests {
         let i = Inputs { report_questions: 2, ..ended(TaskStatus::Succeeded, "blocked") };
         assert_eq!(of(&i), TaskVerdict { verdict: Verdict::NeedsAnswer, detail: "2 questions".into() });
         assert_eq!(label(&i), "needs answer");
+    }
+
+    #[test]
+    fn an_ended_task_whose_question_went_unanswered_needs_an_answer_whatever_it_claimed() {
+        let i = Inputs { open_questions: 1, ..ended(TaskStatus::Succeeded, "success") };
+        assert_eq!(of(&i), TaskVerdict { verdict: Verdict::NeedsAnswer, detail: "1 question unanswered".into() });
+        let timed = Inputs { open_questions: 1, ..ended(TaskStatus::TimedOut, "success") };
+        assert_eq!(label(&timed), "timed out", "the stop says why it ended");
     }
 
     #[test]

@@ -346,7 +346,7 @@ impl Engine {
                 v.record.agent = rows.last().map(|r| r.next_agent.clone()).unwrap_or_default();
                 v.report = None;
                 v.phase = Some(Phase::Starting);
-                v.verdict = crate::verdict::of_view(&v);
+                v.verdict = crate::verdict::of_view(&v, 0);
                 v
             }
         };

@@ -72,7 +72,9 @@ impl Engine {
             lifecycle,
             verdict: Default::default(),
         };
-        view.verdict = crate::verdict::of_view(&view);
+        let unanswered =
+            if view.record.status.is_terminal() { self.store.pending_questions(&view.record.id)?.len() } else { 0 };
+        view.verdict = crate::verdict::of_view(&view, unanswered);
         Ok(view)
     }
 
