@@ -358,7 +358,13 @@ fn gather(mut from: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
 
 #[tokio::test]
 async fn caesar_run_on_a_terminal_asks_the_agents_question_and_the_typed_answer_reaches_it() {
-    let env = Env::new(&[("asker", &["mcp-ask", "Which colour should the button be?", "report", "success", "asked"])]);
+    let env = Env::new(&[]);
+    let asked_at = env.file("asked_at");
+    let stamp = asked_at.display().to_string();
+    env.set_agents(&[(
+        "asker",
+        &["stamp", &stamp, "mcp-ask", "Which colour should the button be?", "report", "success", "asked"],
+    )]);
     // `script` gives caesar run a pseudo-terminal; what the test writes to
     // script's stdin is typed at it.
     let mut child = std::process::Command::new("script")
@@ -375,6 +381,10 @@ async fn caesar_run_on_a_terminal_asks_the_agents_question_and_the_typed_answer_
     let text = || String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
     let asked = eventually(Duration::from_secs(40), || text().contains("answer (")).await;
     assert!(asked, "no question at the terminal:\n{}", text());
+    // Measured, not asserted: from the agent's ask (its channel's start included) to the prompt.
+    let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let at_ns: u128 = std::fs::read_to_string(&asked_at).unwrap().trim().parse().unwrap();
+    eprintln!("question to terminal prompt: {} ms", now_ns.saturating_sub(at_ns) / 1_000_000);
     let prompt = text();
     assert!(prompt.contains("QUESTION q_") && prompt.contains("Which colour should the button be?"), "{prompt}");
     let mut stdin = child.stdin.take().unwrap();
