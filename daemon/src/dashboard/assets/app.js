@@ -134,7 +134,7 @@ function tasksPage() {
   const count = el('p', { class: 'muted', id: 'count' });
   const body = el('tbody', { id: 'tasks' });
   const table = el('table', { class: 'tasks' },
-    el('thead', {}, el('tr', {}, ['Task', 'Status', 'Agent', 'Elapsed', 'Activity'].map((h) => el('th', { text: h })))),
+    el('thead', {}, el('tr', {}, ['Task', 'Verdict', 'Agent', 'Elapsed', 'Activity'].map((h) => el('th', { text: h })))),
     body);
   MAIN.replaceChildren(el('h1', { text: 'Tasks' }), count, table);
   let painted = false;
