@@ -484,6 +484,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_switch_is_told_once_with_the_agent_that_takes_over() {
+        let attempt = |id: &str, agent: &str, kind: pb::BlockerKind, message: &str| pb::Attempt {
+            task_id: id.into(),
+            agent: agent.into(),
+            stopped_by: kind.into(),
+            message: message.into(),
+        };
+        let t = pb::TaskView {
+            task_id: "t_1".into(),
+            agent: "gemini".into(),
+            current_task_id: "t_3".into(),
+            attempts: vec![
+                attempt("t_1", "claude", pb::BlockerKind::Auth, "401 Unauthorized"),
+                attempt("t_2", "codex", pb::BlockerKind::RateLimit, ""),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            switch_lines(&t, 0),
+            [
+                "caesar: claude blocked (auth) → trying codex as t_2",
+                "  claude said: 401 Unauthorized",
+                "caesar: codex blocked (rate_limit) → trying gemini as t_3",
+            ]
+        );
+        assert_eq!(switch_lines(&t, 1), ["caesar: codex blocked (rate_limit) → trying gemini as t_3"], "told once");
+        assert!(switch_lines(&t, 2).is_empty());
+    }
+
+    #[test]
     fn the_run_header_says_what_runs_how_where_and_why() {
         let mut d = pb::DelegateResponse {
             task_id: "t_0123456789ab".into(),
