@@ -4,9 +4,12 @@
 //! here spawns agents or touches the store. `--json` makes any command print
 //! JSON and nothing else.
 //!
-//! Exit codes: 0 success, 1 the task failed or was blocked, 2 bad input,
-//! 3 no daemon could be reached, 4 the task was cancelled, 5 it timed out.
+//! Exit codes follow the task's verdict (issue 30): 0 succeeded, 1 failed,
+//! blocked or its verification failed, 2 bad input, 3 no daemon could be
+//! reached, 4 cancelled, 5 timed out (or not ended when the wait did),
+//! 6 it needs an answer.
 
+mod ask;
 mod bad_input;
 mod changes;
 mod config_cmd;
@@ -413,6 +416,10 @@ struct RunArgs {
     /// Return once the task is started instead of following it.
     #[arg(long)]
     detach: bool,
+    /// Do not ask the agent's questions (and permission requests) at the
+    /// terminal: they wait for `caesar answer`, as through a pipe.
+    #[arg(long)]
+    no_ask: bool,
     /// Also print the agent's whole command line (with the brief) when it starts.
     #[arg(long, short)]
     verbose: bool,

@@ -4,10 +4,77 @@
 use caesar_proto::pb;
 use serde_json::{Value, json};
 
+/// What became of the task, as people read it (issue 30): the daemon's
+/// verdict (`blocked: auth`, `verification failed`, …), or for an older
+/// daemon that sends none, its status.
+pub fn verdict(t: &pb::TaskView) -> String {
+    let label = pb::Verdict::label_of(t.verdict, &t.verdict_detail);
+    if label.is_empty() { pb::TaskStatus::spell(t.status).to_owned() } else { label }
+}
+
+/// The verdict in a table's narrow column: a parked task's time is on a
+/// line of its own.
+pub fn verdict_short(t: &pb::TaskView) -> String {
+    if t.verdict() == pb::Verdict::Parked { "parked".to_owned() } else { verdict(t) }
+}
+
+/// The agents a task tried, oldest first, each with why it was left, then
+/// the one that produced the result (issue 30, item 2), as JSON.
+pub fn attempts_json(t: &pb::TaskView) -> Value {
+    let mut out: Vec<Value> = t
+        .attempts
+        .iter()
+        .map(|a| {
+            json!({
+                "task_id": a.task_id, "agent": a.agent, "left_because": "blocker",
+                "stopped_by": pb::BlockerKind::spell(a.stopped_by), "message": a.message,
+            })
+        })
+        .collect();
+    if !out.is_empty() {
+        let current = if t.current_task_id.is_empty() { &t.task_id } else { &t.current_task_id };
+        let ended = !matches!(t.status(), pb::TaskStatus::Pending | pb::TaskStatus::Running);
+        out.push(json!({"task_id": current, "agent": t.agent, "produced_result": ended}));
+    }
+    Value::Array(out)
+}
+
+/// The attempts as lines: `1. claude (t_…) blocked (auth): 401 …`, and
+/// the last one's `produced the result` (or `runs now`).
+pub fn attempt_lines(t: &pb::TaskView) -> Vec<String> {
+    if t.attempts.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<String> = t
+        .attempts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            format!(
+                "{}. {} ({}) blocked ({}): {}",
+                i + 1,
+                a.agent,
+                a.task_id,
+                pb::BlockerKind::spell(a.stopped_by),
+                sanitize(&one_line(&a.message, 160))
+            )
+        })
+        .collect();
+    let current = if t.current_task_id.is_empty() { &t.task_id } else { &t.current_task_id };
+    let what = if matches!(t.status(), pb::TaskStatus::Pending | pb::TaskStatus::Running) {
+        "runs now"
+    } else {
+        "produced the result"
+    };
+    out.push(format!("{}. {} ({current}) {what}", out.len() + 1, t.agent));
+    out
+}
+
 /// A task as a JSON object, with the report and last event parsed.
 pub fn task_json(t: &pb::TaskView) -> Value {
     let mut v = json!({
         "task_id": t.task_id,
+        "verdict": verdict(t),
         "status": pb::TaskStatus::spell(t.status),
         "agent": t.agent,
         "mode": t.mode,
@@ -43,6 +110,9 @@ pub fn task_json(t: &pb::TaskView) -> Value {
     }
     if t.pending {
         v["pending"] = json!(true);
+    }
+    if !t.attempts.is_empty() {
+        v["attempts"] = attempts_json(t);
     }
     if !t.conflicts_with.is_empty() || t.radar_age_ms.is_some() {
         v["conflicts_with"] = crate::fanout::overlaps_json(&t.conflicts_with);
@@ -222,8 +292,15 @@ fn prefixed(prefix: &str, s: &str) -> String {
 
 /// A task in a few lines.
 pub fn print_task(t: &pb::TaskView, with_report: bool) {
-    println!("{}  {}  {}  {}", t.task_id, pb::TaskStatus::spell(t.status), t.agent, sanitize(&t.objective));
-    println!("  mode {}, isolation {}, {} event(s), {}", t.mode, t.isolation, t.event_count, human_ms(t.elapsed_ms));
+    println!("{}  {}  {}  {}", t.task_id, verdict(t), t.agent, sanitize(&t.objective));
+    println!(
+        "  process {}, mode {}, isolation {}, {} event(s), {}",
+        pb::TaskStatus::spell(t.status),
+        t.mode,
+        t.isolation,
+        t.event_count,
+        human_ms(t.elapsed_ms)
+    );
     if !t.report_status.is_empty() {
         println!("  report: {} (from {})", t.report_status, t.report_source);
     }
@@ -238,6 +315,13 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
     }
     if !t.current_task_id.is_empty() {
         println!("  current attempt: {}", t.current_task_id);
+    }
+    let attempts = attempt_lines(t);
+    if !attempts.is_empty() {
+        println!("  attempts:");
+        for a in attempts {
+            println!("    {a}");
+        }
     }
     for q in &t.pending_questions {
         println!("  QUESTION {}: {}", q.question_id, sanitize(&q.question));
@@ -289,12 +373,19 @@ fn exit_line(t: &pb::TaskView) -> Option<String> {
 /// The report of a finished task.
 pub fn print_report(t: &pb::TaskView) {
     let Ok(r) = serde_json::from_str::<Value>(&t.report_json) else {
-        println!("{}: {} (no report)", t.task_id, pb::TaskStatus::spell(t.status));
+        println!("{}: {} (no report)", t.task_id, verdict(t));
         return;
     };
     let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
     println!();
-    println!("{}: {}, report {} (from {})", t.task_id, pb::TaskStatus::spell(t.status), s("status"), t.report_source);
+    println!("{}: {}, report {} (from {})", t.task_id, verdict(t), s("status"), t.report_source);
+    let attempts = attempt_lines(t);
+    if !attempts.is_empty() {
+        println!("attempts:");
+        for a in attempts {
+            println!("  {a}");
+        }
+    }
     println!("{}", sanitize(s("summary")));
     if !s("details").is_empty() {
         println!("\n{}", sanitize(s("details")));
@@ -340,17 +431,17 @@ pub fn print_table(tasks: &[pb::TaskView]) {
     }
     let mut sorted: Vec<&pb::TaskView> = tasks.iter().collect();
     sorted.sort_by_key(|t| t.pending_questions.is_empty());
-    println!("{:<16} {:<10} {:<12} {:>8}  OBJECTIVE", "TASK", "STATUS", "AGENT", "ELAPSED");
+    println!("{:<16} {:<20} {:<12} {:>8}  OBJECTIVE", "TASK", "VERDICT", "AGENT", "ELAPSED");
     for t in sorted {
-        let status = if !t.pending_questions.is_empty() {
+        let status = if t.verdict == 0 && !t.pending_questions.is_empty() {
             "question".to_owned()
-        } else if !t.parked_until.is_empty() {
+        } else if t.verdict == 0 && !t.parked_until.is_empty() {
             "parked".to_owned()
         } else {
-            pb::TaskStatus::spell(t.status).to_owned()
+            verdict_short(t)
         };
         println!(
-            "{:<16} {:<10} {:<12} {:>8}  {}",
+            "{:<16} {:<20} {:<12} {:>8}  {}",
             t.task_id,
             status,
             t.agent,

@@ -8,7 +8,10 @@ use super::*;
 /// events until it ends, print its report and exit with its code.
 pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
     let (detach, verbose) = (a.detach, a.verbose);
-    let request = delegate_request(a)?;
+    // On a terminal the agent may ask the person (issue 30, item 3).
+    let ask = !detach && ask::wanted(a.no_ask, json);
+    let mut request = delegate_request(a)?;
+    request.channel = ask;
     let mut c = connect().await?;
     let d = c.delegate(request).await.map_err(anyhow::Error::from)?.into_inner();
     if !d.group_id.is_empty() {
@@ -36,7 +39,7 @@ pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
     }
     let task_id = d.task_id.clone();
     let command = if verbose { render::Command::Full } else { render::Command::Brief };
-    let follow = follow_events(&mut c, &task_id, 0, json, command);
+    let follow = follow_run(&mut c, &task_id, json, command, ask);
     tokio::select! {
         r = follow => r?,
         _ = tokio::signal::ctrl_c() => {
@@ -232,11 +235,17 @@ pub(crate) fn agent_reason(d: &pb::DelegateResponse) -> Option<&str> {
     Some(d.agent_reason.as_str()).filter(|r| !r.is_empty()).or(d.warnings.get(AGENT_CHOICE).map(String::as_str))
 }
 
-/// The exit code for a task, as the README's table says: 0 only when it
-/// succeeded and its report does not say otherwise; a task still pending or
-/// running when the wait ended (`caesar await --timeout`) timed out, 5.
+/// The exit code for a task, as the README's table says: its verdict's
+/// (`pb::Verdict::exit_code`): 0 only when it succeeded; a task still
+/// pending or running when the wait ended (`caesar await --timeout`) 5.
 pub(crate) fn exit_code_of(t: &pb::TaskView) -> u8 {
     use pb::TaskStatus as S;
+    // The daemon's verdict (issue 30); an older daemon sends none.
+    if let Ok(v) = pb::Verdict::try_from(t.verdict)
+        && v != pb::Verdict::Unspecified
+    {
+        return v.exit_code();
+    }
     match t.status() {
         S::Succeeded if matches!(t.report_status.as_str(), "failed" | "blocked") => 1,
         S::Succeeded => 0,
@@ -244,6 +253,153 @@ pub(crate) fn exit_code_of(t: &pb::TaskView) -> u8 {
         S::TimedOut | S::Pending | S::Running => 5,
         _ => 1,
     }
+}
+
+/// Follows a task's events until it ends, along its chain of attempts:
+/// each switch to the next agent is told as it happens ("claude blocked
+/// (auth) → trying codex") and the new agent's events follow. With `ask`,
+/// each question and permission is asked at the terminal.
+async fn follow_run(
+    c: &mut Client,
+    task_id: &str,
+    json: bool,
+    command: render::Command,
+    ask: bool,
+) -> Result<(), Failure> {
+    let mut typed = ask.then(ask::typed_lines);
+    let mut following = task_id.to_owned();
+    let mut followed = vec![following.clone()];
+    let mut told = 0;
+    loop {
+        follow_attempt(c, task_id, &following, json, command, typed.as_mut()).await?;
+        // The attempt ended: a blocker may have handed the task on.
+        let t = c.status(pb::StatusRequest { task_id: task_id.to_owned() }).await.map_err(anyhow::Error::from)?;
+        let t = t.into_inner();
+        if !json {
+            for line in switch_lines(&t, told) {
+                println!("{line}");
+            }
+        }
+        told = t.attempts.len();
+        let head = if t.current_task_id.is_empty() { task_id.to_owned() } else { t.current_task_id.clone() };
+        if followed.contains(&head) {
+            return Ok(());
+        }
+        followed.push(head.clone());
+        following = head;
+    }
+}
+
+/// The switches a task made since the first `told` attempts were told:
+/// `caesar: claude blocked (auth) → trying codex (t_…)`, and what the
+/// agent left said.
+pub(crate) fn switch_lines(t: &pb::TaskView, told: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, a) in t.attempts.iter().enumerate().skip(told) {
+        let (next, next_id) = match t.attempts.get(i + 1) {
+            Some(n) => (n.agent.as_str(), n.task_id.as_str()),
+            None => (t.agent.as_str(), t.current_task_id.as_str()),
+        };
+        let id = if next_id.is_empty() { String::new() } else { format!(" as {next_id}") };
+        out.push(format!("caesar: {} blocked ({}) → trying {next}{id}", a.agent, pb::BlockerKind::spell(a.stopped_by)));
+        if !a.message.is_empty() {
+            out.push(format!("  {} said: {}", a.agent, render::sanitize(&render::one_line(&a.message, 300))));
+        }
+    }
+    out
+}
+
+/// Follows one attempt's events until it ends, asking its questions at the
+/// terminal when `typed` reads it. The attempt a fallback just named may not
+/// be delegated yet: its events are read once it is.
+async fn follow_attempt(
+    c: &mut Client,
+    root: &str,
+    task_id: &str,
+    json: bool,
+    command: render::Command,
+    mut typed: Option<&mut tokio::sync::mpsc::UnboundedReceiver<String>>,
+) -> Result<(), Failure> {
+    let mut stream = loop {
+        let req = pb::WatchEventsRequest { task_id: task_id.to_owned(), from_seq: 0, follow: true };
+        match c.watch_events(req).await {
+            Ok(s) => break s.into_inner(),
+            Err(e) if e.code() == tonic::Code::NotFound && task_id != root => {
+                // Announced by its predecessor's end, delegated just after;
+                // or never, when its delegation failed (the chain ends).
+                let t = c.status(pb::StatusRequest { task_id: root.to_owned() }).await.map_err(anyhow::Error::from)?;
+                if t.into_inner().current_task_id != task_id {
+                    return Ok(());
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(anyhow::Error::from(e).into()),
+        }
+    };
+    let mut queue: std::collections::VecDeque<pb::PendingQuestion> = Default::default();
+    let mut asking: Option<pb::PendingQuestion> = None;
+    let mut agent = String::new();
+    loop {
+        tokio::select! {
+            m = stream.message() => {
+                let Some(ev) = m.map_err(anyhow::Error::from)? else { break };
+                if json {
+                    // In --json mode events are not printed: the output is one JSON document.
+                    continue;
+                }
+                render::print_event(&ev.event_json, command);
+                if typed.is_none() {
+                    continue;
+                }
+                let e = serde_json::from_str::<Value>(&ev.event_json).unwrap_or_default();
+                if e["type"] == "started" {
+                    agent = e["agent"].as_str().unwrap_or_default().to_owned();
+                }
+                if e["type"] != "question" {
+                    continue;
+                }
+                let id = e["id"].as_str().unwrap_or_default();
+                let t = c.status(pb::StatusRequest { task_id: task_id.to_owned() }).await.map_err(anyhow::Error::from)?;
+                let t = t.into_inner();
+                if agent.is_empty() {
+                    agent.clone_from(&t.agent);
+                }
+                if let Some(q) = t.pending_questions.into_iter().find(|q| q.question_id == id) {
+                    queue.push_back(q);
+                }
+            }
+            line = ask::next_line(typed.as_deref_mut()), if asking.is_some() => {
+                let Some(line) = line else {
+                    // The terminal closed: the rest waits for `caesar answer`.
+                    typed = None;
+                    asking = None;
+                    queue.clear();
+                    continue;
+                };
+                let Some(q) = asking.take() else { continue };
+                match ask::answer_of(&q, &line) {
+                    Some(answer) => {
+                        let r = c
+                            .answer(pb::AnswerRequest { task_id: task_id.to_owned(), question_id: q.question_id.clone(), answer })
+                            .await;
+                        match r {
+                            Ok(_) => println!("caesar: answered {}", q.question_id),
+                            Err(e) => println!("caesar: the answer was not taken: {}", e.message()),
+                        }
+                    }
+                    None => println!("caesar: left {} for `caesar answer {task_id} {} \"...\"`", q.question_id, q.question_id),
+                }
+            }
+        }
+        if asking.is_none()
+            && let Some(q) = queue.pop_front()
+        {
+            print!("{}", ask::prompt(&agent, &q));
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+            asking = Some(q);
+        }
+    }
+    Ok(())
 }
 
 pub(crate) async fn follow_events(
@@ -326,6 +482,36 @@ pub(crate) async fn logs(task_id: String, raw: bool, follow: bool, limit: u32, j
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_switch_is_told_once_with_the_agent_that_takes_over() {
+        let attempt = |id: &str, agent: &str, kind: pb::BlockerKind, message: &str| pb::Attempt {
+            task_id: id.into(),
+            agent: agent.into(),
+            stopped_by: kind.into(),
+            message: message.into(),
+        };
+        let t = pb::TaskView {
+            task_id: "t_1".into(),
+            agent: "gemini".into(),
+            current_task_id: "t_3".into(),
+            attempts: vec![
+                attempt("t_1", "claude", pb::BlockerKind::Auth, "401 Unauthorized"),
+                attempt("t_2", "codex", pb::BlockerKind::RateLimit, ""),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            switch_lines(&t, 0),
+            [
+                "caesar: claude blocked (auth) → trying codex as t_2",
+                "  claude said: 401 Unauthorized",
+                "caesar: codex blocked (rate_limit) → trying gemini as t_3",
+            ]
+        );
+        assert_eq!(switch_lines(&t, 1), ["caesar: codex blocked (rate_limit) → trying gemini as t_3"], "told once");
+        assert!(switch_lines(&t, 2).is_empty());
+    }
 
     #[test]
     fn the_run_header_says_what_runs_how_where_and_why() {

@@ -276,8 +276,8 @@ fn screen(tasks: &[pb::TaskView], color: bool, width: usize, height: usize, now:
         (t.pending_questions.is_empty(), !matches!(t.status(), pb::TaskStatus::Running | pb::TaskStatus::Pending))
     });
     let mut out = vec![format!(
-        "{:<16} {:<10} {:<12} {:>8} {:<18} {:>6}  NOTE",
-        "TASK", "STATUS", "AGENT", "ELAPSED", "TOOL", "EVENTS"
+        "{:<16} {:<19} {:<12} {:>8} {:<14} {:>6}  NOTE",
+        "TASK", "VERDICT", "AGENT", "ELAPSED", "TOOL", "EVENTS"
     )];
     if sorted.is_empty() {
         out.push("no running or recent task".to_owned());
@@ -329,11 +329,22 @@ fn task_lines(t: &pb::TaskView, paint: &dyn Fn(&str, &str) -> String, now: i64) 
     let mut out = Vec::new();
     let mut line = |s: String| out.push(s);
     {
-        let status = match pb::TaskStatus::spell(t.status) {
-            "running" => paint("32", "running   "),
-            "succeeded" => paint("32", "succeeded "),
-            word @ ("failed" | "timed_out") => paint("31", &format!("{word:<10}")),
-            other => format!("{other:<10}"),
+        // A parked task is still pending: the row says both, the note until when.
+        let verdict =
+            if t.verdict() == pb::Verdict::Parked { "pending (parked)".to_owned() } else { render::verdict_short(t) };
+        let status = match t.verdict() {
+            pb::Verdict::Unspecified => match pb::TaskStatus::spell(t.status) {
+                "running" => paint("32", &format!("{:<19}", "running")),
+                "succeeded" => paint("32", &format!("{:<19}", "succeeded")),
+                word @ ("failed" | "timed_out") => paint("31", &format!("{word:<19}")),
+                other => format!("{other:<19}"),
+            },
+            pb::Verdict::Running | pb::Verdict::Succeeded => paint("32", &format!("{verdict:<19}")),
+            pb::Verdict::Failed | pb::Verdict::Blocked | pb::Verdict::VerificationFailed | pb::Verdict::TimedOut => {
+                paint("31", &format!("{verdict:<19}"))
+            }
+            pb::Verdict::NeedsAnswer | pb::Verdict::Parked => paint("33", &format!("{verdict:<19}")),
+            _ => format!("{verdict:<19}"),
         };
         let tool = t
             .activity
@@ -361,12 +372,12 @@ fn task_lines(t: &pb::TaskView, paint: &dyn Fn(&str, &str) -> String, now: i64) 
             note = format!("report {}", t.report_status);
         }
         line(format!(
-            "{:<16} {} {:<12} {:>8} {:<18} {:>6}  {}",
+            "{:<16} {} {:<12} {:>8} {:<14} {:>6}  {}",
             t.task_id,
             status,
             t.agent,
             format!("{}s", t.elapsed_ms / 1000),
-            clean(&tool).chars().take(18).collect::<String>(),
+            clean(&tool).chars().take(14).collect::<String>(),
             t.event_count,
             note
         ));

@@ -52,6 +52,7 @@ pub mod supervisor;
 pub mod tail;
 pub mod task_dir;
 pub mod trust;
+pub mod verdict;
 pub mod workshop;
 
 /// The API protocol number this daemon answers `Ping` with.

@@ -150,6 +150,10 @@ pub struct Notification {
     pub event: NotifyEvent,
     /// The task's status (or the group's), as `caesar_status` names it.
     pub status: String,
+    /// What became of the task, as every face shows it first (issue 30):
+    /// `succeeded`, `blocked: auth`, `needs answer`, …; none for a group's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
     /// A short summary (at most 500 characters).
     pub summary: String,
     /// When it happened, milliseconds since the epoch.

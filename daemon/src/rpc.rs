@@ -182,6 +182,8 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         radar_age_ms: None,
         mcp_ttl_ms: None,
         mcp_expired: false,
+        verdict: pb::Verdict::parse(v.verdict.word()).map_or(0, |w| w as i32),
+        verdict_detail: v.verdict.detail,
     }
 }
 

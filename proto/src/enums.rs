@@ -13,7 +13,7 @@
 //! optional (a task without a phase or a blocker), as an empty string was
 //! before the enums.
 
-use crate::pb::{BlockerKind, ChangesState, Phase, QuestionKind, TaskStatus};
+use crate::pb::{BlockerKind, ChangesState, Phase, QuestionKind, TaskStatus, Verdict};
 
 /// How a wire value this build does not know reads in JSON and text.
 pub const UNRECOGNIZED: &str = "unrecognized";
@@ -126,6 +126,60 @@ spelled!(QuestionKind, "question kind", {
     Permission => "permission",
 });
 
+spelled!(Verdict, "verdict", {
+    Pending => "pending",
+    Running => "running",
+    NeedsAnswer => "needs_answer",
+    Parked => "parked",
+    Succeeded => "succeeded",
+    Blocked => "blocked",
+    Failed => "failed",
+    VerificationFailed => "verification_failed",
+    Cancelled => "cancelled",
+    TimedOut => "timed_out",
+});
+
+impl Verdict {
+    /// The verdict as people read it, with its detail: `succeeded`,
+    /// `blocked: auth`, `verification failed`, `needs answer`,
+    /// `parked until 2026-12-05T14:00:00Z`, `timed out`, ….
+    pub fn label(self, detail: &str) -> String {
+        let with = |word: &str| if detail.is_empty() { word.to_owned() } else { format!("{word}: {detail}") };
+        match self {
+            Verdict::Unspecified => String::new(),
+            Verdict::Blocked => with("blocked"),
+            Verdict::Parked if detail.is_empty() => "parked".to_owned(),
+            Verdict::Parked => format!("parked until {detail}"),
+            Verdict::NeedsAnswer => "needs answer".to_owned(),
+            Verdict::VerificationFailed => "verification failed".to_owned(),
+            Verdict::TimedOut => "timed out".to_owned(),
+            Verdict::Succeeded if detail.is_empty() => "succeeded".to_owned(),
+            Verdict::Succeeded => format!("succeeded ({detail})"),
+            other => other.as_str().to_owned(),
+        }
+    }
+
+    /// The label of raw wire value `raw` (an older daemon sends none: the
+    /// empty string; a newer one's unknown value reads `unrecognized`).
+    pub fn label_of(raw: i32, detail: &str) -> String {
+        Verdict::try_from(raw).map_or_else(|_| UNRECOGNIZED.to_owned(), |v| v.label(detail))
+    }
+
+    /// The exit code of a task with this verdict, as the README's table
+    /// says: 0 succeeded; 1 failed, blocked or its verification failed;
+    /// 4 cancelled; 5 timed out, or not ended when the wait did (pending,
+    /// running, parked); 6 it needs an answer.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Succeeded => 0,
+            Verdict::Failed | Verdict::Blocked | Verdict::VerificationFailed | Verdict::Unspecified => 1,
+            Verdict::Cancelled => 4,
+            Verdict::TimedOut | Verdict::Pending | Verdict::Running | Verdict::Parked => 5,
+            Verdict::NeedsAnswer => 6,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +214,7 @@ mod tests {
         round_trip!(BlockerKind, 4);
         round_trip!(ChangesState, 2);
         round_trip!(QuestionKind, 2);
+        round_trip!(Verdict, 10);
     }
 
     #[test]
@@ -187,5 +242,19 @@ mod tests {
             "unknown blocker kind -3 on the wire: this build knows auth, rate_limit, permission, network; the daemon \
              and its client are of different versions (restart the daemon with `caesar daemon stop`, then retry)"
         );
+    }
+
+    #[test]
+    fn a_verdict_reads_with_its_detail_and_maps_to_the_readme_exit_codes() {
+        assert_eq!(Verdict::Blocked.label("auth"), "blocked: auth");
+        assert_eq!(Verdict::Parked.label("2026-12-05T14:00:00Z"), "parked until 2026-12-05T14:00:00Z");
+        assert_eq!(Verdict::VerificationFailed.label("failed"), "verification failed");
+        assert_eq!(Verdict::NeedsAnswer.label("1 question"), "needs answer");
+        assert_eq!(Verdict::TimedOut.label(""), "timed out");
+        assert_eq!(Verdict::Succeeded.label(""), "succeeded");
+        assert_eq!(Verdict::label_of(0, ""), "", "an older daemon sends none");
+        assert_eq!(Verdict::label_of(99, ""), UNRECOGNIZED);
+        let codes: Vec<u8> = Verdict::ALL.iter().map(|v| v.exit_code()).collect();
+        assert_eq!(codes, [5, 5, 6, 5, 0, 1, 1, 1, 4, 5]);
     }
 }

@@ -85,6 +85,9 @@ pub struct TaskResult {
     pub radar_age_ms: Option<u64>,
     /// The process outcome: pending, running, succeeded, failed, cancelled or timed_out.
     pub status: String,
+    /// What became of the task, weighing the process outcome with the report, the blocker caesar recognized, the verification and the questions waiting: succeeded, `blocked: <kind>` (auth, rate_limit, permission, network, or reported by the agent), failed, verification failed, needs answer, cancelled, timed out, `parked until <time>`, running or pending. Read this first: a task blocked by a 401 whose process exited 0 has status succeeded and verdict `blocked: auth`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
     /// The agent running the task.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
@@ -178,6 +181,7 @@ impl TaskResult {
             radar_age_ms: t.radar_age_ms,
             task_id: t.task_id.clone(),
             status: pb::TaskStatus::spell(t.status).to_owned(),
+            verdict: non_empty(&pb::Verdict::label_of(t.verdict, &t.verdict_detail)),
             agent: non_empty(&t.agent),
             role: non_empty(&t.role),
             mode: non_empty(&t.mode),

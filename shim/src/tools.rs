@@ -124,7 +124,7 @@ pub fn definition(name: &str) -> Option<Tool> {
         STATUS => tool::<TaskParams, StatusOutput>(
             STATUS,
             "Task status",
-            "A cheap, non-blocking snapshot of one task: status (the process outcome: pending, running, succeeded, failed, cancelled, timed_out), agent, role, mode, isolation, timestamps, the last event recorded, and pending_questions the sub-agent is waiting on. Once a report exists, report_status (success, partial, failed, blocked) gives the sub-agent's own verdict: a task can exit 0 (status succeeded) with report_status failed, so check both. Use it to check on a long task without blocking. It never waits and never returns the full report (caesar_await does) or the event log (caesar_logs does).",
+            "A cheap, non-blocking snapshot of one task: status (the process outcome: pending, running, succeeded, failed, cancelled, timed_out), agent, role, mode, isolation, timestamps, the last event recorded, and pending_questions the sub-agent is waiting on. Once a report exists, report_status (success, partial, failed, blocked) gives the sub-agent's own verdict: a task can exit 0 (status succeeded) with report_status failed, so check both; verdict weighs them for you (with the blocker, the verification and the questions waiting), e.g. `blocked: auth` for a task whose agent exited 0 after a 401. Use it to check on a long task without blocking. It never waits and never returns the full report (caesar_await does) or the event log (caesar_logs does).",
             read_only("Task status"),
         ),
         LOGS => tool::<LogsParams, LogsOutput>(

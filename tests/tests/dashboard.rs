@@ -747,3 +747,66 @@ async fn dashboard_figures() {
     lat.sort();
     eprintln!("agent output -> task page, 10 lines: {lat:?} ms; median {} ms, max {} ms", lat[5], lat[9]);
 }
+
+/// Issue 30: the badge leads with the verdict (a blocked task whose agent
+/// exited 0 is `blocked: auth`, not a green `succeeded`), and a task that
+/// fell back lists its attempts on its page.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_badge_is_the_verdict_and_a_fallback_lists_its_attempts() {
+    let auth = json!({"type": "blocker", "kind": "auth", "message": "401 Unauthorized"}).to_string();
+    let locked = "trap 'exit 0' TERM; echo '{\"protocol\":\"caesar.event/v1\",\"type\":\"blocker\",\"kind\":\"auth\",\"message\":\"401 Unauthorized\"}'; while :; do sleep 0.1; done";
+    let mut env = Env::new(&[
+        ("first", &["event", &auth, "hang"]),
+        ("second", &["say", "second at work", "report", "success", "done by second"]),
+        ("ok", &["report", "success", "all done"]),
+    ]);
+    let config = env.project.path().join(".caesar/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "{text}[[agent]]\nid = \"locked\"\nbin = \"/bin/sh\"\nargs = [\"-c\", {locked:?}]\n\n[[role]]\nname = \"pair\"\nagents = [\"first\", \"second\"]\nmode = \"read-only\"\n"
+        ),
+    )
+    .unwrap();
+    let mut c = env.start_daemon().await;
+    let blocked = c.delegate(env.delegate_request("locked", "locked out")).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &blocked, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "the process exited 0: {t:?}");
+    let mut req = env.delegate_request("ok", "verified");
+    req.verify = vec!["exit 3".to_owned()];
+    let failed = c.delegate(req).await.unwrap().into_inner().task_id;
+    await_one(&mut c, &failed, LONG).await;
+    let mut req = env.delegate_request("", "fall back");
+    req.role = "pair".to_owned();
+    let chain = c.delegate(req).await.unwrap().into_inner().task_id;
+    await_one(&mut c, &chain, LONG).await;
+
+    let (b, port) = tokio::task::block_in_place(|| logged_in(&env));
+    tokio::task::block_in_place(|| {
+        let badge = |id: &str| {
+            b.wait(
+                "the row",
+                LONG,
+                "const r = document.querySelector(`tr[data-id='${arguments[0]}'] td.status .badge`); return r ? [r.textContent, r.className] : null",
+                json!([id]),
+            )
+        };
+        let v = badge(&blocked);
+        assert_eq!(v[0], "blocked: auth", "{v}");
+        assert!(v[1].as_str().unwrap().contains("v-blocked"), "{v}");
+        assert_eq!(badge(&failed)[0], "verification failed");
+        b.screenshot("verdicts");
+        b.goto(&format!("http://127.0.0.1:{port}/task/{chain}"));
+        let attempts = b.wait(
+            "the attempts",
+            LONG,
+            "const a = document.querySelector('.attempts ol'); return a ? a.innerText : null",
+            json!([]),
+        );
+        let attempts = attempts.as_str().unwrap();
+        assert!(attempts.contains(&format!("first ({chain}) blocked (auth): 401 Unauthorized")), "{attempts}");
+        assert!(attempts.contains("second (") && attempts.contains("produced the result"), "{attempts}");
+        b.screenshot("attempts");
+    });
+}

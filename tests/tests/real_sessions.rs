@@ -91,18 +91,12 @@ async fn ask_orchestrator(cli: Cli) {
     )
     .await;
     let id = rig.delegate("Ask which colour to use.", json!({"channel": true})).await;
-    let mut t = rig.question(&id).await;
-    // The CLI may first ask permission to call the channel's tool (ACP offers no way to trust
-    // a server given in session/new): that is a bridged permission, allowed here.
-    if let Some(p) = t["pending_questions"][0]["question_id"].as_str().filter(|q| q.starts_with("p_")) {
-        rig.ok("caesar_answer", json!({"task_id": id, "question_id": p, "answer": "allow"})).await;
-        let deadline = Instant::now() + Duration::from_millis(TASK_LIMIT_MS);
-        while t["pending_questions"][0]["question_id"].as_str().is_none_or(|q| q.starts_with("p_")) {
-            assert!(Instant::now() < deadline, "no question after the permission: {t}\n{}", rig.raw(&id));
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            t = rig.ok("caesar_status", json!({"task_id": id})).await;
-        }
-    }
+    let t = rig.question(&id).await;
+    // The CLI asks permission to call the channel's tool (ACP offers no way to trust a server
+    // given in session/new): caesar allows its own channel itself, so the orchestrator is
+    // never asked permission to be asked (issue 30).
+    let first = t["pending_questions"][0]["question_id"].as_str().unwrap_or_default();
+    assert!(!first.starts_with("p_"), "a permission to call caesar's own tool: {t}\n{}", rig.raw(&id));
     let q = &t["pending_questions"][0];
     assert!(q["question"].as_str().unwrap_or_else(|| panic!("{t}\n{}", rig.raw(&id))).contains("Which colour?"), "{q}");
     rig.ok("caesar_answer", json!({"task_id": id, "question_id": q["question_id"], "answer": "ultramarine"})).await;

@@ -68,6 +68,9 @@ pub(super) fn view_json(v: &TaskView) -> Value {
     json!({
         "id": r.id,
         "status": r.status.as_str(),
+        "verdict": v.verdict.label(),
+        "verdict_kind": v.verdict.word(),
+        "attempts": attempts_json(v),
         "agent": r.agent,
         "role": r.role,
         "mode": r.mode.as_str(),
@@ -97,10 +100,40 @@ pub(super) fn view_json(v: &TaskView) -> Value {
     })
 }
 
+/// The agents a task tried (issue 30, item 2): each earlier one with why
+/// it was left, then the one that produced the result (or runs now).
+fn attempts_json(v: &TaskView) -> Value {
+    let attempts = &v.lifecycle.attempts;
+    if attempts.is_empty() {
+        return json!([]);
+    }
+    let mut out: Vec<Value> = attempts
+        .iter()
+        .map(|a| {
+            json!({
+                "task_id": a.task_id, "agent": a.agent,
+                "stopped_by": a.stopped_by.map(|k| k.as_str()), "message": a.message,
+            })
+        })
+        .collect();
+    let current = v.lifecycle.current_task_id.as_deref().unwrap_or(&v.record.id);
+    out.push(json!({ "task_id": current, "agent": v.record.agent, "produced_result": v.record.status.is_terminal() }));
+    Value::Array(out)
+}
+
 /// A list row as the page shows it: the fields of [`view_json`] the list
 /// uses, from one store query (no report body, no launch).
 pub(super) fn entry_json(e: &crate::engine::ListEntry) -> Value {
     let r = &e.row;
+    let verdict = crate::verdict::of(&crate::verdict::Inputs {
+        status: Some(r.status),
+        report_status: r.report_status.as_deref(),
+        report_questions: r.report_questions,
+        blocker: r.blocker.as_deref().and_then(crate::oacp::BlockerKind::parse),
+        verification: r.verification.as_deref(),
+        open_questions: r.questions.len(),
+        parked_until: None,
+    });
     let questions: Vec<Value> = r
         .questions
         .iter()
@@ -109,6 +142,8 @@ pub(super) fn entry_json(e: &crate::engine::ListEntry) -> Value {
     json!({
         "id": r.id,
         "status": r.status.as_str(),
+        "verdict": verdict.label(),
+        "verdict_kind": verdict.word(),
         "agent": r.agent,
         "role": r.role,
         "mode": r.mode,

@@ -122,6 +122,37 @@ pub(super) fn plan_for(
     Ok(Plan { budget, on_blocker, chain, root: succession.map(|s| s.root.clone()), request: Some(request) })
 }
 
+/// Why a blocked task's chain has no next agent: every agent of it was
+/// tried (each with why it was left), or those not tried are not
+/// installed or not allowed. `left` is `(agent, blocker kind, message)` per
+/// attempt, oldest first.
+fn no_fallback_finding(chain: &[String], left: &[(String, String, String)]) -> Finding {
+    let untried: Vec<&str> =
+        chain.iter().filter(|a| !left.iter().any(|(tried, _, _)| tried == *a)).map(String::as_str).collect();
+    let tried: Vec<String> = left
+        .iter()
+        .map(|(agent, kind, message)| {
+            let message: String = message.chars().take(160).collect();
+            if message.is_empty() { format!("{agent} ({kind})") } else { format!("{agent} ({kind}: {message})") }
+        })
+        .collect();
+    let title = if untried.is_empty() {
+        format!("no fallback: every agent of the role's chain was tried ({})", chain.join(", "))
+    } else {
+        format!("no fallback: the rest of the role's chain is not installed or not allowed ({})", untried.join(", "))
+    };
+    Finding {
+        severity: Severity::Medium,
+        title,
+        file: None,
+        line: None,
+        detail: format!(
+            "tried, oldest first: {}; see `caesar agents` for what is installed and allowed",
+            tried.join("; ")
+        ),
+    }
+}
+
 impl Engine {
     /// At a blocked task's end: whether the next agent of its chain takes
     /// over. Stores the fallback (idempotently) and says so in the report;
@@ -183,13 +214,15 @@ impl Engine {
             resolve::resolve(&config, &project, &input).is_ok()
         });
         let Some(next) = next else {
-            report.findings.push(Finding {
-                severity: Severity::Medium,
-                title: "no fallback: no other agent of the role's chain is installed and allowed".to_owned(),
-                file: None,
-                line: None,
-                detail: format!("tried: {}; chain: {}", tried.join(", "), plan.chain.join(", ")),
-            });
+            let mut left: Vec<(String, String, String)> = earlier
+                .iter()
+                .map(|a| {
+                    let agent = self.store.task(&a.task_id).ok().flatten().map(|t| t.agent).unwrap_or_default();
+                    (agent, a.stopped_by.clone(), a.message.clone())
+                })
+                .collect();
+            left.push((record.agent.clone(), kind.as_str().to_owned(), message.clone()));
+            report.findings.push(no_fallback_finding(&plan.chain, &left));
             return None;
         };
         let row = AttemptRow {
@@ -295,4 +328,33 @@ pub(super) fn head_of(store: &Store, id: &str) -> (String, Vec<AttemptRow>) {
         }
     }
     (head, rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn left(agents: &[&str]) -> Vec<(String, String, String)> {
+        agents.iter().map(|a| ((*a).to_owned(), "auth".to_owned(), format!("{a}: 401 Unauthorized"))).collect()
+    }
+
+    #[test]
+    fn a_chain_tried_to_its_end_says_so_and_not_that_nothing_is_installed() {
+        let chain: Vec<String> = ["claude", "codex"].iter().map(|s| (*s).to_owned()).collect();
+        let f = no_fallback_finding(&chain, &left(&["claude", "codex"]));
+        assert_eq!(f.title, "no fallback: every agent of the role's chain was tried (claude, codex)");
+        assert!(!f.title.contains("installed"), "{}", f.title);
+        assert!(f.detail.contains("claude (auth: claude: 401 Unauthorized); codex (auth"), "{}", f.detail);
+    }
+
+    #[test]
+    fn agents_left_untried_are_named_as_not_installed_or_not_allowed() {
+        let chain: Vec<String> = ["claude", "codex", "gemini"].iter().map(|s| (*s).to_owned()).collect();
+        let f = no_fallback_finding(&chain, &left(&["codex"]));
+        assert_eq!(
+            f.title,
+            "no fallback: the rest of the role's chain is not installed or not allowed (claude, gemini)"
+        );
+        assert!(f.detail.starts_with("tried, oldest first: codex (auth"), "{}", f.detail);
+    }
 }

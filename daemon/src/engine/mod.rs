@@ -200,6 +200,9 @@ pub struct TaskView {
     pub phase: Option<Phase>,
     /// Attempts, the current attempt and the budget (issue 17).
     pub lifecycle: LifecycleView,
+    /// What became of it, for people (issue 30): computed once, by
+    /// `crate::verdict::of_view`, when the view is made.
+    pub verdict: crate::verdict::TaskVerdict,
 }
 
 /// Where a pending task stands.
@@ -283,7 +286,7 @@ pub struct Engine {
     queue: Arc<queue::Queue>,
     preparing: Arc<prepare::Preparing>,
     /// The read side: views, lists, await, logs.
-    views: observe::Views,
+    views: Arc<observe::Views>,
     /// Projects' configs, agents, roles and trust.
     projects: Arc<projects::Projects>,
     /// Quota parks.
@@ -327,7 +330,10 @@ impl Engine {
                 runner.unwrap_or_else(|| Arc::new(crate::runner::multi::Runners::new(local, engine.clone())));
             let runs = Arc::new(LiveRuns::new(store.clone()));
             let radar = Arc::new(radar::Radar::new(store.clone()));
-            let notices = notifications::Notices::new(paths.clone(), store.clone());
+            let queue: Arc<queue::Queue> = Default::default();
+            let preparing = Arc::new(prepare::Preparing::new(settings.prepare_parallel));
+            let views = Arc::new(observe::Views::new(store.clone(), runs.clone(), queue.clone(), preparing.clone()));
+            let notices = notifications::Notices::new(paths.clone(), store.clone(), views.clone());
             let projects = Arc::new(projects::Projects::new(paths.clone()));
             let permissions = Arc::new(permissions::Permissions::new(
                 store.clone(),
@@ -335,19 +341,17 @@ impl Engine {
                 notices.clone(),
                 permission_timeout,
             ));
-            let queue: Arc<queue::Queue> = Default::default();
-            let preparing = Arc::new(prepare::Preparing::new(settings.prepare_parallel));
             Engine {
+                parking: parking::Parking::new(store.clone(), runs.clone(), notices.clone(), projects.clone()),
+                channel: channel::Channel::new(store.clone(), runs.clone(), notices.clone(), permissions.clone()),
+                budgets: group_budget::Budgets::new(store.clone(), runner.clone(), notices.clone()),
+                changes: changes::Changes::new(store.clone(), runner.clone(), radar.clone(), runs.clone()),
                 paths,
                 settings,
-                parking: parking::Parking::new(store.clone(), runs.clone(), notices.clone(), projects.clone()),
                 projects,
-                channel: channel::Channel::new(store.clone(), runs.clone(), notices.clone(), permissions.clone()),
                 permissions,
-                budgets: group_budget::Budgets::new(store.clone(), runner.clone(), notices.clone()),
                 notices,
-                changes: changes::Changes::new(store.clone(), runner.clone(), radar.clone(), runs.clone()),
-                views: observe::Views::new(store.clone(), runs.clone(), queue.clone(), preparing.clone()),
+                views,
                 runs,
                 radar,
                 store,

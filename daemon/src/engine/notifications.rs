@@ -18,18 +18,22 @@ use crate::store::{Store, TaskStatus};
 pub struct Notices {
     paths: Paths,
     store: Arc<Store>,
+    /// Where a task's verdict comes from.
+    views: Arc<super::observe::Views>,
     notifier: Arc<crate::notify::Notifier>,
 }
 
 impl Notices {
-    pub(super) fn new(paths: Paths, store: Arc<Store>) -> Notices {
-        Notices { paths, store, notifier: Default::default() }
+    pub(super) fn new(paths: Paths, store: Arc<Store>, views: Arc<super::observe::Views>) -> Notices {
+        Notices { paths, store, views, notifier: Default::default() }
     }
 
     /// Queues a notification of `event` for a task, with its group if it has one.
     pub(super) fn task(&self, task_id: &str, event: NotifyEvent, summary: &str) {
         let Some(config) = self.config() else { return };
-        let status = self.store.task(task_id).ok().flatten().map(|r| r.status.as_str()).unwrap_or("unknown");
+        let record = self.store.task(task_id).ok().flatten();
+        let status = record.as_ref().map(|r| r.status.as_str()).unwrap_or("unknown");
+        let verdict = record.and_then(|r| self.views.view(r).ok()).map(|v| v.verdict.label());
         let group_id = self.store.group_of(task_id).ok().flatten();
         self.notifier.notify(
             &config,
@@ -38,6 +42,7 @@ impl Notices {
                 group_id,
                 event,
                 status: status.to_owned(),
+                verdict,
                 summary: summary.to_owned(),
                 at_ms: now_ms(),
             },
@@ -79,6 +84,7 @@ impl Notices {
                 group_id: Some(group_id),
                 event: NotifyEvent::Finish,
                 status: status.to_owned(),
+                verdict: None,
                 summary,
                 at_ms: now_ms(),
             },

@@ -80,7 +80,7 @@ impl Views {
         let parked = self.park_view(&record);
         let phase = if parked.is_some() { Some(Phase::Parked) } else { phase };
         let lifecycle = LifecycleView { budget: self.budget_view(&record), parked, ..LifecycleView::default() };
-        Ok(TaskView {
+        let mut view = TaskView {
             record,
             report,
             pending_questions,
@@ -90,7 +90,12 @@ impl Views {
             queue_position,
             phase,
             lifecycle,
-        })
+            verdict: Default::default(),
+        };
+        let unanswered =
+            if view.record.status.is_terminal() { self.store.pending_questions(&view.record.id)?.len() } else { 0 };
+        view.verdict = crate::verdict::of_view(&view, unanswered);
+        Ok(view)
     }
 
     /// Tasks, newest first.
@@ -328,6 +333,7 @@ impl Views {
                 v.record.agent = rows.last().map(|r| r.next_agent.clone()).unwrap_or_default();
                 v.report = None;
                 v.phase = Some(Phase::Starting);
+                v.verdict = crate::verdict::of_view(&v, 0);
                 v
             }
         };

@@ -476,14 +476,22 @@ impl AcpParser {
             })
             .collect();
         let summary = permission_question(&tool, str_at(call, "title"), &input);
-        p.permission = Some(PermissionAsk {
+        let ask = PermissionAsk {
             request_id: id.to_string(),
             tool_name: tool,
             input,
             summary,
             kind: str_at(call, "kind").map(str::to_owned),
             options,
-        });
+        };
+        if is_own_channel_call(call) {
+            // caesar's own return channel (issue 30): ACP offers no way to trust a server given
+            // in session/new, so its CLI asks to call it. Allowed here, once per call: never a
+            // question to the person, who would be asked permission to be asked.
+            self.replies.push(permission_response(&ask, "allow_once"));
+            return;
+        }
+        p.permission = Some(ask);
     }
 
     /// A failed request's blocker: ACP's `auth_required` error (-32000) is one from structure;
@@ -601,6 +609,26 @@ fn text_of(content: Option<&Value>) -> &str {
 }
 
 /// A tool call's name (the CLI's own where it says it, else the ACP kind) and its summary.
+/// Whether an ACP permission request is for a tool of caesar's own return channel: the tool
+/// the CLI names is one of [`crate::planner::CHANNEL_TOOLS`] of the server named
+/// [`crate::planner::CHANNEL_SERVER`] (`mcp__caesar__ask_orchestrator` in `_meta.toolName`, as
+/// qwen says it; as gemini says it, the title `ask_orchestrator (caesar MCP Server)` and a call
+/// id its CLI makes from the server and tool, `mcp_caesar_ask_orchestrator…`), and no edit or
+/// command. Each is the CLI's own word for the call, not a title the model wrote.
+pub fn is_own_channel_call(call: &Value) -> bool {
+    use crate::planner::{CHANNEL_SERVER, CHANNEL_TOOLS};
+    if str_at(call, "kind").is_some_and(|k| k != "other") {
+        return false;
+    }
+    let named = |tool: &str| {
+        let meta = call.get("_meta").and_then(|m| str_at(m, "toolName"));
+        let titled = str_at(call, "title") == Some(&format!("{tool} ({CHANNEL_SERVER} MCP Server)"))
+            && str_at(call, "toolCallId").is_some_and(|id| id.starts_with(&format!("mcp_{CHANNEL_SERVER}_{tool}_")));
+        meta == Some(&format!("mcp__{CHANNEL_SERVER}__{tool}")) || titled
+    };
+    CHANNEL_TOOLS.iter().any(|t| named(t))
+}
+
 fn tool_and_summary(call: &Value) -> (String, String) {
     let meta_name = call.get("_meta").and_then(|m| str_at(m, "toolName"));
     let tool = meta_name.or_else(|| str_at(call, "kind")).unwrap_or("tool").to_owned();

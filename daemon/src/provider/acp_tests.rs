@@ -106,3 +106,32 @@ fn a_resumed_task_carries_its_session_and_the_stream_fallback_its_argv() {
     let fallback = opening_of(&c)["fallback"].to_string();
     assert!(fallback.contains("do it") && !fallback.contains("stdin_prompt"), "{fallback}");
 }
+
+/// Issue 30: a CLI asking permission to call caesar's own return channel (gemini and qwen over
+/// ACP, from their captures) is allowed by caesar at once, never made a question; a request
+/// for any other tool, or a command titled like the channel, still asks.
+#[test]
+fn caesars_own_channel_tools_are_allowed_without_asking_and_nothing_else_is() {
+    let gemini = r#"{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"s","options":[{"optionId":"proceed_always_server","name":"Allow all server tools for this session","kind":"allow_always"},{"optionId":"proceed_once","name":"Allow","kind":"allow_once"},{"optionId":"cancel","name":"Reject","kind":"reject_once"}],"toolCall":{"toolCallId":"mcp_caesar_ask_orchestrator_1","status":"pending","title":"ask_orchestrator (caesar MCP Server)","content":[{"type":"content","content":{"type":"text","text":"{\"question\":\"Which colour?\"}"}}],"locations":[],"kind":"other"}}}"#;
+    let qwen = r#"{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"sessionId":"s","options":[{"optionId":"proceed_once","name":"Allow","kind":"allow_once"},{"optionId":"cancel","name":"Reject","kind":"reject_once"}],"toolCall":{"toolCallId":"toolu_fake1","status":"pending","title":"{\"question\":\"Which colour?\"}","content":[],"locations":[],"kind":"other","rawInput":{"question":"Which colour?"},"_meta":{"toolName":"mcp__caesar__submit_report"}}}}"#;
+    for (line, id) in [(gemini, 0), (qwen, 7)] {
+        let mut parser = AcpParser::default();
+        let p = parser.parse_line(line, Stream::Stdout);
+        assert!(p.permission.is_none(), "no question for the person: {line}");
+        let replies = parser.take_replies();
+        assert_eq!(replies.len(), 1, "{replies:?}");
+        let r: Value = serde_json::from_str(&replies[0]).unwrap();
+        assert_eq!(r["id"], id);
+        assert_eq!(r["result"]["outcome"], serde_json::json!({"outcome": "selected", "optionId": "proceed_once"}));
+    }
+    let shell = gemini.replace(r#""kind":"other""#, r#""kind":"execute""#);
+    let other_server = gemini.replace("(caesar MCP Server)", "(evil MCP Server)");
+    let other_tool = qwen.replace("mcp__caesar__submit_report", "mcp__caesar__run_shell");
+    let only_titled = gemini.replace("mcp_caesar_ask_orchestrator_1", "save_memory_1");
+    for line in [shell, other_server, other_tool, only_titled] {
+        let mut parser = AcpParser::default();
+        let p = parser.parse_line(&line, Stream::Stdout);
+        assert!(p.permission.is_some(), "still asked: {line}");
+        assert!(parser.take_replies().is_empty());
+    }
+}

@@ -32,6 +32,10 @@ pub struct ListRow {
     pub changes_state: Option<String>,
     /// The report's status, for an ended task that has one.
     pub report_status: Option<String>,
+    /// How many questions its report lists, and its verification's outcome
+    /// (for the verdict, issue 30).
+    pub report_questions: usize,
+    pub verification: Option<String>,
     /// The open questions, oldest first: (question id, question, options).
     pub questions: Vec<(String, String, Vec<String>)>,
     /// For a pending task: how many pending tasks were created before it.
@@ -50,7 +54,10 @@ const LIST_SQL: &str = "WITH q AS (
     SELECT t.id, t.status, t.agent, t.role, t.mode, t.isolation, t.model, t.objective, t.workspace,
         t.created_ms, t.started_ms, t.finished_ms, t.exit_code, t.error, t.blocker, t.event_count,
         t.changes_state, r.status, q.open, pos.n,
-        CASE WHEN t.status = 'pending' AND t.workshop IS NULL THEN t.launch_json END
+        CASE WHEN t.status = 'pending' AND t.workshop IS NULL THEN t.launch_json END,
+        CASE WHEN r.status = 'blocked' AND json_valid(r.body) THEN json_array_length(r.body, '$.questions') END,
+        CASE WHEN instr(r.body, '\"verification\"') > 0 AND json_valid(r.body)
+            THEN json_extract(r.body, '$.verification.outcome') END
     FROM tasks t LEFT JOIN reports r ON r.task_id = t.id LEFT JOIN q ON q.task_id = t.id
         LEFT JOIN pos ON pos.id = t.id
     ORDER BY q.open IS NULL, t.created_ms DESC, t.id DESC LIMIT ?1";
@@ -105,6 +112,8 @@ fn row(r: &Row<'_>) -> rusqlite::Result<ListRow> {
         event_count: r.get::<_, i64>(15)? as u64,
         changes_state: r.get(16)?,
         report_status: r.get(17)?,
+        report_questions: r.get::<_, Option<i64>>(21)?.unwrap_or(0).max(0) as usize,
+        verification: r.get(22)?,
         questions,
         queue_position: r.get::<_, Option<i64>>(19)?.map(|n| n as u32),
         awaits_worktree: launch.is_some_and(|l| LaunchPlan::decode(&l).prepares_worktree()),

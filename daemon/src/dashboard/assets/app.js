@@ -74,12 +74,31 @@ function statusText(t) {
   return t.status;
 }
 
+// The verdict leads (issue 30): `blocked: auth`, `verification failed`, …;
+// a pending task says where it stands. An older daemon sends none.
+function verdictText(t) {
+  if (!t.verdict || t.verdict_kind === 'pending') return statusText(t);
+  return t.verdict;
+}
+
 function badge(t) {
-  const kids = [el('span', { class: 'badge s-' + t.status, text: statusText(t) })];
-  if (t.blocker) kids.push(el('span', { class: 'badge blocked', text: 'blocked: ' + t.blocker }));
+  const kind = t.verdict_kind || t.status;
+  const kids = [el('span', { class: 'badge v-' + kind + ' s-' + t.status, title: 'process: ' + t.status, text: verdictText(t) })];
+  if (t.blocker && kind !== 'blocked') kids.push(el('span', { class: 'badge blocked', text: 'blocked: ' + t.blocker }));
   if (t.questions && t.questions.length) kids.push(el('span', { class: 'badge ask', text: `${t.questions.length} waiting` }));
   if (t.changes) kids.push(el('span', { class: 'badge changes', text: t.changes }));
   return kids;
+}
+
+// The agents a task tried, why each was left, and which one produced the
+// result (issue 30, item 2).
+function attemptList(t) {
+  if (!t.attempts || !t.attempts.length) return '';
+  const line = (a) => a.stopped_by !== undefined
+    ? `${a.agent} (${a.task_id}) blocked (${a.stopped_by || 'unknown'}): ${a.message}`
+    : `${a.agent} (${a.task_id}) ${a.produced_result ? 'produced the result' : 'runs now'}`;
+  return el('div', { class: 'attempts' }, el('h2', { text: 'Attempts' }),
+    el('ol', {}, ...t.attempts.map((a) => el('li', { text: line(a) }))));
 }
 
 function activityText(t) {
@@ -115,7 +134,7 @@ function tasksPage() {
   const count = el('p', { class: 'muted', id: 'count' });
   const body = el('tbody', { id: 'tasks' });
   const table = el('table', { class: 'tasks' },
-    el('thead', {}, el('tr', {}, ['Task', 'Status', 'Agent', 'Elapsed', 'Activity'].map((h) => el('th', { text: h })))),
+    el('thead', {}, el('tr', {}, ['Task', 'Verdict', 'Agent', 'Elapsed', 'Activity'].map((h) => el('th', { text: h })))),
     body);
   MAIN.replaceChildren(el('h1', { text: 'Tasks' }), count, table);
   let painted = false;
@@ -376,7 +395,8 @@ function taskPage(id) {
       el('h1', {}, el('span', { class: 'id', text: t.id }), ' ', badge(t)),
       el('p', { class: 'meta', text: [t.agent, t.role && 'role ' + t.role, t.model && 'model ' + t.model, t.mode, t.isolation, elapsed(t) && 'elapsed ' + elapsed(t), `${t.event_count} events`].filter(Boolean).join(' · ') }),
       el('pre', { class: 'objective', text: t.objective }),
-      t.error ? el('p', { class: 'bad', text: t.error }) : '');
+      t.error ? el('p', { class: 'bad', text: t.error }) : '',
+      attemptList(t));
     renderQuestions();
     renderActions();
     const act = activityText(t);
