@@ -628,6 +628,20 @@ impl Caesar for Service {
         Ok(Response::new(pb::AnswerResponse { answered: true }))
     }
 
+    async fn steer(&self, req: Request<pb::SteerRequest>) -> Result<Response<pb::SteerResponse>, Status> {
+        let caller = self.caller(&req).await?;
+        let r = req.into_inner();
+        if !matches!(caller, Caller::User) {
+            caller.require_parent_of("steer", &self.engine.record_of(&r.task_id)?)?;
+        }
+        let s = self.engine.steer(&r.task_id, &r.text, r.interrupt)?;
+        Ok(Response::new(pb::SteerResponse {
+            steer_id: s.steer_id,
+            route: s.route.to_owned(),
+            queued_for_start: s.queued_for_start,
+        }))
+    }
+
     async fn watch_events(&self, req: Request<pb::WatchEventsRequest>) -> Result<Response<EventStream>, Status> {
         let caller = self.caller(&req).await?;
         let r = req.into_inner();

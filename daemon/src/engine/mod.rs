@@ -67,6 +67,8 @@ mod queue;
 mod recovery;
 mod remote_refs;
 mod start;
+// Issue 31: steering a running agent.
+pub mod steer;
 mod trusting;
 // Issue 17, fan-out: verification in the worktree, groups.
 pub mod groups;
@@ -277,6 +279,8 @@ struct Live {
     pub(super) events_file_behind: std::sync::atomic::AtomicBool,
     /// `events.jsonl` reached its cap and said so (issue 19; `events`).
     pub(super) events_capped: std::sync::atomic::AtomicBool,
+    /// Set when the task got a steer (issue 31, `steer.rs`).
+    pub(super) steers: steer::Mailbox,
 }
 
 impl Live {
@@ -291,6 +295,7 @@ impl Live {
             activity: Mutex::new(None),
             events_file_behind: Default::default(),
             events_capped: Default::default(),
+            steers: Default::default(),
         })
     }
 }
