@@ -78,6 +78,12 @@ async fn claude_hears_a_steer_as_a_user_message_on_its_held_stdin() {
 }
 
 #[tokio::test]
+async fn claude_with_interrupt_ends_the_turn_and_hears_the_steer_in_the_next() {
+    let gate = Cli::Claude.shell("python3 -c \"open('gate.txt','w').write('gate')\"");
+    steer_reaches_the_model(Cli::Claude, gate, "interrupt_then_stdin_message", true).await;
+}
+
+#[tokio::test]
 async fn codex_app_server_hears_a_steer_through_turn_steer() {
     steer_reaches_the_model(Cli::Codex, escalated(), "turn_steer", false).await;
 }
