@@ -655,7 +655,9 @@ impl Caesar for Service {
     async fn get_task(&self, req: Request<pb::ChannelRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {
         let caller = self.caller(&req).await?;
         let task_id = self.channel(&caller, req.into_inner())?;
-        Ok(Response::new(pb::GetTaskResponse { task_json: self.engine.channel_get_task(&task_id)? }))
+        let task_json = self.engine.channel_get_task(&task_id)?;
+        let steers = self.engine.record_of(&task_id).map(|r| self.engine.channel_steers(&r)).unwrap_or_default();
+        Ok(Response::new(pb::GetTaskResponse { task_json, steers }))
     }
 
     async fn report_progress(
@@ -666,7 +668,8 @@ impl Caesar for Service {
         let r = req.into_inner();
         let task_id = self.channel(&caller, r.channel.unwrap_or_default())?;
         let seq = self.engine.channel_progress(&task_id, &r.message, r.pct)?;
-        Ok(Response::new(pb::ReportProgressResponse { seq }))
+        let steers = self.engine.record_of(&task_id).map(|r| self.engine.channel_steers(&r)).unwrap_or_default();
+        Ok(Response::new(pb::ReportProgressResponse { seq, steers }))
     }
 
     async fn ask_orchestrator(
@@ -679,7 +682,8 @@ impl Caesar for Service {
         let timeout = Duration::from_millis(if r.timeout_ms == 0 { ASK_DEFAULT_MS } else { r.timeout_ms });
         let (question_id, answered, answer) =
             self.engine.channel_ask(&task_id, &r.question, r.options, timeout, Some(r.question_id.as_str())).await?;
-        Ok(Response::new(pb::AskOrchestratorResponse { question_id, answered, answer }))
+        let steers = self.engine.record_of(&task_id).map(|r| self.engine.channel_steers(&r)).unwrap_or_default();
+        Ok(Response::new(pb::AskOrchestratorResponse { question_id, answered, answer, steers }))
     }
 
     async fn submit_report(

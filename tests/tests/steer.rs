@@ -322,3 +322,43 @@ async fn bad_steers_get_clear_errors_and_the_queue_is_bounded() {
     std::fs::write(&gate, "go").unwrap();
     await_one(&mut c, &gated, LONG).await;
 }
+
+/// A one-shot agent with the return channel hears a steer in the answer of its next channel
+/// call; `--interrupt` is refused for it, by name.
+#[tokio::test]
+async fn a_one_shot_agent_hears_a_steer_in_the_answer_of_its_next_channel_call() {
+    let env = Env::new(&[]);
+    let gate = env.file("gate");
+    let g = gate.display().to_string();
+    env.set_agents(&[(
+        "worker",
+        &["wait-file", &g, "mcp-progress", "halfway", "mcp-progress", "nearly done", "report", "success", "done"],
+    )]);
+    let mut env = env;
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("worker", "work");
+    req.channel = true;
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let out = env.caesar(&["steer", &id, "stop early", "--interrupt"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text_of(&out));
+    assert!(text_of(&out).contains("`worker`") && text_of(&out).contains("without --interrupt"), "{}", text_of(&out));
+    let r = c
+        .steer(pb::SteerRequest { task_id: id.clone(), text: "use tabs, not spaces".into(), interrupt: false })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.route, "channel_reply");
+    std::fs::write(&gate, "go").unwrap();
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.report_json);
+    let evs = events(&mut c, &id).await;
+    let steers = of_type(&evs, "steer");
+    assert_eq!(steers.len(), 1, "{evs:?}");
+    assert_eq!((steers[0]["mode"].as_str(), steers[0]["delivered"].as_bool()), (Some("channel_reply"), Some(true)));
+    let heard: Vec<&str> = of_type(&evs, "message")
+        .into_iter()
+        .filter_map(|e| e["text"].as_str())
+        .filter(|t| t.contains("use tabs, not spaces"))
+        .collect();
+    assert_eq!(heard.len(), 1, "in the answer of the first call only: {evs:?}");
+}

@@ -85,7 +85,7 @@ impl Run {
             network: Default::default(),
             plan: record.launch.lifecycle.clone(),
             new_questions: Vec::new(),
-            steer: Default::default(),
+            steer: super::steer::Tracker::for_launch(&record.launch),
         }
     }
 }

@@ -11,9 +11,12 @@
 //! marked undelivered, with a `steer` event that says so.
 //!
 //! Which agents can hear a steer is decided here, from the launch plan: a stdin protocol the
-//! supervisor holds (claude's stream-json, ACP, codex app-server). A one-shot agent, whose
-//! stdin is closed once it started, is refused by name, as is a task in a Kubernetes pod (the
-//! pod's supervisor would deliver it, but its record of the delivery does not come back yet).
+//! supervisor holds (claude's stream-json, ACP, codex app-server), or for a one-shot agent
+//! (whose stdin is closed once it started) the return channel: the daemon itself delivers the
+//! steer in the answer of the agent's next channel call ([`Engine::channel_steers`]; `get_task`
+//! reads new ones). A one-shot agent without the channel, or asked to `--interrupt`, is refused
+//! by name, as is a task in a Kubernetes pod (the pod's supervisor would deliver it, but its
+//! record of the delivery does not come back yet).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,6 +62,14 @@ pub(super) struct Tracker {
     retry_at_ms: i64,
     /// How far the supervisor's record of deliveries was read.
     offset: u64,
+    /// The agent's stdin is closed once it started: the return channel delivers its steers.
+    one_shot: bool,
+}
+
+impl Tracker {
+    pub(super) fn for_launch(launch: &LaunchPlan) -> Tracker {
+        Tracker { one_shot: matches!(launch.stdin, Stdin::Null | Stdin::Prompt), ..Tracker::default() }
+    }
 }
 
 /// Set when a task got a new steer: its monitor reads the store on its next tick.
@@ -91,6 +102,11 @@ pub(super) fn route(launch: &LaunchPlan, agent: &str, interrupt: bool) -> std::r
         (Stdin::Session { protocol: SessionProtocol::Acp, .. }, true) => Ok(mode::CANCEL_THEN_PROMPT),
         (Stdin::Session { protocol: SessionProtocol::CodexAppServer, .. }, false) => Ok(mode::TURN_STEER),
         (Stdin::Session { protocol: SessionProtocol::CodexAppServer, .. }, true) => Ok(mode::INTERRUPT_THEN_NEW_TURN),
+        (Stdin::Null | Stdin::Prompt, false) if launch.channel => Ok(mode::CHANNEL_REPLY),
+        (Stdin::Null | Stdin::Prompt, true) if launch.channel => Err(format!(
+            "agent `{agent}` runs one-shot: a steer reaches it only in the answer of its next call of the return \
+             channel, and its turn cannot be interrupted; steer without --interrupt, or cancel the task"
+        )),
         (Stdin::Null | Stdin::Prompt, _) => Err(format!(
             "agent `{agent}` runs one-shot (its input is closed once it started) and cannot hear a steer; \
              cancel the task and delegate again with the new instructions, or let it finish and \
@@ -115,6 +131,39 @@ fn check_text(text: &str) -> Result<()> {
 }
 
 impl Engine {
+    /// The steers waiting for a one-shot agent that called its return channel: marked delivered
+    /// (`channel_reply`, a `steer` event each) and returned, for the call's answer. Nothing for
+    /// an agent that hears steers otherwise; a failure to read them is logged, never the call's.
+    pub fn channel_steers(&self, record: &crate::store::TaskRecord) -> Vec<String> {
+        if !matches!(record.launch.stdin, Stdin::Null | Stdin::Prompt) {
+            return Vec::new();
+        }
+        let pending = match self.store.pending_steers(&record.id) {
+            Ok(p) if !p.is_empty() => p,
+            Ok(_) => return Vec::new(),
+            Err(e) => {
+                warn!(task_id = %record.id, "reading the task's steers failed: {e}");
+                return Vec::new();
+            }
+        };
+        let Some(live) = self.live(&record.id) else { return Vec::new() };
+        let (mut texts, mut bodies) = (Vec::new(), Vec::new());
+        for row in pending.into_iter().filter(|r| !r.interrupt) {
+            if let Ok(Some(row)) =
+                self.store.finish_steer(&record.id, row.id, SteerState::Delivered, mode::CHANNEL_REPLY, now_ms())
+            {
+                bodies.push(event(&row, mode::CHANNEL_REPLY, true));
+                texts.push(row.text);
+            }
+        }
+        if !bodies.is_empty()
+            && let Err(e) = self.emit_events(&record.id, std::path::Path::new(&record.task_dir), &live, bodies, None)
+        {
+            warn!(task_id = %record.id, "storing steer events failed: {e}");
+        }
+        texts
+    }
+
     /// Stores a steer for a task that has not ended, and wakes its monitor to deliver it.
     /// Refused: an unknown task, an ended one (pointing to `continue`), one being cancelled, an
     /// agent that cannot hear it, bad text, a full queue.
@@ -145,11 +194,12 @@ impl Engine {
         // (an answer) comes after it; otherwise (not started, FIFO not there yet) its monitor
         // hands it over. A steer sent twice is taken once.
         let order = order_line(&SteerOrder { id: stored.id, text: stored.text, interrupt });
-        let handed = record.status == TaskStatus::Running
-            && record
-                .run
-                .as_ref()
-                .is_some_and(|h| self.runner.write_stdin(h, &Self::task_dir(&record), &order).is_ok());
+        let handed = route == mode::CHANNEL_REPLY
+            || record.status == TaskStatus::Running
+                && record
+                    .run
+                    .as_ref()
+                    .is_some_and(|h| self.runner.write_stdin(h, &Self::task_dir(&record), &order).is_ok());
         if !handed && let Some(live) = self.live(id) {
             live.steers.wake();
         }
@@ -199,6 +249,10 @@ pub(super) fn tick(engine: &Engine, run: &mut Run, at_end: bool) {
 /// Writes each stored steer this daemon has not handed over yet on the task's FIFO.
 fn hand_over(engine: &Engine, run: &mut Run) {
     let woken = run.live.steers.take();
+    if run.steer.one_shot {
+        // A one-shot agent: the return channel delivers (`Engine::channel_steers`).
+        return;
+    }
     if (run.steer.loaded && !woken) || now_ms() < run.steer.retry_at_ms {
         if woken {
             run.live.steers.wake();
@@ -268,6 +322,10 @@ mod tests {
         launch.stdin = Stdin::Prompt;
         let e = route(&launch, "opencode", false).unwrap_err();
         assert!(e.contains("`opencode`") && e.contains("cannot hear a steer"), "{e}");
+        // With the return channel, the answer of its next channel call; never an interrupt.
+        launch.channel = true;
+        assert_eq!(route(&launch, "opencode", false), Ok(mode::CHANNEL_REPLY));
+        assert!(route(&launch, "opencode", true).unwrap_err().contains("without --interrupt"));
         launch.stdin = Stdin::Null;
         launch.kube = Some(Default::default());
         assert!(route(&launch, "claude", false).unwrap_err().contains("Kubernetes"));

@@ -73,6 +73,9 @@ pub mod mode {
     pub const NEXT_PROMPT: &str = "next_prompt";
     /// `session/cancel`, then a new `session/prompt` (ACP).
     pub const CANCEL_THEN_PROMPT: &str = "cancel_then_prompt";
+    /// In the answer of the agent's next call of the return channel (`get_task`,
+    /// `report_progress`, `ask_orchestrator`): a one-shot agent (the daemon delivers it).
+    pub const CHANNEL_REPLY: &str = "channel_reply";
 }
 
 /// One line of [`STEERS_DELIVERED`]: a steer the agent was given, and how.
