@@ -362,3 +362,31 @@ async fn a_one_shot_agent_hears_a_steer_in_the_answer_of_its_next_channel_call()
         .collect();
     assert_eq!(heard.len(), 1, "in the answer of the first call only: {evs:?}");
 }
+
+/// A supervisor that does not take steers (one started by an older caesard: it has no record of
+/// deliveries) is never handed one, which it would pass to the agent as is; the steer stays
+/// stored and, once the run ends, its event says it was not delivered.
+#[tokio::test]
+async fn a_supervisor_that_takes_no_steers_is_never_handed_one() {
+    let mut env = Env::new(&[]);
+    let claude = script(&env, "claude", CLAUDE);
+    use_bin(&env, "[policy]\nallow_recursion = true\n", "claude", &claude);
+    let mut c = env.start_daemon().await;
+    let req = pb::DelegateRequest { mode: "read-only".into(), ..env.delegate_request("claude", "build the client") };
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let dir = task_dir(&mut c, &id).await;
+    assert!(eventually(LONG, || dir.join("ready").exists()).await, "{}", raw(&dir));
+    std::fs::remove_file(caesar_tests::daemon_files(&dir).join("steers.delivered.jsonl")).unwrap();
+    c.steer(pb::SteerRequest { task_id: id.clone(), text: "never handed".into(), interrupt: false }).await.unwrap();
+    c.cancel(pb::CancelRequest { task_id: id.clone() }).await.unwrap();
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status().as_str(), "cancelled");
+    // (The cancel's own interrupt request may have reached it: only the steer must not.)
+    let got = std::fs::read_to_string(dir.join("got")).unwrap_or_default();
+    assert!(!got.contains("never handed") && !got.contains("caesar_steer"), "the agent was not given the steer: {got}");
+    let evs = events(&mut c, &id).await;
+    let steers = of_type(&evs, "steer");
+    assert_eq!(steers.len(), 1, "{evs:?}");
+    assert_eq!(steers[0]["delivered"], false, "{evs:?}");
+    assert!(steers[0]["mode"].as_str().unwrap().starts_with("undelivered"), "{evs:?}");
+}

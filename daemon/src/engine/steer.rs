@@ -38,7 +38,7 @@ pub const MAX_PENDING_STEERS: u32 = 100;
 /// How much of a steer's text its event carries.
 const EVENT_TEXT_CHARS: usize = 2000;
 /// How long the monitor waits before trying a FIFO again that could not be written.
-const RETRY_MS: i64 = 1000;
+const RETRY_MS: i64 = 250;
 
 /// What [`Engine::steer`] stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -194,12 +194,11 @@ impl Engine {
         // (an answer) comes after it; otherwise (not started, FIFO not there yet) its monitor
         // hands it over. A steer sent twice is taken once.
         let order = order_line(&SteerOrder { id: stored.id, text: stored.text, interrupt });
+        let dir = Self::task_dir(&record);
         let handed = route == mode::CHANNEL_REPLY
             || record.status == TaskStatus::Running
-                && record
-                    .run
-                    .as_ref()
-                    .is_some_and(|h| self.runner.write_stdin(h, &Self::task_dir(&record), &order).is_ok());
+                && takes_steers(&dir)
+                && record.run.as_ref().is_some_and(|h| self.runner.write_stdin(h, &dir, &order).is_ok());
         if !handed && let Some(live) = self.live(id) {
             live.steers.wake();
         }
@@ -260,6 +259,13 @@ fn hand_over(engine: &Engine, run: &mut Run) {
         return;
     }
     let Some(handle) = &run.handle else { return };
+    if !takes_steers(&run.dir) {
+        // Not yet (the supervisor is starting), or never (one started by an older caesard,
+        // which would hand the order to the agent as is): the steers stay stored.
+        run.steer.loaded = false;
+        run.steer.retry_at_ms = now_ms() + RETRY_MS;
+        return;
+    }
     let pending = match engine.store.pending_steers(&run.id) {
         Ok(p) => p,
         Err(e) => {
@@ -285,6 +291,12 @@ fn hand_over(engine: &Engine, run: &mut Run) {
             }
         }
     }
+}
+
+/// Whether the task's supervisor takes steers: it makes its record of deliveries before its FIFO.
+fn takes_steers(dir: &crate::task_dir::TaskDir) -> bool {
+    std::fs::symlink_metadata(dir.daemon_files().join(crate::supervisor::steer::STEERS_DELIVERED))
+        .is_ok_and(|m| m.is_file())
 }
 
 fn event(row: &crate::store::SteerRow, how: &str, delivered: bool) -> EventBody {

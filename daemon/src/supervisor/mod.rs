@@ -454,6 +454,9 @@ fn spawn_agent(
                 Some(crate::launch::SessionProtocol::CodexAppServer) => steer::Protocol::Codex,
                 None => steer::Protocol::Stream,
             };
+            // Made before the FIFO: its presence tells the daemon this supervisor takes steers
+            // (one started by an older caesard would hand the order line to the agent).
+            let _ = OpenOptions::new().create(true).append(true).open(args.task_dir.join(steer::STEERS_DELIVERED));
             let steering = steer::Steering::shared(protocol, &args.task_dir);
             let writer = forward_stdin(&args.task_dir, writer, steering.clone())?;
             Some(StdinControl { writer, close_after: prefix.clone(), opening, turn_over, steering })
