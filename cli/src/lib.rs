@@ -101,6 +101,16 @@ enum Command {
     Cancel { task_id: String },
     /// Answer a question an agent asked (see `caesar ps` or `caesar status`).
     Answer { task_id: String, question_id: String, answer: String },
+    /// Tell a running task's agent something without stopping it (delivered once; see
+    /// `caesar logs` for its `steer` event).
+    Steer {
+        task_id: String,
+        /// What the agent should know.
+        text: String,
+        /// End the agent's running turn first, then say it.
+        #[arg(long)]
+        interrupt: bool,
+    },
     /// The git diff of a worktree task.
     Diff {
         task_id: String,
@@ -543,6 +553,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Logs { task_id, raw, follow, limit } => logs(task_id, raw, follow, limit, json).await,
         Command::Cancel { task_id } => tasks::cancel(task_id, json).await,
         Command::Answer { task_id, question_id, answer } => tasks::answer(task_id, question_id, answer, json).await,
+        Command::Steer { task_id, text, interrupt } => tasks::steer(task_id, text, interrupt, json).await,
         Command::Diff { task_id, stat } => changes::diff(task_id, stat, json).await,
         Command::Apply { task_id } => changes::apply(task_id, json).await,
         Command::Discard { task_id } => changes::discard(task_id, json).await,

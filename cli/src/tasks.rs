@@ -1,6 +1,6 @@
 //! The commands that look at running and finished tasks and steer them:
-//! `caesar await`, `caesar ps`, `caesar status`, `caesar cancel` and
-//! `caesar answer`.
+//! `caesar await`, `caesar ps`, `caesar status`, `caesar cancel`,
+//! `caesar answer` and `caesar steer`.
 
 use super::*;
 
@@ -80,6 +80,39 @@ pub(crate) async fn answer(task_id: String, question_id: String, answer: String,
         println!("{}", json!({"task_id": task_id, "question_id": question_id, "answered": true}));
     } else {
         println!("{task_id}: answered {question_id}");
+    }
+    Ok(0)
+}
+
+/// `caesar steer`: tell a running task's agent something unasked. The daemon stores it before
+/// answering and delivers it once; an ended task is refused (exit 2), pointing to `continue`.
+pub(crate) async fn steer(task_id: String, text: String, interrupt: bool, json: bool) -> Result<u8, Failure> {
+    let max = caesar_proto::STEER_MAX_BYTES;
+    if text.len() > max {
+        return Err(Failure {
+            code: 2,
+            message: format!(
+                "the steer is {} bytes, past the limit of {max}; say it in fewer words, or put the details in a \
+                 file in the task's worktree and point the agent to it",
+                text.len()
+            ),
+        });
+    }
+    let mut c = connect().await?;
+    let r = c
+        .steer(pb::SteerRequest { task_id: task_id.clone(), text, interrupt })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
+    if json {
+        println!(
+            "{}",
+            json!({"task_id": task_id, "steer_id": r.steer_id, "route": r.route, "queued_for_start": r.queued_for_start})
+        );
+    } else if r.queued_for_start {
+        println!("{task_id}: steer {} stored; it reaches the agent ({}) once the task starts", r.steer_id, r.route);
+    } else {
+        println!("{task_id}: steer {} stored; it reaches the agent as {}", r.steer_id, r.route);
     }
     Ok(0)
 }

@@ -628,6 +628,16 @@ pub enum EventBody {
     Unrecognized {
         line: String,
     },
+    /// A steer (issue 31) the agent was given (`delivered`, `mode` says how), or that the run
+    /// ended without (`mode` says why).
+    Steer {
+        steer_id: i64,
+        text: String,
+        mode: String,
+        delivered: bool,
+        #[serde(default)]
+        interrupt: bool,
+    },
 }
 
 impl EventBody {
@@ -648,6 +658,7 @@ impl EventBody {
             EventBody::Usage { .. } => "usage",
             EventBody::Blocker { .. } => "blocker",
             EventBody::Unrecognized { .. } => "unrecognized",
+            EventBody::Steer { .. } => "steer",
         }
     }
 }

@@ -634,6 +634,20 @@ impl Caesar for Service {
         Ok(Response::new(pb::AnswerResponse { answered: true }))
     }
 
+    async fn steer(&self, req: Request<pb::SteerRequest>) -> Result<Response<pb::SteerResponse>, Status> {
+        let caller = self.caller(&req).await?;
+        let r = req.into_inner();
+        if !matches!(caller, Caller::User) {
+            caller.require_parent_of("steer", &self.engine.views().record(&r.task_id)?)?;
+        }
+        let s = self.engine.channel().steer(&r.task_id, &r.text, r.interrupt)?;
+        Ok(Response::new(pb::SteerResponse {
+            steer_id: s.steer_id,
+            route: s.route.to_owned(),
+            queued_for_start: s.queued_for_start,
+        }))
+    }
+
     async fn watch_events(&self, req: Request<pb::WatchEventsRequest>) -> Result<Response<EventStream>, Status> {
         let caller = self.caller(&req).await?;
         let r = req.into_inner();
@@ -647,7 +661,10 @@ impl Caesar for Service {
     async fn get_task(&self, req: Request<pb::ChannelRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {
         let caller = self.caller(&req).await?;
         let task_id = self.channel(&caller, req.into_inner())?;
-        Ok(Response::new(pb::GetTaskResponse { task_json: self.engine.channel().get_task(&task_id)? }))
+        let task_json = self.engine.channel().get_task(&task_id)?;
+        let steers =
+            self.engine.views().record(&task_id).map(|r| self.engine.channel().channel_steers(&r)).unwrap_or_default();
+        Ok(Response::new(pb::GetTaskResponse { task_json, steers }))
     }
 
     async fn report_progress(
@@ -658,7 +675,9 @@ impl Caesar for Service {
         let r = req.into_inner();
         let task_id = self.channel(&caller, r.channel.unwrap_or_default())?;
         let seq = self.engine.channel().progress(&task_id, &r.message, r.pct)?;
-        Ok(Response::new(pb::ReportProgressResponse { seq }))
+        let steers =
+            self.engine.views().record(&task_id).map(|r| self.engine.channel().channel_steers(&r)).unwrap_or_default();
+        Ok(Response::new(pb::ReportProgressResponse { seq, steers }))
     }
 
     async fn ask_orchestrator(
@@ -671,7 +690,9 @@ impl Caesar for Service {
         let timeout = Duration::from_millis(if r.timeout_ms == 0 { ASK_DEFAULT_MS } else { r.timeout_ms });
         let (question_id, answered, answer) =
             self.engine.channel().ask(&task_id, &r.question, r.options, timeout, Some(r.question_id.as_str())).await?;
-        Ok(Response::new(pb::AskOrchestratorResponse { question_id, answered, answer }))
+        let steers =
+            self.engine.views().record(&task_id).map(|r| self.engine.channel().channel_steers(&r)).unwrap_or_default();
+        Ok(Response::new(pb::AskOrchestratorResponse { question_id, answered, answer, steers }))
     }
 
     async fn submit_report(

@@ -115,6 +115,9 @@ pub use fanout::GroupRecord;
 
 mod question_batch;
 
+mod steers;
+pub use steers::{SteerRow, SteerState};
+
 /// The process outcome of a task, exactly seed 000's six statuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskStatus {
@@ -376,6 +379,8 @@ impl Store {
                 ))
             })?;
         }
+        // Issue 31: the steers' table, made on every open (`store/steers.rs` says why).
+        steers::ensure(conn)?;
         Ok(())
     }
 

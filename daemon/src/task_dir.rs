@@ -38,6 +38,9 @@ pub const STDIN_FIFO: &str = "stdin.fifo";
 /// (`supervisor::opening`).
 pub const SESSION_OPENING: &str = "session.open.json";
 
+/// The supervisor's record of the steers it gave the agent (issue 31), one JSON line each.
+pub const STEERS_DELIVERED: &str = "steers.delivered.jsonl";
+
 /// The file in a task's daemon part that says its daemon-owned files are
 /// there; a task without it was delegated by a daemon before the move.
 pub const LAYOUT_MARKER: &str = "layout";

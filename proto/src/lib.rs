@@ -31,5 +31,9 @@ pub mod pb {
 /// question kind became enums, under new field numbers.
 pub const PROTOCOL: u32 = 2;
 
+/// The most bytes of one steer's text (issue 31): the daemon refuses more, and the clients
+/// say so before sending it.
+pub const STEER_MAX_BYTES: usize = 64 * 1024;
+
 /// The version of this build, shared by the three binaries.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

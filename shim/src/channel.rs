@@ -141,7 +141,7 @@ impl Channel {
         }
     }
 
-    /// Re-reads your mission: the task.json caesar wrote for this task.
+    /// Re-reads your mission: the task.json caesar wrote for this task, followed by any new messages the orchestrator sent you while you work (call it to check for them).
     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
     async fn get_task(&self) -> Result<CallToolResult, McpError> {
         let scope = self.scope();
@@ -153,7 +153,7 @@ impl Channel {
                 })
                 .await
             {
-                Ok(r) => CallToolResult::success(vec![ContentBlock::text(r.task_json)]),
+                Ok(r) => CallToolResult::success(vec![ContentBlock::text(with_steers(r.task_json, &r.steers))]),
                 Err(e) => failure(e),
             },
         )
@@ -171,9 +171,10 @@ impl Channel {
                 })
                 .await
             {
-                Ok(r) => {
-                    CallToolResult::success(vec![ContentBlock::text(format!("progress recorded (event {})", r.seq))])
-                }
+                Ok(r) => CallToolResult::success(vec![ContentBlock::text(with_steers(
+                    format!("progress recorded (event {})", r.seq),
+                    &r.steers,
+                ))]),
                 Err(e) => failure(e),
             },
         )
@@ -197,10 +198,11 @@ impl Channel {
                 })
                 .await
             {
-                Ok(r) if r.answered => {
-                    CallToolResult::success(vec![ContentBlock::text(format!("Answer: {}", r.answer))])
-                }
-                Ok(r) => CallToolResult::success(vec![ContentBlock::text(r.answer)]),
+                Ok(r) if r.answered => CallToolResult::success(vec![ContentBlock::text(with_steers(
+                    format!("Answer: {}", r.answer),
+                    &r.steers,
+                ))]),
+                Ok(r) => CallToolResult::success(vec![ContentBlock::text(with_steers(r.answer, &r.steers))]),
                 Err(e) => failure(e),
             },
         )
@@ -234,6 +236,21 @@ impl Channel {
     }
 }
 
+/// A channel call's answer with the orchestrator's messages sent since the last call (steers,
+/// issue 31), which a one-shot agent hears no other way.
+fn with_steers(text: String, steers: &[String]) -> String {
+    if steers.is_empty() {
+        return text;
+    }
+    let mut out = text;
+    out.push_str("\n\nMessage(s) from the orchestrator, sent while you work; take them into account:");
+    for s in steers {
+        out.push_str("\n- ");
+        out.push_str(s);
+    }
+    out
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Channel {
     fn get_info(&self) -> ServerConfig {
@@ -241,7 +258,9 @@ impl ServerHandler for Channel {
             .with_server_info(Implementation::new("caesar-channel", caesar_proto::VERSION))
             .with_instructions(
                 "The return channel to the orchestrator that delegated this task to you: report_progress at \
-                 milestones, ask_orchestrator when a decision is not yours, submit_report when done.",
+                 milestones, ask_orchestrator when a decision is not yours, submit_report when done. The \
+                 orchestrator may send you messages while you work: they come in the answer of your next call \
+                 (get_task reads them); follow them.",
             )
     }
 }

@@ -508,6 +508,20 @@ pub struct ApplyOutput {
     pub shaping: Shaping,
 }
 
+/// `caesar_steer` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct SteerOutput {
+    /// The task.
+    pub task_id: String,
+    /// The steer's id, as the `steer` event in caesar_logs names it once the agent was given it.
+    pub steer_id: i64,
+    /// How it reaches the agent: stdin_message or interrupt_then_stdin_message (claude), turn_steer or interrupt_then_new_turn (codex), next_prompt or cancel_then_prompt (ACP agents).
+    pub route: String,
+    /// The task has not started yet: the steer goes to its agent once it runs.
+    pub queued_for_start: bool,
+}
+
 /// `caesar_answer` result.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]

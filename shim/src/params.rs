@@ -195,6 +195,19 @@ pub struct AnswerParams {
     pub answer: String,
 }
 
+/// `caesar_steer` parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct SteerParams {
+    /// The task_id returned by caesar_delegate.
+    pub task_id: String,
+    /// What the running sub-agent should know, in words it reads as a message from you (at most 64 KiB).
+    pub text: String,
+    /// End the sub-agent's running turn first, then say it (default false: it hears it without being stopped).
+    #[serde(default)]
+    pub interrupt: bool,
+}
+
 /// Parameters of the list tools: none.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]

@@ -116,6 +116,7 @@ impl Shim {
             tools::LIST_ROLES => self.list_roles(ctx).await,
             tools::ANSWER => self.answer(parse(args)?).await,
             tools::DESCRIBE_AGENT => self.describe_agent(parse(args)?, ctx).await,
+            tools::STEER => self.steer(parse(args)?).await,
             other => Err(ToolError::validation(format!("unknown tool `{other}`"))),
         }
     }
@@ -637,6 +638,36 @@ impl Shim {
             .await?;
         finish(
             &AnswerOutput { task_id: id, question_id: p.question_id, answered: r.answered },
+            self.cap(),
+            "Truncated to fit the response cap.",
+        )
+    }
+}
+
+impl Shim {
+    async fn steer(&self, p: SteerParams) -> Result<CallToolResult, ToolError> {
+        if p.text.trim().is_empty() {
+            return Err(ToolError::validation("`text` is empty: say what the sub-agent should know"));
+        }
+        let max = caesar_proto::STEER_MAX_BYTES;
+        if p.text.len() > max {
+            return Err(ToolError::validation(format!(
+                "`text` is {} bytes, past the limit of {max}; say it in fewer words, or put the details in a file in \
+                 the task's worktree and point the agent to it",
+                p.text.len()
+            )));
+        }
+        let req = pb::SteerRequest { task_id: task_id(&p.task_id)?, text: p.text, interrupt: p.interrupt };
+        let id = req.task_id.clone();
+        let r = self
+            .daemon()
+            .call(move |mut c| {
+                let req = req.clone();
+                async move { c.steer(req).await }
+            })
+            .await?;
+        finish(
+            &SteerOutput { task_id: id, steer_id: r.steer_id, route: r.route, queued_for_start: r.queued_for_start },
             self.cap(),
             "Truncated to fit the response cap.",
         )

@@ -32,10 +32,12 @@ pub const LIST_ROLES: &str = "caesar_list_roles";
 pub const ANSWER: &str = "caesar_answer";
 /// `caesar_describe_agent`: one provider in detail (AgentNave's describe_provider).
 pub const DESCRIBE_AGENT: &str = "caesar_describe_agent";
+/// `caesar_steer` (issue 31).
+pub const STEER: &str = "caesar_steer";
 
 /// Every tool, in the order tools/list shows them.
-pub const ALL: [&str; 11] =
-    [DELEGATE, AWAIT, STATUS, LOGS, CANCEL, DIFF, APPLY, LIST_AGENTS, LIST_ROLES, ANSWER, DESCRIBE_AGENT];
+pub const ALL: [&str; 12] =
+    [DELEGATE, AWAIT, STATUS, LOGS, CANCEL, DIFF, APPLY, LIST_AGENTS, LIST_ROLES, ANSWER, DESCRIBE_AGENT, STEER];
 
 /// The `readonly` profile: tools that change nothing.
 pub const READONLY: [&str; 7] = [AWAIT, STATUS, LOGS, DIFF, LIST_AGENTS, LIST_ROLES, DESCRIBE_AGENT];
@@ -187,6 +189,16 @@ pub fn definition(name: &str) -> Option<Tool> {
                 .idempotent(false)
                 .open_world(false),
         ),
+        STEER => tool::<SteerParams, SteerOutput>(
+            STEER,
+            "Steer a running sub-agent",
+            "Tell a running (or still queued) sub-agent something without stopping it: a correction, a constraint, an answer it did not ask for. The steer is stored before this returns and reaches the agent exactly once, as its protocol allows: a user message on claude's stdin, turn/steer on codex's running turn, the next session/prompt of an ACP agent once its turn ends (route says which). With interrupt: true the running turn is ended first and the next one carries the steer. caesar_logs shows a `steer` event when the agent was given it. A task that has ended is refused (failed_precondition): continue it instead. An agent that runs one-shot cannot hear a steer and is refused by name; so is a steer over 64 KiB or a task with 100 steers waiting.",
+            ToolAnnotations::with_title("Steer a running sub-agent")
+                .read_only(false)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(false),
+        ),
         _ => return None,
     })
 }
@@ -295,7 +307,8 @@ mod tests {
         }
         raw!(DELEGATE => DelegateParams, AWAIT => AwaitParams, STATUS => TaskParams, LOGS => LogsParams,
             CANCEL => TaskParams, DIFF => DiffParams, APPLY => TaskParams, LIST_AGENTS => NoParams,
-            LIST_ROLES => NoParams, ANSWER => AnswerParams, DESCRIBE_AGENT => DescribeAgentParams)
+            LIST_ROLES => NoParams, ANSWER => AnswerParams, DESCRIBE_AGENT => DescribeAgentParams,
+            STEER => SteerParams)
     }
 
     fn output_raw(name: &str) -> Arc<JsonObject> {
@@ -306,7 +319,8 @@ mod tests {
         }
         raw!(DELEGATE => DelegateOutput, AWAIT => AwaitOutput, STATUS => StatusOutput, LOGS => LogsOutput,
             CANCEL => CancelOutput, DIFF => DiffOutput, APPLY => ApplyOutput, LIST_AGENTS => ListAgentsOutput,
-            LIST_ROLES => ListRolesOutput, ANSWER => AnswerOutput, DESCRIBE_AGENT => DescribeAgentOutput)
+            LIST_ROLES => ListRolesOutput, ANSWER => AnswerOutput, DESCRIBE_AGENT => DescribeAgentOutput,
+            STEER => SteerOutput)
     }
 
     #[test]

@@ -38,6 +38,7 @@ TOOLS = {
     "caesar_list_roles",
     "caesar_answer",
     "caesar_describe_agent",
+    "caesar_steer",
 }
 
 

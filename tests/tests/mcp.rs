@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 /// The most any single step of a test may take.
 const LIMIT: Duration = Duration::from_secs(40);
 
-const ALL_TOOLS: [&str; 11] = [
+const ALL_TOOLS: [&str; 12] = [
     "caesar_delegate",
     "caesar_await",
     "caesar_status",
@@ -38,6 +38,7 @@ const ALL_TOOLS: [&str; 11] = [
     "caesar_list_roles",
     "caesar_answer",
     "caesar_describe_agent",
+    "caesar_steer",
 ];
 
 fn shim_bin() -> PathBuf {

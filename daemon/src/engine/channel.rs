@@ -21,8 +21,10 @@ pub const ASK_DEFAULT_MS: u64 = 5 * 60 * 1000;
 
 /// The return channel's calls and the answers to questions.
 pub struct Channel {
-    store: Arc<Store>,
-    runs: Arc<LiveRuns>,
+    pub(super) store: Arc<Store>,
+    pub(super) runs: Arc<LiveRuns>,
+    /// Hands a steer to a running task's supervisor (`steer.rs`).
+    pub(super) runner: Arc<dyn Runner>,
     notices: super::notifications::Notices,
     permissions: Arc<super::permissions::Permissions>,
 }
@@ -31,10 +33,11 @@ impl Channel {
     pub(super) fn new(
         store: Arc<Store>,
         runs: Arc<LiveRuns>,
+        runner: Arc<dyn Runner>,
         notices: super::notifications::Notices,
         permissions: Arc<super::permissions::Permissions>,
     ) -> Channel {
-        Channel { store, runs, notices, permissions }
+        Channel { store, runs, runner, notices, permissions }
     }
 
     /// The live state of a task that may still use its channel.

@@ -44,6 +44,8 @@ pub(crate) struct Live {
     pub(super) events_file_behind: std::sync::atomic::AtomicBool,
     /// `events.jsonl` reached its cap and said so (issue 19; `events`).
     pub(super) events_capped: std::sync::atomic::AtomicBool,
+    /// Set when the task got a steer (issue 31, `steer.rs`).
+    pub(super) steers: super::steer::Mailbox,
 }
 
 impl Live {
@@ -58,6 +60,7 @@ impl Live {
             activity: Mutex::new(None),
             events_file_behind: Default::default(),
             events_capped: Default::default(),
+            steers: Default::default(),
         })
     }
 }

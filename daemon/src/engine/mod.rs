@@ -69,6 +69,8 @@ mod queue;
 mod recovery;
 mod remote_refs;
 mod start;
+// Issue 31: steering a running agent.
+pub mod steer;
 mod trusting;
 // Issue 17, fan-out: verification in the worktree, groups.
 pub mod groups;
@@ -343,7 +345,13 @@ impl Engine {
             ));
             Engine {
                 parking: parking::Parking::new(store.clone(), runs.clone(), notices.clone(), projects.clone()),
-                channel: channel::Channel::new(store.clone(), runs.clone(), notices.clone(), permissions.clone()),
+                channel: channel::Channel::new(
+                    store.clone(),
+                    runs.clone(),
+                    runner.clone(),
+                    notices.clone(),
+                    permissions.clone(),
+                ),
                 budgets: group_budget::Budgets::new(store.clone(), runner.clone(), notices.clone()),
                 changes: changes::Changes::new(store.clone(), runner.clone(), radar.clone(), runs.clone()),
                 paths,

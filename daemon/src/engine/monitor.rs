@@ -52,6 +52,8 @@ pub(super) struct Run {
     pub(super) plan: crate::lifecycle::Plan,
     /// Questions asked in the batch being read, stored with its events (issue 15).
     pub(super) new_questions: Vec<crate::store::QuestionRecord>,
+    /// The task's steers handed over and delivered (issue 31).
+    pub(super) steer: super::steer::Tracker,
 }
 
 impl Run {
@@ -83,6 +85,7 @@ impl Run {
             network: Default::default(),
             plan: record.launch.lifecycle.clone(),
             new_questions: Vec::new(),
+            steer: super::steer::Tracker::for_launch(&record.launch),
         }
     }
 }
@@ -105,6 +108,7 @@ impl Engine {
             self.budgets.check(&mut run);
             self.budgets.check_group(&run);
             self.check_network(&mut run);
+            super::steer::tick(&self, &mut run, false);
         }
         self.monitor_done(run).await;
         // A blocked task may be followed by the next agent of its chain.
@@ -118,6 +122,7 @@ impl Engine {
         if let Err(e) = self.pump(&mut run, true) {
             warn!(task_id = %run.id, "reading the agent's last output failed: {e}");
         }
+        super::steer::tick(self, &mut run, true);
         self.verify_after_run(&run.id, &run.dir, run.deadline_ms, run.blocker.is_some()).await;
         self.conclude_until_stored(&mut run).await;
     }

@@ -102,7 +102,7 @@ pub(super) fn launch(inv: &Invocation) -> Launch {
 }
 
 /// One stream-json user message, newline-terminated.
-pub(super) fn user_message(text: &str) -> String {
+pub(crate) fn user_message(text: &str) -> String {
     let mut line = json!({"type": "user", "message": {"role": "user", "content": text}}).to_string();
     line.push('\n');
     line
@@ -130,7 +130,7 @@ pub(super) const INTERRUPT_REQUEST_ID: &str = "caesar-interrupt";
 /// on stdin answers `{"type":"control_response","response":{"subtype":"success","request_id":…}}`,
 /// rejects the running tool call, and ends the turn with a `result` of subtype
 /// `error_during_execution` (after which the supervisor closes stdin and claude exits).
-pub(super) fn interrupt_line() -> String {
+pub(crate) fn interrupt_line() -> String {
     let mut line = json!({"type": "control_request", "request_id": INTERRUPT_REQUEST_ID,
         "request": {"subtype": "interrupt"}})
     .to_string();

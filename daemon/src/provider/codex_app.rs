@@ -21,8 +21,9 @@
 //!   is `{responseTooManyFailedAttempts: {httpStatusCode: 429}}`, a 401 from an API-key provider
 //!   `{httpConnectionFailed: {httpStatusCode: 401}}` ([V]).
 //!
-//! Only the ids 1 (initialize), 2 (thread/start), 3 (turn/start) and 4 (turn/interrupt) are
-//! caesar's; the supervisor sends the first three (its codex opening).
+//! Only the ids 1 (initialize), 2 (thread/start), 3 (turn/start), 4 (turn/interrupt) and those from
+//! [`ID_STEER_BASE`] on (`turn/steer`) are caesar's; the supervisor sends all but the interrupt of a
+//! cancel (its codex opening and steers).
 
 use std::collections::HashMap;
 
@@ -42,6 +43,9 @@ pub const ID_THREAD_START: u64 = 2;
 pub const ID_TURN_START: u64 = 3;
 /// The JSON-RPC id of caesar's `turn/interrupt`.
 pub const ID_INTERRUPT: u64 = 4;
+/// The JSON-RPC id of the `turn/steer` of steer `n` is this plus `n` (issue 31,
+/// `supervisor::steer`), so that its answer names the steer it is about.
+pub const ID_STEER_BASE: u64 = 1 << 40;
 
 /// The oldest codex whose app-server caesar drives: the version its protocol was verified on.
 pub const MIN_VERSION: (u64, u64, u64) = (0, 171, 0);
@@ -404,6 +408,15 @@ impl CodexAppParser {
                 Some(msg) => error(p, &format!("turn/interrupt failed: {msg}"), false),
                 None => p.events.push(EventBody::Progress { message: "turn/interrupt acknowledged".into(), pct: None }),
             },
+            // A steer's `turn/steer` (issue 31): refused, it goes as the next turn.
+            Some(id) if id >= ID_STEER_BASE => {
+                if let Some(msg) = failure {
+                    p.events.push(EventBody::Progress {
+                        message: truncate(&format!("turn/steer refused ({msg}): the steer goes as the next turn"), 500),
+                        pct: None,
+                    });
+                }
+            }
             // A response to a request caesar never made.
             _ => p.events.push(EventBody::Unrecognized { line: truncate(line, 2000) }),
         }

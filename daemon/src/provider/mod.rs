@@ -29,6 +29,8 @@ pub mod acp;
 mod antigravity;
 mod classify;
 mod claude;
+/// claude's stream-json lines a steer writes (issue 31, `supervisor::steer`).
+pub(crate) use claude::{interrupt_line as claude_interrupt_line, user_message as claude_user_message};
 mod codebuddy;
 mod codex;
 pub mod codex_app;

@@ -26,6 +26,10 @@ pub struct CodexOpening {
     phase: Phase,
     /// The thread to continue (`thread/resume`) where the task resumes one.
     resume: Option<String>,
+    /// The thread the turn runs on, once `thread/start` named it (issue 31: steers go there).
+    thread: Option<String>,
+    /// The running turn, once `turn/start`'s answer named it (`turn/steer` must name it).
+    turn: Option<String>,
 }
 
 /// The start of the line that ends the turn, recognised even when the line is longer than the
@@ -42,7 +46,33 @@ impl CodexOpening {
             turn_start: v.get("turn_start")?.clone(),
             phase: Phase::Initializing,
             resume: v.get("resume").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned),
+            thread: None,
+            turn: None,
         })
+    }
+
+    /// The thread the turn runs on, once known.
+    pub fn thread(&self) -> Option<&str> {
+        self.thread.as_deref()
+    }
+
+    /// The running turn's id, once `turn/start` answered.
+    pub fn turn(&self) -> Option<&str> {
+        self.turn.as_deref().filter(|_| self.phase == Phase::Running)
+    }
+
+    /// Whether a turn is running.
+    pub fn running(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
+    /// A steer's `turn/start` went out instead of closing stdin at the end of the last turn
+    /// (issue 31): its `turn/completed` ends the session again.
+    pub fn resume_turn(&mut self) {
+        if self.thread.is_some() {
+            self.phase = Phase::Running;
+            self.turn = None;
+        }
     }
 
     /// Why the opening is over without a turn, for a server whose output ended first.
@@ -100,6 +130,7 @@ impl CodexOpening {
                 match (error, thread) {
                     (None, Some(thread)) => {
                         self.phase = Phase::Running;
+                        self.thread = Some(thread.to_owned());
                         let mut params = self.turn_start.clone();
                         params["threadId"] = json!(thread);
                         Step::Write(
@@ -119,6 +150,10 @@ impl CodexOpening {
             (Phase::Running, ID_TURN_START) if error.is_some() => {
                 self.phase = Phase::Done;
                 Step::Close
+            }
+            (Phase::Running, ID_TURN_START) => {
+                self.turn = v.pointer("/result/turn/id").and_then(Value::as_str).map(str::to_owned);
+                Step::Nothing
             }
             _ => Step::Nothing,
         }

@@ -32,6 +32,7 @@
 pub mod codex_opening;
 pub mod opening;
 mod stdin;
+pub mod steer;
 mod tree;
 
 pub use stdin::write_agent_stdin;
@@ -448,8 +449,17 @@ fn spawn_agent(
                 }
                 None => None,
             };
-            let writer = forward_stdin(&args.task_dir, writer)?;
-            Some(StdinControl { writer, close_after: prefix.clone(), opening, turn_over })
+            let protocol = match args.session {
+                Some(crate::launch::SessionProtocol::Acp) => steer::Protocol::Acp,
+                Some(crate::launch::SessionProtocol::CodexAppServer) => steer::Protocol::Codex,
+                None => steer::Protocol::Stream,
+            };
+            // Made before the FIFO: its presence tells the daemon this supervisor takes steers
+            // (one started by an older caesard would hand the order line to the agent).
+            let _ = OpenOptions::new().create(true).append(true).open(args.task_dir.join(steer::STEERS_DELIVERED));
+            let steering = steer::Steering::shared(protocol, &args.task_dir);
+            let writer = forward_stdin(&args.task_dir, writer, steering.clone())?;
+            Some(StdinControl { writer, close_after: prefix.clone(), opening, turn_over, steering })
         }
         None => {
             cmd.stdin(Stdio::null());

@@ -70,6 +70,8 @@ pub struct AcpOpening {
     resume: Option<String>,
     /// The session being loaded or resumed (the agent advertised it): its answer carries no id.
     continuing: Option<String>,
+    /// The session the prompt went to (issue 31: a steer's prompt goes to the same one).
+    session: Option<String>,
 }
 
 /// The most of one output line the opening looks at; answers to caesar's three requests are
@@ -88,7 +90,26 @@ impl AcpOpening {
             failed: false,
             resume: v.get("resume").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned),
             continuing: None,
+            session: None,
         })
+    }
+
+    /// The session the prompt went to, once it did.
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    /// Whether a prompt's turn is running.
+    pub fn running(&self) -> bool {
+        self.phase == Phase::Prompting
+    }
+
+    /// A steer's prompt went out instead of closing stdin at the end of the turn (issue 31):
+    /// its answer ends the session's turn again.
+    pub fn resume_turn(&mut self) {
+        if self.session.is_some() && !self.failed {
+            self.phase = Phase::Prompting;
+        }
     }
 
     /// Whether the prompt went to the agent: from then on a failure is the turn's, and the
@@ -159,6 +180,7 @@ impl AcpOpening {
                     .map(str::to_owned);
                 match (error, session) {
                     (None, Some(session)) => {
+                        self.session = Some(session.clone());
                         let session = session.as_str();
                         self.phase = Phase::Prompting;
                         Step::Write(
@@ -216,6 +238,38 @@ impl Opening {
         match self {
             Opening::Acp(o) => o.unanswered(),
             Opening::CodexAppServer(o) => o.unanswered(),
+        }
+    }
+
+    /// The session (ACP) or thread (codex) the turn runs in, once known.
+    pub fn session(&self) -> Option<&str> {
+        match self {
+            Opening::Acp(o) => o.session(),
+            Opening::CodexAppServer(o) => o.thread(),
+        }
+    }
+
+    /// The running turn's id, where the protocol names one (codex).
+    pub fn turn(&self) -> Option<&str> {
+        match self {
+            Opening::Acp(_) => None,
+            Opening::CodexAppServer(o) => o.turn(),
+        }
+    }
+
+    /// Whether a turn is running.
+    pub fn running(&self) -> bool {
+        match self {
+            Opening::Acp(o) => o.running(),
+            Opening::CodexAppServer(o) => o.running(),
+        }
+    }
+
+    /// A steer's turn went out instead of closing stdin at the end of the last one (issue 31).
+    pub fn resume_turn(&mut self) {
+        match self {
+            Opening::Acp(o) => o.resume_turn(),
+            Opening::CodexAppServer(o) => o.resume_turn(),
         }
     }
 }

@@ -7,7 +7,13 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::mpsc;
 
+use super::steer::{self, SharedSteering};
 use super::{Msg, SESSION_LINGER, STDIN_FIFO, STDIN_INITIAL};
+
+/// How long a stream agent (claude) that was given a steer may stay silent after a turn's
+/// `result` before its stdin is closed anyway (issue 31): a steer it took into the turn that
+/// just ended leaves no turn of its own to wait for.
+const STEER_LINGER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The write end of an agent's stdin, shared by the forwarder and the
 /// output copier that closes it.
@@ -22,11 +28,18 @@ pub(super) struct StdinControl {
     pub(super) opening: Option<super::opening::Opening>,
     /// Told when a session's turn ended and its agent did not exit.
     pub(super) turn_over: mpsc::Sender<Msg>,
+    /// The run's steers (issue 31), shared with the forwarder.
+    pub(super) steering: SharedSteering,
 }
 
 /// Makes the task's FIFO and starts the thread that writes `stdin.initial`,
-/// then every line written to the FIFO, to the agent's stdin.
-pub(super) fn forward_stdin(task_dir: &Path, writer: std::io::PipeWriter) -> std::io::Result<SharedStdin> {
+/// then every line written to the FIFO, to the agent's stdin; a steer's line goes to `steering`,
+/// which says what to write instead.
+pub(super) fn forward_stdin(
+    task_dir: &Path,
+    writer: std::io::PipeWriter,
+    steering: SharedSteering,
+) -> std::io::Result<SharedStdin> {
     use std::io::{BufRead, BufReader};
     let fifo = task_dir.join(STDIN_FIFO);
     match nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)) {
@@ -57,6 +70,19 @@ pub(super) fn forward_stdin(task_dir: &Path, writer: std::io::PipeWriter) -> std
             match lines.read_until(b'\n', &mut line) {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {
+                    if let Some(order) = steer::parse_order(&line) {
+                        // Held while writing, so that the copier's writes never cut in between.
+                        let mut st = steer::lock(&steering);
+                        for mut out in st.on_order(order) {
+                            if !out.ends_with('\n') {
+                                out.push('\n');
+                            }
+                            if !write(out.as_bytes()) {
+                                st.closed = true;
+                            }
+                        }
+                        continue;
+                    }
                     if !line.ends_with(b"\n") {
                         line.push(b'\n');
                     }
@@ -124,11 +150,12 @@ pub(super) fn copy_capped(
             }
         } else if let Some(control) = &stdin {
             let prefix = control.close_after.as_bytes();
-            let mut ended = false;
+            let (mut ended, mut newlines) = (0u32, 0u64);
             for &b in &buf[..n] {
                 if b == b'\n' {
+                    newlines += 1;
                     if matched == Some(prefix.len()) {
-                        ended = true;
+                        ended += 1;
                     }
                     matched = Some(0);
                     continue;
@@ -139,10 +166,20 @@ pub(super) fn copy_capped(
                     _ => None,
                 };
             }
-            if ended {
+            let mut st = steer::lock(&control.steering);
+            st.lines += newlines;
+            let mut close = false;
+            for _ in 0..ended {
+                // A steer's user message is still owed its turn: stdin stays open for it.
+                close |= st.stream_turn_ended();
+            }
+            if close {
                 // The turn is over: closing stdin lets the agent exit.
                 control.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+                drop(st);
                 stdin = None;
+            } else if ended > 0 {
+                linger(&control.steering, &control.writer, st.lines);
             }
         }
         if keep < n {
@@ -184,9 +221,32 @@ fn session_lines(control: &mut StdinControl, bytes: &[u8], line: &mut Vec<u8>, l
             }
             continue;
         }
-        let step = opening.on_line(line);
+        let mut step = opening.on_line(line);
+        // Issue 31: the steers learn where the session stands; one queued for the end of the
+        // turn becomes the next turn instead of the close.
+        let mut st = steer::lock(&control.steering);
+        let mut writes = st.sync(opening);
+        st.on_codex_line(line);
+        match &step {
+            Step::Close => {
+                if let Some(next) = st.at_turn_end(line) {
+                    opening.resume_turn();
+                    writes.extend(st.sync(opening));
+                    writes.insert(0, next);
+                    step = Step::Nothing;
+                }
+            }
+            Step::Failed(_) => st.closed = true,
+            _ => {}
+        }
         line.clear();
         let mut slot = control.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        drop(st);
+        if let Some(w) = slot.as_mut() {
+            for request in &writes {
+                let _ = w.write_all(format!("{request}\n").as_bytes()).and_then(|()| w.flush());
+            }
+        }
         match step {
             Step::Nothing => {}
             Step::Write(request) => {
@@ -211,6 +271,20 @@ fn session_lines(control: &mut StdinControl, bytes: &[u8], line: &mut Vec<u8>, l
         }
     }
     None
+}
+
+/// Closes a stream agent's stdin once it has said nothing for [`STEER_LINGER`] after the turn
+/// that ended when `lines` output lines had been seen, unless stdin was closed meanwhile.
+fn linger(steering: &SharedSteering, writer: &SharedStdin, lines: u64) {
+    let (steering, writer) = (std::sync::Arc::clone(steering), std::sync::Arc::clone(writer));
+    std::thread::spawn(move || {
+        std::thread::sleep(STEER_LINGER);
+        let mut st = steer::lock(&steering);
+        if st.lines == lines && !st.closed {
+            st.closed = true;
+            writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        }
+    });
 }
 
 /// Writes one line to the stdin of a task's agent through its FIFO. Fails at

@@ -16,9 +16,13 @@
 //!                   the tool failed, the rest of the script skipped, the prompt answered
 //!                   with `stopReason: "cancelled"`
 //! stamp FILE        append the wall-clock time (ns since the epoch) to FILE
+//! log FILE          append the text of this prompt and of every later one to FILE, a line each
 //! stamp-sent FILE   with `ask`: stamp FILE right after the request is written
 //! stamp-answer FILE with `ask`: stamp FILE as soon as the answer is read
 //! ```
+//!
+//! A later `session/prompt` in the same session (a steer, issue 31) is answered with one
+//! agent_message_chunk `heard: <its text>` and `end_turn`; the script is not played again.
 //!
 //! Before the session: `--fail-initialize MSG` answers initialize with an error and then hangs
 //! (the supervisor must stop it), `--exit-at-start` exits before reading anything.
@@ -53,6 +57,7 @@ fn main() {
     }
     let fail_initialize = (args.first().map(String::as_str) == Some("--fail-initialize")).then(|| args[1].clone());
     let (mut sent_file, mut answer_file) = (None, None);
+    let (mut prompts, mut log_file): (u32, Option<String>) = (0, None);
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut session = "fake-1".to_owned();
@@ -89,6 +94,32 @@ fn main() {
                 send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {}}));
             }
             "session/prompt" => {
+                prompts += 1;
+                let text: Vec<&str> = msg
+                    .pointer("/params/prompt")
+                    .and_then(|p| p.as_array())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|b| b.get("text").and_then(|t| t.as_str()))
+                    .collect();
+                let text = text.join(" ");
+                let log = |file: &Option<String>| {
+                    if let Some(f) = file
+                        && let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(f)
+                    {
+                        let _ = writeln!(f, "{}", text.replace('\n', " "));
+                    }
+                };
+                if prompts > 1 {
+                    log(&log_file);
+                    update(
+                        &session,
+                        serde_json::json!({"sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": format!("heard: {text}")}}),
+                    );
+                    send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}}));
+                    continue;
+                }
                 let mut i = 0;
                 let mut ask_id = 100;
                 let mut cancelled = false;
@@ -123,6 +154,10 @@ fn main() {
                             let _ = out.flush();
                         }
                         "stamp" => stamp(&value),
+                        "log" => {
+                            log_file = Some(value.clone());
+                            log(&log_file);
+                        }
                         "stamp-sent" => sent_file = Some(value.clone()),
                         "stamp-answer" => answer_file = Some(value.clone()),
                         "ask" => {

@@ -354,7 +354,9 @@ impl Caesar for PodRelay {
     ) -> Result<GrpcResponse<pb::GetTaskResponse>, Status> {
         let task_id = req.into_inner().task_id;
         match self.forward(ChannelCall::GetTask { task_id }).await? {
-            ChannelReply::Task { task_json } => Ok(GrpcResponse::new(pb::GetTaskResponse { task_json })),
+            ChannelReply::Task { task_json } => {
+                Ok(GrpcResponse::new(pb::GetTaskResponse { task_json, steers: Vec::new() }))
+            }
             other => Err(unexpected(other)),
         }
     }
@@ -366,7 +368,9 @@ impl Caesar for PodRelay {
         let r = req.into_inner();
         let task_id = r.channel.unwrap_or_default().task_id;
         match self.forward(ChannelCall::Progress { task_id, message: r.message, pct: r.pct }).await? {
-            ChannelReply::Progress { seq } => Ok(GrpcResponse::new(pb::ReportProgressResponse { seq })),
+            ChannelReply::Progress { seq } => {
+                Ok(GrpcResponse::new(pb::ReportProgressResponse { seq, steers: Vec::new() }))
+            }
             other => Err(unexpected(other)),
         }
     }
@@ -385,7 +389,7 @@ impl Caesar for PodRelay {
         };
         match self.forward(call).await? {
             ChannelReply::Answer { question_id, answered, answer } => {
-                Ok(GrpcResponse::new(pb::AskOrchestratorResponse { question_id, answered, answer }))
+                Ok(GrpcResponse::new(pb::AskOrchestratorResponse { question_id, answered, answer, steers: Vec::new() }))
             }
             other => Err(unexpected(other)),
         }
