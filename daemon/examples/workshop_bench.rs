@@ -63,6 +63,7 @@ fn main() -> anyhow::Result<()> {
         config: &cfg,
         setup_timeout: None,
         cancel: None,
+        launcher: None,
     };
     let p = timed("prepare: worktree creation (branch + checkout)", || {
         Ok(workshop::prepare(&input("t_00000000b001", Mode::Write))?)

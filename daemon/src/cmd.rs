@@ -22,6 +22,19 @@ Environment:
 pub fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
+        Some(crate::boxed::BOXED_ARG) => {
+            let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
+            return match crate::boxed::BoxedArgs::parse(&argv) {
+                #[cfg(unix)]
+                Ok(a) => ExitCode::from(crate::boxed::run(a).clamp(0, 255) as u8),
+                #[cfg(not(unix))]
+                Ok(_) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("caesard {}: {e}", crate::boxed::BOXED_ARG);
+                    ExitCode::from(2)
+                }
+            };
+        }
         Some(SUPERVISE_ARG) => {
             return match SuperviseArgs::parse(&args[1..]) {
                 #[cfg(unix)]

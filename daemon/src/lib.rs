@@ -10,6 +10,7 @@
 pub mod agent_env;
 pub mod agents;
 pub mod blocking;
+pub mod boxed;
 pub mod capped_json;
 pub mod catalog;
 pub mod channel_spec;

@@ -57,6 +57,7 @@ fn input<'a>(ws: &'a Path, id: &'a str, iso: IsolationPref, mode: Mode, cfg: &'a
         config: cfg,
         setup_timeout: Some(std::time::Duration::from_secs(30)),
         cancel: None,
+        launcher: None,
     }
 }
 

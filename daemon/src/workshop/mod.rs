@@ -74,6 +74,8 @@ pub struct PrepareInput<'a> {
     /// Set to give up: a running setup command's group is killed, and what
     /// was made is removed.
     pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
+    /// The task's box, which setup runs in (issue 29); `None`: plain `sh`.
+    pub launcher: Option<&'a crate::boxed::Launcher>,
 }
 
 /// Where a task runs and everything a later diff, apply or removal needs.
@@ -315,6 +317,7 @@ pub fn prepare(input: &PrepareInput) -> Result<Prepared, WorkshopError> {
                 task_id: input.task_id,
                 timeout: input.setup_timeout,
                 cancel: input.cancel,
+                launcher: input.launcher,
             };
             if let Err(e) = place::run_setup(&setup, &input.config.setup) {
                 let _ = remove(&prepared, true);
