@@ -135,3 +135,24 @@ async fn an_agent_that_forks_away_in_a_loop_leaves_nothing_after_its_task() {
     let box_said = if caesard::boxed::pid_ns_works() { "a PID namespace per task" } else { "no PID namespace" };
     assert!(events.contains(box_said), "the started event says the box: {events}");
 }
+
+/// Where the kernel refuses a PID namespace (here: switched off) the box
+/// falls back to the launcher exec'ing the program, the task still runs with
+/// its setup-free verify, and the started event says which protection applied.
+#[tokio::test]
+async fn without_a_pid_namespace_the_task_runs_and_says_so() {
+    let mut env = Env::new(&[("w", &["report", "success", "done"])]);
+    let ran = env.file("verify-ran");
+    let mut c = env.start_daemon_with(&[("CAESAR_PID_NS", "off")]).await;
+    let mut req = env.delegate_request("w", "no namespace");
+    // `$$` and the host's number for the shell are one: no namespace.
+    req.verify = vec![format!("read -r p _ < /proc/self/stat; echo \"$$ $p\" > '{}'", ran.display())];
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    let pids = std::fs::read_to_string(&ran).unwrap();
+    let (inner, host) = pids.trim().split_once(' ').unwrap();
+    assert_eq!(inner, host, "the verification ran in no PID namespace of its own");
+    let events = std::fs::read_to_string(std::path::Path::new(&t.task_dir).join("events.jsonl")).unwrap();
+    assert!(events.contains("no PID namespace"), "the started event says the fallback: {events}");
+}
