@@ -59,6 +59,7 @@ impl BoxCgroup {
     /// kernel refuses.
     pub fn enter() -> Option<BoxCgroup> {
         let base = delegated()?;
+        sweep(&base);
         let dir = base.join(format!("caesar-box-{}", std::process::id()));
         std::fs::create_dir(&dir).ok()?;
         let cg = BoxCgroup { dir };
@@ -68,6 +69,20 @@ impl BoxCgroup {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+}
+
+/// Removes the cgroups of boxes whose launcher is gone (a launcher killed
+/// by SIGKILL never removes its own): only empty ones, which `rmdir` alone
+/// allows, so a live box's is never touched.
+fn sweep(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("caesar-box-")) else { continue };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
     }
 }
 
