@@ -53,6 +53,8 @@ const BASE: &[&str] = &[
     "CAESAR_DAEMON_BIN",
     "CAESAR_MCP_BIN",
     "CAESAR_KILL_GRACE_MS",
+    // The box's own switch (`boxed.rs`): its launcher decides as the daemon did.
+    "CAESAR_PID_NS",
 ];
 
 /// Every agent's variables, by prefix.

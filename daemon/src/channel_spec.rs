@@ -9,6 +9,12 @@
 
 use std::path::Path;
 
+/// The name the return channel's MCP server has in an agent's CLI.
+pub const CHANNEL_SERVER: &str = "caesar";
+
+/// The return channel's tools, which a CLI that lists allowed tools must allow.
+pub const CHANNEL_TOOLS: [&str; 4] = ["get_task", "report_progress", "ask_orchestrator", "submit_report"];
+
 /// How to start the return channel for one task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChannelSpec {

@@ -18,52 +18,14 @@ Environment:
   CAESAR_SOCKET   the socket path alone
   CAESAR_LOG      log filter (default: info), written to <state>/caesard.log";
 
-/// Everything `caesard` does: `__supervise`, `--version`, `--help`, or serve.
+/// Everything `caesard` does: its internal entries (`__boxed`,
+/// `__supervise`, `__kube`), `--version`, `--help`, or serve.
 pub fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(code) = internal_entry(&args) {
+        return code;
+    }
     match args.first().map(String::as_str) {
-        Some(SUPERVISE_ARG) => {
-            return match SuperviseArgs::parse(&args[1..]) {
-                #[cfg(unix)]
-                Ok(a) => ExitCode::from(supervisor::run(a) as u8),
-                #[cfg(not(unix))]
-                Ok(_) => ExitCode::FAILURE,
-                Err(e) => {
-                    eprintln!("caesard {SUPERVISE_ARG}: {e}");
-                    ExitCode::from(2)
-                }
-            };
-        }
-        #[cfg(all(unix, feature = "kubernetes"))]
-        Some(crate::runner::kubernetes::pod::POD_ARG0)
-            if args.get(1).map(String::as_str) == Some(crate::runner::kubernetes::pod::POD_ARG1) =>
-        {
-            return ExitCode::from(crate::runner::kubernetes::pod::main(&args[2..]) as u8);
-        }
-        #[cfg(all(unix, feature = "kubernetes"))]
-        Some(crate::runner::kubernetes::pod::POD_ARG0) => {
-            use crate::runner::kubernetes::phases;
-            let code = match args.get(1).map(String::as_str) {
-                Some(phases::FETCH_ARG) => phases::fetch_main(&args[2..]),
-                Some(phases::COLLECT_ARG) => phases::collect_main(&args[2..]),
-                Some(phases::RECEIVE_ARG) => phases::receive_main(&args[2..]),
-                Some(phases::RESULT_ARG) => phases::result_main(&args[2..]),
-                Some(phases::TAKEN_ARG) => phases::taken_main(&args[2..]),
-                Some(crate::runner::kubernetes::stdin::STDIN_ARG) => {
-                    crate::runner::kubernetes::stdin::stdin_main(&args[2..])
-                }
-                Some(crate::runner::kubernetes::channel::CHANNEL_ARG) => {
-                    crate::runner::kubernetes::channel::channel_main(&args[2..])
-                }
-                _ => {
-                    eprintln!(
-                        "caesard __kube: use `pod`, `fetch`, `collect`, `receive`, `result`, `taken`, `stdin` or `channel`"
-                    );
-                    2
-                }
-            };
-            return ExitCode::from(code as u8);
-        }
         Some("--version" | "-V") => {
             println!("caesard {} (API protocol {})", caesar_proto::VERSION, crate::protocol_number());
             return ExitCode::SUCCESS;
@@ -134,6 +96,67 @@ pub fn main() -> ExitCode {
             eprintln!("caesard: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The entries caesard runs itself as (the task's box, its supervisor, the
+/// Kubernetes pod's phases); `None` for anything else.
+fn internal_entry(args: &[String]) -> Option<ExitCode> {
+    match args.first().map(String::as_str) {
+        Some(crate::supervisor::boxed::BOXED_ARG) => {
+            let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
+            Some(match crate::supervisor::boxed::BoxedArgs::parse(&argv) {
+                #[cfg(unix)]
+                Ok(a) => ExitCode::from(crate::supervisor::boxed::run(a).clamp(0, 255) as u8),
+                #[cfg(not(unix))]
+                Ok(_) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("caesard {}: {e}", crate::supervisor::boxed::BOXED_ARG);
+                    ExitCode::from(2)
+                }
+            })
+        }
+        Some(SUPERVISE_ARG) => Some(match SuperviseArgs::parse(&args[1..]) {
+            #[cfg(unix)]
+            Ok(a) => ExitCode::from(supervisor::run(a) as u8),
+            #[cfg(not(unix))]
+            Ok(_) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("caesard {SUPERVISE_ARG}: {e}");
+                ExitCode::from(2)
+            }
+        }),
+        #[cfg(all(unix, feature = "kubernetes"))]
+        Some(crate::runner::kubernetes::pod::POD_ARG0)
+            if args.get(1).map(String::as_str) == Some(crate::runner::kubernetes::pod::POD_ARG1) =>
+        {
+            Some(ExitCode::from(crate::runner::kubernetes::pod::main(&args[2..]) as u8))
+        }
+        #[cfg(all(unix, feature = "kubernetes"))]
+        Some(crate::runner::kubernetes::pod::POD_ARG0) => {
+            use crate::runner::kubernetes::phases;
+            let code = match args.get(1).map(String::as_str) {
+                Some(phases::FETCH_ARG) => phases::fetch_main(&args[2..]),
+                Some(phases::COLLECT_ARG) => phases::collect_main(&args[2..]),
+                Some(phases::RECEIVE_ARG) => phases::receive_main(&args[2..]),
+                Some(phases::RESULT_ARG) => phases::result_main(&args[2..]),
+                Some(phases::TAKEN_ARG) => phases::taken_main(&args[2..]),
+                Some(crate::runner::kubernetes::stdin::STDIN_ARG) => {
+                    crate::runner::kubernetes::stdin::stdin_main(&args[2..])
+                }
+                Some(crate::runner::kubernetes::channel::CHANNEL_ARG) => {
+                    crate::runner::kubernetes::channel::channel_main(&args[2..])
+                }
+                _ => {
+                    eprintln!(
+                        "caesard __kube: use `pod`, `fetch`, `collect`, `receive`, `result`, `taken`, `stdin` or `channel`"
+                    );
+                    2
+                }
+            };
+            Some(ExitCode::from(code as u8))
+        }
+        _ => None,
     }
 }
 

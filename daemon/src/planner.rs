@@ -30,11 +30,7 @@ use crate::resolve::{AgentTarget, Resolution};
 use crate::store::{TaskRecord, TaskStatus};
 use crate::task_dir::TaskDir;
 
-/// The name the return channel's MCP server has in an agent's CLI.
-pub const CHANNEL_SERVER: &str = "caesar";
-
-/// The return channel's tools, which a CLI that lists allowed tools must allow.
-pub const CHANNEL_TOOLS: [&str; 4] = ["get_task", "report_progress", "ask_orchestrator", "submit_report"];
+pub use crate::channel_spec::{CHANNEL_SERVER, CHANNEL_TOOLS};
 
 /// The return channel's command inside a Kubernetes pod: the image's `caesar-mcp`.
 const POD_CHANNEL_BIN: &str = "caesar-mcp";

@@ -20,7 +20,9 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod cgroup;
 pub mod mount;
+pub mod pid_ns;
 
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +60,13 @@ pub struct SandboxSpec {
     /// directory, the main socket's directory, its worktree).
     #[serde(default)]
     pub expose: Vec<PathBuf>,
+    /// Read-only to the task though beneath a writable directory (issue 29:
+    /// its CLI's settings, hooks and MCP-server files, the package caches
+    /// shared with the user): bound read-only over themselves in its mount
+    /// namespace where it has one (existing paths only), else carved out of
+    /// its writable paths by Landlock like `shield`.
+    #[serde(default)]
+    pub readonly: Vec<PathBuf>,
 }
 
 /// The Landlock ABI this kernel offers, `None` where it offers none.
@@ -78,7 +87,7 @@ pub fn kernel_abi() -> Option<i32> {
 /// What a task of this mode gets on this machine, in words (doctor,
 /// `agents describe`, the task's `started` event).
 pub fn describe(read_only: bool) -> String {
-    format!("{}; {}", describe_kernel(read_only), describe_reads())
+    format!("{}; {}; {}", describe_kernel(read_only), describe_reads(), pid_ns::describe())
 }
 
 /// Whether the agent's reads are confined ([`mount`]), in words.
@@ -149,9 +158,57 @@ pub fn describe_for(read_only: bool, provider: ProviderId) -> String {
     // what holds it (issue 30: they were shown under read-only).
     if read_only && has_own_sandbox(provider) && kernel_abi().is_some() {
         let writes = format!("writes confined by {provider}'s own read-only sandbox (the workspace is read-only)");
-        return format!("{}; {}", describe_kernel_writes(&writes), describe_reads());
+        return format!("{}; {}; {}", describe_kernel_writes(&writes), describe_reads(), pid_ns::describe());
     }
     describe(read_only)
+}
+
+/// The files and directories beneath a CLI's writable state that hold code
+/// or configuration it runs or obeys later (issue 29: a read-only claude
+/// wrote a `SessionStart` hook into `~/.claude/settings.json`), from its
+/// adapter: relative to the state directory its environment names, or to
+/// `$HOME`.
+fn config_files(provider: ProviderId) -> (Option<&'static str>, &'static [&'static str]) {
+    crate::provider::adapter(provider).map_or((None, &[]), |spec| (spec.config_env, spec.config_files))
+}
+
+/// Package caches shared with the user, beneath `$HOME`: read-only to a
+/// task (issue 29: a task could poison them for the user's next build).
+/// The task gets caches of its own instead ([`task_caches`]).
+const SHARED_CACHES: &[&str] = &[".npm", ".cache/pip", ".cache/go-build", ".cache/yarn", ".cache/uv", ".cache/pnpm"];
+
+/// The task's own package caches beneath `root` (its task directory), as
+/// the variables the package managers read.
+pub fn task_caches(root: &Path) -> Vec<(String, String)> {
+    let at = |d: &str| root.join("cache").join(d).display().to_string();
+    vec![
+        ("npm_config_cache".to_owned(), at("npm")),
+        ("PIP_CACHE_DIR".to_owned(), at("pip")),
+        ("GOCACHE".to_owned(), at("go-build")),
+        ("YARN_CACHE_FOLDER".to_owned(), at("yarn")),
+        ("UV_CACHE_DIR".to_owned(), at("uv")),
+    ]
+}
+
+/// What stays read-only to a task of `provider` beneath its writable state
+/// ([`SandboxSpec::readonly`]): its CLI's configuration files and the
+/// shared package caches.
+pub fn cli_config_files(provider: ProviderId, env: &[(String, String)]) -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
+    let mut out = Vec::new();
+    let (var, files) = config_files(provider);
+    let named = var.and_then(|name| {
+        env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).or_else(|| std::env::var(name).ok())
+    });
+    for f in files {
+        match named.as_deref().map(PathBuf::from).filter(|d| d.is_absolute()) {
+            // `.claude/settings.json` is `settings.json` in `$CLAUDE_CONFIG_DIR`.
+            Some(dir) => out.push(dir.join(f.split_once('/').map_or(*f, |(_, rest)| rest))),
+            None => out.extend(home.as_ref().map(|h| h.join(f))),
+        }
+    }
+    out.extend(home.iter().flat_map(|h| SHARED_CACHES.iter().map(|c| h.join(c))));
+    out
 }
 
 /// Variables naming a CLI's state directory, honoured where set.
@@ -329,7 +386,7 @@ pub fn prepare(spec: &SandboxSpec) -> Result<Option<Prepared>, String> {
     use landlock::{
         ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, path_beneath_rules,
     };
-    let mounts = mount::Plan::new(&spec.hide, &spec.expose)?;
+    let mounts = mount::Plan::new(&spec.hide, &spec.expose, &spec.readonly)?;
     let Some(abi) = kernel_abi() else { return Ok(mounts.map(|m| Prepared { fd: None, mounts: Some(m) })) };
     let e = |e: landlock::RulesetError| format!("cannot build the Landlock ruleset: {e}");
     let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
@@ -347,7 +404,13 @@ pub fn prepare(spec: &SandboxSpec) -> Result<Option<Prepared>, String> {
     let mut created = ruleset.create().map_err(e)?;
     if spec.confine_writes {
         make_home_dirs(&spec.writable);
-        let writable = carve_all(&spec.writable, &spec.protect, &spec.shield);
+        // Without a mount namespace the read-only paths are carved out of
+        // the writable ones; with one they are bound read-only there.
+        let mut shield = spec.shield.clone();
+        if spec.hide.is_empty() {
+            shield.extend(spec.readonly.iter().cloned());
+        }
+        let writable = carve_all(&spec.writable, &spec.protect, &shield);
         created = created.add_rules(path_beneath_rules(&writable, AccessFs::from_write(ABI::V3))).map_err(e)?;
     }
     let fd: Option<std::os::fd::OwnedFd> = created.into();
@@ -463,6 +526,23 @@ mod tests {
             assert!(!state_dirs(p).is_empty(), "{p}");
         }
         assert!(state_dirs(ProviderId::Generic).is_empty());
+    }
+
+    /// Issue 29: the CLI's settings, hooks and MCP files and the shared
+    /// package caches are named read-only, in the directory its environment
+    /// names when it names one.
+    #[test]
+    fn a_clis_configuration_is_named_read_only() {
+        let env = [("CLAUDE_CONFIG_DIR".to_owned(), "/cfg/claude".to_owned())];
+        let ro = cli_config_files(ProviderId::Claude, &env);
+        assert!(ro.contains(&PathBuf::from("/cfg/claude/settings.json")), "{ro:?}");
+        assert!(ro.contains(&PathBuf::from("/cfg/claude/hooks")), "{ro:?}");
+        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
+            assert!(ro.contains(&home.join(".npm")), "{ro:?}");
+            let codex = cli_config_files(ProviderId::Codex, &[]);
+            assert!(codex.iter().any(|p| p.ends_with("config.toml")), "{codex:?}");
+        }
+        assert!(task_caches(Path::new("/t")).iter().any(|(k, v)| k == "npm_config_cache" && v == "/t/cache/npm"));
     }
 
     #[test]

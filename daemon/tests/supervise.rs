@@ -90,7 +90,7 @@ fn the_supervisor_hands_the_prompt_over_on_stdin_and_fills_the_token() {
     let prompt = "# Task t_1\n".to_owned() + &"the secret plan ".repeat(300 * 1024 / 16);
     std::fs::write(d.path().join(caesard::prompt::FILE), &prompt).unwrap();
     let out = d.path().join("got");
-    let script = format!("cat > '{}'; tr '\\0' ' ' < /proc/$$/cmdline > '{}.argv'", out.display(), out.display());
+    let script = format!("cat > '{}'; tr '\\0' ' ' < /proc/self/cmdline > '{}.argv'", out.display(), out.display());
     let mut s = supervise_with(d.path(), now_ms() + 30_000, 100, true, "sh", &["-c", &script]);
     let argv = std::fs::read_to_string(format!("/proc/{}/cmdline", s.id())).unwrap_or_default();
     assert!(!argv.contains("secret plan"), "the supervisor's argv holds no prompt");

@@ -59,6 +59,7 @@ fn input<'a>(ws: &'a Path, id: &'a str, iso: IsolationPref, mode: Mode, cfg: &'a
         cancel: None,
         own_git_dir: true,
         scratch: None,
+        launcher: None,
     }
 }
 

@@ -157,11 +157,22 @@ pub async fn connect_or_start(paths: &Paths) -> Result<Client, ConnectError> {
 /// task supervisor (the kernel's ancestry, which an agent cannot hide), or
 /// with a task's `CAESAR_TASK_ID` in its environment. Says which.
 pub fn inside_task() -> Option<String> {
-    let me = crate::peer::PeerInfo::of(Some(std::process::id()), u32::MAX);
+    let me = crate::peer::PeerInfo::of(Some(proc_self_pid()), u32::MAX);
     if let Some(s) = me.ancestry.iter().find(|a| a.comm == crate::peer::SUPERVISOR_COMM) {
         return Some(format!("beneath the task supervisor pid {}", s.pid));
     }
+
     std::env::var("CAESAR_TASK_ID").ok().filter(|v| !v.is_empty()).map(|id| format!("CAESAR_TASK_ID={id}"))
+}
+
+/// This process's pid as `/proc` numbers it: in a task's box (issue 29)
+/// `getpid` answers in the box's PID namespace while `/proc` is the host's,
+/// whose `self` names this process by its pid there.
+fn proc_self_pid() -> u32 {
+    std::fs::read_link("/proc/self")
+        .ok()
+        .and_then(|p| p.to_str().and_then(|s| s.parse().ok()))
+        .unwrap_or_else(std::process::id)
 }
 
 /// The caesard binary: `CAESAR_DAEMON_BIN`, else the one beside this

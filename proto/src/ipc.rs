@@ -122,11 +122,30 @@ pub async fn connect(path: &Path) -> Result<Channel, tonic::transport::Error> {
             async move {
                 let stream = Stream::connect(socket_name(&path)?).await?;
                 #[cfg(unix)]
-                check_peer(&path, stream.peer_creds().map(|c| c.euid()), nix::unistd::geteuid().as_raw())?;
+                check_peer(&path, peer_euid(&stream), nix::unistd::geteuid().as_raw())?;
                 Ok::<_, io::Error>(TokioIo::new(stream))
             }
         }))
         .await
+}
+
+/// The effective uid of the process serving `stream`. Read with
+/// `SO_PEERCRED` itself on Linux: `interprocess` takes a peer pid of 0 for
+/// an error, and 0 is what a client in a PID namespace of its own (a task's
+/// box, issue 29) sees of a daemon outside it.
+#[cfg(unix)]
+fn peer_euid(stream: &Stream) -> io::Result<Option<u32>> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use std::os::fd::AsFd;
+        #[allow(irrefutable_let_patterns)]
+        if let Stream::UdSocket(s) = stream {
+            let creds = nix::sys::socket::getsockopt(&s.inner().as_fd(), nix::sys::socket::sockopt::PeerCredentials)
+                .map_err(io::Error::from)?;
+            return Ok(Some(creds.uid()));
+        }
+    }
+    stream.peer_creds().map(|c| c.euid())
 }
 
 /// The socket is served by a process of another user: it is not our

@@ -107,7 +107,8 @@ inited='{"jsonrpc":"2.0","method":"notifications/initialized"}'
 call='{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit_report","arguments":{"report":{"status":"success","summary":"forged"}}}}'
 (printf '%s\n%s\n' "$init" "$inited"; sleep 1; printf '%s\n' "$call"; sleep 3) | env CAESAR_TASK_ID=$V $M --channel >"$O/forge" 2>&1"#,
     );
-    let victim_script = r#"echo $$ > "$CAESAR_HOME/files/victim.pid"; exec sleep 30"#;
+    // Its pid as the host's /proc numbers it (`$$` answers in its box).
+    let victim_script = r#"read -r p _ < /proc/self/stat; echo $p > "$CAESAR_HOME/files/victim.pid"; exec sleep 30"#;
     // Both read-only, so that neither waits for the other's tree.
     let mut env =
         Env::new(&[("victim", &["sh", victim_script]), ("attacker", &["sh", &attack, "report", "success", "tried"])]);
@@ -216,7 +217,8 @@ async fn a_read_only_task_cannot_write_its_workspace_where_the_kernel_has_landlo
 try ws-$T sh -c 'echo x > "$PWD/written-by-agent"'
 try taskdir-$T sh -c 'echo x > "$CAESAR_TASK_DIR/mine"'
 try tmp-$T sh -c 'echo x > "${TMPDIR:-/tmp}/agent-temp"'
-S=$(cut -d' ' -f4 /proc/$PPID/stat)
+read -r S _ < /proc/self/stat
+while [ "$S" -gt 1 ] && [ "$(cat /proc/$S/comm)" != caesar-supervis ]; do S=$(cut -d' ' -f4 /proc/$S/stat); done
 try kill-$T kill -0 $S"#,
     );
     let mut env = Env::new(&[("writer", &["sh", &attempt, "report", "success", "tried"])]);

@@ -126,7 +126,8 @@ async fn verification_survives_a_daemon_sigkill_and_is_run_again() {
     let mut c = env.start_daemon().await;
     let mut req = env.delegate_request("writer", "write b.txt");
     req.mode = "write".into();
-    req.verify = vec![format!("echo $$ >> {}; sleep 3; test -f b.txt", marks.display())];
+    // The shell's pid as the host's /proc numbers it (`$$` answers in its box).
+    req.verify = vec![format!("read -r p _ < /proc/self/stat; echo $p >> {}; sleep 3; test -f b.txt", marks.display())];
     let d = c.delegate(req).await.unwrap().into_inner();
     assert!(eventually(LONG, || !pids_in(&marks).is_empty()).await, "verification started");
     let first = pids_in(&marks)[0];
@@ -147,7 +148,7 @@ async fn cancelling_during_verification_kills_it() {
     let marks = env.file("verify-pid");
     let mut c = env.start_daemon().await;
     let mut req = env.delegate_request("writer", "x");
-    req.verify = vec![format!("echo $$ >> {}; exec sleep 30", marks.display())];
+    req.verify = vec![format!("read -r p _ < /proc/self/stat; echo $p >> {}; exec sleep 30", marks.display())];
     let d = c.delegate(req).await.unwrap().into_inner();
     assert!(eventually(LONG, || !pids_in(&marks).is_empty()).await);
     let pid = pids_in(&marks)[0];

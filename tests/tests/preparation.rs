@@ -71,8 +71,10 @@ async fn delegate_answers_before_setup_and_write_tasks_prepare_side_by_side() {
 #[tokio::test]
 async fn a_preparing_task_is_cancelled_with_its_setup_and_leaves_nothing() {
     let mut env = Env::new(&[]);
-    let pid_file = env.home.path().join("setup.pid");
-    project(&env, &format!("echo $$ > {}; sleep 300", pid_file.display()));
+    // Beneath `files/`, which a task's box may write; the shell's pid as the
+    // host's /proc numbers it (`$$` is its pid in the box's namespace).
+    let pid_file = env.home.path().join("files/setup.pid");
+    project(&env, &format!("read -r p _ < /proc/self/stat; echo $p > {}; sleep 300", pid_file.display()));
     let mut c = env.start_daemon().await;
     let d = c.delegate(env.delegate_request("writer", "never runs")).await.unwrap().into_inner();
     assert!(eventually(Duration::from_secs(20), || pids_in(&pid_file).len() == 1).await, "setup never ran");
@@ -89,8 +91,8 @@ async fn a_preparing_task_is_cancelled_with_its_setup_and_leaves_nothing() {
 #[tokio::test]
 async fn a_daemon_killed_while_preparing_prepares_again_after_restart() {
     let mut env = Env::new(&[]);
-    let pid_file = env.home.path().join("setup.pid");
-    project(&env, &format!("echo $$ >> {}; sleep 2", pid_file.display()));
+    let pid_file = env.home.path().join("files/setup.pid");
+    project(&env, &format!("read -r p _ < /proc/self/stat; echo $p >> {}; sleep 2", pid_file.display()));
     let mut c = env.start_daemon().await;
     let d = c.delegate(env.delegate_request("writer", "survive a crash")).await.unwrap().into_inner();
     assert!(eventually(Duration::from_secs(20), || pids_in(&pid_file).len() == 1).await, "setup never ran");

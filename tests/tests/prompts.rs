@@ -79,11 +79,6 @@ fn cmdline(pid: u32) -> String {
     String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()).replace('\0', " ")
 }
 
-fn parent_of(pid: u32) -> u32 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().nth(1)).and_then(|p| p.parse().ok()).unwrap_or(0)
-}
-
 /// The command lines of every live process of task `id` (its supervisor, the agent and all they
 /// started: they carry `CAESAR_TASK_ID=<id>` in their environment).
 fn task_cmdlines(id: &str) -> Vec<(u32, String)> {
@@ -145,7 +140,7 @@ async fn a_prompt_on_stdin_is_in_no_argv_event_or_record_and_argv_only_agents_re
         assert!(!environ.contains("CAESAR_CHANNEL_SECRET"), "{pid} holds a channel secret");
     }
     let agent = pids_in(&pidfile)[0];
-    let (agent_argv, supervisor_argv) = (cmdline(agent), cmdline(parent_of(agent)));
+    let (agent_argv, supervisor_argv) = (cmdline(agent), cmdline(supervisor_of(agent)));
     assert!(agent_argv.contains("wait-file"), "the agent's own argv was read: {agent_argv}");
     assert!(supervisor_argv.contains("__supervise") && supervisor_argv.contains("--stdin-prompt"), "{supervisor_argv}");
     let tree = task_cmdlines(&id);

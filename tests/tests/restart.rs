@@ -166,9 +166,7 @@ async fn a_task_whose_processes_vanished_ends_failed_with_a_reason() {
     let id = c.delegate(env.delegate_request("victim", "x")).await.unwrap().into_inner().task_id;
     assert!(eventually(LONG, || pids_in(&pidfile).len() == 1).await);
     let agent = pids_in(&pidfile)[0];
-    let supervisor = std::fs::read_to_string(format!("/proc/{agent}/stat")).unwrap();
-    let supervisor: i32 =
-        supervisor[supervisor.rfind(')').unwrap() + 1..].split_whitespace().nth(1).unwrap().parse().unwrap();
+    let supervisor = supervisor_of(agent) as i32;
     env.kill_daemons().await;
     // The supervisor dies with no word; its agent goes on unwatched.
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(supervisor), nix::sys::signal::Signal::SIGKILL).unwrap();
@@ -221,11 +219,6 @@ fn pkill_x_caesard_among(pids: &[u32]) -> Vec<u32> {
         .collect()
 }
 
-fn parent_of(pid: u32) -> u32 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    stat[stat.rfind(')').unwrap() + 1..].split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn pkill_x_caesard_stops_the_daemon_and_no_task() {
@@ -239,7 +232,7 @@ async fn pkill_x_caesard_stops_the_daemon_and_no_task() {
     let id = c.delegate(env.delegate_request("long", "x")).await.unwrap().into_inner().task_id;
     assert!(eventually(LONG, || pids_in(&pidfile).len() == 1).await);
     let agent = pids_in(&pidfile)[0];
-    let supervisor = parent_of(agent);
+    let supervisor = supervisor_of(agent);
     let daemon = env.daemon_pid().await;
     assert!(
         eventually(LONG, || std::fs::read_to_string(format!("/proc/{supervisor}/comm"))

@@ -185,8 +185,7 @@ async fn a_local_task_with_planted_kubernetes_files_is_cancelled_and_its_remains
     assert!(eventually(LONG, || pids_in(&pidfile).len() == 2).await);
     plant(&task_dir(&env, &id), &id, &remote, &env.workspace());
     let agent = pids_in(&pidfile)[1];
-    let stat = std::fs::read_to_string(format!("/proc/{agent}/stat")).unwrap();
-    let supervisor: i32 = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().nth(1).unwrap().parse().unwrap();
+    let supervisor = supervisor_of(agent) as i32;
     env.kill_daemons().await;
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(supervisor), nix::sys::signal::Signal::SIGKILL).unwrap();
     assert!(eventually(LONG, || !alive(supervisor as u32)).await);

@@ -122,8 +122,7 @@ async fn a_forged_agent_json_names_no_process_the_daemon_stops() {
     let id = c.delegate(env.delegate_request("forger", "forge")).await.unwrap().into_inner().task_id;
     assert!(eventually(LONG, || pids_in(&pidfile).len() == 1).await);
     let agent = pids_in(&pidfile)[0];
-    let stat = std::fs::read_to_string(format!("/proc/{agent}/stat")).unwrap();
-    let supervisor: i32 = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().nth(1).unwrap().parse().unwrap();
+    let supervisor = supervisor_of(agent) as i32;
     // The supervisor dies without a word while no daemon runs: the next one
     // stops what is left of the task, by the records it trusts.
     env.kill_daemons().await;

@@ -42,6 +42,7 @@ use crate::task_dir::TaskDir;
 
 mod authority;
 pub mod bounds;
+mod boxing;
 mod budget;
 mod cancel;
 pub mod changes;

@@ -93,7 +93,12 @@ impl Engine {
         }
         let cancel = flight.cancel.clone();
         let input = record.clone();
-        let prepared = tokio::task::spawn_blocking(move || prepare_blocking(&input, Some(&cancel)))
+        // Setup runs in the task's box (issue 29), confined as a write task
+        // to its worktree: it prepares it.
+        let root = TaskDir::new(&record.task_dir).root().to_path_buf();
+        let (exe, grace) = (&self.settings.supervisor_exe, self.settings.grace_ms);
+        let launcher = super::boxing::launcher(&self.paths, &record, &root, exe, grace, false);
+        let prepared = tokio::task::spawn_blocking(move || prepare_blocking(&input, Some(&cancel), Some(&launcher)))
             .await
             .unwrap_or_else(|e| Err(format!("preparation panicked: {e}")));
         let cancelled = flight.cancel.load(Ordering::SeqCst);
@@ -178,8 +183,9 @@ impl Engine {
             return Ok(PathBuf::from(&record.workspace));
         }
         let input = record.clone();
-        let prepared =
-            tokio::task::spawn_blocking(move || prepare_blocking(&input, None)).await.map_err(|e| e.to_string())??;
+        let prepared = tokio::task::spawn_blocking(move || prepare_blocking(&input, None, None))
+            .await
+            .map_err(|e| e.to_string())??;
         self.store.set_workshop(&record.id, &prepared).map_err(|e| e.to_string())?;
         Ok(prepared.workdir)
     }
@@ -193,7 +199,11 @@ impl Engine {
     }
 }
 
-fn prepare_blocking(record: &TaskRecord, cancel: Option<&AtomicBool>) -> std::result::Result<Prepared, String> {
+fn prepare_blocking(
+    record: &TaskRecord,
+    cancel: Option<&AtomicBool>,
+    launcher: Option<&crate::supervisor::boxed::Launcher>,
+) -> std::result::Result<Prepared, String> {
     let Some(plan) = &record.launch.plan else {
         return Err("the task has no workshop plan".to_owned());
     };
@@ -210,6 +220,7 @@ fn prepare_blocking(record: &TaskRecord, cancel: Option<&AtomicBool>) -> std::re
         cancel,
         own_git_dir: record.launch.kube.is_none(),
         scratch: Some(&crate::task_dir::TaskDir::new(&record.task_dir).daemon_part()),
+        launcher,
     })
     .map_err(|e| e.to_string())
 }

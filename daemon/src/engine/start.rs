@@ -6,7 +6,7 @@
 //! before it looks for a run to stop, and start looks for a recorded request
 //! after it records the run, so one of the two always sees the other.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use tracing::{Instrument, info, info_span};
@@ -143,6 +143,8 @@ impl Engine {
         let tmp = dir.root().join("tmp");
         std::fs::create_dir_all(&tmp).map_err(|e| Error::io_at("cannot create", &tmp, e))?;
         env.push(("TMPDIR".to_owned(), tmp.display().to_string()));
+        // Package caches of its own: the user's are read-only to it (issue 29).
+        env.extend(crate::sandbox::task_caches(dir.root()));
         Ok(env)
     }
 
@@ -166,43 +168,17 @@ fn confine(
 ) -> (Vec<(String, String)>, String) {
     let launch = &record.launch;
     let read_only = record.mode == crate::oacp::Mode::ReadOnly;
-    let workspace = PathBuf::from(&record.workspace);
     // caesar's own directories are out of every task's reach (issue 19);
     // a worktree task's main tree too. Beneath `/tmp` as well: there the
     // temp directory is carved around them (its existing entries stay
     // writable; new entries directly in it, or beside caesar's
-    // directories, are refused; the agent's `TMPDIR` is its own).
-    let mut shield: Vec<PathBuf> = [&paths.state_dir, &paths.config_dir, &paths.runtime_dir]
-        .into_iter()
-        .cloned()
-        .chain(paths.socket.parent().map(Path::to_path_buf))
-        .collect();
-    if workdir != workspace {
-        shield.push(crate::config::project_root(&workspace));
-        // The repository's root too, with its `.git` (issue 29), where the
-        // project is a directory beneath it.
-        shield.extend(record.workshop.as_ref().and_then(|p| p.repo_root.clone()));
-    }
-    let mut sandbox = if read_only {
-        crate::sandbox::for_task(read_only, dir.root(), workdir, launch.provider, &env)
-    } else {
-        crate::sandbox::for_write_task(dir.root(), workdir, &shield, launch.provider, &env)
-    };
-    if read_only && sandbox.confine_writes {
-        sandbox.shield = shield;
-    }
-    if read_only {
-        sandbox.protect.push(crate::config::project_root(&workspace));
-        sandbox.protect.push(workspace.clone());
-    }
-    // Reads confined too (`sandbox/mount.rs`): caesar's directories
-    // hidden in the agent's own mount namespace, but for its task
-    // directory, the socket's directory and its worktree. Not in a
-    // Kubernetes pod, whose directories are not caesar's.
-    if launch.kube.is_none() && crate::sandbox::mount::works() {
-        sandbox.hide = [&paths.state_dir, &paths.config_dir, &paths.runtime_dir].into_iter().cloned().collect();
-        sandbox.expose = crate::sandbox::exposed(dir.root(), workdir, &workspace, &paths.socket, &env);
-    }
+    // directories, are refused; the agent's `TMPDIR` is its own). Reads
+    // confined too (`sandbox/mount.rs`), but for its task directory, the
+    // socket's directory and its worktree; not in a Kubernetes pod, whose
+    // directories are not caesar's. One owner of this: `boxed::task_spec`,
+    // which setup and verify get too.
+    let inputs = super::boxing::spec_inputs(paths, record, dir.root(), read_only, &env);
+    let sandbox = crate::supervisor::boxed::task_spec(&inputs, workdir);
     env.push((crate::sandbox::ENV.to_owned(), serde_json::to_string(&sandbox).unwrap_or_default()));
     (env, crate::sandbox::describe_for(read_only, launch.provider))
 }

@@ -185,8 +185,19 @@ impl Engine {
         }
         let workdir =
             record.workshop.as_ref().map(|p| p.workdir.clone()).unwrap_or_else(|| PathBuf::from(&record.workspace));
+        // In the task's box (issue 29): its confinement, the agent's
+        // environment allowlist, a PID namespace of its own.
+        let read_only = record.mode == crate::oacp::Mode::ReadOnly;
+        let launcher = super::boxing::launcher(
+            &self.paths,
+            &record,
+            dir.root(),
+            &self.settings.supervisor_exe,
+            self.settings.grace_ms,
+            read_only,
+        );
         let verification =
-            self.run_verification(id, &record.launch.verify, &workdir, deadline_ms, record.network).await;
+            self.run_verification(id, &record.launch.verify, &workdir, deadline_ms, record.network, &launcher).await;
         info!(task_id = %id, outcome = %verification.outcome, "verification ended");
         let body = serde_json::to_string(&verification).unwrap_or_default();
         let mut pause = Duration::from_millis(100);
@@ -215,6 +226,7 @@ impl Engine {
         dir: &Path,
         deadline_ms: i64,
         network: bool,
+        launcher: &crate::supervisor::boxed::Launcher,
     ) -> Verification {
         let mut steps = Vec::new();
         let mut last = None;
@@ -227,7 +239,7 @@ impl Engine {
                     at_ms: now_ms(),
                 });
             }
-            let one = self.run_one(id, command, dir, deadline_ms, network).await;
+            let one = self.run_one(id, command, dir, deadline_ms, network, launcher).await;
             steps.push(VerificationStep {
                 command: command.clone(),
                 exit_code: one.exit_code,
@@ -251,7 +263,15 @@ impl Engine {
         v
     }
 
-    async fn run_one(&self, id: &str, command: &str, dir: &Path, deadline_ms: i64, network: bool) -> Verification {
+    async fn run_one(
+        &self,
+        id: &str,
+        command: &str,
+        dir: &Path,
+        deadline_ms: i64,
+        network: bool,
+        launcher: &crate::supervisor::boxed::Launcher,
+    ) -> Verification {
         let started = Instant::now();
         let result = |outcome: &str, exit_code: Option<i64>, tail: String| Verification {
             command: command.to_owned(),
@@ -265,11 +285,11 @@ impl Engine {
         if left <= 0 {
             return result("timed_out", None, "the task's deadline passed before verification could start".to_owned());
         }
-        let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c").arg(format!("exec 2>&1\n{command}")).current_dir(dir).env(VERIFY_MARKER, id);
+        // `sh -c` through the task's box (a process group of its own).
+        let script = [String::from("-c"), format!("exec 2>&1\n{command}")];
+        let mut cmd = tokio::process::Command::from(launcher.command(dir, "sh", &script));
+        cmd.env(VERIFY_MARKER, id);
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
-        #[cfg(unix)]
-        cmd.process_group(0);
         if !network {
             // Under the task's network policy: cut for the commands too.
             match super::verify_net::plan() {

@@ -610,13 +610,13 @@ fn text_of(content: Option<&Value>) -> &str {
 
 /// A tool call's name (the CLI's own where it says it, else the ACP kind) and its summary.
 /// Whether an ACP permission request is for a tool of caesar's own return channel: the tool
-/// the CLI names is one of [`crate::planner::CHANNEL_TOOLS`] of the server named
-/// [`crate::planner::CHANNEL_SERVER`] (`mcp__caesar__ask_orchestrator` in `_meta.toolName`, as
+/// the CLI names is one of [`crate::channel_spec::CHANNEL_TOOLS`] of the server named
+/// [`crate::channel_spec::CHANNEL_SERVER`] (`mcp__caesar__ask_orchestrator` in `_meta.toolName`, as
 /// qwen says it; as gemini says it, the title `ask_orchestrator (caesar MCP Server)` and a call
 /// id its CLI makes from the server and tool, `mcp_caesar_ask_orchestrator…`), and no edit or
 /// command. Each is the CLI's own word for the call, not a title the model wrote.
 pub fn is_own_channel_call(call: &Value) -> bool {
-    use crate::planner::{CHANNEL_SERVER, CHANNEL_TOOLS};
+    use crate::channel_spec::{CHANNEL_SERVER, CHANNEL_TOOLS};
     if str_at(call, "kind").is_some_and(|k| k != "other") {
         return false;
     }

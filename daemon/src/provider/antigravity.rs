@@ -31,6 +31,8 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     version_args: &["--version"],
     env_prefixes: &["ANTIGRAVITY_", "GEMINI_", "GOOGLE_"],
     state_dirs: &[],
+    config_env: None,
+    config_files: &[],
     install: None,
     own_sandbox: false,
     mcp_from_workspace: false,

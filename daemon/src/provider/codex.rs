@@ -32,6 +32,8 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     version_args: &["--version"],
     env_prefixes: &["OPENAI_", "CODEX_", "AZURE_OPENAI_"],
     state_dirs: &[".codex"],
+    config_env: Some("CODEX_HOME"),
+    config_files: &[".codex/config.toml", ".codex/AGENTS.md", ".codex/rules", ".codex/prompts"],
     install: Some("npm install -g @openai/codex"),
     own_sandbox: true,
     mcp_from_workspace: false,

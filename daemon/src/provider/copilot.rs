@@ -30,6 +30,8 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     version_args: &["--version"],
     env_prefixes: &["COPILOT_", "GH_", "GITHUB_"],
     state_dirs: &[".copilot", ".config/github-copilot"],
+    config_env: None,
+    config_files: &[".copilot/config.json", ".copilot/mcp-config.json", ".copilot/agents"],
     install: Some("npm install -g @github/copilot"),
     own_sandbox: false,
     mcp_from_workspace: false,

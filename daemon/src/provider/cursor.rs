@@ -27,6 +27,8 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     version_args: &["--version"],
     env_prefixes: &["CURSOR_"],
     state_dirs: &[".cursor", ".config/cursor"],
+    config_env: None,
+    config_files: &[".cursor/mcp.json", ".cursor/cli-config.json", ".cursor/rules"],
     install: None,
     own_sandbox: false,
     mcp_from_workspace: true,

@@ -29,6 +29,8 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     version_args: &["--version"],
     env_prefixes: &["GEMINI_", "GOOGLE_"],
     state_dirs: &[".gemini"],
+    config_env: Some("GEMINI_CLI_HOME"),
+    config_files: &[".gemini/settings.json", ".gemini/commands", ".gemini/extensions", ".gemini/GEMINI.md"],
     install: Some("npm install -g @google/gemini-cli"),
     own_sandbox: false,
     mcp_from_workspace: true,

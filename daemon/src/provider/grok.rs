@@ -28,6 +28,8 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     version_args: &["--version"],
     env_prefixes: &["GROK_", "XAI_"],
     state_dirs: &[],
+    config_env: None,
+    config_files: &[],
     install: None,
     own_sandbox: false,
     mcp_from_workspace: true,

@@ -165,6 +165,16 @@ pub struct ProviderSpec {
     /// environment names (the confinement leaves them writable).
     #[serde(skip)]
     pub state_dirs: &'static [&'static str],
+    /// The variable naming the CLI's state directory, if it has one
+    /// (`CLAUDE_CONFIG_DIR`); `config_files` are beneath it, else beneath `$HOME`.
+    #[serde(skip)]
+    pub config_env: Option<&'static str>,
+    /// The files and directories beneath the CLI's writable state that hold
+    /// code or configuration it runs or obeys later, in the user's own
+    /// sessions too: its settings, hooks, commands, agents, plugins and
+    /// MCP-server files. Read-only to a task (issue 29).
+    #[serde(skip)]
+    pub config_files: &'static [&'static str],
     /// How to install it, where it is an npm package.
     #[serde(skip)]
     pub install: Option<&'static str>,

@@ -42,6 +42,8 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
         "AZURE_",
     ],
     state_dirs: &[".local/share/opencode", ".config/opencode", ".local/state/opencode"],
+    config_env: None,
+    config_files: &[".config/opencode"],
     install: Some("npm install -g opencode-ai"),
     own_sandbox: false,
     mcp_from_workspace: false,

@@ -25,6 +25,8 @@ pub(super) const SPEC: ProviderSpec = ProviderSpec {
     version_args: &["--version"],
     env_prefixes: &["QWEN_", "DASHSCOPE_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"],
     state_dirs: &[".qwen"],
+    config_env: None,
+    config_files: &[".qwen/settings.json", ".qwen/commands", ".qwen/QWEN.md"],
     install: Some("npm install -g @qwen-code/qwen-code"),
     own_sandbox: false,
     mcp_from_workspace: true,

@@ -79,7 +79,7 @@ fn probe(d: &Path) -> bool {
     if std::fs::create_dir_all(&expose).is_err() || std::fs::write(hide.join("secret"), "").is_err() {
         return false;
     }
-    let Ok(Some(plan)) = Plan::new(std::slice::from_ref(&hide), &[expose]) else { return false };
+    let Ok(Some(plan)) = Plan::new(std::slice::from_ref(&hide), &[expose], &[]) else { return false };
     // Inside, the hidden file is gone and the exposed directory is there.
     let mut cmd = std::process::Command::new("sh");
     cmd.arg("-c").arg("test ! -e \"$1/secret\" && test -d \"$1/e\"").arg("probe").arg(&hide);
@@ -90,6 +90,47 @@ fn probe(d: &Path) -> bool {
         cmd.pre_exec(move || plan.apply());
     }
     cmd.status().is_ok_and(|s| s.success())
+}
+
+/// At most this many paths kept read-only.
+const MAX_READONLY: usize = 64;
+
+/// The mount flags of the mount `p` is on that a remount in a user
+/// namespace must keep (the kernel locks them): nosuid, nodev, noexec and
+/// the atime ones.
+fn locked_flags(p: &Path) -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::libc;
+        let Ok(c) = c_path(p) else { return 0 };
+        // SAFETY: a NUL-terminated path and a zeroed struct the call fills.
+        let f = unsafe {
+            let mut st: libc::statvfs = std::mem::zeroed();
+            if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+                return 0;
+            }
+            st.f_flag
+        };
+        let mut out = 0u64;
+        for (have, flag) in [
+            (libc::ST_NOSUID, libc::MS_NOSUID),
+            (libc::ST_NODEV, libc::MS_NODEV),
+            (libc::ST_NOEXEC, libc::MS_NOEXEC),
+            (libc::ST_NOATIME, libc::MS_NOATIME),
+            (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+            (libc::ST_RELATIME, libc::MS_RELATIME),
+        ] {
+            if f & have != 0 {
+                out |= flag;
+            }
+        }
+        out
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = p;
+        0
+    }
 }
 
 /// One directory re-exposed: its path, and the directories to make in the
@@ -105,6 +146,9 @@ pub struct Plan {
     gid_map: Vec<u8>,
     hide: Vec<CString>,
     expose: Vec<Expose>,
+    /// Bound read-only over themselves (existing paths), with the flags of
+    /// the mount each is on (a remount must keep those the kernel locked).
+    readonly: Vec<(CString, u64)>,
     /// The working directory, entered again once the mounts are made (the
     /// inherited one would still be the covered directory, whose `..`
     /// leads back into what is hidden).
@@ -119,7 +163,7 @@ impl Plan {
     /// The plan for these directories (filtered by [`dirs`]); `None` when
     /// nothing is left to hide (a Kubernetes pod, where caesar's
     /// directories do not exist).
-    pub fn new(hide: &[PathBuf], expose: &[PathBuf]) -> Result<Option<Plan>, String> {
+    pub fn new(hide: &[PathBuf], expose: &[PathBuf], readonly: &[PathBuf]) -> Result<Option<Plan>, String> {
         let (hide, expose) = dirs(hide, expose);
         if hide.is_empty() {
             return Ok(None);
@@ -139,7 +183,15 @@ impl Plan {
             exposes.push(Expose { target: c_path(e)?, mkdirs });
         }
         let (uid, gid) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
+        let mut ro = Vec::new();
+        for r in readonly.iter().filter(|r| r.is_absolute() && r.exists()) {
+            if ro.len() == MAX_READONLY {
+                return Err(format!("more than {MAX_READONLY} paths to keep read-only in the agent's mount namespace"));
+            }
+            ro.push((c_path(r)?, locked_flags(r)));
+        }
         Ok(Some(Plan {
+            readonly: ro,
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             hide: hide.iter().map(|h| c_path(h)).collect::<Result<_, _>>()?,
@@ -216,6 +268,17 @@ impl Plan {
                         return Err(err());
                     }
                 }
+                // The CLI's configuration and the shared caches: bound over
+                // themselves, then made read-only (locked with the rest below).
+                for (r, locked) in &self.readonly {
+                    if libc::mount(r.as_ptr(), r.as_ptr(), none, libc::MS_BIND | libc::MS_REC, std::ptr::null()) != 0 {
+                        return Err(err());
+                    }
+                    let ro = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | *locked as libc::c_ulong;
+                    if libc::mount(none, r.as_ptr(), none, ro, std::ptr::null()) != 0 {
+                        return Err(err());
+                    }
+                }
                 // A second user and mount namespace below the first: the
                 // mounts copied into it are locked together (the kernel
                 // locks what a less privileged namespace inherits), so an
@@ -255,7 +318,7 @@ mod tests {
         std::fs::create_dir_all(&expose).unwrap();
         std::fs::write(hide.join("caesar.db"), "secret").unwrap();
         std::fs::write(expose.join("mine"), "mine").unwrap();
-        let plan = Plan::new(std::slice::from_ref(&hide), std::slice::from_ref(&expose)).unwrap().unwrap();
+        let plan = Plan::new(std::slice::from_ref(&hide), std::slice::from_ref(&expose), &[]).unwrap().unwrap();
         // Root in its namespace (as here, running as root) keeps its
         // capabilities across exec: it tries to unmount and remount.
         let script = r#"umount -l "$1/tasks/t_1" 2>/dev/null; umount -l "$1" 2>/dev/null; mount -o remount,rw "$1" 2>/dev/null
@@ -270,6 +333,37 @@ mod tests {
         let said = String::from_utf8_lossy(&out.stdout);
         assert_eq!(said.trim(), "mine", "{said}");
         assert!(!hide.join("planted").exists());
+    }
+
+    /// Issue 29: a CLI's settings file stays read-only to its agent (even
+    /// root in its namespace, as here), beneath a writable directory.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_read_only_path_is_bound_read_only_in_the_namespace() {
+        use std::os::unix::process::CommandExt;
+        if !works() {
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let (hide, cli) = (d.path().join("state"), d.path().join("home/.claude"));
+        std::fs::create_dir_all(&hide).unwrap();
+        std::fs::create_dir_all(&cli).unwrap();
+        std::fs::write(cli.join("settings.json"), "{}").unwrap();
+        let plan = Plan::new(std::slice::from_ref(&hide), &[], &[cli.join("settings.json")]).unwrap().unwrap();
+        let script = r#"echo '{"hooks":1}' > "$1/settings.json" 2>/dev/null && echo wrote-settings
+            mount -o remount,rw "$1/settings.json" 2>/dev/null; umount -l "$1/settings.json" 2>/dev/null
+            echo '{"hooks":2}' > "$1/settings.json" 2>/dev/null && echo wrote-again
+            echo session > "$1/session" && echo session-ok"#;
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c").arg(script).arg("t").arg(&cli);
+        // SAFETY: the closure makes only system calls on buffers `plan` owns.
+        unsafe {
+            cmd.pre_exec(move || plan.apply());
+        }
+        let out = cmd.output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(said.trim(), "session-ok", "{said}");
+        assert_eq!(std::fs::read_to_string(cli.join("settings.json")).unwrap(), "{}");
     }
 
     #[test]

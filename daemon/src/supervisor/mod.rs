@@ -1,7 +1,8 @@
 //! The per-task supervisor: a tiny process between the daemon and the agent.
 //!
 //! The daemon starts `caesard __supervise` in a session of its own; the
-//! supervisor starts the agent in a new process group with stdin from
+//! supervisor starts the agent in its box (`caesard __boxed`, [`boxed`]:
+//! the task's confinement and a PID namespace of its own), in a new process group with stdin from
 //! `/dev/null` and stdout and stderr appended to `raw.log`, waits for it, and
 //! writes the exit status atomically to `exit.json`. Because the supervisor,
 //! not the daemon, is the agent's parent, a daemon that dies or restarts
@@ -29,6 +30,7 @@
 //! It uses no async runtime: two threads (one `wait`, one `sigwait`) and a
 //! channel, plus the output copier and the stdin forwarder when used.
 
+pub mod boxed;
 pub mod codex_opening;
 pub mod opening;
 mod stdin;
@@ -248,17 +250,13 @@ pub fn run(args: SuperviseArgs) -> i32 {
     // the file.
     let (tx, rx) = mpsc::channel();
     let turn_over = tx.clone();
-    let sandbox = match sandbox_from_env() {
-        Ok(s) => s.map(std::sync::Arc::new),
-        Err(message) => return refuse_start(&args.task_dir, &log, message),
-    };
     let prompt = match read_prompt(&args) {
         Ok(p) => p,
         Err(message) => return refuse_start(&args.task_dir, &log, message),
     };
     let argv = prompt.as_deref().map_or_else(|| args.args.clone(), |p| crate::prompt::fill_args(&args.args, p));
     let feed = prompt.as_deref().filter(|_| args.stdin_prompt).map(str::as_bytes);
-    let spawned = spawn_agent(&args, &argv, &[], true, feed, &log, sandbox.clone(), turn_over.clone());
+    let spawned = spawn_agent(&args, &argv, &[], true, feed, &log, turn_over.clone());
     let (child, mut copier) = match spawned {
         Ok(c) => c,
         Err(e) => return refuse_start(&args.task_dir, &log, format!("cannot start `{}`: {e}", args.program)),
@@ -279,7 +277,7 @@ pub fn run(args: SuperviseArgs) -> i32 {
         let argv =
             prompt.as_deref().map_or_else(|| fallback.args.clone(), |p| crate::prompt::fill_args(&fallback.args, p));
         let feed = prompt.as_deref().filter(|_| fallback.stdin_prompt).map(str::as_bytes);
-        match spawn_agent(&args, &argv, &fallback.env, false, feed, &log, sandbox.clone(), turn_over) {
+        match spawn_agent(&args, &argv, &fallback.env, false, feed, &log, turn_over) {
             Ok((next, next_copier)) => {
                 agent_pid = started(&args.task_dir, next, &tx);
                 let leftovers = record.leftovers_killed;
@@ -337,18 +335,6 @@ fn refuse_start(task_dir: &Path, mut log: &File, message: String) -> i32 {
     0
 }
 
-/// Kernel confinement (issue 19): the ruleset the daemon asked for in the
-/// environment, built here, before the fork; the agent only applies it. One
-/// that cannot be built fails the start rather than run the agent unconfined.
-#[cfg(unix)]
-fn sandbox_from_env() -> Result<Option<crate::sandbox::Prepared>, String> {
-    match std::env::var(crate::sandbox::ENV).ok().map(|j| serde_json::from_str(&j)) {
-        None => Ok(None),
-        Some(Ok(spec)) => crate::sandbox::prepare(&spec),
-        Some(Err(e)) => Err(format!("unreadable {}: {e}", crate::sandbox::ENV)),
-    }
-}
-
 /// The prompt (issue 19): read once, before any agent of this task ran, for
 /// the arguments that stand for it and for a prompt on stdin (the session's
 /// stream fallback may need it too). Failing to read it is an error only
@@ -403,7 +389,9 @@ fn stream_fallback_due(
     }
 }
 
-/// Starts the agent (`argv` after the program, `env` on top of this process's): stdin per the
+/// Starts the agent in its box (`caesard __boxed`, [`boxed`]: the
+/// task's confinement from the environment, a PID namespace of its own) with
+/// `argv` after the program and `env` on top of this process's: stdin per the
 /// task's protocol when `protocol`, else `feed` then end of file (the prompt), else
 /// `/dev/null`; output through the capped copier when there is a cap or a protocol. Returns
 /// the child and the copier's thread.
@@ -416,24 +404,39 @@ fn spawn_agent(
     protocol: bool,
     feed: Option<&[u8]>,
     log: &File,
-    sandbox: Option<std::sync::Arc<crate::sandbox::Prepared>>,
     turn_over: mpsc::Sender<Msg>,
 ) -> std::io::Result<(std::process::Child, Option<std::thread::JoinHandle<stdin::CopyOutcome>>)> {
     use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
+    use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(&args.program);
-    cmd.args(argv).envs(env.iter().map(|(k, v)| (k, v))).process_group(0).env_remove(crate::sandbox::ENV);
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(boxed::argv_prefix(args.grace_ms.min(MAX_GRACE_MS), Some(BOX_REPORT_FD)))
+        .arg(&args.program)
+        .args(argv)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .process_group(0);
+    // The box says on this pipe why the agent could not start; its end
+    // without a word means it started.
+    let (mut report, report_w) = std::io::pipe()?;
+    let report_fd = report_w.as_raw_fd();
     // std gives the child this process's signal mask, in which the stop
     // signals are blocked for the sigwait thread: left so, the agent
     // never sees the SIGTERM of a cancel or a timeout and always dies by
     // SIGKILL after the grace, with no chance to clean up.
-    // SAFETY: pthread_sigmask is async-signal-safe, and the closure
-    // touches nothing else between fork and exec.
-    // The sandbox's system calls (mount namespace, Landlock) are as safe there.
+    // SAFETY: pthread_sigmask, dup2 and fcntl are async-signal-safe,
+    // and the closure touches nothing else between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).map_err(std::io::Error::from)?;
-            sandbox.as_ref().map_or(Ok(()), |s| s.in_child())
+            let fd = BOX_REPORT_FD;
+            if report_fd == fd {
+                if nix::libc::fcntl(fd, nix::libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if nix::libc::dup2(report_fd, fd) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
         });
     }
     let stdin = match args.stdin_close_after.as_ref().filter(|_| protocol) {
@@ -490,7 +493,8 @@ fn spawn_agent(
         // The command (and its copies of the pipes' ends) is dropped
         // here, so the output pipe ends when the agent's tree is gone.
         drop(cmd);
-        let child = child?;
+        drop(report_w);
+        let child = box_started(child?, &mut report)?;
         feed_now();
         let out = log.try_clone()?;
         let cap = if args.log_cap > 0 { args.log_cap } else { u64::MAX };
@@ -499,10 +503,32 @@ fn spawn_agent(
     } else {
         let child = cmd.stdout(log.try_clone()?).stderr(log.try_clone()?).spawn();
         drop(cmd);
-        let child = child?;
+        drop(report_w);
+        let child = box_started(child?, &mut report)?;
         feed_now();
         Ok((child, None))
     }
+}
+
+/// The fd on which the box reports a failure to start the agent.
+const BOX_REPORT_FD: i32 = 3;
+
+/// Waits for the box's word on its agent's start: nothing (its report
+/// pipe closed) when the agent runs; else why it could not start, as an
+/// error, the box then reaped.
+#[cfg(unix)]
+fn box_started(
+    mut child: std::process::Child,
+    report: &mut std::io::PipeReader,
+) -> std::io::Result<std::process::Child> {
+    use std::io::Read;
+    let mut why = Vec::new();
+    let _ = report.take(4096).read_to_end(&mut why);
+    if why.is_empty() {
+        return Ok(child);
+    }
+    let _ = child.wait();
+    Err(std::io::Error::other(String::from_utf8_lossy(&why).into_owned()))
 }
 
 /// Records the started agent in `agent.json` and starts the thread that waits for it.

@@ -93,6 +93,8 @@ pub struct PrepareInput<'a> {
     /// The daemon's own directory for the task's files (its daemon part):
     /// the index it keeps of the worktree, and its temporary files.
     pub scratch: Option<&'a Path>,
+    /// The task's box, which setup runs in (issue 29); `None`: plain `sh`.
+    pub launcher: Option<&'a crate::supervisor::boxed::Launcher>,
 }
 
 /// Where a task runs and everything a later diff, apply or removal needs.
@@ -344,6 +346,7 @@ pub fn prepare(input: &PrepareInput) -> Result<Prepared, WorkshopError> {
                 task_id: input.task_id,
                 timeout: input.setup_timeout,
                 cancel: input.cancel,
+                launcher: input.launcher,
             };
             if let Err(e) = place::run_setup(&setup, &input.config.setup) {
                 let _ = remove(&prepared, true);

@@ -209,6 +209,8 @@ pub(crate) struct Setup<'a> {
     pub timeout: Option<Duration>,
     /// Set to stop: the running command's group is killed.
     pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
+    /// The task's box; `None`: plain `sh`.
+    pub launcher: Option<&'a crate::supervisor::boxed::Launcher>,
 }
 
 /// Runs each setup command with `sh -c` in `dir`, in order, stdin closed,
@@ -251,8 +253,15 @@ fn cap(output: &str) -> String {
 
 fn run_one(setup: &Setup<'_>, command: &str) -> Result<(Option<i32>, String), WorkshopError> {
     let (dir, timeout) = (setup.dir, setup.timeout);
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(format!("exec 2>&1\n{command}")).current_dir(dir).env(SETUP_MARKER, setup.task_id);
+    let script = [String::from("-c"), format!("exec 2>&1\n{command}")];
+    let mut cmd = match setup.launcher {
+        Some(l) => l.command(dir, "sh", &script),
+        None => Command::new("sh"),
+    };
+    if setup.launcher.is_none() {
+        cmd.args(&script).current_dir(dir);
+    }
+    cmd.env(SETUP_MARKER, setup.task_id);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);

@@ -153,7 +153,13 @@ fn main() {
             }
             "pid" => {
                 let pidfile = next(&mut i);
-                append_line(&pidfile, &std::process::id().to_string());
+                // As the host's /proc numbers it: in a task's PID namespace
+                // `getpid` answers there.
+                let pid = std::fs::read_link("/proc/self")
+                    .ok()
+                    .and_then(|p| p.to_str().and_then(|s| s.parse::<u32>().ok()))
+                    .unwrap_or_else(std::process::id);
+                append_line(&pidfile, &pid.to_string());
             }
             "replay" | "replay-err" => {
                 let to_stderr = args[i] == "replay-err";

@@ -213,6 +213,27 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
+/// The task supervisor above `pid`: its nearest ancestor named
+/// `caesar-supervis` (an agent runs in its task's box, beneath the box's
+/// launcher and init: issue 29). `pid` itself when there is none.
+#[allow(dead_code)]
+pub fn supervisor_of(pid: u32) -> u32 {
+    let mut cur = pid;
+    for _ in 0..16 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{cur}/stat")) else { break };
+        let comm = stat.find('(').zip(stat.rfind(')')).map(|(a, b)| stat[a + 1..b].to_owned()).unwrap_or_default();
+        if comm == "caesar-supervis" {
+            return cur;
+        }
+        let ppid: u32 = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().nth(1).unwrap().parse().unwrap();
+        if ppid <= 1 {
+            break;
+        }
+        cur = ppid;
+    }
+    pid
+}
+
 /// Pids recorded by the fake agent's `pid`, `child` and `escape` steps.
 pub fn pids_in(path: &Path) -> Vec<u32> {
     std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()

@@ -1,0 +1,158 @@
+//! Issue 29, the box, through the real binaries: a task's `verify` and
+//! `[worktree] setup` run in the same confinement as its agent (its mount
+//! namespace and Landlock rules, the agent's environment allowlist, a PID
+//! namespace of its own), and nothing a task starts survives it, however it
+//! forks. Each test fails without the box.
+
+#![allow(clippy::unwrap_used)]
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// The line a shell runs to record its own pid as the host's `/proc`
+/// numbers it (in a box, `$$` is its pid in the box's namespace).
+fn record_pid(file: &std::path::Path) -> String {
+    format!("read -r p _ < /proc/self/stat; echo $p >> '{}'", file.display())
+}
+
+/// Kills what a test's processes left (only when a test fails: the box
+/// leaves nothing).
+fn kill_all(pids: &[u32]) {
+    for p in pids {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p as i32), nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+#[tokio::test]
+async fn a_verify_that_double_forks_a_sleeper_leaves_nothing_after_the_task() {
+    let mut env = Env::new(&[("w", &["report", "success", "done"])]);
+    let pids = env.file("sleeper.pids");
+    let sleeper = env.file("sleeper.sh");
+    std::fs::write(&sleeper, format!("{}\nexec env -i sleep 300\n", record_pid(&pids))).unwrap();
+    // The sleeper leaves the group, the session and the verification's
+    // marker variable (`env -i`): only the box still holds it.
+    let verify = format!("true && (setsid sh '{}' </dev/null >/dev/null 2>&1 &); sleep 0.3; true", sleeper.display());
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("w", "verify forks away");
+    req.verify = vec![verify];
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    let sleeper = pids_in(&pids);
+    assert_eq!(sleeper.len(), 1, "the verification ran once and recorded its sleeper");
+    let gone = eventually(Duration::from_secs(5), || !alive(sleeper[0])).await;
+    kill_all(&sleeper);
+    assert!(gone, "the sleeper {} a verification double-forked outlived its task", sleeper[0]);
+}
+
+#[tokio::test]
+async fn a_verify_reads_neither_the_daemons_environment_nor_its_state() {
+    let mut env = Env::new(&[("w", &["report", "success", "done"])]);
+    let out = env.files_dir();
+    let verify = format!(
+        r#"O='{o}'; env > "$O/verify-env"; cat "$CAESAR_HOME/state/caesar.db" > "$O/verify-db" 2>&1; echo "rc=$?" >> "$O/verify-db"; tr '\0' '\n' < "/proc/$(cat "$O/daemon-pid")/environ" > "$O/verify-proc" 2>&1; cat "$CAESAR_HOME/state/http.token" > "$O/verify-token" 2>&1; echo "rc=$?" >> "$O/verify-token"; true"#,
+        o = out.display()
+    );
+    let mut c = env.start_daemon_with(&[("SECRET_X", "daemon-only-secret-29")]).await;
+    std::fs::write(env.file("daemon-pid"), env.daemon_pid().await.to_string()).unwrap();
+    assert!(env.paths.state_dir.join("caesar.db").exists(), "what it tries to read exists");
+    let mut req = env.delegate_request("w", "verify reads what is not its own");
+    req.verify = vec![verify];
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    let read = |n: &str| std::fs::read_to_string(out.join(n)).unwrap_or_else(|_| format!("<no {n}>"));
+    let seen = read("verify-env");
+    assert!(seen.contains("PATH="), "the verification ran: {seen}");
+    assert!(!seen.contains("daemon-only-secret-29"), "the daemon's environment reached verify: {seen}");
+    assert!(!read("verify-proc").contains("daemon-only-secret-29"), "{}", read("verify-proc"));
+    let db = read("verify-db");
+    assert!(!db.contains("rc=0") && !db.contains("SQLite"), "verify read caesar.db: {db}");
+    let token = read("verify-token");
+    assert!(!token.contains("rc=0"), "verify read the HTTP token: {token}");
+}
+
+#[tokio::test]
+async fn a_setup_that_writes_outside_its_worktree_is_refused() {
+    let mut env = Env::new(&[]);
+    env.set_agents(&[("writer", &["write", "out.txt", "done\n"])]);
+    let p = env.project.path().to_path_buf();
+    let p = p.as_path();
+    let planted = p.join("planted-by-setup");
+    let setup = format!(
+        "echo mine > by-setup; echo evil > '{}' 2>/dev/null; echo evil > '{}/.git/hooks/pre-commit' 2>/dev/null; true",
+        planted.display(),
+        p.display()
+    );
+    let config = std::fs::read_to_string(p.join(".caesar/config.toml")).unwrap();
+    std::fs::write(p.join(".caesar/config.toml"), format!("[worktree]\nsetup = [{setup:?}]\n\n{config}")).unwrap();
+    std::fs::write(p.join("README.md"), "hello\n").unwrap();
+    commit_base(p);
+    let mut c = env.start_daemon().await;
+    let id = c.delegate(env.delegate_request("writer", "set up")).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    let diff = env.caesar(&["diff", &id]);
+    let diff = String::from_utf8_lossy(&diff.stdout).into_owned();
+    assert!(diff.contains("by-setup"), "setup wrote its own worktree: {diff}");
+    assert!(!planted.exists(), "setup wrote the user's main tree");
+    assert!(!p.join(".git/hooks/pre-commit").exists(), "setup planted a hook in the user's repository");
+}
+
+#[tokio::test]
+async fn an_agent_that_forks_away_in_a_loop_leaves_nothing_after_its_task() {
+    let env0 = Env::new(&[]);
+    let pids = env0.file("hop.pids");
+    let hop = env0.file("hop.sh");
+    // Each generation records itself, starts the next and exits at once:
+    // always a fresh child its parent no longer holds.
+    std::fs::write(&hop, format!("{}\nsh '{}' &\nexit 0\n", record_pid(&pids), hop.display())).unwrap();
+    let script = format!("sh '{}' & sleep 0.5", hop.display());
+    let mut env = env0;
+    env.set_agents(&[("hopper", &["sh", &script, "report", "success", "hopped"])]);
+    let mut c = env.start_daemon().await;
+    let id = c.delegate(env.delegate_request("hopper", "hop away")).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    assert!(!pids_in(&pids).is_empty(), "the hopper ran");
+    // Nothing of it is left, and nothing new is recorded.
+    let gone = eventually(Duration::from_secs(5), || pids_in(&pids).iter().all(|p| !alive(*p))).await;
+    let count = pids_in(&pids).len();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let still = pids_in(&pids).len() > count;
+    for _ in 0..50 {
+        kill_all(&pids_in(&pids));
+    }
+    assert!(gone && !still, "a process that forks away in a loop outlived its task ({count} generations)");
+    // The started event says which box applied.
+    let events = std::fs::read_to_string(std::path::Path::new(&t.task_dir).join("events.jsonl")).unwrap();
+    let box_said = if caesard::sandbox::pid_ns::works() { "a PID namespace per task" } else { "no PID namespace" };
+    assert!(events.contains(box_said), "the started event says the box: {events}");
+}
+
+/// Where the kernel refuses a PID namespace (here: switched off) the box
+/// falls back to the launcher exec'ing the program, the task still runs with
+/// its setup-free verify, and the started event says which protection applied.
+#[tokio::test]
+async fn without_a_pid_namespace_the_task_runs_and_says_so() {
+    let mut env = Env::new(&[("w", &["report", "success", "done"])]);
+    let ran = env.file("verify-ran");
+    let mut c = env.start_daemon_with(&[("CAESAR_PID_NS", "off")]).await;
+    let mut req = env.delegate_request("w", "no namespace");
+    // `$$` and the host's number for the shell are one: no namespace.
+    req.verify = vec![format!("read -r p _ < /proc/self/stat; echo \"$$ $p\" > '{}'", ran.display())];
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    let pids = std::fs::read_to_string(&ran).unwrap();
+    let (inner, host) = pids.trim().split_once(' ').unwrap();
+    assert_eq!(inner, host, "the verification ran in no PID namespace of its own");
+    let events = std::fs::read_to_string(std::path::Path::new(&t.task_dir).join("events.jsonl")).unwrap();
+    assert!(events.contains("no PID namespace"), "the started event says the fallback: {events}");
+}
