@@ -67,6 +67,12 @@ pub struct SandboxSpec {
     /// its writable paths by Landlock like `shield`.
     #[serde(default)]
     pub readonly: Vec<PathBuf>,
+    /// No PID namespace for this program: a CLI that builds its own
+    /// sandbox with user namespaces (codex's bubblewrap) cannot build it
+    /// inside caesar's, and its commands hang. Its tree is then bounded by
+    /// its supervisor's scan and the cgroup, as before the box.
+    #[serde(default)]
+    pub no_pid_ns: bool,
 }
 
 /// The Landlock ABI this kernel offers, `None` where it offers none.
@@ -158,7 +164,12 @@ pub fn describe_for(read_only: bool, provider: ProviderId) -> String {
     // what holds it (issue 30: they were shown under read-only).
     if read_only && has_own_sandbox(provider) && kernel_abi().is_some() {
         let writes = format!("writes confined by {provider}'s own read-only sandbox (the workspace is read-only)");
-        return format!("{}; {}; {}", describe_kernel_writes(&writes), describe_reads(), pid_ns::describe());
+        return format!(
+            "{}; {}; {}",
+            describe_kernel_writes(&writes),
+            describe_reads(),
+            pid_ns::describe_without(provider)
+        );
     }
     describe(read_only)
 }

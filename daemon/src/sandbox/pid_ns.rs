@@ -67,3 +67,13 @@ pub fn enter(uid_map: &[u8], gid_map: &[u8]) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// [`describe`] for a CLI that builds its own sandbox and so gets no PID
+/// namespace of caesar's (`SandboxSpec::no_pid_ns`).
+pub fn describe_without(provider: crate::launch::ProviderId) -> String {
+    format!(
+        "no PID namespace for {provider}: its own sandbox needs user namespaces of its own, which it cannot make \
+         inside caesar's; its processes are found by its supervisor's scan and markers; {}",
+        super::cgroup::describe()
+    )
+}

@@ -175,6 +175,7 @@ pub fn task_spec(i: &SpecInputs, workdir: &Path) -> SandboxSpec {
     // Issue 29: the CLI's settings, hooks and MCP-server files stay
     // read-only beneath its writable state directory.
     sandbox.readonly = crate::sandbox::cli_config_files(i.provider, &i.env);
+    sandbox.no_pid_ns = crate::sandbox::has_own_sandbox(i.provider);
     if i.hide && crate::sandbox::mount::works() {
         sandbox.hide = [&i.state_dir, &i.config_dir, &i.runtime_dir].into_iter().cloned().collect();
         sandbox.expose = crate::sandbox::exposed(&i.task_root, workdir, &i.workspace, &i.socket, &i.env);
@@ -215,7 +216,9 @@ pub fn run(args: BoxedArgs) -> i32 {
     #[cfg(target_os = "linux")]
     let cgroup = crate::sandbox::cgroup::BoxCgroup::enter();
     #[cfg(target_os = "linux")]
-    if crate::sandbox::pid_ns::works() {
+    let no_pid_ns = sandbox_wants_no_pid_ns();
+    #[cfg(target_os = "linux")]
+    if !no_pid_ns && crate::sandbox::pid_ns::works() {
         let (uid, gid) = crate::sandbox::pid_ns::id_maps();
         if crate::sandbox::pid_ns::enter(&uid, &gid).is_ok() {
             let status = boxed_init::fork_init(&args, sandbox, report);
@@ -439,4 +442,14 @@ mod tests {
         assert!(e.contains("--bogus"), "{e}");
         assert!(BoxedArgs::parse(&["--grace-ms".into(), "1".into()]).is_err());
     }
+}
+
+/// Whether the task's confinement asks for no PID namespace
+/// (`SandboxSpec::no_pid_ns`: a CLI with a sandbox of its own).
+#[cfg(target_os = "linux")]
+fn sandbox_wants_no_pid_ns() -> bool {
+    std::env::var(crate::sandbox::ENV)
+        .ok()
+        .and_then(|j| serde_json::from_str::<SandboxSpec>(&j).ok())
+        .is_some_and(|s| s.no_pid_ns)
 }
