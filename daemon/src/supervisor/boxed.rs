@@ -425,6 +425,16 @@ mod boxed_init {
     }
 }
 
+/// Whether the task's confinement asks for no PID namespace
+/// (`SandboxSpec::no_pid_ns`: a CLI with a sandbox of its own).
+#[cfg(target_os = "linux")]
+fn sandbox_wants_no_pid_ns() -> bool {
+    std::env::var(crate::sandbox::ENV)
+        .ok()
+        .and_then(|j| serde_json::from_str::<SandboxSpec>(&j).ok())
+        .is_some_and(|s| s.no_pid_ns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,14 +452,4 @@ mod tests {
         assert!(e.contains("--bogus"), "{e}");
         assert!(BoxedArgs::parse(&["--grace-ms".into(), "1".into()]).is_err());
     }
-}
-
-/// Whether the task's confinement asks for no PID namespace
-/// (`SandboxSpec::no_pid_ns`: a CLI with a sandbox of its own).
-#[cfg(target_os = "linux")]
-fn sandbox_wants_no_pid_ns() -> bool {
-    std::env::var(crate::sandbox::ENV)
-        .ok()
-        .and_then(|j| serde_json::from_str::<SandboxSpec>(&j).ok())
-        .is_some_and(|s| s.no_pid_ns)
 }
