@@ -39,7 +39,7 @@ async def session(url, check):
 
 async def full(s):
     tools = {t.name for t in (await s.list_tools()).tools}
-    assert "caesar_delegate" in tools and len(tools) == 11, tools
+    assert "caesar_delegate" in tools and len(tools) == 12, tools  # the contract's ten, caesar_list_roles and caesar_steer (issue 31)
     d = await s.call_tool("caesar_delegate", {"objective": "over http", "agent": AGENT, "workspace": WORKSPACE})
     assert not d.is_error, d.content
     task_id = d.structured_content["task_id"]

@@ -35,7 +35,7 @@ AGENT = os.environ["CAESAR_TEST_AGENT"]
 async def exercise(client, leg, workspace_arg):
     assert client.protocol_version == REVISION, (leg, client.protocol_version)
     tools = {t.name for t in (await client.list_tools()).tools}
-    assert "caesar_delegate" in tools and "caesar_await" in tools and len(tools) == 11, (leg, tools)
+    assert "caesar_delegate" in tools and "caesar_await" in tools and len(tools) == 12, (leg, tools)  # with caesar_steer (issue 31)
     args = {"objective": f"modern over {leg}", "agent": AGENT}
     if workspace_arg:
         args["workspace"] = WORKSPACE

@@ -437,7 +437,9 @@ fn forger(env: &mut Env) {
 echo 1 > "$notes/agent.done"
 printf '{{"result":"{FORGED}"}}' > "$notes/pushed.json"
 end='{{"exit":{{"exit_code":0,"signal":null,"timed_out":false,"terminated":false,"spawn_error":null,"leftovers_killed":0,"finished_ms":1}},"result":"{FORGED}"}}'
-p=$$
+# The shell's own pid as /proc knows it (inside a PID namespace `$$` is the
+# namespace's): `read` is the shell's builtin, so /proc/self is the shell.
+read -r p _ < /proc/self/stat
 for i in 1 2 3 4 5 6; do
   p=$(cut -d' ' -f4 /proc/$p/stat)
   if [ "$(tr '\0' '\n' < /proc/$p/cmdline | sed -n 2,3p | tr '\n' ' ')" = "__kube pod " ]; then
