@@ -718,7 +718,12 @@ impl Base {
         self.in_text = true;
         let line = line.trim();
         let mut p = if continues { Parsed::default() } else { unrecognized(line) };
-        self.classify(&mut p, &classify::strip_ansi(line));
+        // A JSON-RPC message (an ACP session's traffic kept in the raw log
+        // before a fallback to the stream command) is protocol, never the
+        // CLI's error text: a command list that mentions quotas is no quota.
+        if !is_json_rpc(line) {
+            self.classify(&mut p, &classify::strip_ansi(line));
+        }
         p
     }
 }
@@ -764,4 +769,9 @@ fn file_changed(p: &mut Parsed, path: &str, action: ChangeAction) {
     if !path.is_empty() {
         p.events.push(EventBody::FileChanged { path: path.to_owned(), action });
     }
+}
+
+/// Whether `line` is a JSON-RPC message (`{"jsonrpc":"2.0",…}`).
+fn is_json_rpc(line: &str) -> bool {
+    line.starts_with('{') && serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| v.get("jsonrpc").is_some())
 }

@@ -790,3 +790,16 @@ fn claude_schema_clis_share_the_parser() {
         assert_eq!(out.final_text, None);
     }
 }
+
+#[test]
+fn an_acp_message_read_as_text_is_never_a_blocker() {
+    // An ACP session's traffic left in the raw log before a fallback to the
+    // stream command: qwen's command list mentions quotas (issue 29 merge).
+    let line = r#"{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"stats","description":"quota exceeded? rate limit reached? see here"}]}}}"#;
+    let mut p = parser(crate::launch::ProviderId::of("qwen"));
+    let parsed = p.parse_line(line, Stream::Stdout);
+    assert!(parsed.blocker.is_none(), "{:?}", parsed.blocker);
+    // The same words as the CLI's own error text are still a blocker.
+    let parsed = p.parse_line("Error: quota exceeded for this key (429)", Stream::Stdout);
+    assert_eq!(parsed.blocker.map(|b| b.kind), Some(crate::oacp::BlockerKind::RateLimit));
+}
