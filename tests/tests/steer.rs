@@ -32,7 +32,8 @@ def say(v):
 sys.stdin.readline()
 say({"type": "system", "subtype": "init", "session_id": "s-steer"})
 say({"type": "assistant", "message": {"content": [{"type": "text", "text": "working"}]}})
-open(os.path.join(d, "ready"), "w").write(str(os.getpid()))
+# The pid as /proc knows it (inside the box's PID namespace getpid is the namespace's).
+open(os.path.join(d, "ready"), "w").write(open("/proc/self/stat").read().split()[0])
 steer = sys.stdin.readline()
 open(os.path.join(d, "got"), "a").write(steer)
 say({"type": "result", "subtype": "success", "is_error": False, "result": "first turn done"})
