@@ -771,7 +771,10 @@ fn file_changed(p: &mut Parsed, path: &str, action: ChangeAction) {
     }
 }
 
-/// Whether `line` is a JSON-RPC message (`{"jsonrpc":"2.0",…}`).
+/// Whether `line` is a JSON-RPC message (`{"jsonrpc":"2.0",…}`), whole or
+/// not: a line cut by the reader's cap, or with another writer's text run
+/// into its end, is no JSON of its own but still the protocol's.
 fn is_json_rpc(line: &str) -> bool {
-    line.starts_with('{') && serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| v.get("jsonrpc").is_some())
+    let head: String = line.chars().filter(|c| !c.is_whitespace()).take(11).collect();
+    head == "{\"jsonrpc\":"
 }

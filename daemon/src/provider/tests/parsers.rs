@@ -799,6 +799,10 @@ fn an_acp_message_read_as_text_is_never_a_blocker() {
     let mut p = parser(crate::launch::ProviderId::of("qwen"));
     let parsed = p.parse_line(line, Stream::Stdout);
     assert!(parsed.blocker.is_none(), "{:?}", parsed.blocker);
+    // Cut short, or with stderr text run into it, it is no JSON, and still no blocker.
+    let piece = format!("{} Error: token expired", &line[..line.len() - 20]);
+    assert!(p.parse_line(&piece, Stream::Stdout).blocker.is_none());
+    assert!(p.parse_line(line, Stream::Stderr).blocker.is_none());
     // The same words as the CLI's own error text are still a blocker.
     let parsed = p.parse_line("Error: quota exceeded for this key (429)", Stream::Stdout);
     assert_eq!(parsed.blocker.map(|b| b.kind), Some(crate::oacp::BlockerKind::RateLimit));
