@@ -284,7 +284,7 @@ async fn guard(guard: Guard, req: Request, next: Next) -> Response {
         },
     };
     // Bad scoping is refused up front, with the valid names.
-    let (profile, tools) = caesar_mcp::server::scope_of(req.uri().query().unwrap_or(""));
+    let (profile, tools) = caesar_mcp::roots::scope_of(req.uri().query().unwrap_or(""));
     if let Err(e) = caesar_mcp::tools::select(&profile, tools.as_deref()) {
         return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
     }

@@ -83,7 +83,7 @@ pub async fn confine(req: Request) -> Result<Request, Response> {
 /// refuses (saying why) another profile, or tools outside it.
 fn readonly_uri(uri: &Uri) -> Result<Uri, String> {
     let query = uri.query().unwrap_or("");
-    let (profile, tools) = caesar_mcp::server::scope_of(query);
+    let (profile, tools) = caesar_mcp::roots::scope_of(query);
     let asked = query.split('&').any(|kv| kv.starts_with("profile="));
     if asked && profile != "readonly" {
         return Err(format!("it asked for the `{profile}` profile: connect with `?profile=readonly` or no profile"));

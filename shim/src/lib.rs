@@ -15,6 +15,7 @@ pub mod legacy_tasks;
 pub mod legacy_wire;
 pub mod output;
 pub mod params;
+pub mod roots;
 pub mod schema;
 pub mod server;
 pub mod shape;
