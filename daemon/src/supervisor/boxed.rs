@@ -203,20 +203,22 @@ pub fn run(args: BoxedArgs) -> i32 {
         let _ = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC));
         std::fs::File::from(fd)
     });
-    let sandbox = match std::env::var(crate::sandbox::ENV).ok().map(|j| serde_json::from_str::<SandboxSpec>(&j)) {
+    let spec = match std::env::var(crate::sandbox::ENV).ok().map(|j| serde_json::from_str::<SandboxSpec>(&j)) {
         None => None,
-        Some(Ok(spec)) => match crate::sandbox::prepare(&spec) {
-            Ok(p) => p,
-            Err(e) => return refuse(report.as_ref(), &e),
-        },
+        Some(Ok(spec)) => Some(spec),
         Some(Err(e)) => return refuse(report.as_ref(), &format!("unreadable {}: {e}", crate::sandbox::ENV)),
+    };
+    #[cfg(target_os = "linux")]
+    let no_pid_ns = spec.as_ref().is_some_and(|s| s.no_pid_ns);
+    let sandbox = match spec.as_ref().map(crate::sandbox::prepare) {
+        None => None,
+        Some(Ok(p)) => p,
+        Some(Err(e)) => return refuse(report.as_ref(), &e),
     };
     // A cgroup of its own where the user's is delegated: everything the
     // box starts is in it, and is killed with it (dropped last).
     #[cfg(target_os = "linux")]
     let cgroup = crate::sandbox::cgroup::BoxCgroup::enter();
-    #[cfg(target_os = "linux")]
-    let no_pid_ns = sandbox_wants_no_pid_ns();
     #[cfg(target_os = "linux")]
     if !no_pid_ns && crate::sandbox::pid_ns::works() {
         let (uid, gid) = crate::sandbox::pid_ns::id_maps();
@@ -423,16 +425,6 @@ mod boxed_init {
         let _ = status_w.write_all(&status.to_ne_bytes());
         if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) }
     }
-}
-
-/// Whether the task's confinement asks for no PID namespace
-/// (`SandboxSpec::no_pid_ns`: a CLI with a sandbox of its own).
-#[cfg(target_os = "linux")]
-fn sandbox_wants_no_pid_ns() -> bool {
-    std::env::var(crate::sandbox::ENV)
-        .ok()
-        .and_then(|j| serde_json::from_str::<SandboxSpec>(&j).ok())
-        .is_some_and(|s| s.no_pid_ns)
 }
 
 #[cfg(test)]
