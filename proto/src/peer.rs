@@ -28,6 +28,11 @@ pub struct PeerInfo {
     pub under_daemon: bool,
     /// The walk stopped before pid 1 (too deep, or a process vanished).
     pub cut: bool,
+    /// Where the kernel says the peer is confined by something caesar
+    /// builds around a task (issue 29): a PID namespace other than the
+    /// daemon's, or a box's cgroup beneath the daemon's. `None` for a
+    /// process of the daemon's own namespace and cgroup tree.
+    pub confined: Option<String>,
 }
 
 /// One process of a peer's ancestry.
@@ -71,8 +76,47 @@ impl PeerInfo {
             cur = a.ppid;
             out.push(a);
         }
-        PeerInfo { pid: Some(pid), ancestry: Arc::new(out), under_daemon, cut }
+        PeerInfo { pid: Some(pid), ancestry: Arc::new(out), under_daemon, cut, confined: confinement_of(pid) }
     }
+}
+
+/// The prefix of a box's cgroup (`sandbox/cgroup.rs` in the daemon).
+pub const BOX_CGROUP_PREFIX: &str = "caesar-box-";
+
+/// Why `pid` is inside a task's box as the kernel tells it, if it is: its
+/// PID namespace is not this process's, or its cgroup v2 path lies in a
+/// box's cgroup beneath this process's own. A PID namespace is for life;
+/// a cgroup is left by writing to a parent's `cgroup.procs`, which the
+/// box's mount namespace keeps read-only where the kernel gives it one.
+#[cfg(target_os = "linux")]
+fn confinement_of(pid: u32) -> Option<String> {
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
+    if let (Some(mine), Some(theirs)) = (ns("self"), ns(&pid.to_string()))
+        && mine != theirs
+    {
+        return Some(format!("in a PID namespace other than caesard's ({})", theirs.display()));
+    }
+    let cgroup = |p: &str| {
+        let text = std::fs::read_to_string(format!("/proc/{p}/cgroup")).ok()?;
+        text.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_owned)
+    };
+    let (mine, theirs) = (cgroup("self")?, cgroup(&pid.to_string())?);
+    box_cgroup_below(&mine, &theirs).map(|b| format!("in the cgroup of a task's box ({b})"))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn confinement_of(_pid: u32) -> Option<String> {
+    None
+}
+
+/// The box cgroup that `theirs` lies in beneath `mine`, if any. A box's
+/// cgroup is a sibling of the daemon's or beneath it: the common part is
+/// skipped, and a component named `caesar-box-*` below it marks a box.
+fn box_cgroup_below<'a>(mine: &str, theirs: &'a str) -> Option<&'a str> {
+    let mine: Vec<&str> = mine.split('/').filter(|c| !c.is_empty()).collect();
+    let parts: Vec<&str> = theirs.split('/').filter(|c| !c.is_empty()).collect();
+    let common = mine.iter().zip(&parts).take_while(|(a, b)| a == b).count();
+    parts[common..].iter().copied().find(|c| c.starts_with(BOX_CGROUP_PREFIX))
 }
 
 /// `/proc/<pid>/stat` parsed: the name is between the first `(` and the
@@ -130,5 +174,18 @@ mod tests {
         assert!(q.under_daemon);
         assert_eq!(q.ancestry.len(), 1);
         assert!(PeerInfo::of(None, parent).cut);
+        assert_eq!(p.confined, None, "this test runs in its own namespace and cgroup");
+    }
+
+    #[test]
+    fn a_box_cgroup_is_found_below_the_common_part_only() {
+        // A box beside or beneath the daemon's cgroup.
+        assert_eq!(box_cgroup_below("/user.slice/caesard", "/user.slice/caesar-box-12"), Some("caesar-box-12"));
+        assert_eq!(box_cgroup_below("/", "/caesar-box-7/sub"), Some("caesar-box-7"));
+        assert_eq!(box_cgroup_below("/a", "/a/caesar-box-7"), Some("caesar-box-7"));
+        // A daemon that itself runs inside a box (caesar dogfooded by an
+        // agent) does not take its own user's processes for a task's.
+        assert_eq!(box_cgroup_below("/caesar-box-3/d", "/caesar-box-3/shell"), None);
+        assert_eq!(box_cgroup_below("/user.slice", "/user.slice/app.slice/term"), None);
     }
 }

@@ -156,3 +156,90 @@ async fn without_a_pid_namespace_the_task_runs_and_says_so() {
     let events = std::fs::read_to_string(std::path::Path::new(&t.task_dir).join("events.jsonl")).unwrap();
     assert!(events.contains("no PID namespace"), "the started event says the fallback: {events}");
 }
+
+/// `caesar ui --no-open` run by `prefix` (a command that runs its argv),
+/// with the installation's environment.
+fn ui_through(env: &Env, prefix: &[&str]) -> std::process::Output {
+    std::process::Command::new(prefix[0])
+        .args(&prefix[1..])
+        .arg(caesar_bin())
+        .args(["--json", "ui", "--no-open"])
+        .current_dir(env.project.path())
+        .envs(env.envs())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Issue 29: the authority model does not rest on an intact ancestry. A
+/// process in a PID namespace of its own (as everything in a task's box)
+/// whose ancestors hold no task supervisor is refused the orchestrator's
+/// faces, where the same command run by the user is served.
+#[tokio::test]
+async fn a_process_in_a_pid_namespace_of_its_own_is_never_taken_for_the_user() {
+    if !caesard::sandbox::pid_ns::works() {
+        eprintln!("skipped: this kernel gives no PID namespace to this user");
+        return;
+    }
+    let mut env = Env::new(&[]);
+    let _c = env.start_daemon().await;
+    let user = env.caesar(&["--json", "ui", "--no-open"]);
+    assert!(user.status.success(), "the user opens the dashboard: {}", String::from_utf8_lossy(&user.stderr));
+    let boxed = ui_through(&env, &["unshare", "--user", "--map-root-user", "--pid", "--fork"]);
+    let err = format!("{}{}", String::from_utf8_lossy(&boxed.stdout), String::from_utf8_lossy(&boxed.stderr));
+    assert!(!boxed.status.success(), "a process in another PID namespace got a login link");
+    assert!(err.contains("PID namespace other than caesard's"), "the refusal names the namespace: {err}");
+}
+
+/// The same, by the cgroup: a process in a box's cgroup (a CLI that runs
+/// without the PID namespace) is no user process either.
+#[tokio::test]
+async fn a_process_in_a_box_cgroup_is_never_taken_for_the_user() {
+    let Some(base) = caesard::sandbox::cgroup::delegated() else {
+        eprintln!("skipped: no delegated cgroup v2 here");
+        return;
+    };
+    let mut env = Env::new(&[]);
+    let _c = env.start_daemon().await;
+    // Named after this test process, which outlives it: no daemon sweeps it.
+    let cg = base.join(format!("caesar-box-{}", std::process::id()));
+    std::fs::create_dir_all(&cg).unwrap();
+    let enter = format!("echo 0 > '{}' && exec \"$0\" \"$@\"", cg.join("cgroup.procs").display());
+    let boxed = ui_through(&env, &["sh", "-c", &enter]);
+    let _ = std::fs::remove_dir(&cg);
+    let err = format!("{}{}", String::from_utf8_lossy(&boxed.stdout), String::from_utf8_lossy(&boxed.stderr));
+    assert!(!boxed.status.success(), "a process in a box's cgroup got a login link");
+    assert!(err.contains("in the cgroup of a task's box"), "the refusal names the cgroup: {err}");
+}
+
+/// Nothing in a box can move itself out of its cgroup (which the authority
+/// check reads): Landlock's write rules refuse it, and the cgroup tree is
+/// read-only in the box's mount namespace besides, for a kernel without
+/// Landlock.
+#[tokio::test]
+async fn an_agent_cannot_move_itself_out_of_its_box_cgroup() {
+    let Some(base) = caesard::sandbox::cgroup::delegated() else {
+        eprintln!("skipped: no delegated cgroup v2 here");
+        return;
+    };
+    if !caesard::sandbox::mount::works() {
+        eprintln!("skipped: no mount namespace for this user");
+        return;
+    }
+    let env0 = Env::new(&[]);
+    let out = env0.file("escape");
+    let script = format!(
+        "if echo $$ > '{}' 2>/dev/null; then echo moved > '{o}'; else echo refused > '{o}'; fi",
+        base.join("cgroup.procs").display(),
+        o = out.display()
+    );
+    let mut env = env0;
+    env.set_agents(&[("escaper", &["sh", &script, "report", "success", "tried"])]);
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("escaper", "leave the box's cgroup");
+    req.mode = "write".to_owned();
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), "refused", "the agent left its box's cgroup");
+}

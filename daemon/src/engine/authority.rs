@@ -163,6 +163,14 @@ impl Engine {
                     "process {pid} was started by caesard itself (a worktree `setup`, say), not by the user"
                 )));
             }
+            // Inside a box whose supervisor is gone from its ancestry (or
+            // a CLI that runs without the PID namespace): the kernel's
+            // confinement, not the ancestry, says it is no user process.
+            if let Some(why) = &peer.confined {
+                return Ok(Caller::Untrusted(format!(
+                    "process {pid} runs {why}: a task's box, not the user's session, and no task's recorded supervisor is among its ancestors"
+                )));
+            }
             if peer.cut {
                 return Ok(Caller::Untrusted(format!(
                     "the ancestry of process {pid} could not be read from /proc, so it cannot be told from a task's agent"

@@ -13,12 +13,19 @@ use std::path::{Path, PathBuf};
 pub fn delegated() -> Option<PathBuf> {
     let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let rel = text.lines().find_map(|l| l.strip_prefix("0::"))?.trim_start_matches('/').to_owned();
-    let mount = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
-        .into_iter()
-        .map(Path::new)
-        .find(|m| m.join("cgroup.procs").is_file() && m.join("cgroup.subtree_control").is_file())?;
-    let dir = mount.join(rel);
+    let dir = mount_point()?.join(rel);
     writable(&dir).then_some(dir)
+}
+
+/// Where the cgroup v2 tree is mounted: `/sys/fs/cgroup`, or
+/// `/sys/fs/cgroup/unified` on a hybrid host. A box keeps it read-only
+/// (`supervisor/boxed.rs`), so nothing inside can move itself out of its
+/// box's cgroup.
+pub fn mount_point() -> Option<PathBuf> {
+    ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|m| m.join("cgroup.procs").is_file() && m.join("cgroup.subtree_control").is_file())
 }
 
 fn writable(dir: &Path) -> bool {
@@ -60,7 +67,7 @@ impl BoxCgroup {
     pub fn enter() -> Option<BoxCgroup> {
         let base = delegated()?;
         sweep(&base);
-        let dir = base.join(format!("caesar-box-{}", std::process::id()));
+        let dir = base.join(format!("{}{}", caesar_proto::peer::BOX_CGROUP_PREFIX, std::process::id()));
         std::fs::create_dir(&dir).ok()?;
         let cg = BoxCgroup { dir };
         std::fs::write(cg.dir.join("cgroup.procs"), b"0").ok()?;
@@ -79,7 +86,9 @@ fn sweep(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else { return };
     for e in entries.flatten() {
         let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("caesar-box-")) else { continue };
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(caesar_proto::peer::BOX_CGROUP_PREFIX)) else {
+            continue;
+        };
         if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
             let _ = std::fs::remove_dir(e.path());
         }

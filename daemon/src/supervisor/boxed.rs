@@ -175,6 +175,10 @@ pub fn task_spec(i: &SpecInputs, workdir: &Path) -> SandboxSpec {
     // Issue 29: the CLI's settings, hooks and MCP-server files stay
     // read-only beneath its writable state directory.
     sandbox.readonly = crate::sandbox::cli_config_files(i.provider, &i.env);
+    // The cgroup tree too: nothing of the box may move itself out of the
+    // box's cgroup (which the daemon's authority check reads).
+    #[cfg(target_os = "linux")]
+    sandbox.readonly.extend(crate::sandbox::cgroup::mount_point());
     sandbox.no_pid_ns = crate::sandbox::has_own_sandbox(i.provider);
     if i.hide && crate::sandbox::mount::works() {
         sandbox.hide = [&i.state_dir, &i.config_dir, &i.runtime_dir].into_iter().cloned().collect();

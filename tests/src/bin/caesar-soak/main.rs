@@ -11,8 +11,9 @@
 //! slow ones, a sixth that ask the orchestrator a question through the
 //! return channel (`caesar-mcp --channel`) before reporting, and a third
 //! that write a file in a git worktree of their own, half of them in a
-//! project whose `[worktree] setup` runs for 300 ms (so that kills fall
-//! inside preparation too). The soak answers
+//! project whose `[worktree] setup` runs for 300 ms and whose `verify`
+//! runs for 300 ms more (so that kills fall inside preparation and
+//! verification too, both in the task's box). The soak answers
 //! each question as it shows up. Every kill falls at a random point of the
 //! run's progress (tasks delegated plus tasks ended), a random while after
 //! it; half of them strike a few milliseconds into the next delegation,
@@ -34,7 +35,7 @@
 //! - every worktree task has exactly one worktree and one branch, holding
 //!   its file, and no other worktree or `caesar/*` branch exists (nothing
 //!   left by an interrupted preparation);
-//! - no supervisor, agent, setup or channel process is left, and the store
+//! - no supervisor, agent, setup, verification or channel process is left, and the store
 //!   passes SQLite's integrity check.
 //!
 //! The seed is printed first: `--seed N` replays the same schedule of
@@ -566,6 +567,13 @@ async fn soak(opts: &Options) -> Result<(), String> {
                 channel: s.kinds[k] == Kind::Ask,
                 mode: if tree { "write".to_owned() } else { String::new() },
                 isolation: if tree { "worktree".to_owned() } else { String::new() },
+                // The sleep carries the installation's mark, so the audit
+                // finds it if the box let it outlive its task.
+                verify: if s.kinds[k] == (Kind::Tree { setup: true }) {
+                    vec![format!("test -f {TREE_FILE} && CAESAR_HOME='{home_env}' sleep 0.3")]
+                } else {
+                    Vec::new()
+                },
                 ..Default::default()
             };
             let (tx, g) = (tx.clone(), generation);
