@@ -111,6 +111,11 @@ pub struct Policy {
     /// its workspace beside its parent's repository (issue 29): none by
     /// default, and only the user's own config can name one.
     pub nested_workspaces: Vec<String>,
+    /// Limits on each task's box (issue 29): `memory.max` in MiB, `pids.max`
+    /// and `cpu.weight` of its cgroup; `None` for the kernel's default.
+    pub box_memory_max_mb: Option<u64>,
+    pub box_pids_max: Option<u64>,
+    pub box_cpu_weight: Option<u32>,
 }
 
 impl Default for Policy {
@@ -127,6 +132,9 @@ impl Default for Policy {
             allow_inplace_write: false,
             max_depth: 2,
             nested_workspaces: Vec::new(),
+            box_memory_max_mb: None,
+            box_pids_max: None,
+            box_cpu_weight: None,
         }
     }
 }
@@ -145,6 +153,9 @@ struct RawPolicy {
     allow_inplace_write: Option<bool>,
     max_depth: Option<u32>,
     nested_workspaces: Option<Vec<String>>,
+    box_memory_max_mb: Option<u64>,
+    box_pids_max: Option<u64>,
+    box_cpu_weight: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -553,6 +564,23 @@ impl Config {
             self.policy.nested_workspaces = v;
             set("nested_workspaces");
         }
+        // The box's limits (issue 29), each in a range the kernel takes and
+        // a task can live in.
+        let (memory, pids, cpu) = (p.box_memory_max_mb, p.box_pids_max, p.box_cpu_weight);
+        for (key, value, min, max, what) in [
+            ("box_memory_max_mb", memory, 16, 1 << 30, "a task's memory in MiB"),
+            ("box_pids_max", pids, 16, 1 << 22, "a task's processes and threads"),
+            ("box_cpu_weight", cpu.map(u64::from), 1, 10_000, "the kernel's cpu.weight"),
+        ] {
+            let Some(v) = value else { continue };
+            if !(min..=max).contains(&v) {
+                return Err(src.bad(key, format!("is {v}: give {what}, from {min} to {max}")));
+            }
+            set(key);
+        }
+        self.policy.box_memory_max_mb = memory.or(self.policy.box_memory_max_mb);
+        self.policy.box_pids_max = pids.or(self.policy.box_pids_max);
+        self.policy.box_cpu_weight = cpu.or(self.policy.box_cpu_weight);
         Ok(())
     }
 

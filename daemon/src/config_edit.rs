@@ -273,7 +273,7 @@ fn add_role(doc: &mut DocumentMut, role: &RoleSpec) -> Result<String> {
 }
 
 /// The scalars of `[policy]` and the kind of value each takes.
-const POLICY_SCALARS: [(&str, &str); 8] = [
+const POLICY_SCALARS: [(&str, &str); 11] = [
     ("max_parallel", "a whole number"),
     ("max_depth", "a whole number"),
     ("default_mode", "read-only or write"),
@@ -282,6 +282,9 @@ const POLICY_SCALARS: [(&str, &str); 8] = [
     ("default_timeout", "a duration such as 10m"),
     ("allow_recursion", "true or false"),
     ("allow_inplace_write", "true or false"),
+    ("box_memory_max_mb", "a whole number of MiB"),
+    ("box_pids_max", "a whole number"),
+    ("box_cpu_weight", "a whole number from 1 to 10000"),
 ];
 
 fn set_policy(doc: &mut DocumentMut, key: &str, text: &str) -> Result<String> {
@@ -295,7 +298,9 @@ fn set_policy(doc: &mut DocumentMut, key: &str, text: &str) -> Result<String> {
     let text = text.trim();
     let bad = || Error::Invalid(format!("policy.{key} takes {kind}, got `{text}`"));
     let item = match key {
-        "max_parallel" | "max_depth" => value(text.parse::<u32>().map_err(|_| bad())? as i64),
+        "max_parallel" | "max_depth" | "box_memory_max_mb" | "box_pids_max" | "box_cpu_weight" => {
+            value(text.parse::<u32>().map_err(|_| bad())? as i64)
+        }
         "allow_recursion" | "allow_inplace_write" => value(text.parse::<bool>().map_err(|_| bad())?),
         "default_mode" => value(Mode::parse(text).ok_or_else(bad)?.as_str()),
         "default_isolation" => {

@@ -127,6 +127,11 @@ pub fn plan(input: &DelegateInput, config: &Config, resolution: &Resolution<'_>,
     launch.parent = facts.parent.map(str::to_owned);
     launch.plan = Some(workshop_plan(input, config, resolution, facts));
     launch.max_parallel = config.policy.max_parallel;
+    launch.box_limits = crate::launch::BoxLimits {
+        memory_max: config.policy.box_memory_max_mb.map(|mb| mb.saturating_mul(1 << 20)),
+        pids_max: config.policy.box_pids_max,
+        cpu_weight: config.policy.box_cpu_weight,
+    };
     launch.kube = kube;
     if launch.kube.is_some() {
         crate::runner::multi::fit_remote(&launch).map_err(Error::Precondition)?;

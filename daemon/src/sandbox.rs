@@ -73,6 +73,9 @@ pub struct SandboxSpec {
     /// its supervisor's scan and the cgroup, as before the box.
     #[serde(default)]
     pub no_pid_ns: bool,
+    /// The kernel's limits on the box's cgroup (`cgroup.rs`).
+    #[serde(default)]
+    pub limits: crate::launch::BoxLimits,
 }
 
 /// The Landlock ABI this kernel offers, `None` where it offers none.

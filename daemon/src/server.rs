@@ -68,6 +68,15 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
     let Some(_lock) = wait_for_instance_lock(&paths).await? else {
         return Ok(Served::AlreadyRunning(DaemonRecord::read(&paths)));
     };
+    // The boxes' limits need their controllers enabled beside this daemon
+    // (issue 29, `sandbox/cgroup.rs`).
+    #[cfg(target_os = "linux")]
+    {
+        let enabled = crate::sandbox::cgroup::enable_controllers();
+        if !enabled.is_empty() {
+            info!(controllers = ?enabled, "cgroup controllers enabled for the tasks' boxes");
+        }
+    }
     #[cfg(unix)]
     let inherited = ipc::inherited_listener()?;
     #[cfg(not(unix))]

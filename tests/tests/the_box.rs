@@ -243,3 +243,38 @@ async fn an_agent_cannot_move_itself_out_of_its_box_cgroup() {
     assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
     assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), "refused", "the agent left its box's cgroup");
 }
+
+/// `[policy] box_pids_max` reaches the task's box: written to its cgroup
+/// where the pids controller is enabled beside the daemon (a fork past the
+/// limit fails), and where it is not, the `started` event says so and why.
+#[tokio::test]
+async fn a_box_limit_holds_or_the_started_event_says_why_not() {
+    let env0 = Env::new(&[]);
+    let out = env0.file("forks");
+    // Twenty sleepers at once: past a limit of 16 some forks fail.
+    let script = format!(
+        "n=0; for i in $(seq 20); do if sleep 2 & then n=$((n+1)); fi; done; echo $n > '{}'; kill $(jobs -p) 2>/dev/null; true",
+        out.display()
+    );
+    let mut env = env0;
+    env.set_agents(&[("forker", &["sh", &script, "report", "success", "forked"])]);
+    let p = env.project.path().to_path_buf();
+    let config = std::fs::read_to_string(p.join(".caesar/config.toml")).unwrap();
+    std::fs::write(p.join(".caesar/config.toml"), format!("[policy]\nbox_pids_max = 16\n\n{config}")).unwrap();
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("forker", "fork twenty");
+    req.mode = "write".to_owned();
+    let id = c.delegate(req).await.unwrap().into_inner().task_id;
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    let events = std::fs::read_to_string(std::path::Path::new(&t.task_dir).join("events.jsonl")).unwrap();
+    let forked: u32 = std::fs::read_to_string(&out).unwrap().trim().parse().unwrap();
+    if events.contains("limits pids.max 16") {
+        assert!(forked < 20, "the box's pids.max let {forked} sleepers start");
+    } else {
+        assert!(
+            events.contains("pids controller(s) not enabled") || events.contains("no delegated cgroup v2"),
+            "the started event says why the limit is not applied: {events}"
+        );
+    }
+}

@@ -106,6 +106,19 @@ pub(super) fn strip(layer: &mut Layer, current: &Config) -> Vec<String> {
         {
             p.nested_workspaces = None;
         }
+        // A box's limit is widened by a value above the current one; any
+        // value narrows none (the kernel's default).
+        if p.box_memory_max_mb
+            .is_some_and(|v| !widen("box_memory_max_mb", cur.box_memory_max_mb.is_some_and(|c| v > c)))
+        {
+            p.box_memory_max_mb = None;
+        }
+        if p.box_pids_max.is_some_and(|v| !widen("box_pids_max", cur.box_pids_max.is_some_and(|c| v > c))) {
+            p.box_pids_max = None;
+        }
+        if p.box_cpu_weight.is_some_and(|v| !widen("box_cpu_weight", cur.box_cpu_weight.is_some_and(|c| v > c))) {
+            p.box_cpu_weight = None;
+        }
     }
     ignored
 }

@@ -115,6 +115,26 @@ mod layers {
     }
 
     #[test]
+    fn box_limits_are_bounded_and_an_untrusted_file_may_only_lower_them() {
+        let d = Dirs::new();
+        d.global("[policy]\nbox_memory_max_mb = 2048\nbox_pids_max = 512\n");
+        let p = d.load().unwrap().policy;
+        assert_eq!((p.box_memory_max_mb, p.box_pids_max, p.box_cpu_weight), (Some(2048), Some(512), None));
+        d.global("[policy]\nbox_cpu_weight = 0\n");
+        let err = d.load().unwrap_err().to_string();
+        assert!(err.contains("box_cpu_weight") && err.contains("from 1 to 10000"), "{err}");
+        // An untrusted repository lowers a limit, or sets one where none was,
+        // but does not raise one.
+        d.global("[policy]\nbox_memory_max_mb = 2048\n");
+        d.project("[policy]\nbox_memory_max_mb = 1024\nbox_pids_max = 64\n");
+        let p = Config::load_gated(d.global.path(), d.project.path(), &NoTrust).unwrap().policy;
+        assert_eq!((p.box_memory_max_mb, p.box_pids_max), (Some(1024), Some(64)));
+        d.project("[policy]\nbox_memory_max_mb = 65536\n");
+        let p = Config::load_gated(d.global.path(), d.project.path(), &NoTrust).unwrap().policy;
+        assert_eq!(p.box_memory_max_mb, Some(2048));
+    }
+
+    #[test]
     fn bad_files_are_refused_with_file_line_and_key() {
         let d = Dirs::new();
         d.project("[policy]\nmax_parallel = 2\ndefault_mode = \"yolo\"\n");

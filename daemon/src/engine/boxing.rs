@@ -32,6 +32,7 @@ pub(super) fn spec_inputs(
         env: env.to_vec(),
         hide: record.launch.kube.is_none(),
         repo_root: record.workshop.as_ref().and_then(|p| p.repo_root.clone()),
+        limits: record.launch.box_limits,
     }
 }
 

@@ -180,7 +180,11 @@ fn confine(
     let inputs = super::boxing::spec_inputs(paths, record, dir.root(), read_only, &env);
     let sandbox = crate::supervisor::boxed::task_spec(&inputs, workdir);
     env.push((crate::sandbox::ENV.to_owned(), serde_json::to_string(&sandbox).unwrap_or_default()));
-    (env, crate::sandbox::describe_for(read_only, launch.provider))
+    let mut described = crate::sandbox::describe_for(read_only, launch.provider);
+    if let Some(limits) = crate::sandbox::cgroup::describe_limits(&launch.box_limits) {
+        described = format!("{described}; {limits}");
+    }
+    (env, described)
 }
 
 /// A stdin protocol's first lines and a session's opening, with the

@@ -12,7 +12,7 @@ pub mod runner;
 
 use serde::{Deserialize, Serialize};
 
-pub use plan::{DriverKind, LaunchPlan, PromptRef, Stdin, Via, WorkshopPlan, WorktreeSection};
+pub use plan::{BoxLimits, DriverKind, LaunchPlan, PromptRef, Stdin, Via, WorkshopPlan, WorktreeSection};
 pub use provider_id::{ProviderId, UnknownProvider};
 
 /// A two-way session protocol the supervisor opens before the agent's

@@ -68,6 +68,33 @@ pub struct LaunchPlan {
     /// for a launch stored before, which holds the prompt itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<PromptRef>,
+    /// The kernel's limits on the task's box (`[policy] box_*`, issue 29).
+    #[serde(default, skip_serializing_if = "BoxLimits::is_empty")]
+    pub box_limits: BoxLimits,
+}
+
+/// Kernel limits on everything a task's box runs (issue 29, `[policy]`
+/// `box_memory_max_mb`, `box_pids_max`, `box_cpu_weight`): written to the
+/// box's cgroup (`sandbox/cgroup.rs`) where the user's cgroup is delegated
+/// with the controller each needs. `None`: the kernel's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BoxLimits {
+    /// `memory.max`, in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_max: Option<u64>,
+    /// `pids.max`: processes and threads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pids_max: Option<u64>,
+    /// `cpu.weight` (1–10000; the kernel's default is 100).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_weight: Option<u32>,
+}
+
+impl BoxLimits {
+    pub fn is_empty(&self) -> bool {
+        *self == BoxLimits::default()
+    }
 }
 
 /// What the workshop needs at start: decided at delegation, carried out when

@@ -127,6 +127,8 @@ pub struct SpecInputs {
     /// The repository's root, with its `.git`, when the project is a
     /// directory beneath it: out of a worktree task's reach (issue 29).
     pub repo_root: Option<PathBuf>,
+    /// The kernel's limits on the box's cgroup.
+    pub limits: crate::launch::BoxLimits,
 }
 
 impl Launcher {
@@ -180,6 +182,7 @@ pub fn task_spec(i: &SpecInputs, workdir: &Path) -> SandboxSpec {
     #[cfg(target_os = "linux")]
     sandbox.readonly.extend(crate::sandbox::cgroup::mount_point());
     sandbox.no_pid_ns = crate::sandbox::has_own_sandbox(i.provider);
+    sandbox.limits = i.limits;
     if i.hide && crate::sandbox::mount::works() {
         sandbox.hide = [&i.state_dir, &i.config_dir, &i.runtime_dir].into_iter().cloned().collect();
         sandbox.expose = crate::sandbox::exposed(&i.task_root, workdir, &i.workspace, &i.socket, &i.env);
@@ -222,7 +225,7 @@ pub fn run(args: BoxedArgs) -> i32 {
     // A cgroup of its own where the user's is delegated: everything the
     // box starts is in it, and is killed with it (dropped last).
     #[cfg(target_os = "linux")]
-    let cgroup = crate::sandbox::cgroup::BoxCgroup::enter();
+    let cgroup = crate::sandbox::cgroup::BoxCgroup::enter(&spec.as_ref().map(|s| s.limits).unwrap_or_default());
     #[cfg(target_os = "linux")]
     if !no_pid_ns && crate::sandbox::pid_ns::works() {
         let (uid, gid) = crate::sandbox::pid_ns::id_maps();
