@@ -235,8 +235,7 @@ mod tests {
     #[test]
     fn a_reset_years_ahead_is_bounded_to_seven_days_and_says_so() {
         let years = NOW + 5 * 365 * 24 * 3600 * 1000;
-        let Bounded::Record { entry, note } = bound("beta", "beta", &signal(Level::Exhausted, Some(years)), NOW)
-        else {
+        let Bounded::Record { entry, note } = bound("beta", "beta", &signal(Level::Exhausted, Some(years)), NOW) else {
             panic!()
         };
         assert_eq!(entry.resets_at_ms, NOW + MAX_HORIZON_MS);

@@ -154,6 +154,10 @@ pub fn pick_for_role_with(config: &Config, role: &Role, headroom: &Headroom) -> 
 /// goes through: a `[[role]]` of this name when the config declares one.
 pub const DEFAULT_ROLE: &str = "default";
 
+/// The warning key under which a delegation naming an agent near its quota limit says so
+/// (issue 32).
+pub const QUOTA_WARNING: &str = "quota";
+
 /// The warning key under which a delegation that named no agent says which
 /// agent was picked and why (an information, not a problem).
 pub const AGENT_CHOICE: &str = "agent_choice";
@@ -393,6 +397,15 @@ pub fn resolve_with<'a>(
         Some(a) => a.to_owned(),
         None => agent_of_role(config, role.as_ref(), implicit, headroom, &mut warnings)?,
     };
+    // An agent named outright is not replaced, but its caller hears that it is near its limit.
+    if named_agent.is_some()
+        && let Some(limit) = headroom.describe(&agent)
+    {
+        warnings.insert(
+            QUOTA_WARNING.to_owned(),
+            format!("agent `{agent}` is {limit}: it may stop on its limit; a role picks an agent with headroom"),
+        );
+    }
     // Policy first: a refused agent is refused whether or not it is installed.
     policy::check(&config.policy, &agent, input.depth).map_err(|r| Error::Refused(r.to_string()))?;
     let target = agent_target(config, project, &agent)?;
@@ -792,6 +805,11 @@ mod tests {
         // Without a ledger, the first, and no note.
         let r = resolve(&config, project.path(), &input).unwrap();
         assert_eq!((r.agent.as_str(), r.warnings.get(AGENT_CHOICE)), ("first", None));
+        // Named outright: kept, with a warning.
+        let named = DelegateInput { agent: Some("first".into()), ..delegate(None) };
+        let r = resolve_with(&config, project.path(), &named, &headroom).unwrap();
+        assert_eq!(r.agent, "first");
+        assert!(r.warnings[QUOTA_WARNING].contains("near limit until"), "{:?}", r.warnings);
     }
 }
 

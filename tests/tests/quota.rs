@@ -140,6 +140,32 @@ async fn a_claude_near_its_limit_sends_the_next_role_delegation_to_codex_before_
     let all = c.list_tasks(pb::ListTasksRequest { limit: 50, ..Default::default() }).await.unwrap().into_inner();
     assert_eq!(all.tasks.len(), 2, "claude was not started for the role's task");
 
+    // A fan-out through the role picks the same way for each of its tasks.
+    std::fs::write(env.project.path().join(".gitignore"), ".caesar/\n").unwrap();
+    commit_base(env.project.path());
+    let fan = pb::DelegateRequest {
+        objective: "say hello".into(),
+        role: "pair".into(),
+        mode: "read-only".into(),
+        attempts: 2,
+        workspace: env.workspace(),
+        ..Default::default()
+    };
+    let g = c.delegate(fan).await.unwrap().into_inner();
+    assert_eq!(g.task_ids.len(), 2, "{g:?}");
+    for id in &g.task_ids {
+        let t = await_one(&mut c, id, LONG).await;
+        assert_eq!((t.status().as_str(), t.agent.as_str(), t.blocker().as_str()), ("succeeded", "codex", ""), "{t:?}");
+    }
+
+    // claude named outright is kept, and the caller hears it is near its limit.
+    let mut req = env.delegate_request("claude", "say hello");
+    req.mode = "read-only".into();
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert_eq!(d.agent, "claude");
+    assert!(d.warnings.get("quota").is_some_and(|w| w.contains("near limit until")), "{:?}", d.warnings);
+    await_one(&mut c, &d.task_id, LONG).await;
+
     // The ledger survives a restart of the daemon.
     drop(c);
     env.kill_daemons().await;
