@@ -481,6 +481,7 @@ pub fn agent_json(a: &pb::AgentInfo) -> Value {
         "policy": if a.allowed { json!({"allowed": true}) } else { json!({"allowed": false, "reason": a.refusal}) },
         "kind": a.kind,
         "protocol": if a.protocol.is_empty() { Value::Null } else { json!({"name": a.protocol, "why": a.protocol_reason}) },
+        "headroom": if a.headroom.is_empty() { Value::Null } else { json!(a.headroom) },
     })
 }
 
@@ -496,6 +497,10 @@ pub fn print_agents(agents: &[pb::AgentInfo]) {
             one_line(if a.version.is_empty() { "-" } else { &a.version }, 28),
             if a.path.is_empty() { format!("({} not found)", a.bin) } else { a.path.clone() }
         );
+        // Issue 32: an agent near its quota says so under its line.
+        if !a.headroom.is_empty() {
+            println!("{:<14} quota: {}", "", a.headroom);
+        }
     }
 }
 

@@ -34,6 +34,9 @@ pub struct AgentEntry {
     /// The protocol caesar speaks with it (`acp`, `stream`, …) and why (issue 15).
     pub protocol: &'static str,
     pub protocol_reason: &'static str,
+    /// What holds the agent back now, from the quota ledger (issue 32), e.g. `near limit until
+    /// 17:40 UTC (claude rate_limit_event)`; `None` when it has headroom (set by the engine).
+    pub headroom: Option<String>,
 }
 
 /// Caches `--version` answers by executable and modification time, so a
@@ -142,6 +145,7 @@ fn generic_entry(def: &AgentDef, versions: &VersionCache) -> AgentEntry {
     AgentEntry {
         protocol,
         protocol_reason,
+        headroom: None,
         id: def.id.clone(),
         display_name: def.display_name.clone().unwrap_or_else(|| def.id.clone()),
         bin: def.bin.clone(),
@@ -174,6 +178,7 @@ fn builtin_entry(spec: &ProviderSpec, config: &Config, versions: &VersionCache) 
     AgentEntry {
         protocol: provider::acp::protocol_name(spec.id.as_str()),
         protocol_reason: provider::acp::protocol_reason(spec.id.as_str()),
+        headroom: None,
         id: spec.id.to_string(),
         display_name: spec.display_name.to_owned(),
         installed: path.is_some(),

@@ -36,6 +36,7 @@ pub mod planner;
 pub mod policy;
 pub mod prompt;
 pub mod provider;
+pub mod quota;
 pub mod report;
 pub mod request;
 pub mod resolve;

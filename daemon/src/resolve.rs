@@ -17,6 +17,7 @@ use crate::launch::ProviderId;
 use crate::oacp::{Finding, Mode, Severity};
 use crate::policy;
 use crate::provider::{self, NetworkControl, ProviderSpec};
+use crate::quota::{self, Headroom};
 use crate::request::DelegateInput;
 
 /// What an agent id resolves to.
@@ -91,9 +92,16 @@ pub struct Pick {
     pub skipped: Vec<(String, String)>,
 }
 
-/// Walks a role's fallback chain.
+/// Walks a role's fallback chain, as if every agent had headroom.
 pub fn pick_for_role(config: &Config, role: &Role) -> Pick {
+    pick_for_role_with(config, role, &Headroom::default())
+}
+
+/// Walks a role's fallback chain: the first agent installed, allowed and with headroom in the
+/// quota ledger (issue 32); when every usable one is near its limit, the one that resets soonest.
+pub fn pick_for_role_with(config: &Config, role: &Role, headroom: &Headroom) -> Pick {
     let mut skipped = Vec::new();
+    let mut usable = Vec::new();
     for agent in &role.agents {
         if program_of(config, agent).is_none() {
             skipped.push((agent.clone(), format!("agent `{agent}` is not installed (not found on PATH or in [bin])")));
@@ -103,12 +111,32 @@ pub fn pick_for_role(config: &Config, role: &Role) -> Pick {
             skipped.push((agent.clone(), r.to_string()));
             continue;
         }
-        let reason = if skipped.is_empty() {
+        usable.push(agent.clone());
+    }
+    if let Some(choice) = quota::choose(&usable, headroom) {
+        let agent = usable[choice.index].clone();
+        let by_quota: Vec<String> = choice.passed.iter().map(|(a, why)| format!("`{a}` is {why}")).collect();
+        let reason = if choice.all_limited {
+            let own = headroom.describe(&agent).unwrap_or_default();
+            format!(
+                "every installed and allowed agent of the role's chain is near its quota limit: `{agent}` resets soonest ({own}); {}",
+                by_quota.join("; ")
+            )
+        } else if !by_quota.is_empty() {
+            format!(
+                "`{agent}` is the first installed and allowed agent of the role's chain with quota headroom: {}",
+                by_quota.join("; ")
+            )
+        } else if skipped.is_empty() {
             format!("`{agent}` is the role's first choice, installed and allowed")
         } else {
             format!("`{agent}` is the first installed and allowed agent of the role's chain")
         };
-        return Pick { agent: Some(agent.clone()), reason, skipped };
+        skipped.extend(choice.passed.into_iter().map(|(a, why)| {
+            let said = format!("agent `{a}` is {why}");
+            (a, said)
+        }));
+        return Pick { agent: Some(agent), reason, skipped };
     }
     let reason = if role.agents.is_empty() {
         format!("role `{}` lists no agent: add some to its `agents`", role.name)
@@ -125,6 +153,10 @@ pub fn pick_for_role(config: &Config, role: &Role) -> Pick {
 /// The name of the role a delegation naming neither an agent nor a role
 /// goes through: a `[[role]]` of this name when the config declares one.
 pub const DEFAULT_ROLE: &str = "default";
+
+/// The warning key under which a delegation naming an agent near its quota limit says so
+/// (issue 32).
+pub const QUOTA_WARNING: &str = "quota";
 
 /// The warning key under which a delegation that named no agent says which
 /// agent was picked and why (an information, not a problem).
@@ -176,6 +208,8 @@ fn short_reason(why: &str) -> &str {
         "denied by policy"
     } else if why.contains("only allows") {
         "not in the policy's allowed list"
+    } else if let Some(limit) = why.split_once("` is ").map(|(_, l)| l).filter(|l| l.contains(" until ")) {
+        limit
     } else {
         why
     }
@@ -207,13 +241,19 @@ fn no_agent_message(config: &Config, pick: &Pick) -> String {
     msg
 }
 
-/// Every role as `caesar_list_roles` shows it.
+/// Every role as `caesar_list_roles` shows it, as if every agent had headroom.
 pub fn roles_view(config: &Config) -> Vec<Value> {
+    roles_view_with(config, &Headroom::default())
+}
+
+/// Every role as `caesar_list_roles` shows it, each with the agent it would pick now given the
+/// quota ledger's `headroom`, and why.
+pub fn roles_view_with(config: &Config, headroom: &Headroom) -> Vec<Value> {
     config
         .roles
         .iter()
         .map(|(role, origin)| {
-            let pick = pick_for_role(config, role);
+            let pick = pick_for_role_with(config, role, headroom);
             json!({
                 "name": role.name,
                 "purpose": role.purpose,
@@ -330,8 +370,20 @@ fn recursion_by_program(config: &Config, agent: &str, target: &AgentTarget<'_>) 
 /// The longest timeout a delegation may ask for.
 pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 
-/// Resolves a delegation request against a project's configuration.
+/// Resolves a delegation request against a project's configuration, as if every agent had
+/// headroom.
 pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) -> Result<Resolution<'a>> {
+    resolve_with(config, project, input, &Headroom::default())
+}
+
+/// Resolves a delegation request against a project's configuration; a role's agent is picked
+/// with the quota ledger's `headroom` (issue 32).
+pub fn resolve_with<'a>(
+    config: &'a Config,
+    project: &Path,
+    input: &DelegateInput,
+    headroom: &Headroom,
+) -> Result<Resolution<'a>> {
     let mut warnings = BTreeMap::new();
     let mut findings = Vec::new();
     let role = requested_role(config, project, input)?;
@@ -343,8 +395,17 @@ pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) ->
     let role = if implicit { config.role(DEFAULT_ROLE).cloned() } else { role };
     let agent = match named_agent {
         Some(a) => a.to_owned(),
-        None => agent_of_role(config, role.as_ref(), implicit, &mut warnings)?,
+        None => agent_of_role(config, role.as_ref(), implicit, headroom, &mut warnings)?,
     };
+    // An agent named outright is not replaced, but its caller hears that it is near its limit.
+    if named_agent.is_some()
+        && let Some(limit) = headroom.describe(&agent)
+    {
+        warnings.insert(
+            QUOTA_WARNING.to_owned(),
+            format!("agent `{agent}` is {limit}: it may stop on its limit; a role picks an agent with headroom"),
+        );
+    }
     // Policy first: a refused agent is refused whether or not it is installed.
     policy::check(&config.policy, &agent, input.depth).map_err(|r| Error::Refused(r.to_string()))?;
     let target = agent_target(config, project, &agent)?;
@@ -419,11 +480,19 @@ fn agent_of_role(
     config: &Config,
     role: Option<&Role>,
     implicit: bool,
+    headroom: &Headroom,
     warnings: &mut BTreeMap<String, String>,
 ) -> Result<String> {
     let chain = role.cloned().unwrap_or_else(|| default_role(config));
-    let pick = pick_for_role(config, &chain);
+    let pick = pick_for_role_with(config, &chain, headroom);
+    // A pick the quota ledger moved (or could not) says why (issue 32).
+    let by_quota = pick.agent.as_deref().is_some_and(|a| headroom.limit_of(a).is_some())
+        || pick.skipped.iter().any(|(a, _)| headroom.limit_of(a).is_some());
     match &pick.agent {
+        Some(agent) if by_quota => {
+            warnings.insert(AGENT_CHOICE.to_owned(), pick.reason.clone());
+            Ok(agent.clone())
+        }
         Some(agent) if implicit => {
             warnings.insert(AGENT_CHOICE.to_owned(), choice_note(&pick));
             Ok(agent.clone())
@@ -674,6 +743,73 @@ mod tests {
         let none = pick_for_role(&config, &role);
         assert_eq!(none.agent, None);
         assert!(none.reason.contains("no agent of role `r`"));
+    }
+
+    fn near(agent: &str, resets_at_ms: i64, now: i64) -> crate::quota::Entry {
+        let signal = crate::quota::QuotaSignal {
+            level: crate::quota::Level::Near,
+            resets_at_ms: Some(resets_at_ms),
+            source: "rate_limit_event".into(),
+            account: None,
+            detail: "five_hour".into(),
+        };
+        match crate::quota::bound(agent, agent, &signal, now) {
+            crate::quota::Bounded::Record { entry, .. } => entry,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_role_passes_over_an_agent_near_its_limit_and_says_why() {
+        let mut config = Config::default();
+        declared(&mut config, "first", "sh");
+        declared(&mut config, "second", "sh");
+        let role = Role {
+            name: "r".into(),
+            purpose: String::new(),
+            agents: vec!["first".into(), "second".into()],
+            mode: Mode::ReadOnly,
+            isolation: IsolationPref::Auto,
+            network: NetworkPref::Auto,
+            timeout_ms: 1,
+            model: None,
+            system_prompt_file: None,
+        };
+        let now = 1_780_000_000_000;
+        let headroom = Headroom::at(vec![near("first", now + 3_600_000, now)], now);
+        let pick = pick_for_role_with(&config, &role, &headroom);
+        assert_eq!(pick.agent.as_deref(), Some("second"));
+        assert!(
+            pick.reason.contains("with quota headroom") && pick.reason.contains("`first` is near limit until"),
+            "{}",
+            pick.reason
+        );
+        assert!(pick.skipped[0].1.contains("rate_limit_event"), "{:?}", pick.skipped);
+        // The roles' view says the same.
+        config.roles.push((role.clone(), crate::config::Origin::Project));
+        let view = roles_view_with(&config, &headroom);
+        let r = view.iter().find(|v| v["name"] == "r").unwrap();
+        assert_eq!(r["would_pick"], "second");
+        assert!(r["reason"].as_str().unwrap().contains("near limit"), "{r}");
+        // Both near: the one that resets soonest, and the reason says every one is limited.
+        let both = Headroom::at(vec![near("first", now + 3_600_000, now), near("second", now + 60_000, now)], now);
+        let pick = pick_for_role_with(&config, &role, &both);
+        assert_eq!(pick.agent.as_deref(), Some("second"));
+        assert!(pick.reason.starts_with("every installed and allowed agent"), "{}", pick.reason);
+        // A delegation through the role carries the reason as its agent choice.
+        let project = tempfile::tempdir().unwrap();
+        let input = DelegateInput { role: Some("r".into()), ..delegate(None) };
+        let r = resolve_with(&config, project.path(), &input, &headroom).unwrap();
+        assert_eq!(r.agent, "second");
+        assert!(r.warnings[AGENT_CHOICE].contains("with quota headroom"), "{:?}", r.warnings);
+        // Without a ledger, the first, and no note.
+        let r = resolve(&config, project.path(), &input).unwrap();
+        assert_eq!((r.agent.as_str(), r.warnings.get(AGENT_CHOICE)), ("first", None));
+        // Named outright: kept, with a warning.
+        let named = DelegateInput { agent: Some("first".into()), ..delegate(None) };
+        let r = resolve_with(&config, project.path(), &named, &headroom).unwrap();
+        assert_eq!(r.agent, "first");
+        assert!(r.warnings[QUOTA_WARNING].contains("near limit until"), "{:?}", r.warnings);
     }
 }
 

@@ -785,5 +785,6 @@ fn agent_info(a: crate::catalog::AgentEntry) -> pb::AgentInfo {
         kind: a.kind.to_owned(),
         protocol: a.protocol.to_owned(),
         protocol_reason: a.protocol_reason.to_owned(),
+        headroom: a.headroom.unwrap_or_default(),
     }
 }

@@ -118,6 +118,8 @@ mod question_batch;
 mod steers;
 pub use steers::{SteerRow, SteerState};
 
+mod quota;
+
 /// The process outcome of a task, exactly seed 000's six statuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskStatus {
@@ -381,6 +383,8 @@ impl Store {
         }
         // Issue 31: the steers' table, made on every open (`store/steers.rs` says why).
         steers::ensure(conn)?;
+        // Issue 32: the quota ledger, made the same way (`store/quota.rs`).
+        quota::ensure(conn)?;
         Ok(())
     }
 

@@ -573,6 +573,10 @@ pub struct AgentOutput {
     /// builtin or generic.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// What holds the agent back now, from caesar's quota ledger (e.g. "near limit until 17:40 UTC
+    /// (claude rate_limit_event)"); absent when it has headroom. A role's pick skips such agents.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headroom: Option<String>,
 }
 
 impl AgentOutput {
@@ -590,6 +594,7 @@ impl AgentOutput {
             policy: AgentPolicy { allowed: a.allowed, reason: non_empty(&a.refusal) },
             version: non_empty(&a.version),
             kind: non_empty(&a.kind),
+            headroom: non_empty(&a.headroom),
         }
     }
 }

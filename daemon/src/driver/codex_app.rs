@@ -68,6 +68,7 @@ fn merge(into: &mut Parsed, more: Parsed) {
     into.usage = more.usage.or(into.usage.take());
     into.blocker = more.blocker.or(into.blocker.take());
     into.permission = more.permission.or(into.permission.take());
+    into.quota = more.quota.or(into.quota.take());
     into.failure = more.failure.or(into.failure.take());
 }
 

@@ -68,11 +68,14 @@ impl Engine {
         let workspace = validate(&input)?;
         let project = project_root(&workspace);
         let (config, config_problem) = self.projects.load_config(&project)?;
-        let resolution = resolve::resolve(&config, &project, &input).map_err(|e| match &config_problem {
-            // The request may name what the broken file declares: say so.
-            Some(problem) => e.with_note(&format!("note: {problem}; the last good config was used")),
-            None => e,
-        })?;
+        // A role's agent is picked with the quota ledger's headroom (issue 32).
+        let headroom = self.projects.quota.headroom();
+        let resolution =
+            resolve::resolve_with(&config, &project, &input, &headroom).map_err(|e| match &config_problem {
+                // The request may name what the broken file declares: say so.
+                Some(problem) => e.with_note(&format!("note: {problem}; the last good config was used")),
+                None => e,
+            })?;
         let lifecycle = super::fallback::plan_for(&config, &resolution, &input, succession.as_ref())?;
         let verify = super::verify::resolve_verify(
             &config,

@@ -136,9 +136,10 @@ impl Engine {
         let project = crate::config::project_root(&workspace);
         if workspace.is_absolute() && workspace.is_dir() {
             let (config, _) = self.projects.load_config(&project)?;
+            let headroom = self.projects.quota.headroom();
             for (i, m) in members.iter().enumerate() {
                 let one = DelegateInput { agent: m.clone(), ..input.clone() };
-                crate::resolve::resolve(&config, &project, &one).map_err(|e| match m {
+                crate::resolve::resolve_with(&config, &project, &one, &headroom).map_err(|e| match m {
                     Some(a) if !ask.agents.is_empty() => e.with_note(&format!("(`agents[{i}]` = `{a}`)")),
                     _ => e,
                 })?;

@@ -67,6 +67,7 @@ pub mod projects;
 use live::Live;
 pub use live::LiveRuns;
 mod queue;
+pub mod quota;
 mod recovery;
 mod remote_refs;
 mod start;
@@ -337,7 +338,7 @@ impl Engine {
             let preparing = Arc::new(prepare::Preparing::new(settings.prepare_parallel));
             let views = Arc::new(observe::Views::new(store.clone(), runs.clone(), queue.clone(), preparing.clone()));
             let notices = notifications::Notices::new(paths.clone(), store.clone(), views.clone());
-            let projects = Arc::new(projects::Projects::new(paths.clone()));
+            let projects = Arc::new(projects::Projects::new(paths.clone(), quota::Ledger::new(store.clone())));
             let permissions = Arc::new(permissions::Permissions::new(
                 store.clone(),
                 runner.clone(),

@@ -54,6 +54,10 @@ pub(super) struct Run {
     pub(super) new_questions: Vec<crate::store::QuestionRecord>,
     /// The task's steers handed over and delivered (issue 31).
     pub(super) steer: super::steer::Tracker,
+    /// The agent, and the provider its quota signals name (its id for an `[[agent]]`), for the
+    /// quota ledger (issue 32).
+    pub(super) agent: String,
+    pub(super) quota_provider: String,
 }
 
 impl Run {
@@ -86,6 +90,11 @@ impl Run {
             plan: record.launch.lifecycle.clone(),
             new_questions: Vec::new(),
             steer: super::steer::Tracker::for_launch(&record.launch),
+            agent: record.agent.clone(),
+            quota_provider: match record.launch.provider {
+                p if p.is_native() => p.as_str().to_owned(),
+                _ => record.agent.clone(),
+            },
         }
     }
 }
@@ -218,6 +227,14 @@ impl Engine {
         {
             run.session_id = Some(session);
             changed = true;
+        }
+        // Issue 32: what the agent says of its quota goes to the ledger; a rate-limit blocker
+        // counts where no structured signal came with it.
+        if let Some(signal) = &parsed.quota {
+            self.projects.quota.note(&run.agent, &run.quota_provider, signal);
+        } else if let Some(blocker) = &parsed.blocker {
+            let blocker = super::parking::with_reset(blocker, now_ms());
+            self.projects.quota.note_blocker(&run.agent, &run.quota_provider, &blocker);
         }
         // The parser has already emitted the `blocker` event itself.
         if let Some(blocker) = parsed.blocker

@@ -22,11 +22,13 @@ pub struct Projects {
     problems: Mutex<HashMap<PathBuf, String>>,
     /// Probed agent versions.
     pub(super) versions: crate::catalog::VersionCache,
+    /// The quota ledger (issue 32): which agents are near their limit, for routing and listing.
+    pub(crate) quota: super::quota::Ledger,
 }
 
 impl Projects {
-    pub(super) fn new(paths: Paths) -> Projects {
-        Projects { paths, good: Default::default(), problems: Default::default(), versions: Default::default() }
+    pub(super) fn new(paths: Paths, quota: super::quota::Ledger) -> Projects {
+        Projects { paths, good: Default::default(), problems: Default::default(), versions: Default::default(), quota }
     }
 
     /// A project's configuration. When its files do not load (a bad edit),
@@ -101,14 +103,19 @@ impl Projects {
     /// async runtime.
     pub fn list_agents(&self, workspace: &str) -> Result<Vec<crate::catalog::AgentEntry>> {
         let (config, _) = self.config_for(workspace)?;
-        Ok(crate::catalog::list(&config, &self.versions))
+        let headroom = self.quota.headroom();
+        let mut agents = crate::catalog::list(&config, &self.versions);
+        for a in &mut agents {
+            a.headroom = headroom.describe(&a.id);
+        }
+        Ok(agents)
     }
 
     /// The roles of the project at `workspace`, each with the agent it would
     /// pick now and why earlier candidates were skipped.
     pub fn list_roles(&self, workspace: &str) -> Result<Vec<serde_json::Value>> {
         let (config, _) = self.config_for(workspace)?;
-        Ok(resolve::roles_view(&config))
+        Ok(resolve::roles_view_with(&config, &self.quota.headroom()))
     }
 
     /// The effective configuration of a project, with provenance.
@@ -191,7 +198,12 @@ impl Projects {
         let (config, project) = self.config_for(workspace)?;
         let all = crate::catalog::list(&config, &self.versions);
         let known: Vec<String> = all.iter().map(|a| a.id.clone()).collect();
-        all.into_iter().find(|a| a.id == id).ok_or_else(|| {
+        let headroom = self.quota.headroom();
+        let found = all.into_iter().find(|a| a.id == id).map(|mut a| {
+            a.headroom = headroom.describe(&a.id);
+            a
+        });
+        found.ok_or_else(|| {
             Error::NotFound(format!(
                 "unknown agent `{id}`: use one of {}, or declare it as [[agent]] in {}/.caesar/config.toml",
                 known.join(", "),
@@ -206,6 +218,12 @@ mod tests {
     use super::Projects;
     use caesar_proto::paths::Paths;
 
+    /// A ledger over a store of its own, in `home`.
+    fn ledger(home: &std::path::Path) -> super::super::quota::Ledger {
+        let store = crate::store::Store::open(&home.join("caesar.db")).unwrap();
+        super::super::quota::Ledger::new(std::sync::Arc::new(store))
+    }
+
     #[test]
     fn a_broken_edit_serves_the_last_good_config_and_says_so() {
         let home = tempfile::tempdir().unwrap();
@@ -214,7 +232,7 @@ mod tests {
         std::fs::create_dir_all(&paths.config_dir).unwrap();
         let global = paths.config_dir.join("config.toml");
         std::fs::write(&global, "[[agent]]\nid = \"mine\"\nbin = \"/bin/true\"\n").unwrap();
-        let projects = Projects::new(paths);
+        let projects = Projects::new(paths, ledger(home.path()));
         let (good, problem) = projects.load_config(project.path()).unwrap();
         assert!(problem.is_none());
         assert!(good.agents.iter().any(|(a, _)| a.id == "mine"));
@@ -234,7 +252,7 @@ mod tests {
         let paths = Paths::under(home.path());
         std::fs::create_dir_all(&paths.config_dir).unwrap();
         std::fs::write(paths.config_dir.join("config.toml"), "nonsense = [").unwrap();
-        let projects = Projects::new(paths);
+        let projects = Projects::new(paths, ledger(home.path()));
         assert!(projects.load_config(std::path::Path::new("/nonexistent")).is_err());
     }
 }

@@ -248,17 +248,32 @@ impl ClaudeParser {
     /// copies `status`, `resetsAt`, `rateLimitType`, `overageResetsAt`, … from the
     /// `anthropic-ratelimit-unified-*` headers, `resetsAt` in seconds). Only a rejection blocks;
     /// its reset time (the overage's when only that is given) goes on the blocker.
+    ///
+    /// `allowed_warning` (the provider still serves, near its limit) and `rejected` are also
+    /// quota signals for the ledger (issue 32); `allowed` says nothing worth keeping.
     fn rate_limit(&mut self, p: &mut Parsed, v: &Value) {
         let info = v.get("rate_limit_info").unwrap_or(&Value::Null);
-        if str_at(info, "status") != Some("rejected") {
-            return;
-        }
+        let level = match str_at(info, "status") {
+            Some("rejected") => crate::quota::Level::Exhausted,
+            Some("allowed_warning") => crate::quota::Level::Near,
+            _ => return,
+        };
         let kind = str_at(info, "rateLimitType").unwrap_or("unknown");
         let resets_at_ms = ["resetsAt", "overageResetsAt"]
             .iter()
             .filter_map(|k| info.get(*k).and_then(Value::as_f64))
             .find(|secs| *secs > 0.0)
             .map(|secs| (secs * 1000.0) as i64);
+        p.quota = Some(crate::quota::QuotaSignal {
+            level,
+            resets_at_ms,
+            source: "rate_limit_event".to_owned(),
+            account: None,
+            detail: kind.to_owned(),
+        });
+        if level != crate::quota::Level::Exhausted {
+            return;
+        }
         let msg = match resets_at_ms {
             Some(ms) => format!("rate limit rejected ({kind}); resets at {}", crate::clock::rfc3339(ms)),
             None => format!("rate limit rejected ({kind})"),

@@ -199,7 +199,7 @@ impl CodexAppParser {
                 }
             }
             "turn/diff/updated" => self.diff = truncate(str_at(params, "diff").unwrap_or_default(), 1 << 20),
-            "account/rateLimits/updated" => self.rate_limits(params.get("rateLimits").unwrap_or(&Value::Null)),
+            "account/rateLimits/updated" => self.rate_limits(p, params.get("rateLimits").unwrap_or(&Value::Null)),
             "error" => {
                 let e = params.get("error").unwrap_or(&Value::Null);
                 let msg = str_at(e, "message").unwrap_or("error");
@@ -290,8 +290,9 @@ impl CodexAppParser {
         }
     }
 
-    /// Keeps when the exhausted window (used 100 %) lifts, for a usage-limit blocker.
-    fn rate_limits(&mut self, limits: &Value) {
+    /// Keeps when the exhausted window (used 100 %) lifts, for a usage-limit blocker; a window
+    /// used [`crate::quota::NEAR_PERCENT`] % or more is a quota signal for the ledger (issue 32).
+    fn rate_limits(&mut self, p: &mut Parsed, limits: &Value) {
         let exhausted = ["primary", "secondary"]
             .iter()
             .filter_map(|w| limits.get(*w))
@@ -301,6 +302,7 @@ impl CodexAppParser {
         if let Some(at) = exhausted {
             self.resets_at_ms = Some(at.saturating_mul(1000));
         }
+        p.quota = rate_limit_signal(limits);
     }
 
     /// The blocker a turn error says by its `codexErrorInfo`, never by its text.
@@ -456,6 +458,28 @@ impl LineParser for CodexAppParser {
         }
         p
     }
+}
+
+/// The fullest window of an `account/rateLimits/updated` used [`crate::quota::NEAR_PERCENT`] % or
+/// more, as a quota signal; `None` when every window has room (or none is readable).
+fn rate_limit_signal(limits: &Value) -> Option<crate::quota::QuotaSignal> {
+    use crate::quota::{Level, NEAR_PERCENT, QuotaSignal};
+    let (name, used, resets) = ["primary", "secondary"]
+        .iter()
+        .filter_map(|name| {
+            let w = limits.get(*name)?;
+            let used = w.get("usedPercent").and_then(Value::as_i64)?;
+            Some((*name, used, w.get("resetsAt").and_then(Value::as_i64)))
+        })
+        .filter(|(_, used, _)| *used >= NEAR_PERCENT)
+        .max_by_key(|(_, used, resets)| (*used, *resets))?;
+    Some(QuotaSignal {
+        level: if used >= 100 { Level::Exhausted } else { Level::Near },
+        resets_at_ms: resets.map(|s| s.saturating_mul(1000)),
+        source: "account/rateLimits/updated".to_owned(),
+        account: None,
+        detail: format!("{name} window {used} % used"),
+    })
 }
 
 /// The blocker kind of a `codexErrorInfo`: usage and rate limits and any 429 are rate limits,

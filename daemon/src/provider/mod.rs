@@ -76,6 +76,9 @@ pub struct Parsed {
     /// A session protocol says the agent's turn failed. Its server exits 0 all the same
     /// (codex app-server), so this, not the exit code, decides the task failed.
     pub failure: Option<String>,
+    /// A structured signal of how close the agent is to its provider's limit (issue 32: claude's
+    /// `rate_limit_event`, codex's `account/rateLimits/updated`), for the quota ledger.
+    pub quota: Option<crate::quota::QuotaSignal>,
 }
 
 /// A CLI's request for permission to use a tool (claude's `can_use_tool` control request). The

@@ -144,6 +144,48 @@ fn claude_rejected_rate_limit_event_and_retry_401() {
 }
 
 #[test]
+fn claude_rate_limit_warning_is_a_quota_signal_and_no_blocker() {
+    use crate::quota::Level;
+    let mut p = parser(crate::launch::ProviderId::of("claude"));
+    let warning = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1767225600,"rateLimitType":"five_hour","utilization":0.92}}"#;
+    let out = p.parse_line(warning, Stream::Stdout);
+    assert_eq!((out.blocker, out.events.len()), (None, 0), "a warning blocks nothing");
+    let q = out.quota.expect("a quota signal");
+    assert_eq!(
+        (q.level, q.resets_at_ms, q.source.as_str()),
+        (Level::Near, Some(1_767_225_600_000), "rate_limit_event")
+    );
+    // A rejection is both the blocker and an exhausted signal; an unreadable one neither, nor a crash.
+    let rejected = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1767225600}}"#;
+    let out = p.parse_line(rejected, Stream::Stdout);
+    assert_eq!(out.quota.map(|q| q.level), Some(Level::Exhausted));
+    assert!(out.blocker.is_some());
+    for odd in [
+        r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":"soon"}}"#,
+        r#"{"type":"rate_limit_event","rate_limit_info":"warning"}"#,
+        r#"{"type":"rate_limit_event"}"#,
+    ] {
+        let out = p.parse_line(odd, Stream::Stdout);
+        assert!(out.blocker.is_none(), "{odd}");
+        assert!(out.quota.as_ref().is_none_or(|q| q.resets_at_ms.is_none()), "{odd}: {out:?}");
+    }
+}
+
+#[test]
+fn codex_app_rate_limits_near_full_are_a_quota_signal() {
+    use crate::quota::Level;
+    let mut app = super::codex_app::CodexAppParser::default();
+    let near = r#"{"method":"account/rateLimits/updated","params":{"rateLimits":{"primary":{"usedPercent":93,"windowDurationMins":300,"resetsAt":1796143042},"secondary":{"usedPercent":10,"resetsAt":1796999999}}}}"#;
+    let q = app.parse_line(near, Stream::Stdout).quota.expect("a signal");
+    assert_eq!((q.level, q.resets_at_ms), (Level::Near, Some(1_796_143_042_000)));
+    assert!(q.detail.contains("primary window 93 %"), "{}", q.detail);
+    let roomy = r#"{"method":"account/rateLimits/updated","params":{"rateLimits":{"primary":{"usedPercent":12,"resetsAt":1796143042}}}}"#;
+    assert_eq!(app.parse_line(roomy, Stream::Stdout).quota, None);
+    let odd = r#"{"method":"account/rateLimits/updated","params":{"rateLimits":{"primary":{"usedPercent":"lots"}}}}"#;
+    assert_eq!(app.parse_line(odd, Stream::Stdout).quota, None);
+}
+
+#[test]
 fn claude_rate_limit_event_carries_its_reset_time_onto_the_blocker() {
     // The shape claude 2.1.197 emits (its `rate_limit_info` builder, from the
     // `anthropic-ratelimit-unified-*` headers; `resetsAt` in unix seconds).

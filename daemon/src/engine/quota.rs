@@ -1,0 +1,79 @@
+//! The quota ledger's service (issue 32, item 3): it records what the monitor reads of an
+//! agent's quota (a parser's [`QuotaSignal`], a rate-limit blocker) in the store, and gives a
+//! role's resolution and `caesar agents` the [`Headroom`] now. The decisions are pure
+//! (`crate::quota`); this only stores and logs them.
+
+use std::sync::Arc;
+
+use tracing::{info, warn};
+
+use crate::clock::now_ms;
+use crate::oacp::{Blocker, BlockerKind};
+use crate::quota::{Bounded, Headroom, Level, QuotaSignal, bound};
+use crate::store::Store;
+
+/// The ledger, over the store's `quota_ledger` table.
+pub struct Ledger {
+    store: Arc<Store>,
+}
+
+impl Ledger {
+    pub(super) fn new(store: Arc<Store>) -> Ledger {
+        Ledger { store }
+    }
+
+    /// Records what `signal` says of `agent` (whose adapter is `provider`): an entry until its
+    /// reset (bounded), or forgetting the one held when the reset is already past.
+    pub(super) fn note(&self, agent: &str, provider: &str, signal: &QuotaSignal) {
+        let result = match bound(agent, provider, signal, now_ms()) {
+            Bounded::Record { entry, note } => {
+                if let Some(note) = note {
+                    warn!(agent, "quota signal bounded: {note}");
+                }
+                info!(
+                    agent,
+                    level = entry.level.as_str(),
+                    resets_at_ms = entry.resets_at_ms,
+                    "quota ledger: {}",
+                    entry.source
+                );
+                self.store.record_quota(&entry)
+            }
+            Bounded::Forget { note } => {
+                info!(agent, "quota ledger: {note}");
+                self.store.forget_quota(agent, signal.account.as_deref().unwrap_or_default())
+            }
+        };
+        if let Err(e) = result {
+            warn!(agent, "storing the quota ledger failed: {e}");
+        }
+    }
+
+    /// A rate-limit blocker (any provider's, codex's usage-limit error, an ACP refusal, an OACP
+    /// agent's `blocker` event) is a signal that the agent is out of quota until its reset.
+    pub(super) fn note_blocker(&self, agent: &str, provider: &str, blocker: &Blocker) {
+        if blocker.kind != BlockerKind::RateLimit {
+            return;
+        }
+        let signal = QuotaSignal {
+            level: Level::Exhausted,
+            resets_at_ms: blocker.resets_at_ms,
+            source: "rate_limit blocker".to_owned(),
+            account: None,
+            detail: blocker.message.clone(),
+        };
+        self.note(agent, provider, &signal);
+    }
+
+    /// The ledger now, without what has reset (deleted from the store as it is read).
+    pub fn headroom(&self) -> Headroom {
+        let now = now_ms();
+        match self.store.quota_ledger(now) {
+            Ok(entries) => Headroom::at(entries, now),
+            Err(e) => {
+                warn!("reading the quota ledger failed, routing as if every agent had headroom: {e}");
+                Headroom { entries: Vec::new(), now_ms: now }
+            }
+        }
+    }
+}
