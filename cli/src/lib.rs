@@ -466,6 +466,14 @@ struct RunArgs {
     /// lift, then resume the same session) or fail.
     #[arg(long = "on-blocker", value_parser = ["fallback", "park", "fail"])]
     on_blocker: Option<String>,
+    /// Stacked tasks: the ids of tasks this one builds on (comma-separated);
+    /// it waits for them and starts on their results merged.
+    #[arg(long, value_delimiter = ',')]
+    after: Vec<String>,
+    /// With --after: what a parent that fails or is cancelled does to this
+    /// task: cancel it (the default) or run it on what the others made.
+    #[arg(long = "on-parent-failure", value_parser = ["cancel", "run"])]
+    on_parent_failure: Option<String>,
 }
 
 /// A failure with the exit code it maps to.

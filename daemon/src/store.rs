@@ -118,6 +118,9 @@ mod question_batch;
 mod steers;
 pub use steers::{SteerRow, SteerState};
 
+mod deps;
+pub use deps::{StackRow, StackState};
+
 /// The process outcome of a task, exactly seed 000's six statuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskStatus {
@@ -381,6 +384,8 @@ impl Store {
         }
         // Issue 31: the steers' table, made on every open (`store/steers.rs` says why).
         steers::ensure(conn)?;
+        // Issue 32: the stacked tasks' tables, made the same way (`store/deps.rs`).
+        deps::ensure(conn)?;
         Ok(())
     }
 

@@ -69,6 +69,7 @@ pub use live::LiveRuns;
 mod queue;
 mod recovery;
 mod remote_refs;
+pub mod stacking;
 mod start;
 // Issue 31: steering a running agent.
 pub mod steer;
@@ -206,6 +207,8 @@ pub struct TaskView {
     /// What became of it, for people (issue 30): computed once, by
     /// `crate::verdict::of_view`, when the view is made.
     pub verdict: crate::verdict::TaskVerdict,
+    /// The tasks it builds on and where its stack stands (issue 32).
+    pub stack: Option<crate::store::StackRow>,
 }
 
 /// Where a pending task stands.
@@ -219,6 +222,8 @@ pub enum Phase {
     Starting,
     /// Parked at a quota until it lifts (issue 17, `parking.rs`).
     Parked,
+    /// Waiting for the tasks it builds on to end (issue 32, `stacking.rs`).
+    Waiting,
 }
 
 impl Phase {
@@ -229,6 +234,7 @@ impl Phase {
             Phase::Queued => "queued",
             Phase::Starting => "starting",
             Phase::Parked => "parked",
+            Phase::Waiting => "waiting",
         }
     }
 }
@@ -304,6 +310,8 @@ pub struct Engine {
     channel: channel::Channel,
     /// Tasks' and groups' budgets (issue 17).
     budgets: group_budget::Budgets,
+    /// Stacked tasks' loop (issue 32, `stacking.rs`).
+    stacking: stacking::Stacking,
 }
 
 impl std::fmt::Debug for Engine {
@@ -367,6 +375,7 @@ impl Engine {
                 runner,
                 queue,
                 preparing,
+                stacking: Default::default(),
             }
         }))
     }
