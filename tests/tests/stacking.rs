@@ -258,3 +258,34 @@ async fn a_parent_that_ends_while_no_daemon_runs_releases_its_dependent_once_aft
     assert_eq!(tc.status(), pb::TaskStatus::Succeeded, "{tc:?}");
     assert_eq!((lines(&started_b), lines(std::path::Path::new(&sc))), (1, 1), "each started once");
 }
+
+#[tokio::test]
+async fn a_task_builds_only_on_tasks_it_delegated() {
+    let probe = tempfile::tempdir().unwrap();
+    let gate = probe.path().join("gate").display().to_string();
+    let mut env = repo_env(&[]);
+    let relay = env.file("relay.sock");
+    let relay_s = relay.display().to_string();
+    env.set_agents(&[("outer", &["relay", &relay_s, "wait-file", &gate]), ("a", &["report", "success", "a"])]);
+    git(env.project.path(), &["add", "-A"]);
+    git(env.project.path(), &["commit", "-q", "-m", "agents"]);
+    let mut c = env.start_daemon().await;
+    let other = c.delegate(stacked(&env, "a", &[])).await.unwrap().into_inner().task_id;
+    // A channel task: its agent's environment names the daemon's socket, which the relay dials.
+    let outer = c
+        .delegate(pb::DelegateRequest { channel: true, ..stacked(&env, "outer", &[]) })
+        .await
+        .unwrap()
+        .into_inner()
+        .task_id;
+    assert!(eventually(LONG, || relay.exists()).await);
+    let mut inside = caesar_proto::client::connect_at(&relay).await.unwrap().0;
+    let e = inside.delegate(stacked(&env, "a", &[&other])).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    assert!(
+        e.message().contains(&format!("names task {other}, which task {outer} did not delegate")),
+        "{}",
+        e.message()
+    );
+    std::fs::write(&gate, "").unwrap();
+}

@@ -54,7 +54,7 @@ impl Engine {
         let stack = stacking::ask_of(&input)?;
         if let Some(ask) = &stack {
             let chosen = succession.as_ref().map(|s| s.id.as_str());
-            self.check_stack(ask, std::path::Path::new(&input.workspace), chosen)?;
+            self.check_stack(ask, std::path::Path::new(&input.workspace), chosen, parent)?;
         }
         let staged = self.stage_delegation(input, parent, succession).await?;
         match &stack {

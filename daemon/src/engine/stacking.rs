@@ -252,8 +252,16 @@ pub fn on_parent_moved(child: &str, state: StackState) -> Option<Moved> {
 impl Engine {
     /// Checks a delegation's stack against the store: every parent known and
     /// in the same repository as `workspace`, and the graph below bounded and
-    /// without a cycle. `child` is the id chosen ahead (a fallback's).
-    pub(super) fn check_stack(&self, ask: &Ask, workspace: &Path, child: Option<&str>) -> Result<()> {
+    /// without a cycle. `child` is the id chosen ahead (a fallback's). A
+    /// task delegating (`delegator`) builds only on itself and the tasks it
+    /// delegated: another task's result is out of its reach.
+    pub(super) fn check_stack(
+        &self,
+        ask: &Ask,
+        workspace: &Path,
+        child: Option<&str>,
+        delegator: Option<&TaskRecord>,
+    ) -> Result<()> {
         let repo = repo_of(workspace);
         for id in &ask.parents {
             let Some(parent) = self.store.task(id)? else {
@@ -262,6 +270,15 @@ impl Engine {
                      (caesar_list shows them)"
                 )));
             };
+            if let Some(d) = delegator
+                && !super::authority::reaches(d, &parent)
+            {
+                return Err(Error::Refused(format!(
+                    "`depends_on` names task {id}, which task {} did not delegate: a task builds only on itself and \
+                     the tasks it delegated",
+                    d.id
+                )));
+            }
             let theirs = repo_of(Path::new(&parent.workspace));
             if theirs.is_none() || theirs != repo {
                 return Err(Error::Invalid(format!(
