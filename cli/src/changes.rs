@@ -68,6 +68,64 @@ pub(crate) async fn apply(task_id: String, json: bool) -> Result<u8, Failure> {
     Ok(if r.applied || r.already_applied { 0 } else { 1 })
 }
 
+/// `caesar apply --chain`: a stacked task's parents that succeeded and are
+/// not applied yet, each after its own parents, then the task; stops at the
+/// first that does not apply.
+pub(crate) async fn apply_chain(task_id: String, json: bool) -> Result<u8, Failure> {
+    let mut c = connect().await?;
+    // Depth first, parents before children, each task once.
+    let mut order: Vec<String> = Vec::new();
+    let mut todo: Vec<(String, bool)> = vec![(task_id.clone(), false)];
+    while let Some((id, expanded)) = todo.pop() {
+        if order.contains(&id) {
+            continue;
+        }
+        if expanded {
+            order.push(id);
+            continue;
+        }
+        let t = c.status(pb::StatusRequest { task_id: id.clone() }).await.map_err(anyhow::Error::from)?.into_inner();
+        let wanted =
+            id == task_id || (t.status() == pb::TaskStatus::Succeeded && t.changes() != pb::ChangesState::Applied);
+        if !wanted {
+            continue;
+        }
+        todo.push((id, true));
+        for p in t.parents.iter().rev() {
+            todo.push((p.clone(), false));
+        }
+    }
+    let mut applied = Vec::new();
+    for id in &order {
+        let r = c.apply(pb::ApplyRequest { task_id: id.clone() }).await.map_err(anyhow::Error::from)?.into_inner();
+        if !(r.applied || r.already_applied) {
+            if json {
+                println!(
+                    "{}",
+                    json!({"applied": applied, "failed": id, "conflicts": r.conflicts, "message": r.message})
+                );
+            } else {
+                println!(
+                    "{id}: NOT applied, nothing of it was written (applied before it: {}). Conflicts:",
+                    applied.join(", ")
+                );
+                for conflict in &r.conflicts {
+                    println!("  {}", render::sanitize(conflict));
+                }
+            }
+            return Ok(1);
+        }
+        if !json {
+            println!("{id}: applied to {} file(s), nothing committed", r.files.len());
+        }
+        applied.push(id.clone());
+    }
+    if json {
+        println!("{}", json!({"applied": applied}));
+    }
+    Ok(0)
+}
+
 /// `caesar discard`: drop a task's changes.
 pub(crate) async fn discard(task_id: String, json: bool) -> Result<u8, Failure> {
     let mut c = connect().await?;

@@ -119,7 +119,13 @@ enum Command {
         stat: bool,
     },
     /// Apply a worktree task's changes to the main working tree (3-way, never a commit).
-    Apply { task_id: String },
+    Apply {
+        task_id: String,
+        /// A stacked task: apply its parents first (those not applied yet,
+        /// oldest ancestor first), then it.
+        #[arg(long)]
+        chain: bool,
+    },
     /// Mark a task's changes as unwanted, so gc may remove its worktree.
     Discard { task_id: String },
     /// Remove the worktrees and branches of finished tasks, safely.
@@ -466,6 +472,14 @@ struct RunArgs {
     /// lift, then resume the same session) or fail.
     #[arg(long = "on-blocker", value_parser = ["fallback", "park", "fail"])]
     on_blocker: Option<String>,
+    /// Stacked tasks: the ids of tasks this one builds on (comma-separated);
+    /// it waits for them and starts on their results merged.
+    #[arg(long, value_delimiter = ',')]
+    after: Vec<String>,
+    /// With --after: what a parent that fails or is cancelled does to this
+    /// task: cancel it (the default) or run it on what the others made.
+    #[arg(long = "on-parent-failure", value_parser = ["cancel", "run"])]
+    on_parent_failure: Option<String>,
 }
 
 /// A failure with the exit code it maps to.
@@ -555,7 +569,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Answer { task_id, question_id, answer } => tasks::answer(task_id, question_id, answer, json).await,
         Command::Steer { task_id, text, interrupt } => tasks::steer(task_id, text, interrupt, json).await,
         Command::Diff { task_id, stat } => changes::diff(task_id, stat, json).await,
-        Command::Apply { task_id } => changes::apply(task_id, json).await,
+        Command::Apply { task_id, chain: false } => changes::apply(task_id, json).await,
+        Command::Apply { task_id, chain: true } => changes::apply_chain(task_id, json).await,
         Command::Discard { task_id } => changes::discard(task_id, json).await,
         Command::Gc { dry_run, force, older_than } => changes::gc(dry_run, force, &older_than, json).await,
         Command::Agents { action } => agents(action, json).await,

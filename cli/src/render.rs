@@ -105,6 +105,10 @@ pub fn task_json(t: &pb::TaskView) -> Value {
     put(&mut v, "parked_reason", &t.parked_reason);
     put(&mut v, "current_task_id", &t.current_task_id);
     put(&mut v, "phase", pb::Phase::spell(t.phase));
+    if !t.parents.is_empty() {
+        v["parents"] = json!(t.parents);
+    }
+    put(&mut v, "stale", &t.stale);
     if let Some(code) = t.exit_code {
         v["exit_code"] = json!(code);
     }
@@ -315,6 +319,13 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
     }
     if !t.current_task_id.is_empty() {
         println!("  current attempt: {}", t.current_task_id);
+    }
+    if !t.parents.is_empty() {
+        let waiting = if t.phase() == pb::Phase::Waiting { ", waiting for them to end" } else { "" };
+        println!("  builds on: {}{waiting}", t.parents.join(", "));
+    }
+    if let Some((parent, commit)) = t.stale.split_once(' ') {
+        println!("  stale: its parent {parent} moved to {commit} after it took its result");
     }
     let attempts = attempt_lines(t);
     if !attempts.is_empty() {

@@ -116,6 +116,8 @@ fn delegate_request(a: RunArgs) -> Result<pb::DelegateRequest, Failure> {
         runner: a.runner.unwrap_or_default(),
         budget,
         on_blocker: a.on_blocker.unwrap_or_default(),
+        depends_on: a.after,
+        on_parent_failure: a.on_parent_failure.unwrap_or_default(),
         ..Default::default()
     })
 }

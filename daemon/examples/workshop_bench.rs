@@ -67,6 +67,7 @@ fn main() -> anyhow::Result<()> {
         own_git_dir: true,
         scratch: Some(scratch.path()),
         launcher: None,
+        base: None,
     };
     let p = timed("prepare: worktree creation (branch + checkout)", || {
         Ok(workshop::prepare(&input("t_00000000b001", Mode::Write))?)

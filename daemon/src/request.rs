@@ -31,4 +31,8 @@ pub struct DelegateInput {
     pub verify: Vec<String>,
     /// `local` or `kubernetes` (issue 16), over the role's and `[runner] kind`.
     pub runner: Option<String>,
+    /// Issue 32 (stacked tasks): the tasks this one builds on.
+    pub depends_on: Vec<String>,
+    /// Issue 32: `cancel` (the default) or `run` when a parent fails.
+    pub on_parent_failure: Option<String>,
 }

@@ -184,6 +184,8 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         mcp_expired: false,
         verdict: pb::Verdict::parse(v.verdict.word()).map_or(0, |w| w as i32),
         verdict_detail: v.verdict.detail,
+        parents: v.stack.as_ref().map(|s| s.parents.clone()).unwrap_or_default(),
+        stale: v.stack.and_then(|s| s.stale).unwrap_or_default(),
     }
 }
 
@@ -250,6 +252,8 @@ impl Caesar for Service {
             on_blocker: opt(r.on_blocker),
             verify: r.verify,
             runner: opt(r.runner),
+            depends_on: r.depends_on,
+            on_parent_failure: opt(r.on_parent_failure),
         };
         // The depth is the daemon's to say, never the request's: 0 for the
         // user, the parent's plus one inside a task.

@@ -79,6 +79,7 @@ wire_enum!(Phase => Phase {
     Queued => Queued,
     Starting => Starting,
     Parked => Parked,
+    Waiting => Waiting,
 });
 
 wire_enum!(BlockerKind => BlockerKind {
@@ -133,7 +134,7 @@ mod tests {
             pb::TaskStatus::as_str,
         );
         round_trip(
-            &[Phase::Preparing, Phase::Queued, Phase::Starting, Phase::Parked],
+            &[Phase::Preparing, Phase::Queued, Phase::Starting, Phase::Parked, Phase::Waiting],
             Phase::as_str,
             pb::Phase::as_str,
         );

@@ -119,6 +119,8 @@ mod steers;
 pub use steers::{SteerRow, SteerState};
 
 mod quota;
+mod deps;
+pub use deps::{StackRow, StackState};
 
 /// The process outcome of a task, exactly seed 000's six statuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -385,6 +387,8 @@ impl Store {
         steers::ensure(conn)?;
         // Issue 32: the quota ledger, made the same way (`store/quota.rs`).
         quota::ensure(conn)?;
+        // Issue 32: the stacked tasks' tables, made the same way (`store/deps.rs`).
+        deps::ensure(conn)?;
         Ok(())
     }
 

@@ -60,6 +60,7 @@ fn input<'a>(ws: &'a Path, id: &'a str, iso: IsolationPref, mode: Mode, cfg: &'a
         own_git_dir: true,
         scratch: None,
         launcher: None,
+        base: None,
     }
 }
 

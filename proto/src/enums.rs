@@ -107,6 +107,7 @@ spelled!(Phase, "phase", {
     Queued => "queued",
     Starting => "starting",
     Parked => "parked",
+    Waiting => "waiting",
 });
 
 spelled!(BlockerKind, "blocker kind", {
@@ -210,7 +211,7 @@ mod tests {
     #[test]
     fn every_value_round_trips_and_an_unknown_one_reads_unrecognized() {
         round_trip!(TaskStatus, 6);
-        round_trip!(Phase, 4);
+        round_trip!(Phase, 5);
         round_trip!(BlockerKind, 4);
         round_trip!(ChangesState, 2);
         round_trip!(QuestionKind, 2);
@@ -222,7 +223,7 @@ mod tests {
         let words: Vec<&str> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(words, ["pending", "running", "succeeded", "failed", "cancelled", "timed_out"]);
         let words: Vec<&str> = Phase::ALL.iter().map(|s| s.as_str()).collect();
-        assert_eq!(words, ["preparing", "queued", "starting", "parked"]);
+        assert_eq!(words, ["preparing", "queued", "starting", "parked", "waiting"]);
         let words: Vec<&str> = BlockerKind::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(words, ["auth", "rate_limit", "permission", "network"]);
         let words: Vec<&str> = ChangesState::ALL.iter().map(|s| s.as_str()).collect();

@@ -169,6 +169,15 @@ pub struct TaskResult {
     /// What the provider said when it parked the task.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parked_reason: Option<String>,
+    /// A stacked task's parents (depends_on), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parents: Vec<String>,
+    /// Where a pending task stands: preparing, queued, starting, parked, or waiting (for its parents).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Set when a parent's result moved after this task took it: "<parent id> <its new commit>".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale: Option<String>,
 }
 
 impl TaskResult {
@@ -232,6 +241,9 @@ impl TaskResult {
             current_task_id: non_empty(&t.current_task_id),
             parked_until: non_empty(&t.parked_until),
             parked_reason: non_empty(&t.parked_reason),
+            parents: t.parents.clone(),
+            phase: non_empty(pb::Phase::spell(t.phase)),
+            stale: non_empty(&t.stale),
             budget: t.budget.as_ref().map(|b| {
                 let l = b.limits.unwrap_or_default();
                 serde_json::json!({

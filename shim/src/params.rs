@@ -101,6 +101,12 @@ pub struct DelegateParams {
     /// Where the task runs: "local" (this machine) or "kubernetes" (a Job on the cluster of the project's `[runner.kubernetes]`). Defaults to the role's `runner`, else the project's `[runner] kind`.
     #[serde(default)]
     pub runner: Option<String>,
+    /// Stacked tasks: ids of tasks (of the same repository) this one builds on. It waits (status pending, phase `waiting`) until every one has ended, then starts in a worktree whose base is their results merged (use mode "write" or isolation "worktree"). A conflict between the parents' results fails it, naming the paths.
+    #[serde(default)]
+    pub depends_on: Option<Vec<String>>,
+    /// With depends_on: what a parent that fails or is cancelled does to this task: "cancel" (default: it is cancelled, saying which parent) or "run" (it runs on what the other parents made).
+    #[serde(default)]
+    pub on_parent_failure: Option<String>,
 }
 
 /// A task's limits for `caesar_delegate`.

@@ -219,6 +219,8 @@ impl Shim {
             agents: p.agents.unwrap_or_default(),
             attempts: p.attempts.unwrap_or(0),
             runner: p.runner.unwrap_or_default(),
+            depends_on: p.depends_on.unwrap_or_default(),
+            on_parent_failure: p.on_parent_failure.unwrap_or_default(),
         };
         let d = self
             .daemon()

@@ -58,6 +58,8 @@ impl Changes {
         if record.changes_state == Some(ChangesState::Discarded) {
             return Err(Error::Precondition(format!("task {id}'s changes were discarded")));
         }
+        // A stacked task after the parents its base holds (issue 32).
+        super::stacking::check_apply(&self.store, id)?;
         let Some(p) = record.workshop.clone().filter(|p| p.isolation == Isolation::Worktree) else {
             self.release_remote_soon(&record);
             return Ok(workshop::ApplyResult {

@@ -181,6 +181,8 @@ impl Engine {
             }
         }
         self.runs.forget(record);
+        // Its waiting dependents are examined (issue 32, `stacking.rs`).
+        self.stacking.ended(&record.id);
         self.notices.finished(&record.id, &report.summary);
         // Its final footprint, for the conflict radar (issue 17).
         self.radar.touch(&record.id);

@@ -50,8 +50,17 @@ impl Engine {
             // Delegated already (a fallback redone after a crash).
             return Ok(Delegated { record: existing, warnings: Default::default(), worktree: None });
         }
+        // Issue 32: the tasks it builds on, checked before anything is written.
+        let stack = stacking::ask_of(&input)?;
+        if let Some(ask) = &stack {
+            let chosen = succession.as_ref().map(|s| s.id.as_str());
+            self.check_stack(ask, std::path::Path::new(&input.workspace), chosen, parent)?;
+        }
         let staged = self.stage_delegation(input, parent, succession).await?;
-        self.store.insert_task(&staged.delegated.record)?;
+        match &stack {
+            Some(ask) => self.store_stacked(&staged.delegated.record, ask)?,
+            None => self.store.insert_task(&staged.delegated.record)?,
+        }
         self.launch_staged(staged).await
     }
 
@@ -164,6 +173,11 @@ impl Engine {
         let id = record.id.clone();
         unrecorded.0 = None;
         self.runs.make(&record.id, TaskStatus::Pending, 0);
+        if self.store.stack_of(&id)?.is_some() {
+            // Stacked (issue 32): prepared once its parents have ended.
+            self.stacked_stored(&id);
+            return Ok(Delegated { record, warnings, worktree });
+        }
         // Recorded: the answer goes back now. The worktree and its setup are
         // made on a task of their own; a task that needs neither is queued.
         if record.launch.prepares_worktree() {

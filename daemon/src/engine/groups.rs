@@ -127,6 +127,11 @@ impl Engine {
         let Some(members) = group_members(&ask, agent.as_deref())? else {
             return Err(Error::Invalid("a group needs `agents` or `attempts`".to_owned()));
         };
+        if !input.depends_on.is_empty() {
+            return Err(Error::Invalid(
+                "`depends_on` with a fan-out group is not supported: delegate the group's tasks on their own with `depends_on`, or stack a task on the group's winner".to_owned(),
+            ));
+        }
         if input.isolation.as_deref().is_some_and(|i| !i.is_empty() && i != "worktree") {
             return Err(Error::Invalid(
                 "a group's tasks run in separate worktrees: omit `isolation` or set it to `worktree`".to_owned(),

@@ -22,6 +22,8 @@ impl super::observe::Views {
     /// The newest `limit` tasks, those waiting on an answer first.
     pub fn list_entries(&self, limit: u32) -> Result<Vec<ListEntry>> {
         let rows = self.store.list_rows(limit)?;
+        // Issue 32: stacked tasks waiting for their parents.
+        let waiting = self.store.waiting_stacked()?;
         Ok(rows
             .into_iter()
             .map(|row| {
@@ -29,7 +31,9 @@ impl super::observe::Views {
                 let output = live.as_ref().and_then(|l| l.output.lock().unwrap_or_else(|p| p.into_inner()).clone());
                 let activity = live.as_ref().and_then(|l| l.activity.lock().unwrap_or_else(|p| p.into_inner()).clone());
                 let phase = (row.status == TaskStatus::Pending).then(|| {
-                    if self.queue.is_starting(&row.id) {
+                    if waiting.contains(&row.id) {
+                        Phase::Waiting
+                    } else if self.queue.is_starting(&row.id) {
                         Phase::Starting
                     } else if self.preparing.is_preparing(&row.id) || row.awaits_worktree {
                         Phase::Preparing

@@ -70,6 +70,7 @@ mod queue;
 pub mod quota;
 mod recovery;
 mod remote_refs;
+pub mod stacking;
 mod start;
 // Issue 31: steering a running agent.
 pub mod steer;
@@ -207,6 +208,8 @@ pub struct TaskView {
     /// What became of it, for people (issue 30): computed once, by
     /// `crate::verdict::of_view`, when the view is made.
     pub verdict: crate::verdict::TaskVerdict,
+    /// The tasks it builds on and where its stack stands (issue 32).
+    pub stack: Option<crate::store::StackRow>,
 }
 
 /// Where a pending task stands.
@@ -220,6 +223,8 @@ pub enum Phase {
     Starting,
     /// Parked at a quota until it lifts (issue 17, `parking.rs`).
     Parked,
+    /// Waiting for the tasks it builds on to end (issue 32, `stacking.rs`).
+    Waiting,
 }
 
 impl Phase {
@@ -230,6 +235,7 @@ impl Phase {
             Phase::Queued => "queued",
             Phase::Starting => "starting",
             Phase::Parked => "parked",
+            Phase::Waiting => "waiting",
         }
     }
 }
@@ -305,6 +311,8 @@ pub struct Engine {
     channel: channel::Channel,
     /// Tasks' and groups' budgets (issue 17).
     budgets: group_budget::Budgets,
+    /// Stacked tasks' loop (issue 32, `stacking.rs`).
+    stacking: stacking::Stacking,
 }
 
 impl std::fmt::Debug for Engine {
@@ -368,6 +376,7 @@ impl Engine {
                 runner,
                 queue,
                 preparing,
+                stacking: Default::default(),
             }
         }))
     }

@@ -79,6 +79,10 @@ impl Views {
         };
         let parked = self.park_view(&record);
         let phase = if parked.is_some() { Some(Phase::Parked) } else { phase };
+        // Issue 32: a stacked task's parents, and its wait for them.
+        let stack = self.store.stack_of(&record.id)?;
+        let waiting = stack.as_ref().is_some_and(|s| s.state == crate::store::StackState::Waiting);
+        let phase = if waiting && phase.is_some() { Some(Phase::Waiting) } else { phase };
         let lifecycle = LifecycleView { budget: self.budget_view(&record), parked, ..LifecycleView::default() };
         let mut view = TaskView {
             record,
@@ -91,6 +95,7 @@ impl Views {
             phase,
             lifecycle,
             verdict: Default::default(),
+            stack,
         };
         let unanswered =
             if view.record.status.is_terminal() { self.store.pending_questions(&view.record.id)?.len() } else { 0 };

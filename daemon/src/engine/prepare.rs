@@ -98,9 +98,13 @@ impl Engine {
         let root = TaskDir::new(&record.task_dir).root().to_path_buf();
         let (exe, grace) = (&self.settings.supervisor_exe, self.settings.grace_ms);
         let launcher = super::boxing::launcher(&self.paths, &record, &root, exe, grace, false);
-        let prepared = tokio::task::spawn_blocking(move || prepare_blocking(&input, Some(&cancel), Some(&launcher)))
-            .await
-            .unwrap_or_else(|e| Err(format!("preparation panicked: {e}")));
+        // A stacked task is made from its parents' results (issue 32).
+        let base = super::stacking::base_of(&self.store, &record.id);
+        let prepared = tokio::task::spawn_blocking(move || {
+            prepare_blocking(&input, Some(&cancel), Some(&launcher), base.as_deref())
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("preparation panicked: {e}")));
         let cancelled = flight.cancel.load(Ordering::SeqCst);
         match prepared {
             Ok(prepared) if cancelled => {
@@ -183,7 +187,7 @@ impl Engine {
             return Ok(PathBuf::from(&record.workspace));
         }
         let input = record.clone();
-        let prepared = tokio::task::spawn_blocking(move || prepare_blocking(&input, None, None))
+        let prepared = tokio::task::spawn_blocking(move || prepare_blocking(&input, None, None, None))
             .await
             .map_err(|e| e.to_string())??;
         self.store.set_workshop(&record.id, &prepared).map_err(|e| e.to_string())?;
@@ -203,6 +207,7 @@ fn prepare_blocking(
     record: &TaskRecord,
     cancel: Option<&AtomicBool>,
     launcher: Option<&crate::supervisor::boxed::Launcher>,
+    base: Option<&str>,
 ) -> std::result::Result<Prepared, String> {
     let Some(plan) = &record.launch.plan else {
         return Err("the task has no workshop plan".to_owned());
@@ -221,6 +226,7 @@ fn prepare_blocking(
         own_git_dir: record.launch.kube.is_none(),
         scratch: Some(&crate::task_dir::TaskDir::new(&record.task_dir).daemon_part()),
         launcher,
+        base,
     })
     .map_err(|e| e.to_string())
 }

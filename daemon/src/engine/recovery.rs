@@ -37,6 +37,8 @@ impl Engine {
     pub async fn recover(self: &Arc<Self>) -> Result<()> {
         // The conflict radar refreshes in the background from now on (issue 17).
         self.radar.start();
+        // Stacked tasks' loop (issue 32); it examines nothing before the sweep below.
+        self.start_stacking();
         let mut active = self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
         active.reverse();
         let engine = self.clone();
@@ -62,6 +64,8 @@ impl Engine {
                 // Parked tasks: their timers died with the daemon.
                 engine.rearm_parks();
                 engine.queue.recovered.store(true, std::sync::atomic::Ordering::SeqCst);
+                // Parents that ended while no daemon ran release or end their waiting dependents.
+                engine.stacking.sweep();
                 info!("recovery done");
                 engine.schedule().await;
             }
@@ -148,7 +152,7 @@ impl Engine {
             self.end_cancelled_unstarted(record);
             return;
         }
-        if record.launch.prepares_worktree() && record.workshop.is_none() {
+        if record.launch.prepares_worktree() && record.workshop.is_none() && !self.stack_waits(&record.id) {
             let killed = crate::workshop::kill_setups_of(&record.id);
             if killed > 0 {
                 warn!(task_id = %record.id, killed, "killed the setup an earlier daemon left running");

@@ -122,7 +122,7 @@ pub fn apply(p: &Prepared) -> Result<ApplyResult, WorkshopError> {
         Ok(tree) => tree,
         Err(_) => t(base)?,
     };
-    let conflicts = uncommitted_conflicts(&changed, &main_tree, &head_tree, &task_tree);
+    let conflicts = uncommitted_conflicts(&changed, &main_tree, &head_tree, (&base_tree, &task_tree));
     if !conflicts.is_empty() {
         return Ok(refused(conflicts));
     }
@@ -158,11 +158,19 @@ pub fn apply(p: &Prepared) -> Result<ApplyResult, WorkshopError> {
 
 /// The changed paths the working tree changed too (uncommitted, and not
 /// already to the task's content): applying would overwrite that work.
-fn uncommitted_conflicts(changed: &[String], main_tree: &Tree, head_tree: &Tree, task_tree: &Tree) -> Vec<Conflict> {
+/// A path whose main-tree content is the task's base is no one's unsaved
+/// work: a stacked task's base holds its parents' results, which apply put
+/// there uncommitted (issue 32).
+fn uncommitted_conflicts(
+    changed: &[String],
+    main_tree: &Tree,
+    head_tree: &Tree,
+    (base_tree, task_tree): (&Tree, &Tree),
+) -> Vec<Conflict> {
     let mut conflicts = Vec::new();
     for path in changed {
         let (m, h, k) = (entry(main_tree, path), entry(head_tree, path), entry(task_tree, path));
-        if m != h && m != k {
+        if m != h && m != k && m != entry(base_tree, path) {
             conflicts.push(Conflict {
                 path: path.clone(),
                 reason: "it has uncommitted changes in the working tree: commit or stash them, then apply again"

@@ -40,6 +40,7 @@ mod diff;
 mod place;
 pub mod radar;
 mod snapshot;
+pub mod stack;
 mod taskgit;
 
 use std::path::{Path, PathBuf};
@@ -95,6 +96,9 @@ pub struct PrepareInput<'a> {
     pub scratch: Option<&'a Path>,
     /// The task's box, which setup runs in (issue 29); `None`: plain `sh`.
     pub launcher: Option<&'a crate::supervisor::boxed::Launcher>,
+    /// The commit a worktree is made from instead of HEAD: a stacked
+    /// task's parents' results merged (issue 32, `stack.rs`).
+    pub base: Option<&'a str>,
 }
 
 /// Where a task runs and everything a later diff, apply or removal needs.
@@ -328,7 +332,7 @@ pub fn prepare(input: &PrepareInput) -> Result<Prepared, WorkshopError> {
             Ok(prepared)
         }
         Isolation::Worktree => {
-            let head = f.head.clone().unwrap_or_default();
+            let head = input.base.map(str::to_owned).or_else(|| f.head.clone()).unwrap_or_default();
             make_worktree(input, &workspace, &root, &head, &mut prepared)?;
             let placed = place::place_all(&root, &workspace, &prepared, input.config);
             match placed {
