@@ -115,6 +115,7 @@ async fn a_role_falls_back_past_missing_and_denied_agents_and_brings_its_default
 
     let mut req = env.delegate_request("", "check it");
     req.role = "checker".into();
+    req.mode.clear(); // the role's mode applies
     let d = c.delegate(req).await.unwrap().into_inner();
     assert_eq!((d.agent.as_str(), d.mode.as_str(), d.role.as_str()), ("third", "read-only", "checker"));
     assert_eq!(d.model, "model-from-models", "explicit, then role, then [models]");

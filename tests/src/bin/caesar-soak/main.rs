@@ -564,7 +564,7 @@ async fn soak(opts: &Options) -> Result<(), String> {
                 agent: s.kinds[k].agent(),
                 workspace: workspaces[s.kinds[k].project()].clone(),
                 channel: s.kinds[k] == Kind::Ask,
-                mode: if tree { "write".to_owned() } else { String::new() },
+                mode: "write".to_owned(),
                 isolation: if tree { "worktree".to_owned() } else { String::new() },
                 ..Default::default()
             };
