@@ -18,6 +18,7 @@ use crate::oacp::{Finding, Mode, Severity};
 use crate::policy;
 use crate::provider::{self, NetworkControl, ProviderSpec};
 use crate::request::DelegateInput;
+use crate::request::Host;
 
 /// What an agent id resolves to.
 #[derive(Debug)]
@@ -91,16 +92,21 @@ pub struct Pick {
     pub skipped: Vec<(String, String)>,
 }
 
-/// Walks a role's fallback chain.
+/// Walks a role's fallback chain, for a caller caesar cannot place.
 pub fn pick_for_role(config: &Config, role: &Role) -> Pick {
+    pick_for_role_from(config, role, Host::Unknown)
+}
+
+/// Walks a role's fallback chain for a delegation from `host`.
+pub fn pick_for_role_from(config: &Config, role: &Role, host: Host) -> Pick {
     let mut skipped = Vec::new();
     for agent in &role.agents {
         if program_of(config, agent).is_none() {
             skipped.push((agent.clone(), format!("agent `{agent}` is not installed (not found on PATH or in [bin])")));
             continue;
         }
-        if let Err(r) = policy::standing(&config.policy, agent) {
-            skipped.push((agent.clone(), r.to_string()));
+        if let Err(r) = policy::standing_from(&config.policy, agent, host) {
+            skipped.push((agent.clone(), with_untrusted_remedy(config, r).to_string()));
             continue;
         }
         let reason = if skipped.is_empty() {
@@ -120,6 +126,24 @@ pub fn pick_for_role(config: &Config, role: &Role) -> Pick {
         )
     };
     Pick { agent: None, reason, skipped }
+}
+
+/// A recursion refusal whose `allow_recursion = true` is in a file the user
+/// has not trusted says so, and how to trust it, instead of asking for a
+/// setting that is already there (issue 30).
+fn with_untrusted_remedy(config: &Config, mut r: policy::Refusal) -> policy::Refusal {
+    if r.rule != policy::Rule::Recursion {
+        return r;
+    }
+    let set = config.untrusted.iter().find(|u| u.ignored.iter().any(|k| k == "policy.allow_recursion = true"));
+    if let Some(u) = set {
+        r.remedy = format!(
+            "`allow_recursion = true` in {} is ignored because that file is not trusted: read it, then run `caesar trust {}`.",
+            u.file.display(),
+            u.project.display()
+        );
+    }
+    r
 }
 
 /// The name of the role a delegation naming neither an agent nor a role
@@ -311,14 +335,14 @@ pub struct Resolution<'a> {
 /// The recursion rule by what would run (issue 19): an `[[agent]]` or a
 /// `[bin]` that starts the `claude` executable under another id is Claude
 /// Code all the same.
-fn recursion_by_program(config: &Config, agent: &str, target: &AgentTarget<'_>) -> Result<()> {
+fn recursion_by_program(config: &Config, agent: &str, target: &AgentTarget<'_>, host: Host) -> Result<()> {
     let program = match target {
         AgentTarget::Generic { program, .. } | AgentTarget::Provider { program, .. } => program,
     };
     let claude = ProviderId::Claude.as_str();
     let runs_claude =
         program.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.strip_suffix(".exe").unwrap_or(n) == claude);
-    if agent != claude && runs_claude && !config.policy.allow_recursion {
+    if agent != claude && runs_claude && !config.policy.allow_recursion && host.may_be_claude_code() {
         return Err(Error::Refused(format!(
             "agent `{agent}` is refused: it runs {} (Claude Code) and `allow_recursion` is off (Claude Code delegating to Claude would be a recursion). Set `allow_recursion = true` in [policy] if you mean it",
             program.display()
@@ -343,12 +367,13 @@ pub fn resolve<'a>(config: &'a Config, project: &Path, input: &DelegateInput) ->
     let role = if implicit { config.role(DEFAULT_ROLE).cloned() } else { role };
     let agent = match named_agent {
         Some(a) => a.to_owned(),
-        None => agent_of_role(config, role.as_ref(), implicit, &mut warnings)?,
+        None => agent_of_role(config, role.as_ref(), implicit, input.host, &mut warnings)?,
     };
     // Policy first: a refused agent is refused whether or not it is installed.
-    policy::check(&config.policy, &agent, input.depth).map_err(|r| Error::Refused(r.to_string()))?;
+    policy::check_from(&config.policy, &agent, input.depth, input.host)
+        .map_err(|r| Error::Refused(with_untrusted_remedy(config, r).to_string()))?;
     let target = agent_target(config, project, &agent)?;
-    recursion_by_program(config, &agent, &target)?;
+    recursion_by_program(config, &agent, &target, input.host)?;
 
     let mode = match input.mode.as_deref().filter(|m| !m.is_empty()) {
         Some(m) => {
@@ -419,10 +444,11 @@ fn agent_of_role(
     config: &Config,
     role: Option<&Role>,
     implicit: bool,
+    host: Host,
     warnings: &mut BTreeMap<String, String>,
 ) -> Result<String> {
     let chain = role.cloned().unwrap_or_else(|| default_role(config));
-    let pick = pick_for_role(config, &chain);
+    let pick = pick_for_role_from(config, &chain, host);
     match &pick.agent {
         Some(agent) if implicit => {
             warnings.insert(AGENT_CHOICE.to_owned(), choice_note(&pick));

@@ -221,6 +221,11 @@ impl Caesar for Service {
 
     async fn delegate(&self, req: Request<pb::DelegateRequest>) -> Result<Response<pb::DelegateResponse>, Status> {
         let caller = self.caller(&req).await?;
+        let host = match &caller {
+            Caller::User => crate::host::of_peer(req.extensions().get::<caesar_proto::peer::PeerInfo>()),
+            Caller::Task(t) => crate::host::of_task_agent(&t.agent),
+            Caller::Untrusted(_) => crate::host::Host::Unknown,
+        };
         let r = req.into_inner();
         let group = crate::rpc_fanout::is_group(&r).then(|| crate::rpc_fanout::ask(&r));
         let mut input = DelegateInput {
@@ -250,6 +255,7 @@ impl Caesar for Service {
             on_blocker: opt(r.on_blocker),
             verify: r.verify,
             runner: opt(r.runner),
+            host,
         };
         // The depth is the daemon's to say, never the request's: 0 for the
         // user, the parent's plus one inside a task.

@@ -139,7 +139,7 @@ impl Projects {
             "bin": config.bin.iter().map(|(k, (b, o))| (k.clone(), serde_json::json!({"bin": b, "origin": o.as_str()}))).collect::<serde_json::Map<_, _>>(),
             "provenance": config.provenance,
             "files": config.files,
-            "untrusted": config.untrusted.iter().map(|u| serde_json::json!({"file": u.file, "ignored": u.ignored, "warning": u.warning()})).collect::<Vec<_>>(),
+            "untrusted": config.untrusted.iter().map(|u| serde_json::json!({"file": u.file, "project": u.project, "ignored": u.ignored, "warning": u.warning()})).collect::<Vec<_>>(),
         }))
     }
 
@@ -164,7 +164,12 @@ impl Projects {
         } else {
             project_root(Path::new(workspace))
         };
-        crate::config_edit::apply(&self.paths.config_dir, &project, layer, edit)
+        let mut o = crate::config_edit::apply(&self.paths.config_dir, &project, layer, edit)?;
+        if o.changed && layer != crate::config::Origin::Global {
+            let note = crate::engine::trusting::after_own_edit(&self.paths.state_dir, &project, &o)?;
+            o.message.push_str(&note);
+        }
+        Ok(o)
     }
 
     /// `caesar init`: the global layer, or a project's config, role prompts,
