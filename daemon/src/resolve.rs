@@ -233,11 +233,16 @@ fn no_agent_message(config: &Config, pick: &Pick) -> String {
 
 /// Every role as `caesar_list_roles` shows it.
 pub fn roles_view(config: &Config) -> Vec<Value> {
+    roles_view_from(config, Host::Unknown)
+}
+
+/// Every role as `caesar_list_roles` shows it to a caller at `host`.
+pub fn roles_view_from(config: &Config, host: Host) -> Vec<Value> {
     config
         .roles
         .iter()
         .map(|(role, origin)| {
-            let pick = pick_for_role(config, role);
+            let pick = pick_for_role_from(config, role, host);
             json!({
                 "name": role.name,
                 "purpose": role.purpose,

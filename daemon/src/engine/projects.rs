@@ -100,15 +100,29 @@ impl Projects {
     /// when empty). Probes executables for their version: call it off the
     /// async runtime.
     pub fn list_agents(&self, workspace: &str) -> Result<Vec<crate::catalog::AgentEntry>> {
+        self.list_agents_from(workspace, crate::request::Host::Unknown)
+    }
+
+    /// [`Projects::list_agents`], each agent's standing for a caller at `host`.
+    pub fn list_agents_from(
+        &self,
+        workspace: &str,
+        host: crate::request::Host,
+    ) -> Result<Vec<crate::catalog::AgentEntry>> {
         let (config, _) = self.config_for(workspace)?;
-        Ok(crate::catalog::list(&config, &self.versions))
+        Ok(crate::catalog::list_from(&config, &self.versions, host))
     }
 
     /// The roles of the project at `workspace`, each with the agent it would
     /// pick now and why earlier candidates were skipped.
     pub fn list_roles(&self, workspace: &str) -> Result<Vec<serde_json::Value>> {
+        self.list_roles_from(workspace, crate::request::Host::Unknown)
+    }
+
+    /// [`Projects::list_roles`] as a caller at `host` would be served.
+    pub fn list_roles_from(&self, workspace: &str, host: crate::request::Host) -> Result<Vec<serde_json::Value>> {
         let (config, _) = self.config_for(workspace)?;
-        Ok(resolve::roles_view(&config))
+        Ok(resolve::roles_view_from(&config, host))
     }
 
     /// The effective configuration of a project, with provenance.
@@ -192,9 +206,14 @@ impl Projects {
     }
 
     /// One agent with the options delegate accepts for it.
-    pub fn describe_agent(&self, id: &str, workspace: &str) -> Result<crate::catalog::AgentEntry> {
+    pub fn describe_agent(
+        &self,
+        id: &str,
+        workspace: &str,
+        host: crate::request::Host,
+    ) -> Result<crate::catalog::AgentEntry> {
         let (config, project) = self.config_for(workspace)?;
-        let all = crate::catalog::list(&config, &self.versions);
+        let all = crate::catalog::list_from(&config, &self.versions, host);
         let known: Vec<String> = all.iter().map(|a| a.id.clone()).collect();
         all.into_iter().find(|a| a.id == id).ok_or_else(|| {
             Error::NotFound(format!(
