@@ -77,6 +77,9 @@ pub(crate) async fn policy(action: PolicyAction, json: bool) -> Result<u8, Failu
                     let name = if key == "default_timeout_ms" { "default_timeout" } else { key.as_str() };
                     let origin = provenance[format!("policy.{name}")].as_str().unwrap_or("default");
                     println!("{key:<22} {value:<30} ({origin})");
+                    for line in untrusted_values(&config["untrusted"], name) {
+                        println!("{:<22} {line}", "");
+                    }
                 }
             }
             Ok(0)
@@ -90,6 +93,27 @@ pub(crate) async fn policy(action: PolicyAction, json: bool) -> Result<u8, Failu
                 .await
         }
     }
+}
+
+/// What each untrusted file would set `policy.<name>` to, and the command
+/// that would let it (issue 30): `policy show` says why a value is not the
+/// file's, rather than a bare "(default)".
+fn untrusted_values(untrusted: &Value, name: &str) -> Vec<String> {
+    let prefix = format!("policy.{name} = ");
+    let Some(layers) = untrusted.as_array() else { return Vec::new() };
+    let mut out = Vec::new();
+    for u in layers {
+        let file = u["file"].as_str().unwrap_or_default();
+        let project = u["project"].as_str().unwrap_or_default();
+        for key in u["ignored"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+            if let Some(value) = key.strip_prefix(&prefix) {
+                out.push(format!(
+                    "{file} would set {value}, but it is not trusted: read it, then run `caesar trust {project}`"
+                ));
+            }
+        }
+    }
+    out
 }
 
 pub(crate) async fn role(action: RoleAction, json: bool) -> Result<u8, Failure> {

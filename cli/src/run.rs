@@ -171,8 +171,18 @@ pub(crate) async fn run_group(
         }
         return Ok(0);
     }
+    // Progress while the group runs (not in --json, whose output is one document).
+    let began = std::time::Instant::now();
+    let mut progress = fanout::Progress::default();
+    let tell = |g: &pb::GroupSummary| {
+        if !json {
+            for line in progress.lines(g, began.elapsed().as_millis() as u64) {
+                println!("{line}");
+            }
+        }
+    };
     let g = tokio::select! {
-        g = fanout::await_group(c, &d.group_id) => g?,
+        g = fanout::await_group(c, &d.group_id, tell) => g?,
         _ = tokio::signal::ctrl_c() => {
             for t in &d.task_ids {
                 let _ = c.cancel(pb::CancelRequest { task_id: t.clone() }).await;

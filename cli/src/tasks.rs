@@ -43,11 +43,36 @@ pub(crate) async fn ps(all: bool, limit: u32, json: bool) -> Result<u8, Failure>
 /// `caesar status`: one task's state and report.
 pub(crate) async fn status(task_id: String, json: bool) -> Result<u8, Failure> {
     let mut c = connect().await?;
+    if task_id.starts_with("g_") {
+        return group_status(&mut c, &task_id, json).await;
+    }
     let t = c.status(pb::StatusRequest { task_id }).await.map_err(anyhow::Error::from)?.into_inner();
     if json {
         println!("{}", render::task_json(&t));
     } else {
         render::print_task(&t, false);
+    }
+    Ok(0)
+}
+
+/// `caesar status g_…`: a fan-out's comparison again, as `run --agents`
+/// printed it (its members so far while it runs).
+async fn group_status(c: &mut Client, group_id: &str, json: bool) -> Result<u8, Failure> {
+    let r = c
+        .r#await(pb::AwaitRequest { task_ids: vec![group_id.to_owned()], timeout_ms: 1, wake_on_attention: false })
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_inner();
+    let Some(g) = r.groups.into_iter().next() else {
+        return Err(anyhow::anyhow!("the daemon returned no group {group_id}").into());
+    };
+    if json {
+        println!("{}", fanout::group_json(&g));
+    } else {
+        print!("{}", fanout::comparison(&g));
+        if !g.done {
+            println!("(still running: this is the group so far)");
+        }
     }
     Ok(0)
 }

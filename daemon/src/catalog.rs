@@ -117,6 +117,12 @@ fn probe_version(path: &Path, args: &[&str]) -> Option<String> {
 /// Every agent of the configuration: `[[agent]]` entries first, then the
 /// native providers they do not replace.
 pub fn list(config: &Config, versions: &VersionCache) -> Vec<AgentEntry> {
+    list_from(config, versions, crate::request::Host::Unknown)
+}
+
+/// Every agent as [`list`] gives it, with each one's standing for a
+/// delegation from `host` (issue 30: claude is no recursion from a terminal).
+pub fn list_from(config: &Config, versions: &VersionCache, host: crate::request::Host) -> Vec<AgentEntry> {
     // An entry may probe its CLI's `--version`, which can take seconds (up to
     // VERSION_TIMEOUT): the entries are made side by side, in their order.
     let mut out: Vec<AgentEntry> = std::thread::scope(|scope| {
@@ -129,7 +135,7 @@ pub fn list(config: &Config, versions: &VersionCache) -> Vec<AgentEntry> {
         made.into_iter().filter_map(|entry| entry.join().ok()).collect()
     });
     for entry in &mut out {
-        if let Err(refusal) = crate::policy::standing(&config.policy, &entry.id) {
+        if let Err(refusal) = crate::policy::standing_from(&config.policy, &entry.id, host) {
             entry.allowed = false;
             entry.refusal = Some(refusal.to_string());
         }

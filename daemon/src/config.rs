@@ -125,7 +125,9 @@ impl Default for Policy {
             denied: Vec::new(),
             max_parallel: 4,
             default_isolation: IsolationPref::Auto,
-            default_mode: Mode::Write,
+            // A task nobody gave a mode reads and changes nothing (issue 30):
+            // writing, a worktree and a branch are asked for, never assumed.
+            default_mode: Mode::ReadOnly,
             default_network: NetworkPref::Auto,
             default_timeout_ms: 10 * 60 * 1000,
             allow_recursion: false,

@@ -63,6 +63,10 @@ pub struct Outcome {
     pub changed: bool,
     pub message: String,
     pub path: PathBuf,
+    /// The layer's text as the edit read it, and as it wrote it (the same
+    /// when nothing changed): what its trust is decided on.
+    pub before: String,
+    pub after: String,
 }
 
 /// The file of a layer.
@@ -114,7 +118,7 @@ pub fn apply(global_dir: &Path, project: &Path, layer: Origin, edit: &Edit) -> R
         }
         crate::safe_fs::write_atomic(&path, after.as_bytes()).map_err(|e| Error::io_at("cannot write", &path, e))?;
     }
-    Ok(Outcome { changed, message, path })
+    Ok(Outcome { changed, message, path, before, after })
 }
 
 /// Loads the config as it would be with `text` as `layer`'s file, in a

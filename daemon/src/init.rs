@@ -20,7 +20,7 @@ const CONFIG_TEMPLATE: &str = r#"# caesar configuration for this project (shared
 
 # [policy]
 # max_parallel = 4              # tasks running at once, across all clients
-# default_mode = "write"        # or "read-only"
+# default_mode = "read-only"    # or "write" (then a worktree and a branch)
 # default_isolation = "auto"    # "worktree" for write tasks in a git repo, else "inplace"
 # default_network = "auto"      # "on", "off", "auto"
 # default_timeout = "10m"

@@ -21,6 +21,7 @@ pub mod dashboard;
 pub mod driver;
 pub mod engine;
 pub mod error;
+pub mod host;
 pub mod http;
 pub mod http_legacy_tasks;
 pub mod http_scope;

@@ -4,13 +4,15 @@
 //! (the agent is in `policy.denied`), `allowlist` (`policy.allowed` is not
 //! empty and does not name it), `depth` (the caller's delegation depth has
 //! reached `max_depth`) and `recursion` (delegating to `claude` while
-//! `allow_recursion` is off: Claude Code delegating to itself). Each refusal
-//! carries its own remedy.
+//! `allow_recursion` is off: Claude Code delegating to itself, so only where
+//! Claude Code may be the caller, `crate::host`). Each refusal carries its
+//! own remedy.
 
 use serde::Serialize;
 
 use crate::config::Policy;
 use crate::launch::ProviderId;
+use crate::request::Host;
 
 /// The rule that refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -86,17 +88,33 @@ pub fn recursion_allowed(policy: &Policy, agent: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The four rules in order.
+/// The recursion rule for a delegation from `host`: only where Claude Code
+/// may be the caller (issue 30; `crate::host`).
+pub fn recursion_allowed_from(policy: &Policy, agent: &str, host: Host) -> Result<(), Refusal> {
+    if host.may_be_claude_code() { recursion_allowed(policy, agent) } else { Ok(()) }
+}
+
+/// The four rules in order, for a caller caesar cannot place.
 pub fn check(policy: &Policy, agent: &str, depth: u32) -> Result<(), Refusal> {
+    check_from(policy, agent, depth, Host::Unknown)
+}
+
+/// The four rules in order, for a delegation from `host`.
+pub fn check_from(policy: &Policy, agent: &str, depth: u32, host: Host) -> Result<(), Refusal> {
     agent_allowed(policy, agent)?;
     depth_allowed(policy, depth)?;
-    recursion_allowed(policy, agent)
+    recursion_allowed_from(policy, agent, host)
 }
 
 /// An agent's standing with the policy, depth aside (for listings).
 pub fn standing(policy: &Policy, agent: &str) -> Result<(), Refusal> {
+    standing_from(policy, agent, Host::Unknown)
+}
+
+/// An agent's standing with the policy for a delegation from `host`, depth aside.
+pub fn standing_from(policy: &Policy, agent: &str, host: Host) -> Result<(), Refusal> {
     agent_allowed(policy, agent)?;
-    recursion_allowed(policy, agent)
+    recursion_allowed_from(policy, agent, host)
 }
 
 #[cfg(test)]
@@ -110,6 +128,8 @@ mod tests {
         let r = check(&p, "claude", 0).unwrap_err();
         assert_eq!(r.rule, Rule::Recursion);
         assert!(r.remedy.contains("allow_recursion"));
+        assert_eq!(check_from(&p, "claude", 0, Host::ClaudeCode).unwrap_err().rule, Rule::Recursion);
+        assert!(check_from(&p, "claude", 0, Host::Other).is_ok(), "no Claude Code calls: no recursion");
         p.allow_recursion = true;
         assert!(check(&p, "claude", 1).is_ok());
         let r = check(&p, "codex", 2).unwrap_err();

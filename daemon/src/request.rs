@@ -35,4 +35,30 @@ pub struct DelegateInput {
     pub depends_on: Vec<String>,
     /// Issue 32: `cancel` (the default) or `run` when a parent fails.
     pub on_parent_failure: Option<String>,
+    /// Who delegates, for the recursion rule (issue 30): the daemon's word
+    /// from the caller's processes, never the request's.
+    #[serde(default)]
+    pub host: Host,
+}
+
+/// The program a delegation comes from, as far as the recursion rule cares.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Host {
+    /// Not known (the HTTP endpoint, an ancestry /proc would not tell, a
+    /// request recorded before issue 30): treated as Claude Code could be.
+    #[default]
+    Unknown,
+    /// A Claude Code session is among the caller's processes, or the caller
+    /// is a task whose agent is claude.
+    ClaudeCode,
+    /// Something else: a terminal, a script, another agent's task.
+    Other,
+}
+
+impl Host {
+    /// Whether delegating to claude from here could be Claude Code calling itself.
+    pub fn may_be_claude_code(self) -> bool {
+        self != Host::Other
+    }
 }

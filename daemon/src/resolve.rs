@@ -19,6 +19,7 @@ use crate::policy;
 use crate::provider::{self, NetworkControl, ProviderSpec};
 use crate::quota::{self, Headroom};
 use crate::request::DelegateInput;
+use crate::request::Host;
 
 /// What an agent id resolves to.
 #[derive(Debug)]
@@ -92,14 +93,16 @@ pub struct Pick {
     pub skipped: Vec<(String, String)>,
 }
 
-/// Walks a role's fallback chain, as if every agent had headroom.
+/// Walks a role's fallback chain, for a caller caesar cannot place, as if
+/// every agent had headroom.
 pub fn pick_for_role(config: &Config, role: &Role) -> Pick {
-    pick_for_role_with(config, role, &Headroom::default())
+    pick_for_role_with(config, role, Host::Unknown, &Headroom::default())
 }
 
-/// Walks a role's fallback chain: the first agent installed, allowed and with headroom in the
-/// quota ledger (issue 32); when every usable one is near its limit, the one that resets soonest.
-pub fn pick_for_role_with(config: &Config, role: &Role, headroom: &Headroom) -> Pick {
+/// Walks a role's fallback chain for a delegation from `host`: the first
+/// agent installed, allowed and with headroom in the quota ledger (issue
+/// 32); when every usable one is near its limit, the one that resets soonest.
+pub fn pick_for_role_with(config: &Config, role: &Role, host: Host, headroom: &Headroom) -> Pick {
     let mut skipped = Vec::new();
     let mut usable = Vec::new();
     for agent in &role.agents {
@@ -107,8 +110,8 @@ pub fn pick_for_role_with(config: &Config, role: &Role, headroom: &Headroom) -> 
             skipped.push((agent.clone(), format!("agent `{agent}` is not installed (not found on PATH or in [bin])")));
             continue;
         }
-        if let Err(r) = policy::standing(&config.policy, agent) {
-            skipped.push((agent.clone(), r.to_string()));
+        if let Err(r) = policy::standing_from(&config.policy, agent, host) {
+            skipped.push((agent.clone(), with_untrusted_remedy(config, r).to_string()));
             continue;
         }
         usable.push(agent.clone());
@@ -148,6 +151,24 @@ pub fn pick_for_role_with(config: &Config, role: &Role, headroom: &Headroom) -> 
         )
     };
     Pick { agent: None, reason, skipped }
+}
+
+/// A recursion refusal whose `allow_recursion = true` is in a file the user
+/// has not trusted says so, and how to trust it, instead of asking for a
+/// setting that is already there (issue 30).
+fn with_untrusted_remedy(config: &Config, mut r: policy::Refusal) -> policy::Refusal {
+    if r.rule != policy::Rule::Recursion {
+        return r;
+    }
+    let set = config.untrusted.iter().find(|u| u.ignored.iter().any(|k| k == "policy.allow_recursion = true"));
+    if let Some(u) = set {
+        r.remedy = format!(
+            "`allow_recursion = true` in {} is ignored because that file is not trusted: read it, then run `caesar trust {}`.",
+            u.file.display(),
+            u.project.display()
+        );
+    }
+    r
 }
 
 /// The name of the role a delegation naming neither an agent nor a role
@@ -243,17 +264,18 @@ fn no_agent_message(config: &Config, pick: &Pick) -> String {
 
 /// Every role as `caesar_list_roles` shows it, as if every agent had headroom.
 pub fn roles_view(config: &Config) -> Vec<Value> {
-    roles_view_with(config, &Headroom::default())
+    roles_view_with(config, Host::Unknown, &Headroom::default())
 }
 
-/// Every role as `caesar_list_roles` shows it, each with the agent it would pick now given the
-/// quota ledger's `headroom`, and why.
-pub fn roles_view_with(config: &Config, headroom: &Headroom) -> Vec<Value> {
+/// Every role as `caesar_list_roles` shows it to a caller at `host`, each
+/// with the agent it would pick now given the quota ledger's `headroom`,
+/// and why.
+pub fn roles_view_with(config: &Config, host: Host, headroom: &Headroom) -> Vec<Value> {
     config
         .roles
         .iter()
         .map(|(role, origin)| {
-            let pick = pick_for_role_with(config, role, headroom);
+            let pick = pick_for_role_with(config, role, host, headroom);
             json!({
                 "name": role.name,
                 "purpose": role.purpose,
@@ -351,14 +373,14 @@ pub struct Resolution<'a> {
 /// The recursion rule by what would run (issue 19): an `[[agent]]` or a
 /// `[bin]` that starts the `claude` executable under another id is Claude
 /// Code all the same.
-fn recursion_by_program(config: &Config, agent: &str, target: &AgentTarget<'_>) -> Result<()> {
+fn recursion_by_program(config: &Config, agent: &str, target: &AgentTarget<'_>, host: Host) -> Result<()> {
     let program = match target {
         AgentTarget::Generic { program, .. } | AgentTarget::Provider { program, .. } => program,
     };
     let claude = ProviderId::Claude.as_str();
     let runs_claude =
         program.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.strip_suffix(".exe").unwrap_or(n) == claude);
-    if agent != claude && runs_claude && !config.policy.allow_recursion {
+    if agent != claude && runs_claude && !config.policy.allow_recursion && host.may_be_claude_code() {
         return Err(Error::Refused(format!(
             "agent `{agent}` is refused: it runs {} (Claude Code) and `allow_recursion` is off (Claude Code delegating to Claude would be a recursion). Set `allow_recursion = true` in [policy] if you mean it",
             program.display()
@@ -395,7 +417,7 @@ pub fn resolve_with<'a>(
     let role = if implicit { config.role(DEFAULT_ROLE).cloned() } else { role };
     let agent = match named_agent {
         Some(a) => a.to_owned(),
-        None => agent_of_role(config, role.as_ref(), implicit, headroom, &mut warnings)?,
+        None => agent_of_role(config, role.as_ref(), implicit, input.host, headroom, &mut warnings)?,
     };
     // An agent named outright is not replaced, but its caller hears that it is near its limit.
     if named_agent.is_some()
@@ -407,9 +429,10 @@ pub fn resolve_with<'a>(
         );
     }
     // Policy first: a refused agent is refused whether or not it is installed.
-    policy::check(&config.policy, &agent, input.depth).map_err(|r| Error::Refused(r.to_string()))?;
+    policy::check_from(&config.policy, &agent, input.depth, input.host)
+        .map_err(|r| Error::Refused(with_untrusted_remedy(config, r).to_string()))?;
     let target = agent_target(config, project, &agent)?;
-    recursion_by_program(config, &agent, &target)?;
+    recursion_by_program(config, &agent, &target, input.host)?;
 
     let mode = match input.mode.as_deref().filter(|m| !m.is_empty()) {
         Some(m) => {
@@ -480,11 +503,12 @@ fn agent_of_role(
     config: &Config,
     role: Option<&Role>,
     implicit: bool,
+    host: Host,
     headroom: &Headroom,
     warnings: &mut BTreeMap<String, String>,
 ) -> Result<String> {
     let chain = role.cloned().unwrap_or_else(|| default_role(config));
-    let pick = pick_for_role_with(config, &chain, headroom);
+    let pick = pick_for_role_with(config, &chain, host, headroom);
     // A pick the quota ledger moved (or could not) says why (issue 32).
     let by_quota = pick.agent.as_deref().is_some_and(|a| headroom.limit_of(a).is_some())
         || pick.skipped.iter().any(|(a, _)| headroom.limit_of(a).is_some());
@@ -777,7 +801,7 @@ mod tests {
         };
         let now = 1_780_000_000_000;
         let headroom = Headroom::at(vec![near("first", now + 3_600_000, now)], now);
-        let pick = pick_for_role_with(&config, &role, &headroom);
+        let pick = pick_for_role_with(&config, &role, Host::Unknown, &headroom);
         assert_eq!(pick.agent.as_deref(), Some("second"));
         assert!(
             pick.reason.contains("with quota headroom") && pick.reason.contains("`first` is near limit until"),
@@ -787,13 +811,13 @@ mod tests {
         assert!(pick.skipped[0].1.contains("rate_limit_event"), "{:?}", pick.skipped);
         // The roles' view says the same.
         config.roles.push((role.clone(), crate::config::Origin::Project));
-        let view = roles_view_with(&config, &headroom);
+        let view = roles_view_with(&config, Host::Unknown, &headroom);
         let r = view.iter().find(|v| v["name"] == "r").unwrap();
         assert_eq!(r["would_pick"], "second");
         assert!(r["reason"].as_str().unwrap().contains("near limit"), "{r}");
         // Both near: the one that resets soonest, and the reason says every one is limited.
         let both = Headroom::at(vec![near("first", now + 3_600_000, now), near("second", now + 60_000, now)], now);
-        let pick = pick_for_role_with(&config, &role, &both);
+        let pick = pick_for_role_with(&config, &role, Host::Unknown, &both);
         assert_eq!(pick.agent.as_deref(), Some("second"));
         assert!(pick.reason.starts_with("every installed and allowed agent"), "{}", pick.reason);
         // A delegation through the role carries the reason as its agent choice.

@@ -49,6 +49,15 @@ impl Service {
         Ok(self.engine.caller(req.extensions().get::<caesar_proto::peer::PeerInfo>()).await?)
     }
 
+    /// Who `caller` delegates as, for the recursion rule (`crate::host`).
+    fn host<T>(caller: &Caller, req: &Request<T>) -> crate::host::Host {
+        match caller {
+            Caller::User => crate::host::of_peer(req.extensions().get::<caesar_proto::peer::PeerInfo>()),
+            Caller::Task(t) => crate::host::of_task_agent(&t.agent),
+            Caller::Untrusted(_) => crate::host::Host::Unknown,
+        }
+    }
+
     /// Refuses a call about `task_id` the caller may not reach.
     fn reach(&self, caller: &Caller, what: &str, task_id: &str) -> Result<(), Status> {
         if !matches!(caller, Caller::User) {
@@ -223,6 +232,7 @@ impl Caesar for Service {
 
     async fn delegate(&self, req: Request<pb::DelegateRequest>) -> Result<Response<pb::DelegateResponse>, Status> {
         let caller = self.caller(&req).await?;
+        let host = Self::host(&caller, &req);
         let r = req.into_inner();
         let group = crate::rpc_fanout::is_group(&r).then(|| crate::rpc_fanout::ask(&r));
         let mut input = DelegateInput {
@@ -254,6 +264,7 @@ impl Caesar for Service {
             runner: opt(r.runner),
             depends_on: r.depends_on,
             on_parent_failure: opt(r.on_parent_failure),
+            host,
         };
         // The depth is the daemon's to say, never the request's: 0 for the
         // user, the parent's plus one inside a task.
@@ -539,11 +550,14 @@ impl Caesar for Service {
         &self,
         req: Request<pb::ListAgentsRequest>,
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
-        self.caller(&req).await?.require_workspace("agents list", &req.get_ref().workspace)?;
+        let caller = self.caller(&req).await?;
+        caller.require_workspace("agents list", &req.get_ref().workspace)?;
+        let host = Self::host(&caller, &req);
         let workspace = req.into_inner().workspace;
         let engine = self.engine.clone();
         let (agents, warnings) = tokio::task::spawn_blocking(move || {
-            engine.projects().list_agents(&workspace).map(|a| (a, engine.projects().untrusted_warnings(&workspace)))
+            let agents = engine.projects().list_agents_from(&workspace, host);
+            agents.map(|a| (a, engine.projects().untrusted_warnings(&workspace)))
         })
         .await
         .map_err(|e| Status::internal(e.to_string()))??;
@@ -554,10 +568,12 @@ impl Caesar for Service {
         &self,
         req: Request<pb::DescribeAgentRequest>,
     ) -> Result<Response<pb::DescribeAgentResponse>, Status> {
-        self.caller(&req).await?.require_workspace("agents describe", &req.get_ref().workspace)?;
+        let caller = self.caller(&req).await?;
+        caller.require_workspace("agents describe", &req.get_ref().workspace)?;
+        let host = Self::host(&caller, &req);
         let r = req.into_inner();
         let engine = self.engine.clone();
-        let entry = tokio::task::spawn_blocking(move || engine.projects().describe_agent(&r.agent, &r.workspace))
+        let entry = tokio::task::spawn_blocking(move || engine.projects().describe_agent(&r.agent, &r.workspace, host))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
         let options_json = entry.options.to_string();
@@ -570,10 +586,12 @@ impl Caesar for Service {
     }
 
     async fn list_roles(&self, req: Request<pb::ListRolesRequest>) -> Result<Response<pb::ListRolesResponse>, Status> {
-        self.caller(&req).await?.require_workspace("role list", &req.get_ref().workspace)?;
+        let caller = self.caller(&req).await?;
+        caller.require_workspace("role list", &req.get_ref().workspace)?;
+        let host = Self::host(&caller, &req);
         let workspace = req.into_inner().workspace;
         let engine = self.engine.clone();
-        let roles = tokio::task::spawn_blocking(move || engine.projects().list_roles(&workspace))
+        let roles = tokio::task::spawn_blocking(move || engine.projects().list_roles_from(&workspace, host))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
         Ok(Response::new(pb::ListRolesResponse { roles_json: roles.iter().map(|r| r.to_string()).collect() }))

@@ -91,6 +91,9 @@ fn summary(g: GroupView) -> pb::GroupSummary {
                 duration_ms: m.duration_ms,
                 summary: m.summary,
                 overlaps: overlaps(m.overlaps),
+                verdict: pb::Verdict::parse(m.verdict.word()).map_or(0, |w| w as i32),
+                verdict_detail: m.verdict.detail,
+                changes_verified_by: m.changes_verified_by,
             })
             .collect(),
     }

@@ -118,8 +118,8 @@ mod question_batch;
 mod steers;
 pub use steers::{SteerRow, SteerState};
 
-mod quota;
 mod deps;
+mod quota;
 pub use deps::{StackRow, StackState};
 
 /// The process outcome of a task, exactly seed 000's six statuses.

@@ -47,7 +47,7 @@ pub struct DelegateParams {
     /// Explicit provider id (see caesar_list_agents), e.g. "codex", "opencode", "copilot", "claude". Takes precedence over the agent `role` would pick. With neither, the first installed and allowed agent of the default role (the config's `default` role, else every known agent: [[agent]] entries, then claude, codex, gemini, ...) is picked and named in `warnings.agent_choice`.
     #[serde(default)]
     pub agent: Option<String>,
-    /// "read-only" forbids the agent from changing files; "write" allows edits. Defaults to the role's mode, then the project policy's default.
+    /// "read-only" forbids the agent from changing files; "write" allows edits. Defaults to the role's mode, then the project policy's default_mode (read-only unless configured): only a write task gets a worktree and a branch.
     #[serde(default)]
     pub mode: Option<Mode>,
     /// "worktree" runs the agent on a disposable git branch whose work is inspected with caesar_diff and landed with caesar_apply; "inplace" runs directly in the workspace; "auto" (default) picks from the mode and git availability.

@@ -89,8 +89,14 @@ async fn an_agent_entry_whose_bin_is_claude_meets_the_recursion_rule() {
     };
     std::fs::write(env.project.path().join(".caesar/config.toml"), config("")).unwrap();
     let mut c = env.start_daemon().await;
-    let e = c.delegate(env.delegate_request("helper", "x")).await.unwrap_err();
-    assert!(e.message().contains("(Claude Code) and `allow_recursion` is off"), "{e:?}");
+    // Claude Code is the caller (issue 30: the rule holds where it may be).
+    let o = env.caesar_under_claude_code(&["run", "--agent", "helper", "x"]);
+    let e = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(!o.status.success(), "{e}");
+    assert!(e.contains("(Claude Code) and `allow_recursion` is off"), "{e:?}");
+    // A person at a plain terminal is no recursion: the same entry runs.
+    let o = env.caesar(&["run", "--agent", "helper", "x"]);
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     // With recursion allowed the same entry runs: the refusal was the rule's.
     std::fs::write(env.project.path().join(".caesar/config.toml"), config("[policy]\nallow_recursion = true\n\n"))
         .unwrap();

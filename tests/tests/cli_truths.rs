@@ -137,6 +137,30 @@ async fn gc_removes_decided_work_at_once_and_older_than_0s_means_now() {
     assert_eq!(caesar_branches(&env), Vec::<String>::new());
 }
 
+/// Issue 30: a task given no mode, by the user or a role, reads in place:
+/// no worktree, no branch, and its agent cannot write the project. Write is
+/// asked for, and then gets its worktree and branch.
+#[tokio::test]
+async fn a_task_without_a_mode_is_read_only_in_place_and_leaves_no_branch() {
+    let env = Env::new(&[("writer", &["write", "new.txt", "x\n", "report", "success", "wrote"])]);
+    repo(&env);
+    let o = env.caesar(&["--json", "run", "--agent", "writer", "Explain the parser"]);
+    let v = json(stdout(&o).trim());
+    assert_eq!((v["mode"].as_str(), v["isolation"].as_str()), (Some("read-only"), Some("inplace")), "{v}");
+    assert_eq!(caesar_branches(&env), Vec::<String>::new(), "no branch for a task that only reads");
+    if caesard::sandbox::kernel_abi().is_some() {
+        assert!(!env.project.path().join("new.txt").exists(), "a read-only task wrote the project: {v}");
+    }
+    let o = env.caesar(&["run", "--agent", "writer", "Explain the parser"]);
+    assert!(stdout(&o).contains("mode read-only, isolation inplace"), "the header says so: {}", stdout(&o));
+
+    let o = env.caesar(&["--json", "run", "--agent", "writer", "--mode", "write", "x"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let v = json(stdout(&o).trim());
+    assert_eq!((v["mode"].as_str(), v["isolation"].as_str()), (Some("write"), Some("worktree")), "{v}");
+    assert_eq!(caesar_branches(&env).len(), 1, "a write task has its branch");
+}
+
 #[tokio::test]
 async fn watch_on_a_short_terminal_shows_the_running_task_and_counts_the_rest() {
     let env = Env::new(&[]);

@@ -115,6 +115,7 @@ async fn a_role_falls_back_past_missing_and_denied_agents_and_brings_its_default
 
     let mut req = env.delegate_request("", "check it");
     req.role = "checker".into();
+    req.mode.clear(); // the role's mode applies
     let d = c.delegate(req).await.unwrap().into_inner();
     assert_eq!((d.agent.as_str(), d.mode.as_str(), d.role.as_str()), ("third", "read-only", "checker"));
     assert_eq!(d.model, "model-from-models", "explicit, then role, then [models]");
@@ -146,10 +147,16 @@ async fn a_model_the_agent_cannot_take_is_refused_when_explicit_and_dropped_when
     assert!(d.warnings["model_warning"].contains("m1"), "{:?}", d.warnings);
     assert_eq!(d.model, "");
 
-    // With no allowlist, claude is refused by the recursion rule.
+    // With no allowlist, claude is refused by the recursion rule where Claude
+    // Code is the caller (issue 30), and not to a plain terminal.
+    let o = env.caesar_under_claude_code(&["--json", "agents", "list"]);
+    let listed = json(String::from_utf8_lossy(&o.stdout).trim());
+    let claude = listed["agents"].as_array().unwrap().iter().find(|a| a["id"] == "claude").unwrap().clone();
+    let refusal = claude["policy"]["reason"].as_str().unwrap_or_default();
+    assert!(claude["policy"]["allowed"] == false && refusal.contains("allow_recursion"), "{claude}");
     let agents = c.list_agents(pb::ListAgentsRequest { workspace: env.workspace() }).await.unwrap().into_inner().agents;
     let claude = agents.iter().find(|a| a.id == "claude").unwrap();
-    assert!(!claude.allowed && claude.refusal.contains("allow_recursion"), "{}", claude.refusal);
+    assert!(claude.refusal.is_empty() || !claude.refusal.contains("allow_recursion"), "{}", claude.refusal);
 
     // network: off cannot be enforced on a generic agent without network_args.
     let mut req = env.delegate_request("plain", "x");

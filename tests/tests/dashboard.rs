@@ -779,6 +779,7 @@ async fn the_badge_is_the_verdict_and_a_fallback_lists_its_attempts() {
     await_one(&mut c, &failed, LONG).await;
     let mut req = env.delegate_request("", "fall back");
     req.role = "pair".to_owned();
+    req.mode.clear(); // the role's mode applies
     let chain = c.delegate(req).await.unwrap().into_inner().task_id;
     await_one(&mut c, &chain, LONG).await;
 

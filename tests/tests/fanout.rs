@@ -313,6 +313,88 @@ async fn caesar_run_agents_prints_the_comparison() {
     assert!(out.contains("verified") && out.contains("+lines"), "{out}");
 }
 
+/// Issue 30: a fan-out says how it goes while its group runs, `caesar status
+/// g_…` shows the comparison again, and the `verified` column says the
+/// members' changes were checked by git rather than `-`.
+#[tokio::test]
+async fn a_fan_out_prints_progress_and_status_shows_the_group_again_by_its_id() {
+    let env = group_env();
+    let gate = env.file("gate");
+    let g = gate.display().to_string();
+    env.set_agents(&[
+        ("a1", &["write", "only-a1.txt", "1\n", "report-raw", SUCCESS]),
+        ("late", &["write", "late.txt", "2\n", "wait-file", &g, "report-raw", SUCCESS]),
+    ]);
+    let mut child = std::process::Command::new(caesar_bin())
+        .args(["run", "--agents", "a1,late", "--mode", "write", "write the files"])
+        .current_dir(env.project.path())
+        .envs(env.envs())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    // The progress line of a1, told while `late` still waits for its gate.
+    while let Some(Ok(line)) = lines.next() {
+        seen.push(line.clone());
+        if line.starts_with("  [1/2] ") {
+            break;
+        }
+    }
+    let progress = seen.last().cloned().unwrap_or_default();
+    assert!(progress.contains("(a1): succeeded, 1 file(s) +1 -0"), "{seen:?}");
+    let group = seen[0].split(':').next().unwrap().trim_start_matches("group ").to_owned();
+    assert!(group.starts_with("g_"), "{seen:?}");
+
+    // While it runs, status shows the group so far.
+    let o = env.caesar(&["status", &group]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains(&format!("group {group}")) && out.contains("still running"), "{out}");
+
+    std::fs::write(&gate, "go").unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(child.wait().unwrap().success(), "{rest:?}");
+    assert!(rest.iter().any(|l| l.starts_with("task ")), "the comparison at the end: {rest:?}");
+
+    // Once it ended, status shows the same comparison, git-verified.
+    let o = env.caesar(&["status", &group]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!out.contains("still running"), "{out}");
+    let header = out.lines().nth(1).unwrap_or_default();
+    assert!(header.contains("verdict") && header.contains("verified"), "{out}");
+    for agent in ["a1", "late"] {
+        let row = out.lines().find(|l| l.contains(&format!(" {agent} "))).unwrap_or_else(|| panic!("{agent}: {out}"));
+        assert!(row.contains("succeeded") && row.contains(" git "), "{row}\n{out}");
+    }
+    let o = env.caesar(&["--json", "status", &group]);
+    let v = json(String::from_utf8_lossy(&o.stdout).trim());
+    assert_eq!(v["group_id"], group.as_str(), "{v}");
+    assert_eq!(v["members"][0]["changes_verified_by"], "git", "{v}");
+    assert_eq!(v["members"][0]["verdict"], "succeeded", "{v}");
+}
+
+/// Issue 30: a fan-out given no mode only reads, in place: no worktree and
+/// no branch for any member.
+#[tokio::test]
+async fn a_fan_out_without_a_mode_reads_in_place_and_leaves_no_branch() {
+    let env = group_env();
+    env.set_agents(&[("r1", &["report-raw", SUCCESS]), ("r2", &["report-raw", SUCCESS])]);
+    let o = env.caesar(&["--json", "run", "--agents", "r1,r2", "look at it"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(out.trim());
+    for m in v["members"].as_array().unwrap() {
+        let id = m["task_id"].as_str().unwrap();
+        let s = json(String::from_utf8_lossy(&env.caesar(&["--json", "status", id]).stdout).trim());
+        assert_eq!((s["mode"].as_str(), s["isolation"].as_str()), (Some("read-only"), Some("inplace")), "{s}");
+    }
+    let branches = git(env.project.path(), &["branch", "--list", "caesar/*"]);
+    assert_eq!(branches.trim(), "", "no branch for a task that only reads");
+}
+
 #[tokio::test]
 async fn bad_groups_are_refused_naming_the_field() {
     let mut env = group_env();

@@ -139,8 +139,8 @@ async fn a_nested_delegation_stays_inside_its_parents_repository() {
     commit_base(other.path());
     let parent = attack_script(
         r#"W=$(cat "$CAESAR_HOME/files/other")
-try outside $C run --detach --agent leaf --workspace "$W" "work elsewhere"
-try own $C run --detach --agent leaf "work here""#,
+try outside $C run --detach --agent leaf --mode write --workspace "$W" "work elsewhere"
+try own $C run --detach --agent leaf --mode write "work here""#,
     );
     let mut env = Env::new(&[
         ("leaf", &["write", "leaf.txt", "leaf\n", "report", "success", "leaf"]),

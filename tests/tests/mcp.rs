@@ -575,7 +575,10 @@ async fn the_python_mcp_sdk_drives_the_shim() {
 async fn describe_agent_gives_the_options_delegate_accepts() {
     let mut env = Env::new(&[("ok", &["report", "success", "ok"])]);
     env.start_daemon().await;
-    let c = shim(&env).await;
+    // The shim as Claude Code starts it (issue 30: the recursion rule holds
+    // where Claude Code is the caller).
+    let root = env.workspace();
+    let c = shim_with(&env, TestClient::default(), &["--root", &root], &[("CLAUDECODE", "1")]).await.0;
     let codex = ok(&call(&c, "caesar_describe_agent", json!({"agent": "codex"})).await);
     assert_eq!(codex["agent"]["id"], "codex");
     assert!(codex["options"]["effort"]["allowed"].as_array().unwrap().iter().any(|e| e == "high"));
@@ -664,7 +667,7 @@ async fn diff_and_apply_a_worktree_task_and_applying_twice_is_said() {
     git(&["commit", "-q", "-m", "base"]);
     env.start_daemon().await;
     let c = shim(&env).await;
-    let d = ok(&call(&c, "caesar_delegate", json!({"objective": "write", "agent": "writer"})).await);
+    let d = ok(&call(&c, "caesar_delegate", json!({"objective": "write", "agent": "writer", "mode": "write"})).await);
     assert_eq!(d["isolation"], "worktree");
     let id = d["task_id"].as_str().unwrap().to_owned();
     let a = ok(&call(&c, "caesar_await", json!({"task_ids": [id.clone()], "timeout_ms": 60000})).await);

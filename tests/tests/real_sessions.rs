@@ -90,7 +90,7 @@ async fn ask_orchestrator(cli: Cli) {
         ],
     )
     .await;
-    let id = rig.delegate("Ask which colour to use.", json!({"channel": true})).await;
+    let id = rig.delegate("Ask which colour to use.", json!({"mode": "write", "channel": true})).await;
     let t = rig.question(&id).await;
     // The CLI asks permission to call the channel's tool (ACP offers no way to trust a server
     // given in session/new): caesar allows its own channel itself, so the orchestrator is

@@ -173,3 +173,52 @@ async fn gemini_skips_its_folder_trust_only_in_a_folder_the_user_trusted() {
     let after = started_args(&mut c, id).await;
     assert!(after.contains("--skip-trust"), "a trusted folder: {after}");
 }
+
+/// Issue 30: what an untrusted file would set is said by value; the claude
+/// refusal, from Claude Code, says `allow_recursion = true` is in a file not
+/// trusted and how to trust it, rather than asking to set it; and an edit
+/// through caesar keeps a trusted file trusted, so the user's own agent
+/// stays.
+#[tokio::test]
+async fn untrusted_values_are_named_and_an_edit_keeps_a_trusted_file_trusted() {
+    let env = Env::new(&[]);
+    let project = env.project.path().to_path_buf();
+    let file = project.join(".caesar/config.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[policy]\nallow_recursion = true\nmax_depth = 5\n\n[[agent]]\nid = \"mine\"\nbin = {:?}\nargs = [\"report\", \"success\", \"mine ran\"]\n",
+            fake_agent().display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut env = env;
+    env.start_daemon_with(&[("CAESAR_TRUST_PREFIX", "")]).await;
+
+    let o = env.caesar_under_claude_code(&["run", "--agent", "claude", "x"]);
+    let said = text(&o);
+    assert!(!o.status.success(), "{said}");
+    assert!(said.contains(&format!("`allow_recursion = true` in {} is ignored", file.display())), "{said}");
+    assert!(said.contains(&format!("caesar trust {}", project.display())), "{said}");
+    assert!(!said.contains("Set `allow_recursion = true`"), "asked to set what is set: {said}");
+
+    let said = text(&env.caesar(&["policy", "show"]));
+    let after = |key: &str| said.lines().skip_while(|l| !l.starts_with(key)).nth(1).unwrap_or_default().to_owned();
+    assert!(
+        after("allow_recursion").contains(&format!("{} would set true, but it is not trusted", file.display())),
+        "{said}"
+    );
+    assert!(after("max_depth").contains("would set 5"), "{said}");
+
+    // An edit of a file not trusted says it stays so.
+    let o = env.caesar(&["policy", "deny", "grok"]);
+    assert!(o.status.success() && text(&o).contains("still is not"), "{}", text(&o));
+    // Trusted, then edited through caesar: still trusted, the agent still there.
+    assert!(env.caesar(&["trust"]).status.success());
+    let o = env.caesar(&["policy", "deny", "qwen"]);
+    assert!(o.status.success() && !text(&o).contains("not trusted"), "{}", text(&o));
+    let o = env.caesar(&["run", "--agent", "mine", "x"]);
+    assert!(o.status.success(), "the user's own agent survived the edit: {}", text(&o));
+    let said = text(&env.caesar(&["policy", "show"]));
+    assert!(!said.contains("would set"), "{said}");
+}

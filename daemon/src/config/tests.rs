@@ -53,7 +53,7 @@ mod layers {
         assert_eq!((p.max_parallel, p.max_depth, p.default_timeout_ms), (4, 2, 600_000));
         assert_eq!(
             (p.default_isolation, p.default_mode, p.default_network),
-            (IsolationPref::Auto, Mode::Write, NetworkPref::Auto)
+            (IsolationPref::Auto, Mode::ReadOnly, NetworkPref::Auto)
         );
         assert!(!p.allow_recursion && !p.allow_inplace_write);
         let names: Vec<&str> = c.roles.iter().map(|(r, _)| r.name.as_str()).collect();

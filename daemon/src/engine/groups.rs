@@ -55,6 +55,10 @@ pub struct MemberView {
     pub duration_ms: u64,
     pub summary: String,
     pub overlaps: Vec<(String, Meeting)>,
+    /// What became of it, as its task view says (issue 30).
+    pub verdict: crate::verdict::TaskVerdict,
+    /// `git` or `declaration`, from its report; empty without one.
+    pub changes_verified_by: String,
 }
 
 /// A group, compared.
@@ -117,8 +121,8 @@ pub fn group_members(ask: &GroupAsk, agent: Option<&str>) -> Result<Option<Vec<O
 impl Engine {
     // ------------------------------------------------------------------ groups
 
-    /// Delegates one task per member, each in a worktree of its own, and
-    /// records the group. Every member is resolved first: an unknown agent
+    /// Delegates one task per member, each in a worktree of its own when the
+    /// group writes (in place when it only reads), and records the group. Every member is resolved first: an unknown agent
     /// or a refused one refuses the group before anything is recorded.
     pub async fn delegate_group(self: &Arc<Self>, mut input: DelegateInput, ask: GroupAsk) -> Result<DelegatedGroup> {
         // A group's budget is the group's, across its tasks (`group_budget.rs`).
@@ -139,29 +143,43 @@ impl Engine {
         }
         let workspace = PathBuf::from(&input.workspace);
         let project = crate::config::project_root(&workspace);
+        // A group that writes runs each member in a worktree of its own; one
+        // that only reads (no mode given, issue 30) reads in place, leaving
+        // no branch behind, unless `isolation = worktree` asks for them.
+        let mut writes = false;
         if workspace.is_absolute() && workspace.is_dir() {
             let (config, _) = self.projects.load_config(&project)?;
             let headroom = self.projects.quota.headroom();
             for (i, m) in members.iter().enumerate() {
                 let one = DelegateInput { agent: m.clone(), ..input.clone() };
-                crate::resolve::resolve_with(&config, &project, &one, &headroom).map_err(|e| match m {
+                let r = crate::resolve::resolve_with(&config, &project, &one, &headroom).map_err(|e| match m {
                     Some(a) if !ask.agents.is_empty() => e.with_note(&format!("(`agents[{i}]` = `{a}`)")),
                     _ => e,
                 })?;
+                writes |= r.mode == crate::oacp::Mode::Write;
             }
-            if crate::workshop::facts(&workspace).root.is_none() {
-                return Err(Error::Invalid(format!(
-                    "a group needs a git repository for its worktrees: {} is not in one (git init and commit, or delegate one task)",
-                    workspace.display()
-                )));
-            }
+        }
+        let isolation = if writes || input.isolation.as_deref().is_some_and(|i| !i.is_empty()) {
+            Some("worktree".to_owned())
+        } else {
+            None
+        };
+        if workspace.is_absolute()
+            && workspace.is_dir()
+            && isolation.is_some()
+            && crate::workshop::facts(&workspace).root.is_none()
+        {
+            return Err(Error::Invalid(format!(
+                "a group needs a git repository for its worktrees: {} is not in one (git init and commit, or delegate one task)",
+                workspace.display()
+            )));
         }
         // Every member staged (checked, its directory and task.json written),
         // then the members and the group stored in one transaction: a
         // failure or a crash before it leaves no half group.
         let mut staged = Vec::new();
         for m in members {
-            let one = DelegateInput { agent: m, isolation: Some("worktree".to_owned()), ..input.clone() };
+            let one = DelegateInput { agent: m, isolation: isolation.clone(), ..input.clone() };
             staged.push(self.stage_delegation(one, None, None).await?);
         }
         let group = GroupRecord {
@@ -223,6 +241,8 @@ impl Engine {
                 lines_added: 0,
                 lines_removed: 0,
                 overlaps: Vec::new(),
+                verdict: self.views().status(tid).map(|v| v.verdict).unwrap_or_default(),
+                changes_verified_by: body["changes_verified_by"].as_str().unwrap_or_default().to_owned(),
             };
             if let Some(p) = record.workshop.as_ref().filter(|p| p.isolation == Isolation::Worktree)
                 && let Ok(d) = crate::workshop::diff(p)

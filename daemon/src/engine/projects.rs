@@ -102,9 +102,18 @@ impl Projects {
     /// when empty). Probes executables for their version: call it off the
     /// async runtime.
     pub fn list_agents(&self, workspace: &str) -> Result<Vec<crate::catalog::AgentEntry>> {
+        self.list_agents_from(workspace, crate::request::Host::Unknown)
+    }
+
+    /// [`Projects::list_agents`], each agent's standing for a caller at `host`.
+    pub fn list_agents_from(
+        &self,
+        workspace: &str,
+        host: crate::request::Host,
+    ) -> Result<Vec<crate::catalog::AgentEntry>> {
         let (config, _) = self.config_for(workspace)?;
         let headroom = self.quota.headroom();
-        let mut agents = crate::catalog::list(&config, &self.versions);
+        let mut agents = crate::catalog::list_from(&config, &self.versions, host);
         for a in &mut agents {
             a.headroom = headroom.describe(&a.id);
         }
@@ -114,8 +123,13 @@ impl Projects {
     /// The roles of the project at `workspace`, each with the agent it would
     /// pick now and why earlier candidates were skipped.
     pub fn list_roles(&self, workspace: &str) -> Result<Vec<serde_json::Value>> {
+        self.list_roles_from(workspace, crate::request::Host::Unknown)
+    }
+
+    /// [`Projects::list_roles`] as a caller at `host` would be served.
+    pub fn list_roles_from(&self, workspace: &str, host: crate::request::Host) -> Result<Vec<serde_json::Value>> {
         let (config, _) = self.config_for(workspace)?;
-        Ok(resolve::roles_view_with(&config, &self.quota.headroom()))
+        Ok(resolve::roles_view_with(&config, host, &self.quota.headroom()))
     }
 
     /// The effective configuration of a project, with provenance.
@@ -146,7 +160,7 @@ impl Projects {
             "bin": config.bin.iter().map(|(k, (b, o))| (k.clone(), serde_json::json!({"bin": b, "origin": o.as_str()}))).collect::<serde_json::Map<_, _>>(),
             "provenance": config.provenance,
             "files": config.files,
-            "untrusted": config.untrusted.iter().map(|u| serde_json::json!({"file": u.file, "ignored": u.ignored, "warning": u.warning()})).collect::<Vec<_>>(),
+            "untrusted": config.untrusted.iter().map(|u| serde_json::json!({"file": u.file, "project": u.project, "ignored": u.ignored, "warning": u.warning()})).collect::<Vec<_>>(),
         }))
     }
 
@@ -171,7 +185,12 @@ impl Projects {
         } else {
             project_root(Path::new(workspace))
         };
-        crate::config_edit::apply(&self.paths.config_dir, &project, layer, edit)
+        let mut o = crate::config_edit::apply(&self.paths.config_dir, &project, layer, edit)?;
+        if o.changed && layer != crate::config::Origin::Global {
+            let note = crate::engine::trusting::after_own_edit(&self.paths.state_dir, &project, &o)?;
+            o.message.push_str(&note);
+        }
+        Ok(o)
     }
 
     /// `caesar init`: the global layer, or a project's config, role prompts,
@@ -194,9 +213,14 @@ impl Projects {
     }
 
     /// One agent with the options delegate accepts for it.
-    pub fn describe_agent(&self, id: &str, workspace: &str) -> Result<crate::catalog::AgentEntry> {
+    pub fn describe_agent(
+        &self,
+        id: &str,
+        workspace: &str,
+        host: crate::request::Host,
+    ) -> Result<crate::catalog::AgentEntry> {
         let (config, project) = self.config_for(workspace)?;
-        let all = crate::catalog::list(&config, &self.versions);
+        let all = crate::catalog::list_from(&config, &self.versions, host);
         let known: Vec<String> = all.iter().map(|a| a.id.clone()).collect();
         let headroom = self.quota.headroom();
         let found = all.into_iter().find(|a| a.id == id).map(|mut a| {

@@ -73,3 +73,68 @@ impl Projects {
         self.config_for(workspace).map(|(c, _)| c.untrusted.iter().map(|u| u.warning()).collect()).unwrap_or_default()
     }
 }
+
+/// After `caesar config` (or `policy`, `role`) changed a project layer: a
+/// file trusted just before the edit, or one the edit made from nothing, is
+/// trusted again as written, since its new text is the old one plus the
+/// user's own edit; otherwise the note says the file stays untrusted and
+/// how to trust it. Without this, any edit untrusted the file it wrote and
+/// silently dropped the user's own `[[agent]]` entries and policy (issue 30).
+pub(crate) fn after_own_edit(state_dir: &Path, project: &Path, o: &crate::config_edit::Outcome) -> Result<String> {
+    use crate::trust::Gate as _;
+    let store = TrustStore::new(state_dir);
+    if o.before.trim().is_empty() || store.trusts(&o.path, &o.before) {
+        store.record(&o.path, Some(o.after.as_bytes()))?;
+        return Ok(String::new());
+    }
+    Ok(format!(
+        "; {} was not trusted before this edit and still is not, so what in it could run code or widen the policy stays ignored: read it, then run `caesar trust {}`",
+        o.path.display(),
+        project.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trust::Gate as _;
+
+    fn outcome(dir: &Path, before: &str, after: &str) -> crate::config_edit::Outcome {
+        crate::config_edit::Outcome {
+            changed: true,
+            message: String::new(),
+            path: dir.join(".caesar/config.toml"),
+            before: before.to_owned(),
+            after: after.to_owned(),
+        }
+    }
+
+    #[test]
+    fn an_edit_keeps_a_trusted_file_trusted_and_says_so_of_an_untrusted_one() {
+        let state = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let store = TrustStore::new(state.path());
+        let before = "[[agent]]\nid = \"mine\"\nbin = \"/bin/true\"\nargs = [\"{{prompt}}\"]\n";
+        let after = format!("{before}[policy]\nmax_parallel = 2\n");
+        let o = outcome(project.path(), before, &after);
+        store.record(&o.path, Some(before.as_bytes())).unwrap();
+        assert_eq!(after_own_edit(state.path(), project.path(), &o).unwrap(), "");
+        assert!(store.trusts(&o.path, &after), "trusted as written");
+
+        let o = outcome(
+            project.path(),
+            "[policy]\nallow_recursion = true\n",
+            "[policy]\nallow_recursion = true\nmax_parallel = 1\n",
+        );
+        let note = after_own_edit(state.path(), project.path(), &o).unwrap();
+        assert!(
+            note.contains("not trusted") && note.contains(&format!("caesar trust {}", project.path().display())),
+            "{note}"
+        );
+        assert!(!store.trusts(&o.path, &o.after), "an edit never trusts what the user had not");
+
+        let o = outcome(project.path(), "", "[policy]\nmax_parallel = 1\n");
+        assert_eq!(after_own_edit(state.path(), project.path(), &o).unwrap(), "");
+        assert!(store.trusts(&o.path, &o.after), "a file made by the edit alone is the user's own");
+    }
+}

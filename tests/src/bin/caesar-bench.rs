@@ -222,6 +222,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         objective: "bench".into(),
         agent: "stamp".into(),
         workspace: workspace.clone(),
+        mode: "write".into(),
         ..Default::default()
     };
 
@@ -257,7 +258,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let _ = std::fs::remove_file(&stamp);
         let t0 = now_ns();
         let out = Command::new(bin_dir.join("caesar"))
-            .args(["--json", "run", "--agent", "stamp", "bench"])
+            .args(["--json", "run", "--agent", "stamp", "--mode", "write", "bench"])
             .current_dir(project.path())
             .envs(envs.iter().cloned())
             .output()?;

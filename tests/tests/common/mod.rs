@@ -137,11 +137,35 @@ impl Env {
             .expect("run caesar")
     }
 
+    /// A write task's request: the tests built on it were written when write
+    /// was the default mode, and most of them need its worktree, its branch
+    /// or its writes. A task without a mode is read-only (issue 30); a test of
+    /// that default sets `mode` back to empty.
+    /// Runs the real `caesar` CLI as Claude Code would: beneath a process
+    /// the kernel names `claude` (a shell script of that name that does not
+    /// exec), which is how the daemon knows Claude Code is the caller.
+    pub fn caesar_under_claude_code(&self, args: &[&str]) -> Output {
+        let dir = self.files_dir().join("claude-code");
+        std::fs::create_dir_all(&dir).unwrap();
+        let host = dir.join(caesard::launch::ProviderId::Claude.as_str());
+        std::fs::write(&host, "#!/bin/sh\n\"$@\"\nexit $?\n").unwrap();
+        std::fs::set_permissions(&host, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        Command::new(&host)
+            .arg(caesar_bin())
+            .args(args)
+            .current_dir(self.project.path())
+            .envs(self.envs())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run caesar under claude")
+    }
+
     pub fn delegate_request(&self, agent: &str, objective: &str) -> pb::DelegateRequest {
         pb::DelegateRequest {
             objective: objective.to_owned(),
             agent: agent.to_owned(),
             workspace: self.workspace(),
+            mode: "write".to_owned(),
             ..Default::default()
         }
     }

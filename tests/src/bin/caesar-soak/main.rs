@@ -565,7 +565,7 @@ async fn soak(opts: &Options) -> Result<(), String> {
                 agent: s.kinds[k].agent(),
                 workspace: workspaces[s.kinds[k].project()].clone(),
                 channel: s.kinds[k] == Kind::Ask,
-                mode: if tree { "write".to_owned() } else { String::new() },
+                mode: "write".to_owned(),
                 isolation: if tree { "worktree".to_owned() } else { String::new() },
                 // The sleep carries the installation's mark, so the audit
                 // finds it if the box let it outlive its task.
