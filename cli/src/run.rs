@@ -116,6 +116,7 @@ fn delegate_request(a: RunArgs) -> Result<pb::DelegateRequest, Failure> {
         runner: a.runner.unwrap_or_default(),
         budget,
         on_blocker: a.on_blocker.unwrap_or_default(),
+        continue_from: a.continue_from.unwrap_or_default(),
         ..Default::default()
     })
 }

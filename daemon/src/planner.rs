@@ -65,6 +65,9 @@ pub struct Facts<'a> {
     pub verify: Vec<String>,
     /// The task that delegated this one from inside its tree.
     pub parent: Option<&'a str>,
+    /// Issue 31: the worktree of the finished task this one continues
+    /// (`engine/continuation.rs`): the new task works there, from its base.
+    pub continues: Option<&'a crate::workshop::Prepared>,
 }
 
 /// A file of the task directory: its path and its whole content.
@@ -135,7 +138,13 @@ pub fn plan(input: &DelegateInput, config: &Config, resolution: &Resolution<'_>,
     launch.verify = facts.verify.clone();
     let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
     files.push((facts.dir.task_json(), task_json));
-    let record = record_of(input, resolution, facts, &doc, launch);
+    let mut record = record_of(input, resolution, facts, &doc, launch);
+    if let Some(p) = facts.continues.filter(|_| facts.isolation == Isolation::Worktree) {
+        // The workshop exists: nothing is prepared, the agent starts in it.
+        // Its diff, end ref and daemon's index are the new task's own.
+        let scratch = Some(facts.dir.daemon_part());
+        record.workshop = Some(crate::workshop::Prepared { task_id: facts.id.to_owned(), scratch, ..p.clone() });
+    }
     let worktree = (doc.workspace != record.workspace).then(|| doc.workspace.clone());
     Ok(Planned { record, doc, files, warnings, worktree })
 }
@@ -292,6 +301,10 @@ fn task_doc(
         let rel = workspace.strip_prefix(root).unwrap_or(Path::new(""));
         doc.workspace = root.join(crate::workshop::WORKTREES_DIR).join(facts.id).join(rel).display().to_string();
         doc.base_ref = facts.repo_head.map(str::to_owned);
+        if let Some(p) = facts.continues {
+            doc.workspace = p.workdir.display().to_string();
+            doc.base_ref.clone_from(&p.base_ref);
+        }
     }
     if let Some(c) = channel {
         doc.channel = Some(serde_json::json!({
@@ -580,6 +593,7 @@ mod tests {
             lifecycle: crate::lifecycle::Plan::default(),
             verify: vec!["cargo test".to_owned()],
             parent: None,
+            continues: None,
         };
         plan(input, &Config::default(), resolution, &facts)
     }

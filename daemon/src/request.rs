@@ -31,4 +31,8 @@ pub struct DelegateInput {
     pub verify: Vec<String>,
     /// `local` or `kubernetes` (issue 16), over the role's and `[runner] kind`.
     pub runner: Option<String>,
+    /// Issue 31: the finished task this one continues in its worktree
+    /// (`engine/continuation.rs`); never stored in a fallback's request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continue_from: Option<String>,
 }

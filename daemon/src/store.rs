@@ -117,6 +117,8 @@ mod question_batch;
 
 mod steers;
 pub use steers::{SteerRow, SteerState};
+// Issue 31: which task continues which in the same worktree.
+mod continuations;
 
 /// The process outcome of a task, exactly seed 000's six statuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -381,6 +383,7 @@ impl Store {
         }
         // Issue 31: the steers' table, made on every open (`store/steers.rs` says why).
         steers::ensure(conn)?;
+        continuations::ensure(conn)?;
         Ok(())
     }
 

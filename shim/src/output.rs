@@ -160,6 +160,11 @@ pub struct TaskResult {
     /// The task id of the attempt running now for this task, when caesar fell back to another agent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub current_task_id: Option<String>,
+    /// The task this one continues in the same worktree (caesar_delegate's continue_from), and the task that continued this one (which holds the worktree now: continue, apply or discard that one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continues: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continued_by: Option<String>,
     /// The task's limits and what it used (tokens, cost_usd, turns, wall_ms), and `exceeded`: the limit that stopped it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Value>,
@@ -230,6 +235,8 @@ impl TaskResult {
                 })
                 .collect(),
             current_task_id: non_empty(&t.current_task_id),
+            continues: non_empty(&t.continues),
+            continued_by: non_empty(&t.continued_by),
             parked_until: non_empty(&t.parked_until),
             parked_reason: non_empty(&t.parked_reason),
             budget: t.budget.as_ref().map(|b| {

@@ -219,6 +219,7 @@ impl Shim {
             agents: p.agents.unwrap_or_default(),
             attempts: p.attempts.unwrap_or(0),
             runner: p.runner.unwrap_or_default(),
+            continue_from: p.continue_from.unwrap_or_default(),
         };
         let d = self
             .daemon()

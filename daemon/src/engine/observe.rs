@@ -79,7 +79,13 @@ impl Views {
         };
         let parked = self.park_view(&record);
         let phase = if parked.is_some() { Some(Phase::Parked) } else { phase };
-        let lifecycle = LifecycleView { budget: self.budget_view(&record), parked, ..LifecycleView::default() };
+        let lifecycle = LifecycleView {
+            budget: self.budget_view(&record),
+            parked,
+            continues: self.store.continues(&record.id)?,
+            continued_by: self.store.continued_by(&record.id)?,
+            ..LifecycleView::default()
+        };
         let mut view = TaskView {
             record,
             report,
