@@ -150,6 +150,11 @@ pub fn plan(input: &DelegateInput, config: &Config, resolution: &Resolution<'_>,
 }
 
 /// A session can be resumed only by an agent that can resume one.
+/// Whether the resolved agent can resume a native session.
+pub fn can_resume(resolution: &Resolution<'_>) -> bool {
+    check_session(resolution, Some("")).is_ok()
+}
+
 fn check_session(resolution: &Resolution<'_>, session_id: Option<&str>) -> Result<()> {
     if session_id.is_none() {
         return Ok(());

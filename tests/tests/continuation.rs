@@ -144,3 +144,42 @@ async fn continuations_that_cannot_be_are_refused_clearly() {
     assert_eq!(e.code(), Code::FailedPrecondition);
     assert!(e.message().contains("were discarded"), "{}", e.message());
 }
+
+/// Stands in for claude's stream-json protocol: records its argv, names a session, answers once.
+const CLAUDE: &str = r#"#!/usr/bin/env python3
+import json, os, sys
+d = os.environ["CAESAR_TASK_DIR"]
+open(os.path.join(d, "argv"), "w").write("\n".join(sys.argv[1:]))
+sys.stdin.readline()
+def say(v):
+    print(json.dumps(v, separators=(",", ":")), flush=True)
+say({"type": "system", "subtype": "init", "session_id": "s-first"})
+say({"type": "result", "subtype": "success", "is_error": False, "result": "done"})
+sys.stdin.read()
+"#;
+
+#[tokio::test]
+async fn a_continuation_resumes_the_agents_session() {
+    let mut env = Env::new(&[]);
+    let claude = env.home.path().join("claude");
+    std::fs::write(&claude, CLAUDE).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        env.project.path().join(".caesar/config.toml"),
+        format!("[policy]\nallow_recursion = true\n\n[bin]\nclaude = {:?}\n", claude.display().to_string()),
+    )
+    .unwrap();
+    repo(&env);
+    let mut c = env.start_daemon().await;
+    let first = c.delegate(write_request(&env, "claude", "start")).await.unwrap().into_inner();
+    let t = await_one(&mut c, &first.task_id, LONG).await;
+    assert_eq!((t.status().as_str(), t.session_id.as_str()), ("succeeded", "s-first"), "{}", t.error);
+    let req = pb::DelegateRequest { continue_from: first.task_id.clone(), ..env.delegate_request("", "go on") };
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert_eq!(d.agent, "claude", "the source's agent");
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{}", t.error);
+    let argv = std::fs::read_to_string(std::path::Path::new(&t.task_dir).join("argv")).unwrap();
+    assert!(argv.contains("--resume\ns-first"), "the native session is resumed: {argv}");
+}

@@ -29,6 +29,9 @@ use super::*;
 pub(super) struct Source {
     pub id: String,
     pub workshop: Option<Prepared>,
+    /// The session was the source's, not the caller's: dropped where the
+    /// agent cannot resume one (a generic agent reporting a session id).
+    pub session_inherited: bool,
 }
 
 /// Why an older link of a lineage may not be acted on: the newest task
@@ -53,12 +56,14 @@ pub(super) fn take_source(store: &Store, id: &str, input: &mut DelegateInput) ->
     let (head, _) = super::fallback::head_of(store, &named.id);
     let source = if head == named.id { named } else { find_task(store, &head)? };
     check(store, &source)?;
+    let asked_session = input.session_id.is_some();
     fill(&source, input)?;
+    let session_inherited = !asked_session && input.session_id.is_some();
     let workshop = match source.isolation {
         Isolation::Worktree => Some(worktree_of(&source)?),
         Isolation::Inplace => None,
     };
-    Ok(Source { id: source.id, workshop })
+    Ok(Source { id: source.id, workshop, session_inherited })
 }
 
 /// The source may be continued: it ended, its changes are undecided, it was

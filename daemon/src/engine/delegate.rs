@@ -101,6 +101,9 @@ impl Engine {
             nested::check_resolved(&nested::Parent::of(p), resolution.mode, isolation, resolution.network.available)?;
         }
         let session_id = input.session_id.as_deref().filter(|s| !s.trim().is_empty());
+        // A continuation resumes its source's session where the agent can (issue 31).
+        let session_id = session_id
+            .filter(|_| !source.as_ref().is_some_and(|s| s.session_inherited) || planner::can_resume(&resolution));
         if let Some(session) = session_id
             && let Some(owner) = self.store.agent_of_session(session)?
             && owner != resolution.agent
