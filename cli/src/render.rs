@@ -50,8 +50,10 @@ pub fn attempt_lines(t: &pb::TaskView) -> Vec<String> {
         .iter()
         .enumerate()
         .map(|(i, a)| {
+            let part =
+                if a.relayed { format!(", relayed with {} file(s) changed", a.files_changed) } else { String::new() };
             format!(
-                "{}. {} ({}) blocked ({}): {}",
+                "{}. {} ({}) blocked ({}{part}): {}",
                 i + 1,
                 a.agent,
                 a.task_id,

@@ -491,6 +491,7 @@ mod tests {
             agent: agent.into(),
             stopped_by: kind.into(),
             message: message.into(),
+            ..Default::default()
         };
         let t = pb::TaskView {
             task_id: "t_1".into(),

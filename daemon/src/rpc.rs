@@ -159,6 +159,8 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
                 agent: a.agent,
                 stopped_by: wire_opt(a.stopped_by),
                 message: a.message,
+                files_changed: a.files_changed,
+                relayed: a.relayed,
             })
             .collect(),
         budget: v.lifecycle.budget.map(|b| pb::BudgetStatus {

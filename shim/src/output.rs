@@ -231,7 +231,7 @@ impl TaskResult {
                 .attempts
                 .iter()
                 .map(|a| {
-                    serde_json::json!({"task_id": a.task_id, "agent": a.agent, "stopped_by": pb::BlockerKind::spell(a.stopped_by), "message": a.message})
+                    serde_json::json!({"task_id": a.task_id, "agent": a.agent, "stopped_by": pb::BlockerKind::spell(a.stopped_by), "message": a.message, "files_changed": a.files_changed, "relayed": a.relayed})
                 })
                 .collect(),
             current_task_id: non_empty(&t.current_task_id),

@@ -80,6 +80,10 @@ async fn a_blocked_agent_that_changed_files_is_relayed_in_its_worktree_under_one
     assert_eq!(json(&t.report_json)["summary"], "two finished");
     assert_eq!(t.attempts.len(), 1, "{:?}", t.attempts);
     assert_eq!((t.attempts[0].agent.as_str(), t.attempts[0].stopped_by().as_str()), ("one", "rate_limit"));
+    // The attempts list shows agent one's part: two files, relayed.
+    assert_eq!((t.attempts[0].files_changed, t.attempts[0].relayed), (2, true), "{:?}", t.attempts);
+    let status = env.caesar(&["status", &d.task_id]);
+    assert!(text_of(&status).contains("relayed with 2 file(s) changed"), "{}", text_of(&status));
 
     // The same worktree path.
     let worktree = std::fs::canonicalize(&d.worktree).unwrap();

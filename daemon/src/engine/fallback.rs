@@ -49,6 +49,10 @@ pub struct AttemptView {
     /// The blocker that stopped it; `None` for a stored word this build does not know.
     pub stopped_by: Option<BlockerKind>,
     pub message: String,
+    /// Issue 31: the files git saw changed since the base when it stopped, and whether the
+    /// next agent went on with them in the same worktree (a relay).
+    pub files_changed: u32,
+    pub relayed: bool,
 }
 
 /// A budget and what was used of it, as callers see it.

@@ -345,11 +345,26 @@ impl Views {
         };
         view.lifecycle.attempts = rows
             .iter()
-            .map(|r| AttemptView {
-                agent: self.store.task(&r.task_id).ok().flatten().map(|t| t.agent).unwrap_or_default(),
-                task_id: r.task_id.clone(),
-                stopped_by: BlockerKind::parse(&r.stopped_by),
-                message: r.message.clone(),
+            .map(|r| {
+                let attempt = self.store.task(&r.task_id).ok().flatten();
+                let next = self.store.task(&r.successor_id).ok().flatten();
+                let files_changed = self
+                    .store
+                    .report(&r.task_id)
+                    .ok()
+                    .flatten()
+                    .and_then(|s| crate::oacp::Report::parse(&s.body).ok())
+                    .map_or(0, |rep| rep.changes.len() as u32);
+                // The next attempt works in this one's worktree.
+                let worktree = |t: &Option<TaskRecord>| t.as_ref().and_then(|t| t.workshop.as_ref()?.worktree.clone());
+                AttemptView {
+                    agent: attempt.as_ref().map(|t| t.agent.clone()).unwrap_or_default(),
+                    task_id: r.task_id.clone(),
+                    stopped_by: BlockerKind::parse(&r.stopped_by),
+                    message: r.message.clone(),
+                    files_changed,
+                    relayed: files_changed > 0 && worktree(&attempt).is_some() && worktree(&attempt) == worktree(&next),
+                }
             })
             .collect();
         view.lifecycle.current_task_id = Some(head);
