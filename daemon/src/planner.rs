@@ -623,6 +623,52 @@ mod tests {
     }
 
     #[test]
+    fn a_continuation_is_planned_over_its_sources_workshop_and_prepares_nothing_new() {
+        let source = crate::workshop::Prepared {
+            task_id: "t_0".to_owned(),
+            workspace: "/r".into(),
+            workdir: "/r/.caesar/wt/t_0".into(),
+            isolation: Isolation::Worktree,
+            repo_root: Some("/r".into()),
+            base_ref: Some("abc".to_owned()),
+            branch: Some("caesar/claude/x".to_owned()),
+            worktree: Some("/r/.caesar/wt/t_0".into()),
+            git_dir: Some("/r/.caesar/wt/t_0.git".into()),
+            scratch: Some("/state/tasks/t_0.daemon".into()),
+            before: None,
+            placed: Vec::new(),
+            findings: Vec::new(),
+        };
+        let dir = TaskDir::new("/state/tasks/t_1");
+        let facts = Facts {
+            id: "t_1",
+            created_ms: 0,
+            dir: &dir,
+            isolation: Isolation::Worktree,
+            repo_root: Some(Path::new("/r")),
+            repo_head: Some("def"),
+            session_id: None,
+            channel_bin: None,
+            socket: Path::new("/run/caesard.sock"),
+            codex_app_server: false,
+            folder_trusted: false,
+            lifecycle: crate::lifecycle::Plan::default(),
+            verify: Vec::new(),
+            parent: None,
+            continues: Some(&source),
+        };
+        let input = DelegateInput { workspace: "/r".to_owned(), ..request("go on") };
+        let p = plan(&input, &Config::default(), &resolved("claude", Mode::Write), &facts).unwrap();
+        let w = p.record.workshop.expect("the workshop is the source's");
+        assert_eq!(
+            (w.task_id.as_str(), w.worktree, w.base_ref.as_deref()),
+            ("t_1", source.worktree.clone(), Some("abc"))
+        );
+        assert_eq!(w.scratch.as_deref(), Some(Path::new("/state/tasks/t_1.daemon")), "the daemon's index is its own");
+        assert_eq!((p.doc.workspace.as_str(), p.doc.base_ref.as_deref()), ("/r/.caesar/wt/t_0", Some("abc")));
+    }
+
+    #[test]
     fn the_channel_goes_to_an_agent_that_can_load_it_and_is_refused_by_name_elsewhere() {
         let mut input = request("ask me");
         input.channel = true;
