@@ -111,6 +111,9 @@ enum Command {
         #[arg(long)]
         interrupt: bool,
     },
+    /// Continue a finished task in its own worktree and branch (issue 31): a new task whose
+    /// agent resumes its session where it can; its diff is the whole work since the first base.
+    Continue(Box<ContinueArgs>),
     /// The git diff of a worktree task.
     Diff {
         task_id: String,
@@ -467,10 +470,11 @@ struct RunArgs {
     /// Stop the agent after this many replies.
     #[arg(long = "budget-turns", value_name = "N")]
     budget_turns: Option<i64>,
-    /// When an auth, quota or network blocker stops the agent: fallback
-    /// (the role's next agent; the default), park (wait for a quota to
-    /// lift, then resume the same session) or fail.
-    #[arg(long = "on-blocker", value_parser = ["fallback", "park", "fail"])]
+    /// When an auth, quota or network blocker stops the agent: relay (the
+    /// default: the role's next agent takes over, in the same worktree with
+    /// a handoff when files changed), fallback (only when nothing changed),
+    /// park (wait for a quota to lift, then resume the same session) or fail.
+    #[arg(long = "on-blocker", value_parser = ["relay", "fallback", "park", "fail"])]
     on_blocker: Option<String>,
     /// Stacked tasks: the ids of tasks this one builds on (comma-separated);
     /// it waits for them and starts on their results merged.
@@ -480,6 +484,18 @@ struct RunArgs {
     /// task: cancel it (the default) or run it on what the others made.
     #[arg(long = "on-parent-failure", value_parser = ["cancel", "run"])]
     on_parent_failure: Option<String>,
+    /// The task this run continues (`caesar continue`), not a flag of `run`.
+    #[arg(skip)]
+    continue_from: Option<String>,
+}
+
+/// `caesar continue <task> "<text>"`: the task, then `run`'s arguments.
+#[derive(Args)]
+struct ContinueArgs {
+    /// The finished task to continue (the newest of its lineage).
+    task_id: String,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 /// A failure with the exit code it maps to.
@@ -568,6 +584,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Cancel { task_id } => tasks::cancel(task_id, json).await,
         Command::Answer { task_id, question_id, answer } => tasks::answer(task_id, question_id, answer, json).await,
         Command::Steer { task_id, text, interrupt } => tasks::steer(task_id, text, interrupt, json).await,
+        Command::Continue(c) => {
+            let ContinueArgs { task_id, mut run } = *c;
+            run.continue_from = Some(task_id);
+            run::run(run, json).await
+        }
         Command::Diff { task_id, stat } => changes::diff(task_id, stat, json).await,
         Command::Apply { task_id, chain: false } => changes::apply(task_id, json).await,
         Command::Apply { task_id, chain: true } => changes::apply_chain(task_id, json).await,

@@ -50,8 +50,10 @@ pub fn attempt_lines(t: &pb::TaskView) -> Vec<String> {
         .iter()
         .enumerate()
         .map(|(i, a)| {
+            let part =
+                if a.relayed { format!(", relayed with {} file(s) changed", a.files_changed) } else { String::new() };
             format!(
-                "{}. {} ({}) blocked ({}): {}",
+                "{}. {} ({}) blocked ({}{part}): {}",
                 i + 1,
                 a.agent,
                 a.task_id,
@@ -104,6 +106,8 @@ pub fn task_json(t: &pb::TaskView) -> Value {
     put(&mut v, "parked_until", &t.parked_until);
     put(&mut v, "parked_reason", &t.parked_reason);
     put(&mut v, "current_task_id", &t.current_task_id);
+    put(&mut v, "continues", &t.continues);
+    put(&mut v, "continued_by", &t.continued_by);
     put(&mut v, "phase", pb::Phase::spell(t.phase));
     if !t.parents.is_empty() {
         v["parents"] = json!(t.parents);
@@ -326,6 +330,12 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
     }
     if let Some((parent, commit)) = t.stale.split_once(' ') {
         println!("  stale: its parent {parent} moved to {commit} after it took its result");
+    }
+    if !t.continues.is_empty() {
+        println!("  continues: {}", t.continues);
+    }
+    if !t.continued_by.is_empty() {
+        println!("  continued by: {} (which holds the worktree now)", t.continued_by);
     }
     let attempts = attempt_lines(t);
     if !attempts.is_empty() {

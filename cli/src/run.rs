@@ -118,6 +118,7 @@ fn delegate_request(a: RunArgs) -> Result<pb::DelegateRequest, Failure> {
         on_blocker: a.on_blocker.unwrap_or_default(),
         depends_on: a.after,
         on_parent_failure: a.on_parent_failure.unwrap_or_default(),
+        continue_from: a.continue_from.unwrap_or_default(),
         ..Default::default()
     })
 }
@@ -502,6 +503,7 @@ mod tests {
             agent: agent.into(),
             stopped_by: kind.into(),
             message: message.into(),
+            ..Default::default()
         };
         let t = pb::TaskView {
             task_id: "t_1".into(),

@@ -80,15 +80,20 @@ impl Limits {
     }
 }
 
-/// What a task does when a blocker (auth, quota, network) stops it before
-/// it changed anything.
+/// What a task does when a blocker (auth, quota, network) stops it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnBlocker {
-    /// Start the next permitted agent of the role's chain (the default);
-    /// with no agent left to fall back on, park a quota blocker that says
-    /// when it lifts (`engine/parking.rs`).
+    /// As `fallback` when nothing changed; a worktree task that changed
+    /// files (checked with git) is handed to the next agent of the chain in
+    /// the same worktree, under the same task id, with a handoff brief
+    /// (issue 31, `engine/handoff.rs`). The default.
     #[default]
+    Relay,
+    /// Start the next permitted agent of the role's chain when the agent
+    /// changed nothing; with no agent left to fall back on, park a quota
+    /// blocker that says when it lifts (`engine/parking.rs`). A task that
+    /// changed files ends blocked.
     Fallback,
     /// End blocked, as the agent stopped.
     Fail,
@@ -102,16 +107,18 @@ impl OnBlocker {
     /// Parses the config and wire spelling.
     pub fn parse(s: &str) -> std::result::Result<OnBlocker, String> {
         match s {
+            "relay" => Ok(OnBlocker::Relay),
             "fallback" => Ok(OnBlocker::Fallback),
             "fail" => Ok(OnBlocker::Fail),
             "park" => Ok(OnBlocker::Park),
-            other => Err(format!("unknown on_blocker `{other}`: use `fallback`, `park` or `fail`")),
+            other => Err(format!("unknown on_blocker `{other}`: use `relay`, `fallback`, `park` or `fail`")),
         }
     }
 
     /// The spelling.
     pub fn as_str(self) -> &'static str {
         match self {
+            OnBlocker::Relay => "relay",
             OnBlocker::Fallback => "fallback",
             OnBlocker::Fail => "fail",
             OnBlocker::Park => "park",

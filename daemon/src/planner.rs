@@ -65,6 +65,9 @@ pub struct Facts<'a> {
     pub verify: Vec<String>,
     /// The task that delegated this one from inside its tree.
     pub parent: Option<&'a str>,
+    /// Issue 31: the worktree of the finished task this one continues
+    /// (`engine/continuation.rs`): the new task works there, from its base.
+    pub continues: Option<&'a crate::workshop::Prepared>,
 }
 
 /// A file of the task directory: its path and its whole content.
@@ -140,12 +143,23 @@ pub fn plan(input: &DelegateInput, config: &Config, resolution: &Resolution<'_>,
     launch.verify = facts.verify.clone();
     let task_json = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
     files.push((facts.dir.task_json(), task_json));
-    let record = record_of(input, resolution, facts, &doc, launch);
+    let mut record = record_of(input, resolution, facts, &doc, launch);
+    if let Some(p) = facts.continues.filter(|_| facts.isolation == Isolation::Worktree) {
+        // The workshop exists: nothing is prepared, the agent starts in it.
+        // Its diff, end ref and daemon's index are the new task's own.
+        let scratch = Some(facts.dir.daemon_part());
+        record.workshop = Some(crate::workshop::Prepared { task_id: facts.id.to_owned(), scratch, ..p.clone() });
+    }
     let worktree = (doc.workspace != record.workspace).then(|| doc.workspace.clone());
     Ok(Planned { record, doc, files, warnings, worktree })
 }
 
 /// A session can be resumed only by an agent that can resume one.
+/// Whether the resolved agent can resume a native session.
+pub fn can_resume(resolution: &Resolution<'_>) -> bool {
+    check_session(resolution, Some("")).is_ok()
+}
+
 fn check_session(resolution: &Resolution<'_>, session_id: Option<&str>) -> Result<()> {
     if session_id.is_none() {
         return Ok(());
@@ -297,6 +311,10 @@ fn task_doc(
         let rel = workspace.strip_prefix(root).unwrap_or(Path::new(""));
         doc.workspace = root.join(crate::workshop::WORKTREES_DIR).join(facts.id).join(rel).display().to_string();
         doc.base_ref = facts.repo_head.map(str::to_owned);
+        if let Some(p) = facts.continues {
+            doc.workspace = p.workdir.display().to_string();
+            doc.base_ref.clone_from(&p.base_ref);
+        }
     }
     if let Some(c) = channel {
         doc.channel = Some(serde_json::json!({
@@ -585,6 +603,7 @@ mod tests {
             lifecycle: crate::lifecycle::Plan::default(),
             verify: vec!["cargo test".to_owned()],
             parent: None,
+            continues: None,
         };
         plan(input, &Config::default(), resolution, &facts)
     }
@@ -606,6 +625,52 @@ mod tests {
         let (_, prompt) = p.files.iter().find(|(path, _)| path == in_daemon_part).expect("the prompt file");
         assert!(String::from_utf8_lossy(prompt).contains("fix the parser"));
         assert!(p.doc.channel.is_none() && !launch.channel);
+    }
+
+    #[test]
+    fn a_continuation_is_planned_over_its_sources_workshop_and_prepares_nothing_new() {
+        let source = crate::workshop::Prepared {
+            task_id: "t_0".to_owned(),
+            workspace: "/r".into(),
+            workdir: "/r/.caesar/wt/t_0".into(),
+            isolation: Isolation::Worktree,
+            repo_root: Some("/r".into()),
+            base_ref: Some("abc".to_owned()),
+            branch: Some("caesar/claude/x".to_owned()),
+            worktree: Some("/r/.caesar/wt/t_0".into()),
+            git_dir: Some("/r/.caesar/wt/t_0.git".into()),
+            scratch: Some("/state/tasks/t_0.daemon".into()),
+            before: None,
+            placed: Vec::new(),
+            findings: Vec::new(),
+        };
+        let dir = TaskDir::new("/state/tasks/t_1");
+        let facts = Facts {
+            id: "t_1",
+            created_ms: 0,
+            dir: &dir,
+            isolation: Isolation::Worktree,
+            repo_root: Some(Path::new("/r")),
+            repo_head: Some("def"),
+            session_id: None,
+            channel_bin: None,
+            socket: Path::new("/run/caesard.sock"),
+            codex_app_server: false,
+            folder_trusted: false,
+            lifecycle: crate::lifecycle::Plan::default(),
+            verify: Vec::new(),
+            parent: None,
+            continues: Some(&source),
+        };
+        let input = DelegateInput { workspace: "/r".to_owned(), ..request("go on") };
+        let p = plan(&input, &Config::default(), &resolved("claude", Mode::Write), &facts).unwrap();
+        let w = p.record.workshop.expect("the workshop is the source's");
+        assert_eq!(
+            (w.task_id.as_str(), w.worktree, w.base_ref.as_deref()),
+            ("t_1", source.worktree.clone(), Some("abc"))
+        );
+        assert_eq!(w.scratch.as_deref(), Some(Path::new("/state/tasks/t_1.daemon")), "the daemon's index is its own");
+        assert_eq!((p.doc.workspace.as_str(), p.doc.base_ref.as_deref()), ("/r/.caesar/wt/t_0", Some("abc")));
     }
 
     #[test]

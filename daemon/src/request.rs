@@ -39,6 +39,10 @@ pub struct DelegateInput {
     /// from the caller's processes, never the request's.
     #[serde(default)]
     pub host: Host,
+    /// Issue 31: the finished task this one continues in its worktree
+    /// (`engine/continuation.rs`); never stored in a fallback's request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continue_from: Option<String>,
 }
 
 /// The program a delegation comes from, as far as the recursion rule cares.

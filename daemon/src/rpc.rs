@@ -168,6 +168,8 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
                 agent: a.agent,
                 stopped_by: wire_opt(a.stopped_by),
                 message: a.message,
+                files_changed: a.files_changed,
+                relayed: a.relayed,
             })
             .collect(),
         budget: v.lifecycle.budget.map(|b| pb::BudgetStatus {
@@ -186,6 +188,8 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         current_task_id: v.lifecycle.current_task_id.unwrap_or_default(),
         parked_until: v.lifecycle.parked.as_ref().map(|(t, _)| crate::clock::rfc3339(*t)).unwrap_or_default(),
         parked_until_ms: v.lifecycle.parked.as_ref().map(|(t, _)| *t),
+        continues: v.lifecycle.continues.unwrap_or_default(),
+        continued_by: v.lifecycle.continued_by.unwrap_or_default(),
         parked_reason: v.lifecycle.parked.map(|(_, r)| r).unwrap_or_default(),
         conflicts_with: Vec::new(),
         radar_age_ms: None,
@@ -265,6 +269,7 @@ impl Caesar for Service {
             depends_on: r.depends_on,
             on_parent_failure: opt(r.on_parent_failure),
             host,
+            continue_from: opt(r.continue_from),
         };
         // The depth is the daemon's to say, never the request's: 0 for the
         // user, the parent's plus one inside a task.

@@ -117,6 +117,8 @@ mod question_batch;
 
 mod steers;
 pub use steers::{SteerRow, SteerState};
+// Issue 31: which task continues which in the same worktree.
+mod continuations;
 
 mod deps;
 mod quota;
@@ -389,6 +391,7 @@ impl Store {
         quota::ensure(conn)?;
         // Issue 32: the stacked tasks' tables, made the same way (`store/deps.rs`).
         deps::ensure(conn)?;
+        continuations::ensure(conn)?;
         Ok(())
     }
 

@@ -160,6 +160,11 @@ pub struct TaskResult {
     /// The task id of the attempt running now for this task, when caesar fell back to another agent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub current_task_id: Option<String>,
+    /// The task this one continues in the same worktree (caesar_delegate's continue_from), and the task that continued this one (which holds the worktree now: continue, apply or discard that one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continues: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continued_by: Option<String>,
     /// The task's limits and what it used (tokens, cost_usd, turns, wall_ms), and `exceeded`: the limit that stopped it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Value>,
@@ -235,10 +240,12 @@ impl TaskResult {
                 .attempts
                 .iter()
                 .map(|a| {
-                    serde_json::json!({"task_id": a.task_id, "agent": a.agent, "stopped_by": pb::BlockerKind::spell(a.stopped_by), "message": a.message})
+                    serde_json::json!({"task_id": a.task_id, "agent": a.agent, "stopped_by": pb::BlockerKind::spell(a.stopped_by), "message": a.message, "files_changed": a.files_changed, "relayed": a.relayed})
                 })
                 .collect(),
             current_task_id: non_empty(&t.current_task_id),
+            continues: non_empty(&t.continues),
+            continued_by: non_empty(&t.continued_by),
             parked_until: non_empty(&t.parked_until),
             parked_reason: non_empty(&t.parked_reason),
             parents: t.parents.clone(),

@@ -83,7 +83,7 @@ pub struct DelegateParams {
     /// Limits of this task (over the role's and the config's [budget]): at one, the agent is asked to stop and hand back what it has, and the report is `partial` with a `budget` finding. Every limit must be above zero.
     #[serde(default)]
     pub budget: Option<BudgetParam>,
-    /// What happens when an auth, quota or network blocker stops the agent before it changed anything: "fallback" (default: the next installed, allowed agent of the role's chain takes over under the same task_id, with `attempts` listed; with none, a quota that says when it lifts parks the task), "park" (a quota that says when it lifts, before the deadline, parks the task: status pending with `parked_until`, then the same agent resumes its session; else fall back) or "fail".
+    /// What happens when an auth, quota or network blocker stops the agent: "relay" (the default: as "fallback" when nothing changed; a worktree task that changed files is continued by the next agent of the role's chain in the same worktree, under the same task_id, with a handoff brief of the git-checked work so far), "fallback" (only before it changed anything: the next installed, allowed agent of the role's chain takes over under the same task_id, with `attempts` listed; with none, a quota that says when it lifts parks the task), "park" (a quota that says when it lifts, before the deadline, parks the task: status pending with `parked_until`, then the same agent resumes its session; else fall back) or "fail".
     #[serde(default)]
     pub on_blocker: Option<String>,
     /// The directory the sub-agent works in. Defaults to the server's root (its --root, else the client's MCP roots, else its working directory); a different directory is accepted with a workspace_warning.
@@ -107,6 +107,9 @@ pub struct DelegateParams {
     /// With depends_on: what a parent that fails or is cancelled does to this task: "cancel" (default: it is cancelled, saying which parent) or "run" (it runs on what the other parents made).
     #[serde(default)]
     pub on_parent_failure: Option<String>,
+    /// Continue this finished task (its task_id) in its own worktree and branch: its changes are there, its agent's session is resumed where the agent can, and the new task's diff is the whole work since the first task's base. `objective` says what to do next; the workspace, agent, mode and isolation are the source's. Refused for a task still running (use caesar_steer), applied or discarded, or already continued (continue the newest).
+    #[serde(default)]
+    pub continue_from: Option<String>,
 }
 
 /// A task's limits for `caesar_delegate`.

@@ -221,6 +221,7 @@ impl Shim {
             runner: p.runner.unwrap_or_default(),
             depends_on: p.depends_on.unwrap_or_default(),
             on_parent_failure: p.on_parent_failure.unwrap_or_default(),
+            continue_from: p.continue_from.unwrap_or_default(),
         };
         let d = self
             .daemon()

@@ -126,7 +126,11 @@ async fn a_task_that_changed_files_is_not_re_run_elsewhere() {
     std::fs::write(p.join(".gitignore"), ".caesar/\n").unwrap();
     commit_base(&p);
     let mut c = env.start_daemon().await;
-    let d = c.delegate(role_request(&env, "pair")).await.unwrap().into_inner();
+    // `fallback` only re-runs a task that changed nothing; the default, `relay`, would hand this
+    // one on in its worktree (issue 31, `tests/relay.rs`).
+    let mut req = role_request(&env, "pair");
+    req.on_blocker = "fallback".to_owned();
+    let d = c.delegate(req).await.unwrap().into_inner();
     let t = await_one(&mut c, &d.task_id, LONG).await;
     assert_eq!((t.agent.as_str(), t.report_status.as_str()), ("first", "blocked"), "{t:?}");
     assert!(t.attempts.is_empty());

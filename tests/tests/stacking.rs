@@ -289,3 +289,50 @@ async fn a_task_builds_only_on_tasks_it_delegated() {
     );
     std::fs::write(&gate, "").unwrap();
 }
+
+/// Issue 31 meets issue 32: a parent continued after its dependents took
+/// its result flags them stale (naming its new commit), and a dependent
+/// still waiting (on another parent) starts on the continuation's result.
+#[tokio::test]
+async fn a_continued_parent_stales_what_took_it_and_feeds_what_waits() {
+    let probe = tempfile::tempdir().unwrap();
+    let go = probe.path().join("go_g");
+    let saw = probe.path().join("c_saw");
+    let go_s = go.display().to_string();
+    let saw_cmd = format!("cat z > {} 2>&1 || echo missing > {}", saw.display(), saw.display());
+    let env = repo_env(&[
+        ("a", &["write", "x", "one\n", "report", "success", "a wrote x"]),
+        ("a2", &["write", "z", "more\n", "report", "success", "a2 wrote z"]),
+        ("b", &["write", "y", "b\n", "report", "success", "b wrote y"]),
+        ("g", &["wait-file", &go_s, "write", "g", "g\n", "report", "success", "g wrote g"]),
+        ("c", &["sh", &saw_cmd, "report", "success", "c looked"]),
+    ]);
+    let mut env = env;
+    let mut c = env.start_daemon().await;
+    let a = c.delegate(stacked(&env, "a", &[])).await.unwrap().into_inner().task_id;
+    let g = c.delegate(stacked(&env, "g", &[])).await.unwrap().into_inner().task_id;
+    let b = c.delegate(stacked(&env, "b", &[&a])).await.unwrap().into_inner().task_id;
+    let cc = c.delegate(stacked(&env, "c", &[&a, &g])).await.unwrap().into_inner().task_id;
+    assert_eq!(await_one(&mut c, &b, LONG).await.status(), pb::TaskStatus::Succeeded);
+    // A is continued by another agent, which adds z.
+    let more =
+        pb::DelegateRequest { continue_from: a.clone(), agent: "a2".to_owned(), ..env.delegate_request("", "add z") };
+    let a2 = c.delegate(more).await.unwrap().into_inner().task_id;
+    assert_eq!(await_one(&mut c, &a2, LONG).await.status(), pb::TaskStatus::Succeeded);
+    let mut stale = String::new();
+    for _ in 0..100 {
+        stale = status(&mut c, &b).await.stale;
+        if !stale.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        stale.starts_with(&format!("{a} ")),
+        "B took A's first result: flagged stale by A's continuation: {stale:?}"
+    );
+    // C still waited for G: it starts on A's continuation.
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(await_one(&mut c, &cc, LONG).await.status(), pb::TaskStatus::Succeeded);
+    assert_eq!(std::fs::read_to_string(&saw).unwrap(), "more\n", "C started on the continuation's result");
+}

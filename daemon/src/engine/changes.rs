@@ -34,10 +34,22 @@ impl Changes {
         Changes { store, runner, radar, runs }
     }
 
+    /// The task `id` stands for now: the last attempt of its chain (issue 31:
+    /// a relay's last agent works on in the first one's worktree, so its end
+    /// is the whole work).
+    fn current(&self, id: &str) -> Result<crate::store::TaskRecord> {
+        let record = find_task(&self.store, id)?;
+        let (head, _) = super::fallback::head_of(&self.store, &record.id);
+        if head == record.id {
+            return Ok(record);
+        }
+        Ok(self.store.task(&head)?.unwrap_or(record))
+    }
+
     /// The diff of a worktree task. Tasks that ran in place, or not in a
     /// repository, have none here (their verified changes are in the report).
     pub fn diff(&self, id: &str) -> Result<Option<workshop::DiffResult>> {
-        let record = find_task(&self.store, id)?;
+        let record = self.current(id)?;
         match record.workshop.clone() {
             Some(p) if p.isolation == Isolation::Worktree => Ok(Some(workshop::diff(&p)?)),
             _ => Ok(None),
@@ -48,7 +60,7 @@ impl Changes {
     /// 3-way, all or nothing, never a commit. A task that ran in place is a
     /// no-op (its changes are already there).
     pub fn apply(&self, id: &str) -> Result<workshop::ApplyResult> {
-        let record = find_task(&self.store, id)?;
+        let record = self.current(id)?;
         if !record.status.is_terminal() {
             return Err(Error::Precondition(format!(
                 "task {id} is still {}: await it, read its diff, then apply",
@@ -60,6 +72,10 @@ impl Changes {
         }
         // A stacked task after the parents its base holds (issue 32).
         super::stacking::check_apply(&self.store, id)?;
+        // Issue 31: the newest task of a lineage holds the worktree.
+        if let Some(why) = super::continuation::held_by_newer(&self.store, &record.id, "apply")? {
+            return Err(Error::Precondition(why));
+        }
         let Some(p) = record.workshop.clone().filter(|p| p.isolation == Isolation::Worktree) else {
             self.release_remote_soon(&record);
             return Ok(workshop::ApplyResult {
@@ -72,7 +88,7 @@ impl Changes {
         };
         let result = workshop::apply(&p)?;
         if result.applied || result.already_applied {
-            self.store.set_changes_state(id, ChangesState::Applied)?;
+            self.store.set_changes_state(&record.id, ChangesState::Applied)?;
             self.radar.forget(id);
             self.runs.pulse(id);
             self.release_remote_soon(&record);
@@ -82,14 +98,17 @@ impl Changes {
 
     /// Marks a task's changes as unwanted: gc may then remove its worktree.
     pub fn discard(&self, id: &str) -> Result<()> {
-        let record = find_task(&self.store, id)?;
+        let record = self.current(id)?;
         if !record.status.is_terminal() {
             return Err(Error::Precondition(format!("task {id} is still running: cancel it first")));
         }
         if record.changes_state == Some(ChangesState::Applied) {
             return Err(Error::Precondition(format!("task {id}'s changes were already applied")));
         }
-        self.store.set_changes_state(id, ChangesState::Discarded)?;
+        if let Some(why) = super::continuation::held_by_newer(&self.store, &record.id, "discard")? {
+            return Err(Error::Precondition(why));
+        }
+        self.store.set_changes_state(&record.id, ChangesState::Discarded)?;
         self.radar.forget(id);
         self.runs.pulse(id);
         self.release_remote_soon(&record);
@@ -131,6 +150,20 @@ impl Changes {
                 reason,
                 bytes: workshop::disk_usage(&worktree),
             };
+            // Issue 31: a continued task's worktree is its newest continuation's, even with
+            // `force`; it goes with that one.
+            let newest = self.store.newest_continuation(&record.id)?;
+            // A relay's later agent works in this worktree too (issue 31).
+            let head = super::fallback::head_of(&self.store, &record.id).0;
+            let shares = |other: &str| {
+                self.store.task(other).ok().flatten().and_then(|t| t.workshop).and_then(|w| w.worktree)
+                    == Some(worktree.clone())
+            };
+            let newest = if newest == record.id && head != record.id && shares(&head) { head } else { newest };
+            if newest != record.id {
+                items.push(item("kept", format!("continued by task {newest}, which works in this worktree")));
+                continue;
+            }
             // Applied or discarded: the person has decided, so the
             // worktree and branch go at the next gc, whatever their age.
             let decided = record.changes_state.is_some();

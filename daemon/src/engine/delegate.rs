@@ -52,14 +52,27 @@ impl Engine {
         }
         // Issue 32: the tasks it builds on, checked before anything is written.
         let stack = stacking::ask_of(&input)?;
+        if stack.is_some() && input.continue_from.as_deref().is_some_and(|c| !c.is_empty()) {
+            return Err(Error::Invalid(
+                "`continue_from` with `depends_on` is refused: a continuation builds on its source task's worktree; delegate the continuation first, then stack other work on its id".to_owned(),
+            ));
+        }
         if let Some(ask) = &stack {
             let chosen = succession.as_ref().map(|s| s.id.as_str());
             self.check_stack(ask, std::path::Path::new(&input.workspace), chosen, parent)?;
         }
         let staged = self.stage_delegation(input, parent, succession).await?;
-        match &stack {
-            Some(ask) => self.store_stacked(&staged.delegated.record, ask)?,
-            None => self.store.insert_task(&staged.delegated.record)?,
+        match (&stack, &staged.continues) {
+            (Some(ask), _) => self.store_stacked(&staged.delegated.record, ask)?,
+            // Issue 31: the task and its link in one transaction, so a source is continued once.
+            (None, Some(source)) => {
+                if let Err(by) = self.store.insert_continuation(&staged.delegated.record, source)? {
+                    return Err(Error::Precondition(format!(
+                        "task {source} was already continued by task {by}: continue the newest task of its lineage"
+                    )));
+                }
+            }
+            (None, None) => self.store.insert_task(&staged.delegated.record)?,
         }
         self.launch_staged(staged).await
     }
@@ -70,10 +83,15 @@ impl Engine {
     /// transaction (issue 17). Dropped unstored, it removes its directory.
     pub(super) async fn stage_delegation(
         self: &Arc<Self>,
-        input: DelegateInput,
+        mut input: DelegateInput,
         parent: Option<&TaskRecord>,
         succession: Option<super::fallback::Succession>,
     ) -> Result<Staged> {
+        // Issue 31: a continuation works where its source did, filled from it.
+        let source = match input.continue_from.clone().filter(|s| !s.is_empty()) {
+            Some(from) => Some(super::continuation::take_source(&self.store, &from, &mut input)?),
+            None => None,
+        };
         let workspace = validate(&input)?;
         let project = project_root(&workspace);
         let (config, config_problem) = self.projects.load_config(&project)?;
@@ -98,6 +116,9 @@ impl Engine {
             nested::check_resolved(&nested::Parent::of(p), resolution.mode, isolation, resolution.network.available)?;
         }
         let session_id = input.session_id.as_deref().filter(|s| !s.trim().is_empty());
+        // A continuation resumes its source's session where the agent can (issue 31).
+        let session_id = session_id
+            .filter(|_| !source.as_ref().is_some_and(|s| s.session_inherited) || planner::can_resume(&resolution));
         if let Some(session) = session_id
             && let Some(owner) = self.store.agent_of_session(session)?
             && owner != resolution.agent
@@ -136,6 +157,10 @@ impl Engine {
             lifecycle,
             verify,
             parent: parent.map(|p| p.id.as_str()),
+            continues: source
+                .as_ref()
+                .and_then(|s| s.workshop.as_ref())
+                .or_else(|| succession.as_ref().and_then(|s| s.workshop.as_ref())),
         };
         let mut planned = planner::plan(&input, &config, &resolution, &facts)?;
         if let Some(problem) = config_problem {
@@ -163,13 +188,14 @@ impl Engine {
         }
         let unrecorded = write_task_files(&dir, &planned.files)?;
         let planner::Planned { record, warnings, worktree, .. } = planned;
-        Ok(Staged { delegated: Delegated { record, warnings, worktree }, unrecorded })
+        let continues = source.map(|s| s.id);
+        Ok(Staged { delegated: Delegated { record, warnings, worktree }, unrecorded, continues })
     }
 
     /// After a staged delegation's record is stored: the task goes live, its
     /// worktree is prepared or it is queued.
     pub(super) async fn launch_staged(self: &Arc<Self>, staged: Staged) -> Result<Delegated> {
-        let Staged { delegated: Delegated { record, warnings, worktree }, mut unrecorded } = staged;
+        let Staged { delegated: Delegated { record, warnings, worktree }, mut unrecorded, .. } = staged;
         let id = record.id.clone();
         unrecorded.0 = None;
         self.runs.make(&record.id, TaskStatus::Pending, 0);
@@ -180,7 +206,8 @@ impl Engine {
         }
         // Recorded: the answer goes back now. The worktree and its setup are
         // made on a task of their own; a task that needs neither is queued.
-        if record.launch.prepares_worktree() {
+        // A continuation's worktree exists already (issue 31).
+        if record.launch.prepares_worktree() && record.workshop.is_none() {
             self.spawn_preparation(record.clone());
             return Ok(Delegated { record, warnings, worktree });
         }
@@ -237,6 +264,8 @@ pub(super) struct UnrecordedDir(Option<PathBuf>);
 pub(super) struct Staged {
     pub(super) delegated: Delegated,
     unrecorded: UnrecordedDir,
+    /// The task a continuation continues (issue 31), stored with it.
+    continues: Option<String>,
 }
 
 impl Drop for UnrecordedDir {

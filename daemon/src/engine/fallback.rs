@@ -23,7 +23,7 @@ use crate::clock::now_ms;
 use crate::config::{Config, project_root};
 use crate::error::{Error, Result};
 use crate::lifecycle::{Limits, OnBlocker, Plan};
-use crate::oacp::{Blocker, BlockerKind, Finding, Mode, Report, Severity};
+use crate::oacp::{Blocker, BlockerKind, Finding, Isolation, Mode, Report, Severity};
 use crate::resolve::{self, Resolution};
 use crate::store::{AttemptRow, TaskRecord, TaskStatus};
 
@@ -37,6 +37,8 @@ const MAX_ATTEMPTS: usize = 16;
 pub(super) struct Succession {
     pub id: String,
     pub root: String,
+    /// A relay's worktree (issue 31, `relay.rs`): the next agent works there.
+    pub workshop: Option<crate::workshop::Prepared>,
 }
 
 /// One earlier attempt of a task, as callers see it.
@@ -47,6 +49,10 @@ pub struct AttemptView {
     /// The blocker that stopped it; `None` for a stored word this build does not know.
     pub stopped_by: Option<BlockerKind>,
     pub message: String,
+    /// Issue 31: the files git saw changed since the base when it stopped, and whether the
+    /// next agent went on with them in the same worktree (a relay).
+    pub files_changed: u32,
+    pub relayed: bool,
 }
 
 /// A budget and what was used of it, as callers see it.
@@ -68,6 +74,9 @@ pub struct LifecycleView {
     pub budget: Option<BudgetView>,
     /// While the task is parked at a quota (`parking.rs`): until when, and why.
     pub parked: Option<(i64, String)>,
+    /// Issue 31: the task this one continues in its worktree, and the one that continued it.
+    pub continues: Option<String>,
+    pub continued_by: Option<String>,
 }
 
 /// The life-cycle plan of a delegation: its budget (delegation over role
@@ -108,6 +117,8 @@ pub(super) fn plan_for(
     // The next agent is named by the fallback; a model or session belongs to this one.
     request.model = None;
     request.session_id = None;
+    // A continuation's source is its own (issue 31): a next agent takes the task's workshop.
+    request.continue_from = None;
     // The objective is the task's own column: the launch record keeps no copy
     // of it (issue 19), and the next attempt takes it from the task.
     request.objective.clear();
@@ -178,7 +189,9 @@ impl Engine {
             return Some(row);
         }
         let git_checked = report.changes_verified_by.as_deref() == Some("git");
-        if !report.changes.is_empty() || (record.mode == Mode::Write && !git_checked) {
+        // Issue 31: git-checked changes in a worktree go on with the next agent there.
+        let relay = git_checked && !report.changes.is_empty() && super::relay::relayable(record).is_some();
+        if !relay && (!report.changes.is_empty() || (record.mode == Mode::Write && !git_checked)) {
             let why = if report.changes.is_empty() {
                 "its changes could not be checked against git"
             } else {
@@ -222,7 +235,16 @@ impl Engine {
                 })
                 .collect();
             left.push((record.agent.clone(), kind.as_str().to_owned(), message.clone()));
-            report.findings.push(no_fallback_finding(&plan.chain, &left));
+            let mut finding = no_fallback_finding(&plan.chain, &left);
+            if relay {
+                finding.title = finding.title.replacen("no fallback", "no relay", 1);
+                finding.detail.push_str(&format!(
+                    "; nothing is lost: the changes stay in the task's worktree (`caesar diff {id}`), and \
+                     `caesar continue {id} \"<text>\" --agent <agent>` goes on with them once an agent can",
+                    id = record.id
+                ));
+            }
+            report.findings.push(finding);
             return None;
         };
         let row = AttemptRow {
@@ -249,12 +271,26 @@ impl Engine {
     /// The report says who takes over; waiters of the chain can wait on it
     /// from now on, before it is delegated.
     fn announce(&self, row: &AttemptRow, report: &mut Report) {
+        let relay = !report.changes.is_empty();
         report.findings.push(Finding {
             severity: Severity::Info,
-            title: format!("fell back to agent `{}` as task {}", row.next_agent, row.successor_id),
+            title: if relay {
+                format!("relayed to agent `{}` as task {}, in the same worktree", row.next_agent, row.successor_id)
+            } else {
+                format!("fell back to agent `{}` as task {}", row.next_agent, row.successor_id)
+            },
             file: None,
             line: None,
-            detail: format!("this agent stopped on a {} blocker before changing anything", row.stopped_by),
+            detail: if relay {
+                format!(
+                    "this agent stopped on a {} blocker after changing {} file(s); the next one continues its work \
+                     with a handoff of what git says was done",
+                    row.stopped_by,
+                    report.changes.len()
+                )
+            } else {
+                format!("this agent stopped on a {} blocker before changing anything", row.stopped_by)
+            },
         });
         self.runs.make(&row.successor_id, TaskStatus::Pending, 0);
     }
@@ -290,7 +326,16 @@ impl Engine {
             input.agent = Some(row.next_agent.clone());
             // A parked task resumes in its session, within its deadline (`parking.rs`).
             let parked = self.parking.resume_input(&prev, &mut input);
-            let succession = Succession { id: row.successor_id.clone(), root: row.root_id.clone() };
+            // Issue 31: a relay goes on in the blocked task's worktree, with a handoff.
+            let workshop = super::relay::relay_workshop(&prev);
+            if let Some(p) = &workshop {
+                let brief = super::handoff::brief(&self.handoff_facts(&prev, &row, p, &input));
+                input.context =
+                    if input.context.trim().is_empty() { brief } else { format!("{brief}\n\n{}", input.context) };
+                input.mode = Some(prev.mode.as_str().to_owned());
+                input.isolation = Some(Isolation::Worktree.as_str().to_owned());
+            }
+            let succession = Succession { id: row.successor_id.clone(), root: row.root_id.clone(), workshop };
             // A nested task's next attempt is its parent's child too.
             let parent = prev.launch.parent.as_deref().and_then(|p| self.store.task(p).ok().flatten());
             match self.delegate_as(input, parent.as_ref(), Some(succession)).await {

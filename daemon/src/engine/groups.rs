@@ -125,6 +125,12 @@ impl Engine {
     /// group writes (in place when it only reads), and records the group. Every member is resolved first: an unknown agent
     /// or a refused one refuses the group before anything is recorded.
     pub async fn delegate_group(self: &Arc<Self>, mut input: DelegateInput, ask: GroupAsk) -> Result<DelegatedGroup> {
+        if input.continue_from.as_deref().is_some_and(|c| !c.is_empty()) {
+            return Err(Error::Invalid(
+                "`continue_from` continues one task in its worktree: it cannot make a group; leave out `agents` and `attempts`"
+                    .to_owned(),
+            ));
+        }
         // A group's budget is the group's, across its tasks (`group_budget.rs`).
         let group_limits = input.budget.take();
         let agent = input.agent.clone().filter(|a| !a.is_empty());

@@ -49,9 +49,13 @@ pub mod changes;
 pub mod channel;
 mod codex_choice;
 mod conclude;
+// Issue 31: continuing a finished task in its worktree.
+mod continuation;
 mod delegate;
 mod events;
 mod fallback;
+// Issue 31: the brief an agent taking over a half-done task gets (pure; shared with fork).
+pub mod handoff;
 mod listing;
 pub mod mcp_tasks;
 pub use listing::ListEntry;
@@ -69,6 +73,8 @@ pub use live::LiveRuns;
 mod queue;
 pub mod quota;
 mod recovery;
+// Issue 31: a half-done worktree task handed to the next agent on a blocker.
+mod relay;
 mod remote_refs;
 pub mod stacking;
 mod start;

@@ -83,7 +83,13 @@ impl Views {
         let stack = self.store.stack_of(&record.id)?;
         let waiting = stack.as_ref().is_some_and(|s| s.state == crate::store::StackState::Waiting);
         let phase = if waiting && phase.is_some() { Some(Phase::Waiting) } else { phase };
-        let lifecycle = LifecycleView { budget: self.budget_view(&record), parked, ..LifecycleView::default() };
+        let lifecycle = LifecycleView {
+            budget: self.budget_view(&record),
+            parked,
+            continues: self.store.continues(&record.id)?,
+            continued_by: self.store.continued_by(&record.id)?,
+            ..LifecycleView::default()
+        };
         let mut view = TaskView {
             record,
             report,
@@ -344,11 +350,26 @@ impl Views {
         };
         view.lifecycle.attempts = rows
             .iter()
-            .map(|r| AttemptView {
-                agent: self.store.task(&r.task_id).ok().flatten().map(|t| t.agent).unwrap_or_default(),
-                task_id: r.task_id.clone(),
-                stopped_by: BlockerKind::parse(&r.stopped_by),
-                message: r.message.clone(),
+            .map(|r| {
+                let attempt = self.store.task(&r.task_id).ok().flatten();
+                let next = self.store.task(&r.successor_id).ok().flatten();
+                let files_changed = self
+                    .store
+                    .report(&r.task_id)
+                    .ok()
+                    .flatten()
+                    .and_then(|s| crate::oacp::Report::parse(&s.body).ok())
+                    .map_or(0, |rep| rep.changes.len() as u32);
+                // The next attempt works in this one's worktree.
+                let worktree = |t: &Option<TaskRecord>| t.as_ref().and_then(|t| t.workshop.as_ref()?.worktree.clone());
+                AttemptView {
+                    agent: attempt.as_ref().map(|t| t.agent.clone()).unwrap_or_default(),
+                    task_id: r.task_id.clone(),
+                    stopped_by: BlockerKind::parse(&r.stopped_by),
+                    message: r.message.clone(),
+                    files_changed,
+                    relayed: files_changed > 0 && worktree(&attempt).is_some() && worktree(&attempt) == worktree(&next),
+                }
             })
             .collect();
         view.lifecycle.current_task_id = Some(head);

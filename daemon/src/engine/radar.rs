@@ -199,6 +199,9 @@ impl Radar {
             .filter(|t| t.mode == Mode::Write || t.workshop.is_some())
             .filter(|t| t.changes_state.is_none())
             .filter(|t| worktree_of(t).is_some_and(|p| p.repo_root.is_some()))
+            // A continued task's work is its continuation's (issue 31), not a second footprint.
+            .filter(|t| !matches!(self.store.continued_by(&t.id), Ok(Some(_))))
+            .filter(|t| !matches!(self.store.fallback_of(&t.id), Ok(Some(_))))
             .collect())
     }
 

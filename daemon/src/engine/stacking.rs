@@ -336,8 +336,11 @@ impl Engine {
                         continue;
                     }
                     let children = match wake {
-                        Wake::Ended(parent) => engine.store.dependents_of(&parent).map(|d| {
-                            d.into_iter().filter(|(_, s)| *s == StackState::Waiting).map(|(c, _)| c).collect()
+                        Wake::Ended(parent) => engine.lineage_moved(&parent).and_then(|mut moved| {
+                            engine.store.dependents_of(&parent).map(|d| {
+                                moved.extend(d.into_iter().filter(|(_, s)| *s == StackState::Waiting).map(|(c, _)| c));
+                                moved
+                            })
                         }),
                         Wake::Examine(child) => Ok(vec![child]),
                         Wake::Sweep => engine.store.waiting_stacked(),
@@ -371,6 +374,8 @@ impl Engine {
         for id in &row.parents {
             // A parent that fell back goes on as its current attempt.
             let (head, _) = super::fallback::head_of(&self.store, id);
+            // A parent continued since (issue 31) gives its newest result.
+            let Some(head) = self.newest_result(&head)? else { return Ok(()) };
             match self.store.task(&head)? {
                 Some(p) if !p.status.is_terminal() => return Ok(()),
                 Some(p) if p.status == TaskStatus::Succeeded => succeeded.push(head),
@@ -432,6 +437,53 @@ impl Engine {
         }
         Ok(moved)
     }
+}
+
+impl Engine {
+    /// The task whose result stands for `id`'s lineage (issue 31): the
+    /// newest link that ended succeeded, following `continued_by`; `None`
+    /// while a newer link still runs (the dependents wait for it).
+    fn newest_result(&self, id: &str) -> Result<Option<String>> {
+        let mut newest = id.to_owned();
+        while let Some(next) = self.store.continued_by(&newest)? {
+            match self.store.task(&next)? {
+                Some(t) if !t.status.is_terminal() => return Ok(None),
+                Some(t) if t.status == TaskStatus::Succeeded => newest = next,
+                _ => break,
+            }
+        }
+        Ok(Some(newest))
+    }
+
+    /// `id` ended: if it continues earlier tasks (issue 31) and succeeded,
+    /// their lineage's result moved to its end commit. The dependents of
+    /// each earlier link that took the old result are flagged stale; those
+    /// still waiting are returned, to be examined (they take the new one).
+    fn lineage_moved(&self, id: &str) -> Result<Vec<String>> {
+        let Some(task) = self.store.task(id)?.filter(|t| t.status == TaskStatus::Succeeded) else {
+            return Ok(Vec::new());
+        };
+        let Some(commit) = end_commit(Path::new(&task.workspace), id) else { return Ok(Vec::new()) };
+        let mut waiting = Vec::new();
+        let mut link = id.to_owned();
+        while let Some(source) = self.store.continues(&link)? {
+            for moved in self.parent_moved(&source, &commit)? {
+                if let Moved::TakesNew(child) = moved {
+                    waiting.push(child);
+                }
+            }
+            link = source;
+        }
+        Ok(waiting)
+    }
+}
+
+/// The commit of a task's result (`workshop::end_ref`) in the repository
+/// of `workspace`.
+fn end_commit(workspace: &Path, id: &str) -> Option<String> {
+    let repo = git2::Repository::open(repo_of(workspace)?).ok()?;
+    let end = repo.find_reference(&workshop::end_ref(id)).ok()?.peel_to_commit().ok()?;
+    Some(end.id().to_string())
 }
 
 /// A parent's result moved to `commit`: its dependents still waiting take

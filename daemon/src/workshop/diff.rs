@@ -245,6 +245,30 @@ pub fn read_only_violation(diff: &DiffResult) -> Option<Finding> {
     })
 }
 
+/// The agent's commits on a worktree task's branch since its base, newest
+/// first, as `<short sha> <subject>`; at most `max`. Empty where there are
+/// none or they cannot be read (the diff says what changed either way).
+pub fn commits_since_base(p: &Prepared, max: usize) -> Vec<String> {
+    let (Some(root), Some(base), Some(branch)) = (&p.repo_root, p.base_ref.as_deref(), p.branch.as_deref()) else {
+        return Vec::new();
+    };
+    let walk = || -> Result<Vec<String>, git2::Error> {
+        let repo = Repository::open(root)?;
+        let tip = repo.find_branch(branch, git2::BranchType::Local)?.get().peel_to_commit()?.id();
+        let mut revwalk = repo.revwalk()?;
+        revwalk.push(tip)?;
+        revwalk.hide(git2::Oid::from_str(base)?)?;
+        let mut out = Vec::new();
+        for oid in revwalk.take(max) {
+            let c = repo.find_commit(oid?)?;
+            let short: String = c.id().to_string().chars().take(7).collect();
+            out.push(format!("{short} {}", c.summary().into_iter().flatten().next().unwrap_or("")));
+        }
+        Ok(out)
+    };
+    walk().unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,7 +53,7 @@ use crate::config::{IsolationPref, WorktreeSection};
 use crate::oacp::{Finding, Isolation, Mode};
 
 pub use apply::{ApplyResult, Conflict, apply};
-pub use diff::{DiffResult, FileChange, conclude, diff, read_only_violation, reconcile};
+pub use diff::{DiffResult, FileChange, commits_since_base, conclude, diff, read_only_violation, reconcile};
 pub use place::kill_setups_of;
 pub use taskgit::{capture, end_ref};
 
