@@ -116,6 +116,8 @@ pub use fanout::GroupRecord;
 mod question_batch;
 
 mod steers;
+// Issue 31: forks' lineage.
+mod forks;
 pub use steers::{SteerRow, SteerState};
 
 /// The process outcome of a task, exactly seed 000's six statuses.
@@ -381,6 +383,7 @@ impl Store {
         }
         // Issue 31: the steers' table, made on every open (`store/steers.rs` says why).
         steers::ensure(conn)?;
+        forks::ensure(conn)?;
         Ok(())
     }
 

@@ -70,7 +70,10 @@ mod queue;
 mod recovery;
 mod remote_refs;
 mod start;
-// Issue 31: steering a running agent.
+// Issue 31: steering a running agent; checkpoints and forks.
+mod checkpoints;
+pub mod fork;
+mod fork_brief;
 pub mod steer;
 mod trusting;
 // Issue 17, fan-out: verification in the worktree, groups.
@@ -304,6 +307,8 @@ pub struct Engine {
     channel: channel::Channel,
     /// Tasks' and groups' budgets (issue 17).
     budgets: group_budget::Budgets,
+    /// Worktree snapshots per `file_changed` event (issue 31, `checkpoints.rs`).
+    checkpoints: checkpoints::Checkpoints,
 }
 
 impl std::fmt::Debug for Engine {
@@ -355,6 +360,7 @@ impl Engine {
                 ),
                 budgets: group_budget::Budgets::new(store.clone(), runner.clone(), notices.clone()),
                 changes: changes::Changes::new(store.clone(), runner.clone(), radar.clone(), runs.clone()),
+                checkpoints: checkpoints::Checkpoints::new(store.clone()),
                 paths,
                 settings,
                 projects,
