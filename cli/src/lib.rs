@@ -15,6 +15,7 @@ mod changes;
 mod config_cmd;
 pub mod config_ui;
 mod fanout;
+mod fork_cmd;
 mod manage;
 mod mcp_cmd;
 mod mcp_install;
@@ -110,6 +111,22 @@ enum Command {
         /// End the agent's running turn first, then say it.
         #[arg(long)]
         interrupt: bool,
+    },
+    /// Start a new task in a new worktree holding another task's files as they were at one of
+    /// its events (`caesar logs` shows their seq), briefed with that task and your text.
+    Fork {
+        task_id: String,
+        /// What the fork's agent should do.
+        text: String,
+        /// The event (seq) whose files the fork starts with; the source's latest state without it.
+        #[arg(long)]
+        at: Option<u64>,
+        /// The fork's agent (the source's by default).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The fork's model (the agent's default otherwise).
+        #[arg(long)]
+        model: Option<String>,
     },
     /// The git diff of a worktree task.
     Diff {
@@ -554,6 +571,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Cancel { task_id } => tasks::cancel(task_id, json).await,
         Command::Answer { task_id, question_id, answer } => tasks::answer(task_id, question_id, answer, json).await,
         Command::Steer { task_id, text, interrupt } => tasks::steer(task_id, text, interrupt, json).await,
+        Command::Fork { task_id, text, at, agent, model } => {
+            fork_cmd::fork(fork_cmd::ForkArgs { task_id, at, agent, model, text }, json).await
+        }
         Command::Diff { task_id, stat } => changes::diff(task_id, stat, json).await,
         Command::Apply { task_id } => changes::apply(task_id, json).await,
         Command::Discard { task_id } => changes::discard(task_id, json).await,

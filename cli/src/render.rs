@@ -104,6 +104,7 @@ pub fn task_json(t: &pb::TaskView) -> Value {
     put(&mut v, "parked_until", &t.parked_until);
     put(&mut v, "parked_reason", &t.parked_reason);
     put(&mut v, "current_task_id", &t.current_task_id);
+    put(&mut v, "forked_from", &t.forked_from);
     put(&mut v, "phase", pb::Phase::spell(t.phase));
     if let Some(code) = t.exit_code {
         v["exit_code"] = json!(code);
@@ -315,6 +316,9 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
     }
     if !t.current_task_id.is_empty() {
         println!("  current attempt: {}", t.current_task_id);
+    }
+    if !t.forked_from.is_empty() {
+        println!("  forked_from: {}", t.forked_from);
     }
     let attempts = attempt_lines(t);
     if !attempts.is_empty() {

@@ -101,6 +101,12 @@ pub struct DelegateParams {
     /// Where the task runs: "local" (this machine) or "kubernetes" (a Job on the cluster of the project's `[runner.kubernetes]`). Defaults to the role's `runner`, else the project's `[runner] kind`.
     #[serde(default)]
     pub runner: Option<String>,
+    /// Fork a task instead of starting from the repository's HEAD: the new task runs in a new worktree that starts with this task's files (a worktree task's) as they were at event `fork_at`, and its brief names that task, its objective and the point; `objective` says what to do from there. Mode write and isolation worktree; `agent` defaults to the source's.
+    #[serde(default)]
+    pub fork_from: Option<String>,
+    /// With `fork_from`: the event (its seq, as caesar_logs shows it) whose files the fork starts with; the source's latest state when omitted.
+    #[serde(default)]
+    pub fork_at: Option<u64>,
 }
 
 /// A task's limits for `caesar_delegate`.
