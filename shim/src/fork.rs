@@ -30,3 +30,26 @@ pub fn request(p: &DelegateParams) -> Result<Option<pb::ForkRequest>, ToolError>
         model: p.model.clone().unwrap_or_default(),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(v: serde_json::Value) -> DelegateParams {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn fork_from_makes_a_fork_request_and_fork_at_alone_is_refused() {
+        let plain = params(serde_json::json!({"objective": "x"}));
+        assert!(request(&plain).unwrap().is_none());
+        let f = request(&params(serde_json::json!({
+            "objective": "go on", "fork_from": " t_1 ", "fork_at": 7, "agent": "codex"
+        })))
+        .unwrap()
+        .unwrap();
+        assert_eq!((f.task_id.as_str(), f.at, f.agent.as_str(), f.text.as_str()), ("t_1", Some(7), "codex", "go on"));
+        assert!(request(&params(serde_json::json!({"objective": "x", "fork_at": 3}))).is_err());
+        assert!(request(&params(serde_json::json!({"objective": "x", "fork_from": "t_1", "attempts": 2}))).is_err());
+    }
+}
