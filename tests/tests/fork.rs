@@ -177,4 +177,10 @@ async fn a_fork_at_an_event_holds_exactly_the_files_of_the_events_up_to_it() {
     await_one(&mut c, &inplace.task_id, LONG).await;
     let err = refused(&env, &["fork", &inplace.task_id, "x"]);
     assert!(err.contains("worked in place") && err.contains("--mode write"), "{err}");
+    // A task whose worktree gc removed has nothing left to fork.
+    run_ok(&env, &["discard", &latest]);
+    let gc = c.gc(pb::GcRequest { dry_run: false, force: false, older_than_ms: 1 }).await.unwrap().into_inner();
+    assert!(gc.items.iter().any(|i| i.task_id == latest && i.action == "removed"), "{:?}", gc.items);
+    let err = refused(&env, &["fork", &latest, "x"]);
+    assert!(err.contains("worktree was removed") && err.contains("nothing left to fork"), "{err}");
 }

@@ -119,5 +119,11 @@ fn source_worktree(source: &TaskRecord) -> Result<crate::workshop::Prepared> {
              delegate a new task with `--mode write` (it gets a worktree), or fork a worktree task"
         )));
     }
+    if !p.worktree.as_deref().is_some_and(std::path::Path::is_dir) {
+        return Err(Error::Precondition(format!(
+            "task {id}'s worktree was removed (by gc, or after apply or discard), and its checkpoints with it: \
+             there is nothing left to fork; delegate a new task instead"
+        )));
+    }
     Ok(p)
 }
