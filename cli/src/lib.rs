@@ -15,6 +15,7 @@ mod changes;
 mod config_cmd;
 pub mod config_ui;
 mod fanout;
+mod fork_cmd;
 mod manage;
 mod mcp_cmd;
 mod mcp_install;
@@ -114,6 +115,22 @@ enum Command {
     /// Continue a finished task in its own worktree and branch (issue 31): a new task whose
     /// agent resumes its session where it can; its diff is the whole work since the first base.
     Continue(Box<ContinueArgs>),
+    /// Start a new task in a new worktree holding another task's files as they were at one of
+    /// its events (`caesar logs` shows their seq), briefed with that task and your text.
+    Fork {
+        task_id: String,
+        /// What the fork's agent should do.
+        text: String,
+        /// The event (seq) whose files the fork starts with; the source's latest state without it.
+        #[arg(long)]
+        at: Option<u64>,
+        /// The fork's agent (the source's by default).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The fork's model (the agent's default otherwise).
+        #[arg(long)]
+        model: Option<String>,
+    },
     /// The git diff of a worktree task.
     Diff {
         task_id: String,
@@ -588,6 +605,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let ContinueArgs { task_id, mut run } = *c;
             run.continue_from = Some(task_id);
             run::run(run, json).await
+        }
+        Command::Fork { task_id, text, at, agent, model } => {
+            fork_cmd::fork(fork_cmd::ForkArgs { task_id, at, agent, model, text }, json).await
         }
         Command::Diff { task_id, stat } => changes::diff(task_id, stat, json).await,
         Command::Apply { task_id, chain: false } => changes::apply(task_id, json).await,

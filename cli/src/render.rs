@@ -108,6 +108,7 @@ pub fn task_json(t: &pb::TaskView) -> Value {
     put(&mut v, "current_task_id", &t.current_task_id);
     put(&mut v, "continues", &t.continues);
     put(&mut v, "continued_by", &t.continued_by);
+    put(&mut v, "forked_from", &t.forked_from);
     put(&mut v, "phase", pb::Phase::spell(t.phase));
     if !t.parents.is_empty() {
         v["parents"] = json!(t.parents);
@@ -336,6 +337,9 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
     }
     if !t.continued_by.is_empty() {
         println!("  continued by: {} (which holds the worktree now)", t.continued_by);
+    }
+    if !t.forked_from.is_empty() {
+        println!("  forked_from: {}", t.forked_from);
     }
     let attempts = attempt_lines(t);
     if !attempts.is_empty() {

@@ -43,6 +43,7 @@ pub mod request;
 pub mod resolve;
 pub mod rpc;
 pub mod rpc_fanout;
+pub mod rpc_fork;
 pub mod rpc_kinds;
 pub mod rpc_mcp_tasks;
 pub mod runner;

@@ -453,6 +453,8 @@ fn workshop_plan(
         worktree: config.worktree.clone(),
         shared_tree,
         worktree_decided: worktree,
+        start_tree: None,
+        start_base: None,
     }
 }
 

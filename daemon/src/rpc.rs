@@ -199,6 +199,7 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         verdict_detail: v.verdict.detail,
         parents: v.stack.as_ref().map(|s| s.parents.clone()).unwrap_or_default(),
         stale: v.stack.and_then(|s| s.stale).unwrap_or_default(),
+        forked_from: String::new(),
     }
 }
 
@@ -352,6 +353,7 @@ impl Caesar for Service {
         let mut v = task_view(self.engine.views().status(&id)?, false);
         (v.conflicts_with, v.radar_age_ms) = crate::rpc_fanout::conflicts_with(&self.engine, &v.task_id);
         crate::rpc_mcp_tasks::annotate(&self.engine, &id, &mut v)?;
+        v.forked_from = crate::rpc_fork::lineage(&self.engine, &id);
         // Status is a snapshot: the report itself is for Await.
         v.report_json.clear();
         Ok(Response::new(v))
@@ -673,6 +675,11 @@ impl Caesar for Service {
             route: s.route.to_owned(),
             queued_for_start: s.queued_for_start,
         }))
+    }
+
+    async fn fork(&self, req: Request<pb::ForkRequest>) -> Result<Response<pb::DelegateResponse>, Status> {
+        let caller = self.caller(&req).await?;
+        Ok(Response::new(crate::rpc_fork::fork(&self.engine, &caller, req.into_inner()).await?))
     }
 
     async fn watch_events(&self, req: Request<pb::WatchEventsRequest>) -> Result<Response<EventStream>, Status> {

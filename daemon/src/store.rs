@@ -116,6 +116,8 @@ pub use fanout::GroupRecord;
 mod question_batch;
 
 mod steers;
+// Issue 31: forks' lineage.
+mod forks;
 pub use steers::{SteerRow, SteerState};
 // Issue 31: which task continues which in the same worktree.
 mod continuations;
@@ -392,6 +394,7 @@ impl Store {
         // Issue 32: the stacked tasks' tables, made the same way (`store/deps.rs`).
         deps::ensure(conn)?;
         continuations::ensure(conn)?;
+        forks::ensure(conn)?;
         Ok(())
     }
 

@@ -10,6 +10,7 @@ pub mod cmd;
 pub mod daemon;
 pub mod error;
 pub mod fit;
+pub mod fork;
 pub mod legacy_result;
 pub mod legacy_tasks;
 pub mod legacy_wire;

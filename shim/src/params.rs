@@ -110,6 +110,12 @@ pub struct DelegateParams {
     /// Continue this finished task (its task_id) in its own worktree and branch: its changes are there, its agent's session is resumed where the agent can, and the new task's diff is the whole work since the first task's base. `objective` says what to do next; the workspace, agent, mode and isolation are the source's. Refused for a task still running (use caesar_steer), applied or discarded, or already continued (continue the newest).
     #[serde(default)]
     pub continue_from: Option<String>,
+    /// Fork a task instead of starting from the repository's HEAD: the new task runs in a new worktree that starts with this task's files (a worktree task's) as they were at event `fork_at`, and its brief names that task, its objective and the point; `objective` says what to do from there. Mode write and isolation worktree; `agent` defaults to the source's.
+    #[serde(default)]
+    pub fork_from: Option<String>,
+    /// With `fork_from`: the event (its seq, as caesar_logs shows it) whose files the fork starts with; the source's latest state when omitted.
+    #[serde(default)]
+    pub fork_at: Option<u64>,
 }
 
 /// A task's limits for `caesar_delegate`.

@@ -190,6 +190,7 @@ impl Shim {
                 w
             }
         };
+        let fork = crate::fork::request(&p)?;
         let depth = std::env::var("CAESAR_DEPTH").ok().and_then(|d| d.trim().parse().ok()).unwrap_or(0);
         let req = pb::DelegateRequest {
             objective: p.objective,
@@ -226,8 +227,13 @@ impl Shim {
         let d = self
             .daemon()
             .call(move |mut c| {
-                let req = req.clone();
-                async move { c.delegate(req).await }
+                let (req, fork) = (req.clone(), fork.clone());
+                async move {
+                    match fork {
+                        Some(f) => c.fork(f).await,
+                        None => c.delegate(req).await,
+                    }
+                }
             })
             .await?;
         let mut warnings: BTreeMap<String, String> = d.warnings.into_iter().collect();

@@ -18,15 +18,12 @@ impl Engine {
         // The batch's new questions go in the same transaction as its events (issue 15).
         let questions = std::mem::take(&mut run.new_questions);
         let offset = Some(run.tail.offset());
-        let emitted = self
-            .runs
-            .emit_with(&run.id, run.dir.root(), &run.live, bodies, |records| {
-                self.store.append_events_with_questions(&run.id, records, offset, &questions)?;
-                Ok(true)
-            })
-            .map(|_| ());
+        let emitted = self.runs.emit_with(&run.id, run.dir.root(), &run.live, bodies, |records| {
+            self.store.append_events_with_questions(&run.id, records, offset, &questions)?;
+            Ok(true)
+        });
         match &emitted {
-            Ok(()) => self.permissions.questions_stored(run, questions),
+            Ok(_) => self.permissions.questions_stored(run, questions),
             Err(e) if !questions.is_empty() => {
                 warn!(task_id = %run.id, "storing {} question(s) with their events failed: {e}", questions.len())
             }
@@ -35,8 +32,12 @@ impl Engine {
         if changed_files {
             // The conflict radar reads this task's worktree again (issue 17).
             self.radar.touch(&run.id);
+            // And a checkpoint of its worktree becomes due (issue 31, a fork's point).
+            if let Ok(seq) = &emitted {
+                self.checkpoints.touch(&run.id, *seq);
+            }
         }
-        emitted
+        emitted.map(|_| ())
     }
 }
 

@@ -78,7 +78,10 @@ mod relay;
 mod remote_refs;
 pub mod stacking;
 mod start;
-// Issue 31: steering a running agent.
+// Issue 31: steering a running agent; checkpoints and forks.
+mod checkpoints;
+pub mod fork;
+mod fork_brief;
 pub mod steer;
 mod trusting;
 // Issue 17, fan-out: verification in the worktree, groups.
@@ -319,6 +322,8 @@ pub struct Engine {
     budgets: group_budget::Budgets,
     /// Stacked tasks' loop (issue 32, `stacking.rs`).
     stacking: stacking::Stacking,
+    /// Worktree snapshots per `file_changed` event (issue 31, `checkpoints.rs`).
+    checkpoints: checkpoints::Checkpoints,
 }
 
 impl std::fmt::Debug for Engine {
@@ -370,6 +375,7 @@ impl Engine {
                 ),
                 budgets: group_budget::Budgets::new(store.clone(), runner.clone(), notices.clone()),
                 changes: changes::Changes::new(store.clone(), runner.clone(), radar.clone(), runs.clone()),
+                checkpoints: checkpoints::Checkpoints::new(store.clone()),
                 paths,
                 settings,
                 projects,

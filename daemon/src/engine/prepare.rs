@@ -228,5 +228,16 @@ fn prepare_blocking(
         launcher,
         base,
     })
+    .and_then(|p| match (&plan.start_tree, &plan.start_base) {
+        // A fork's worktree holds its source's files at the point it was forked from.
+        (Some(tree), Some(base)) => match workshop::checkpoints::seed(&p, base, tree) {
+            Ok(()) => Ok(p),
+            Err(e) => {
+                let _ = workshop::remove(&p, true);
+                Err(e)
+            }
+        },
+        _ => Ok(p),
+    })
     .map_err(|e| e.to_string())
 }

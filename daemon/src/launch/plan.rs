@@ -115,6 +115,13 @@ pub struct WorkshopPlan {
     /// the task is queued, outside every lock.
     #[serde(default)]
     pub worktree_decided: bool,
+    /// A fork (issue 31): the tree (oid) its new worktree starts with, laid
+    /// over the base as uncommitted changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_tree: Option<String>,
+    /// The base (commit oid) of the task `start_tree` was taken from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_base: Option<String>,
 }
 
 impl LaunchPlan {

@@ -36,6 +36,8 @@
 //! project's setup commands) are run.
 
 mod apply;
+// Issue 31: the worktree at each file_changed event, for a fork.
+pub mod checkpoints;
 mod diff;
 mod place;
 pub mod radar;
@@ -770,6 +772,7 @@ fn remove_with(p: &Prepared, force: bool, discarded: bool) -> Result<Removed, Wo
         if let Ok(mut r) = repo.find_reference(&end_ref(&p.task_id)) {
             r.delete().map_err(WorkshopError::git(format!("delete {}", end_ref(&p.task_id))))?;
         }
+        checkpoints::drop_all(&repo, &p.task_id);
         if let Ok(w) = repo.find_worktree(&p.task_id) {
             let mut o = WorktreePruneOptions::new();
             o.valid(true).locked(force).working_tree(true);

@@ -19,6 +19,7 @@
 //! log FILE          append the text of this prompt and of every later one to FILE, a line each
 //! stamp-sent FILE   with `ask`: stamp FILE right after the request is written
 //! stamp-answer FILE with `ask`: stamp FILE as soon as the answer is read
+//! stamp-steer FILE  stamp FILE as soon as a later `session/prompt` (a steer) is read
 //! ```
 //!
 //! A later `session/prompt` in the same session (a steer, issue 31) is answered with one
@@ -58,6 +59,7 @@ fn main() {
     let fail_initialize = (args.first().map(String::as_str) == Some("--fail-initialize")).then(|| args[1].clone());
     let (mut sent_file, mut answer_file) = (None, None);
     let (mut prompts, mut log_file): (u32, Option<String>) = (0, None);
+    let mut steer_file: Option<String> = None;
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut session = "fake-1".to_owned();
@@ -111,6 +113,9 @@ fn main() {
                     }
                 };
                 if prompts > 1 {
+                    if let Some(f) = &steer_file {
+                        stamp(f);
+                    }
                     log(&log_file);
                     update(
                         &session,
@@ -160,6 +165,7 @@ fn main() {
                         }
                         "stamp-sent" => sent_file = Some(value.clone()),
                         "stamp-answer" => answer_file = Some(value.clone()),
+                        "stamp-steer" => steer_file = Some(value.clone()),
                         "ask" => {
                             ask_id += 1;
                             let call = format!("call-{ask_id}");
