@@ -48,6 +48,7 @@ fn worktree(root: &Path, id: &str) -> Prepared {
         own_git_dir: true,
         scratch: None,
         launcher: None,
+        base: None,
     })
     .unwrap()
 }
