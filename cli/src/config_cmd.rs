@@ -92,6 +92,10 @@ pub(crate) async fn policy(action: PolicyAction, json: bool) -> Result<u8, Failu
             edit(&mut c, &layer, json!({"op": "policy_list", "field": "denied", "id": agent, "present": true}), json)
                 .await
         }
+        PolicyAction::Nest { dir, layer } => {
+            let edit_json = json!({"op": "policy_list", "field": "nested_workspaces", "id": dir, "present": true});
+            edit(&mut c, &layer, edit_json, json).await
+        }
     }
 }
 

@@ -300,6 +300,14 @@ enum PolicyAction {
         #[command(flatten)]
         layer: LayerArgs,
     },
+    /// Let a delegation from inside a task work in this directory (an
+    /// absolute path) beside its parent's repository: `nested_workspaces`,
+    /// read from the global config only.
+    Nest {
+        dir: String,
+        #[command(flatten)]
+        layer: LayerArgs,
+    },
 }
 
 #[derive(Subcommand)]

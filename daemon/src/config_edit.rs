@@ -172,7 +172,26 @@ fn edit_list(
     let current = match field {
         "allowed" => &effective.policy.allowed,
         "denied" => &effective.policy.denied,
-        other => return Err(Error::Invalid(format!("unknown policy list `{other}`: use `allowed` or `denied`"))),
+        "nested_workspaces" => {
+            // Only the user's own config names one (issue 29): a project's
+            // file is not read for it.
+            if layer != Origin::Global {
+                return Err(Error::Invalid(
+                    "policy.nested_workspaces is read from your global config only: add `--global`".to_owned(),
+                ));
+            }
+            if !Path::new(id).is_absolute() {
+                return Err(Error::Invalid(format!(
+                    "`{id}` is not an absolute path: name the directory a nested delegation may work in by its absolute path"
+                )));
+            }
+            &effective.policy.nested_workspaces
+        }
+        other => {
+            return Err(Error::Invalid(format!(
+                "unknown policy list `{other}`: use `allowed`, `denied` or `nested_workspaces`"
+            )));
+        }
     };
     let policy = table(doc, "policy")?;
     let owned = policy.contains_key(field);
@@ -393,6 +412,20 @@ mod tests {
         let enable = Edit::PolicyList { field: "denied".into(), id: "grok".into(), present: false };
         apply(g.path(), p.path(), Origin::Project, &enable).unwrap();
         assert_eq!(Config::load(g.path(), p.path()).unwrap().policy.denied, ["qwen"]);
+    }
+
+    #[test]
+    fn nested_workspaces_are_named_in_the_global_layer_by_absolute_path() {
+        let g = tempfile::tempdir().unwrap();
+        let p = tempfile::tempdir().unwrap();
+        let nest = |id: &str| Edit::PolicyList { field: "nested_workspaces".into(), id: id.into(), present: true };
+        apply(g.path(), p.path(), Origin::Global, &nest("/srv/shared")).unwrap();
+        assert_eq!(Config::load(g.path(), p.path()).unwrap().policy.nested_workspaces, ["/srv/shared"]);
+        let err = apply(g.path(), p.path(), Origin::Project, &nest("/srv/other")).unwrap_err().to_string();
+        assert!(err.contains("global config only") && err.contains("--global"), "{err}");
+        let err = apply(g.path(), p.path(), Origin::Global, &nest("relative")).unwrap_err().to_string();
+        assert!(err.contains("`relative` is not an absolute path"), "{err}");
+        assert_eq!(Config::load(g.path(), p.path()).unwrap().policy.nested_workspaces, ["/srv/shared"]);
     }
 
     #[test]
