@@ -302,26 +302,7 @@ impl Caesar for Service {
                 (self.engine.delegate_from(parent, input).await?, String::new(), Vec::new())
             }
         };
-        let t = d.record;
-        let agent_reason = d.warnings.get(crate::resolve::AGENT_CHOICE).cloned().unwrap_or_default();
-        Ok(Response::new(pb::DelegateResponse {
-            group_id,
-            task_ids,
-            task_id: t.id,
-            agent: t.agent,
-            role: t.role.unwrap_or_default(),
-            mode: t.mode.as_str().to_owned(),
-            isolation: t.isolation.as_str().to_owned(),
-            network: t.network,
-            model: t.model.unwrap_or_default(),
-            workspace: t.workspace,
-            status: t.status.wire(),
-            warnings: d.warnings.into_iter().collect(),
-            task_dir: t.task_dir,
-            timeout_ms: t.timeout_ms,
-            agent_reason,
-            worktree: d.worktree.unwrap_or_default(),
-        }))
+        Ok(Response::new(crate::rpc_fork::response(d, group_id, task_ids)))
     }
 
     async fn r#await(&self, req: Request<pb::AwaitRequest>) -> Result<Response<pb::AwaitResponse>, Status> {

@@ -1,5 +1,7 @@
 //! The gRPC face of forking (issue 31): the `Fork` RPC's conversion, and
-//! a task's lineage (`forked_from`) for its view. Kept out of `rpc.rs`.
+//! a task's lineage (`forked_from`) for its view. Kept out of `rpc.rs`. A
+//! fork answers as a delegation does: [`response`] is the one conversion
+//! of a delegated task to its `DelegateResponse`, which `Delegate` uses too.
 
 use std::sync::Arc;
 
@@ -20,7 +22,7 @@ pub async fn fork(engine: &Arc<Engine>, caller: &Caller, r: pb::ForkRequest) -> 
         text: r.text,
         model: Some(r.model).filter(|m| !m.trim().is_empty()),
     };
-    Ok(response(engine.fork(input).await?))
+    Ok(response(engine.fork(input).await?, String::new(), Vec::new()))
 }
 
 /// `<task>@<seq>` when `task_id` is a fork, else empty.
@@ -31,7 +33,9 @@ pub fn lineage(engine: &Engine, task_id: &str) -> String {
     }
 }
 
-fn response(d: Delegated) -> pb::DelegateResponse {
+/// The answer to a delegation: the task as recorded, the warnings and the
+/// agent's reason; `group_id` and `task_ids` for a fan-out (empty otherwise).
+pub(crate) fn response(d: Delegated, group_id: String, task_ids: Vec<String>) -> pb::DelegateResponse {
     let t = d.record;
     let agent_reason = d.warnings.get(crate::resolve::AGENT_CHOICE).cloned().unwrap_or_default();
     pb::DelegateResponse {
@@ -49,7 +53,7 @@ fn response(d: Delegated) -> pb::DelegateResponse {
         timeout_ms: t.timeout_ms,
         agent_reason,
         worktree: d.worktree.unwrap_or_default(),
-        group_id: String::new(),
-        task_ids: Vec::new(),
+        group_id,
+        task_ids,
     }
 }
