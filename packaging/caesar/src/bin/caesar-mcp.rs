@@ -1,5 +1,9 @@
-//! `caesar-mcp`, the stdio MCP server. Its code is the `caesar_mcp` library (`shim/`).
+//! `caesar-mcp`, the stdio MCP server: a launcher for the `caesar` binary
+//! beside it, which holds the server (`shim/`, library `caesar_mcp`).
+
+#[path = "../launcher.rs"]
+mod launcher;
 
 fn main() -> std::process::ExitCode {
-    caesar_mcp::cmd::main()
+    launcher::exec_as("caesar-mcp")
 }

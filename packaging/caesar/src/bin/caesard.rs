@@ -1,5 +1,9 @@
-//! `caesard`, the per-user daemon. Its code is the `caesard` library (`daemon/`).
+//! `caesard`, the per-user daemon: a launcher for the `caesar` binary beside
+//! it, which holds the daemon (`daemon/`, library `caesard`).
+
+#[path = "../launcher.rs"]
+mod launcher;
 
 fn main() -> std::process::ExitCode {
-    caesard::cmd::main()
+    launcher::exec_as("caesard")
 }
