@@ -96,6 +96,8 @@ pub(super) fn view_json(v: &TaskView) -> Value {
         "report": report,
         "changes": r.changes_state.map(|c| c.as_str()),
         "worktree": r.workshop.as_ref().map(|w| w.isolation == crate::oacp::Isolation::Worktree).unwrap_or(false),
+        "continues": v.lifecycle.continues,
+        "continued_by": v.lifecycle.continued_by,
         "now_ms": crate::clock::now_ms(),
     })
 }
@@ -175,10 +177,19 @@ pub(super) fn entry_json(e: &crate::engine::ListEntry) -> Value {
 /// The listing: tasks needing an answer first, then newest first; one
 /// store query for all of it.
 pub(super) fn listing(hub: &Hub, limit: u32) -> Result<Value, Error> {
-    let entries = hub.engine().views().list_entries(limit.clamp(1, MAX_TASKS))?;
+    let limit = limit.clamp(1, MAX_TASKS);
+    let entries = hub.engine().views().list_entries(limit)?;
     let total = hub.engine().store().count_status(TaskStatus::Pending)?
         + hub.engine().store().count_status(TaskStatus::Running)?;
-    Ok(json!({ "tasks": entries.iter().map(entry_json).collect::<Vec<_>>(), "active": total }))
+    // What groups the board's cards: fan-out members, attempts, continuations.
+    let links: Vec<Value> =
+        hub.engine().store().board_links(limit)?.iter().map(|l| json!([l.task_id, l.kind.as_str(), l.other])).collect();
+    Ok(json!({
+        "tasks": entries.iter().map(entry_json).collect::<Vec<_>>(),
+        "active": total,
+        "links": links,
+        "workspace": hub.workspace(),
+    }))
 }
 
 /// `GET /api/tasks?limit=N`.
