@@ -1041,6 +1041,8 @@ async fn the_task_page_leads_with_the_verdict_and_line_comments_continue_the_tas
         assert_eq!(times, json!(true), "every event has its time");
         assert!(!b.text().contains('\u{1b}'), "no escape code anywhere on the page");
         b.screenshot("task-verdict-findings");
+        b.js("document.querySelector('#conversation').scrollIntoView()", json!([]));
+        b.screenshot("task-conversation");
         // A comment on line 2, then continue.
         b.js("document.querySelector(`pre.patch[data-file='a.txt'] .ln[data-line='2'] .cbtn`).click()", json!([]));
         b.type_into("pre.patch .comment-box textarea", "make it three");
@@ -1056,6 +1058,7 @@ async fn the_task_page_leads_with_the_verdict_and_line_comments_continue_the_tas
             json!("Continue with 1 comment(s)")
         );
         b.type_into("#continue-text", "Please address the comment.");
+        b.js("document.querySelector('#diff').scrollIntoView()", json!([]));
         b.screenshot("task-diff-comment");
         b.click("[data-action=continue]");
         let link = b.wait(

@@ -157,7 +157,9 @@ function taskPage(id) {
   }
 
   function updateCommentCount() {
-    commentCount.textContent = comments.length ? `${comments.length} line comment(s) from the diff go with it.` : 'Comment on lines of the diff (the + at a line) to send them with it.';
+    const diffShown = lastDiff && lastDiff.available && !lastDiff.is_empty;
+    commentCount.textContent = comments.length ? `${comments.length} line comment(s) from the diff go with it.`
+      : diffShown ? 'Comment on lines of the diff (the + at a line) to send them with it.' : '';
     for (const b of document.querySelectorAll('[data-action=continue]')) b.textContent = comments.length ? `Continue with ${comments.length} comment(s)` : 'Continue';
   }
 
