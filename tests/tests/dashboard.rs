@@ -901,6 +901,17 @@ async fn the_board_sorts_tasks_by_state_groups_members_and_attempts_and_filters(
             assert_eq!(inside, json!(true), "member {m} is in its group's card");
         }
         assert_eq!(column_of(&b, &group.group_id), json!("review"));
+        // A member's page names its group and links its sibling.
+        b.goto(&format!("http://127.0.0.1:{port}/task/{}", group.task_ids[0]));
+        let siblings = b.wait("the group on the page", LONG, "const g = document.querySelector('#group'); return g && [g.querySelector('a').textContent, [...g.querySelectorAll('a.id')].map((a) => a.textContent)]", json!([]));
+        assert_eq!(siblings, json!([group.group_id, [group.group_id, group.task_ids[1]]]), "{siblings}");
+        b.goto(&format!("http://127.0.0.1:{port}/"));
+        b.wait(
+            "the board again",
+            LONG,
+            "return document.querySelector(`#tasks [data-group='${arguments[0]}']`)",
+            json!([group.group_id]),
+        );
         // The fallback: the second attempt under the first one's card, whose badge is the last attempt's verdict.
         let chained = b.wait(
             "the attempts under their task",

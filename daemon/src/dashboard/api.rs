@@ -102,6 +102,17 @@ pub(super) fn view_json(v: &TaskView) -> Value {
     })
 }
 
+/// A task as the page shows it, with the fan-out group it belongs to (its id
+/// and members, in order), so that a member's page links its siblings.
+pub(super) fn task_json(hub: &Hub, v: &TaskView) -> Value {
+    let mut out = view_json(v);
+    let store = hub.engine().store();
+    if let Some(g) = store.group_of(&v.record.id).ok().flatten().and_then(|g| store.group(&g).ok().flatten()) {
+        out["group"] = json!({ "id": g.id, "task_ids": g.task_ids });
+    }
+    out
+}
+
 /// The agents a task tried (issue 30, item 2): each earlier one with why
 /// it was left, then the one that produced the result (or runs now).
 fn attempts_json(v: &TaskView) -> Value {
@@ -206,7 +217,7 @@ pub(super) async fn tasks(State(hub): State<Arc<Hub>>, req: Request) -> Response
 /// `GET /api/task/{id}`.
 pub(super) async fn task(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<String>) -> Response {
     match hub.engine().views().status(&id) {
-        Ok(v) => json_response(StatusCode::OK, &view_json(&v)),
+        Ok(v) => json_response(StatusCode::OK, &task_json(&hub, &v)),
         Err(e) => engine_error(&e),
     }
 }

@@ -480,6 +480,8 @@ function taskPage(id) {
         t.error ? el('p', { class: 'bad', text: t.error }) : ''),
       el('details', { class: 'asked', open: asked ? asked.open : !t.report }, el('summary', { text: 'Objective' }), el('pre', { class: 'objective', text: t.objective })),
       t.continues ? el('p', { class: 'lineage' }, 'Continues ', taskLink(t.continues), ' in its worktree.') : '',
+      t.group ? el('p', { class: 'lineage', id: 'group' }, 'One of fan-out ', el('a', { href: '/groups', class: 'id', text: t.group.id }), ': ',
+        t.group.task_ids.flatMap((m, i) => [i ? ', ' : '', m === t.id ? el('b', { class: 'id', text: m + ' (this one)' }) : taskLink(m)])) : '',
       attemptList(t));
     document.title = `${verdictText(t)} · ${t.id} · caesar`;
     renderQuestions();
