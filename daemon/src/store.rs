@@ -121,6 +121,9 @@ mod forks;
 pub use steers::{SteerRow, SteerState};
 // Issue 31: which task continues which in the same worktree.
 mod continuations;
+// Issue 30, item 7: what ties the dashboard's cards together.
+mod board;
+pub use board::{BoardLink, LinkKind};
 
 mod deps;
 mod quota;

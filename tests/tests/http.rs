@@ -266,6 +266,16 @@ async fn a_readonly_token_only_reads_over_mcp_and_the_dashboard_whatever_it_asks
     let cancel = format!("/api/task/{task}/cancel");
     let r = dashboard(port, "POST", &cancel, &rotated);
     assert!(r.starts_with("HTTP/1.1 403") && r.contains("read-only token"), "{r}");
+    // So are the actions that start or drive work (issue 30 item 7).
+    for path in [
+        "/api/tasks".to_owned(),
+        format!("/api/task/{task}/steer"),
+        format!("/api/task/{task}/continue"),
+        format!("/api/task/{task}/retry"),
+    ] {
+        let r = dashboard(port, "POST", &path, &rotated);
+        assert!(r.starts_with("HTTP/1.1 403") && r.contains("steering"), "{path}: {r}");
+    }
     assert!(dashboard(port, "GET", "/api/tasks", "guess").starts_with("HTTP/1.1 401"));
     assert!(dashboard(port, "GET", "/", &full).starts_with("HTTP/1.1 401"), "pages need a login");
     let s = c.status(pb::StatusRequest { task_id: task.clone() }).await.unwrap().into_inner();

@@ -96,8 +96,21 @@ pub(super) fn view_json(v: &TaskView) -> Value {
         "report": report,
         "changes": r.changes_state.map(|c| c.as_str()),
         "worktree": r.workshop.as_ref().map(|w| w.isolation == crate::oacp::Isolation::Worktree).unwrap_or(false),
+        "continues": v.lifecycle.continues,
+        "continued_by": v.lifecycle.continued_by,
         "now_ms": crate::clock::now_ms(),
     })
+}
+
+/// A task as the page shows it, with the fan-out group it belongs to (its id
+/// and members, in order), so that a member's page links its siblings.
+pub(super) fn task_json(hub: &Hub, v: &TaskView) -> Value {
+    let mut out = view_json(v);
+    let store = hub.engine().store();
+    if let Some(g) = store.group_of(&v.record.id).ok().flatten().and_then(|g| store.group(&g).ok().flatten()) {
+        out["group"] = json!({ "id": g.id, "task_ids": g.task_ids });
+    }
+    out
 }
 
 /// The agents a task tried (issue 30, item 2): each earlier one with why
@@ -175,10 +188,19 @@ pub(super) fn entry_json(e: &crate::engine::ListEntry) -> Value {
 /// The listing: tasks needing an answer first, then newest first; one
 /// store query for all of it.
 pub(super) fn listing(hub: &Hub, limit: u32) -> Result<Value, Error> {
-    let entries = hub.engine().views().list_entries(limit.clamp(1, MAX_TASKS))?;
+    let limit = limit.clamp(1, MAX_TASKS);
+    let entries = hub.engine().views().list_entries(limit)?;
     let total = hub.engine().store().count_status(TaskStatus::Pending)?
         + hub.engine().store().count_status(TaskStatus::Running)?;
-    Ok(json!({ "tasks": entries.iter().map(entry_json).collect::<Vec<_>>(), "active": total }))
+    // What groups the board's cards: fan-out members, attempts, continuations.
+    let links: Vec<Value> =
+        hub.engine().store().board_links(limit)?.iter().map(|l| json!([l.task_id, l.kind.as_str(), l.other])).collect();
+    Ok(json!({
+        "tasks": entries.iter().map(entry_json).collect::<Vec<_>>(),
+        "active": total,
+        "links": links,
+        "workspace": hub.workspace(),
+    }))
 }
 
 /// `GET /api/tasks?limit=N`.
@@ -195,7 +217,7 @@ pub(super) async fn tasks(State(hub): State<Arc<Hub>>, req: Request) -> Response
 /// `GET /api/task/{id}`.
 pub(super) async fn task(State(hub): State<Arc<Hub>>, UrlPath(id): UrlPath<String>) -> Response {
     match hub.engine().views().status(&id) {
-        Ok(v) => json_response(StatusCode::OK, &view_json(&v)),
+        Ok(v) => json_response(StatusCode::OK, &task_json(&hub, &v)),
         Err(e) => engine_error(&e),
     }
 }

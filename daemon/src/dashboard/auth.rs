@@ -163,8 +163,9 @@ pub(super) async fn guard(hub: Arc<Hub>, mut req: Request, next: Next) -> Respon
                 if changes_state && kind == TokenKind::ReadOnly {
                     return pages::refusal(
                         StatusCode::FORBIDDEN,
-                        "forbidden: this is the read-only token, which only reads; answering, cancelling, applying \
-                         and discarding need the full token (`caesar mcp token`) or a login from `caesar ui`",
+                        "forbidden: this is the read-only token, which only reads; answering, cancelling, applying, \
+                         discarding, starting, retrying, continuing and steering need the full token \
+                         (`caesar mcp token`) or a login from `caesar ui`",
                         api,
                     );
                 }

@@ -11,7 +11,8 @@
 //! CSRF checks; MCP over HTTP's bearer tokens on the JSON API, the
 //! read-only one for reading only), [`api`] (JSON views and the actions), [`sse`] (the live
 //! streams), [`pages`] (the HTML shell and the embedded assets),
-//! [`orchestra`] (groups, budgets and the conflict radar).
+//! [`orchestra`] (groups, budgets and the conflict radar), [`work`] (start,
+//! retry, continue with line comments, steer).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -30,6 +31,7 @@ mod auth;
 mod orchestra;
 mod pages;
 mod sse;
+mod work;
 
 /// How long a login link is valid.
 pub const LOGIN_VALID: Duration = Duration::from_secs(5 * 60);
@@ -113,6 +115,10 @@ impl Hub {
             .route("/api/task/{id}/cancel", post(api::cancel))
             .route("/api/task/{id}/apply", post(api::apply))
             .route("/api/task/{id}/discard", post(api::discard))
+            .route("/api/tasks", post(work::start))
+            .route("/api/task/{id}/retry", post(work::retry))
+            .route("/api/task/{id}/continue", post(work::continue_task))
+            .route("/api/task/{id}/steer", post(work::steer))
             .route("/api/agents", get(api::agents))
             .route("/api/health", get(api::health))
             .route("/api/groups", get(orchestra::groups))

@@ -11,8 +11,15 @@ use axum::response::{IntoResponse, Response};
 use super::Hub;
 use super::auth::Session;
 
-/// The script of every page, embedded in the binary.
-pub const APP_JS: &str = include_str!("assets/app.js");
+/// The scripts of every page, embedded in the binary, in the order the
+/// pages load them: the shared helpers, the board, a task's page, then the
+/// smaller pages and the dispatch.
+pub const SCRIPTS: &[(&str, &str)] = &[
+    ("core.js", include_str!("assets/core.js")),
+    ("board.js", include_str!("assets/board.js")),
+    ("task.js", include_str!("assets/task.js")),
+    ("app.js", include_str!("assets/app.js")),
+];
 /// The style sheet, embedded in the binary.
 pub const APP_CSS: &str = include_str!("assets/app.css");
 
@@ -67,12 +74,13 @@ fn shell(page: &str, title: &str, csrf: &str, data: &str) -> String {
             format!("<a href=\"{href}\"{cur}>{label}</a>")
         })
         .collect();
+    let scripts: String = SCRIPTS.iter().map(|(name, _)| format!("<script src=\"/assets/{name}\"></script>")).collect();
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
 <meta name=\"caesar-csrf\" content=\"{csrf}\"><title>{title} · caesar</title><link rel=\"stylesheet\" href=\"/assets/app.css\"></head>\
 <body data-page=\"{page}\" {data}><header><span class=\"brand\">caesar</span><nav>{nav}</nav><span id=\"live\" class=\"live\">connecting…</span></header>\
 <main id=\"main\"><noscript>This page fills itself from the daemon with a small embedded script; turn JavaScript on for it.</noscript></main>\
-<div id=\"toast\" role=\"status\" aria-live=\"polite\"></div><script src=\"/assets/app.js\"></script></body></html>"
+<div id=\"toast\" role=\"status\" aria-live=\"polite\"></div>{scripts}</body></html>"
     )
 }
 
@@ -93,7 +101,7 @@ pub(super) fn refusal(status: StatusCode, message: &str, api: bool) -> Response 
     )
 }
 
-/// `GET /`: the task list.
+/// `GET /`: the board.
 pub(super) async fn tasks(Extension(s): Extension<Session>) -> Response {
     html(StatusCode::OK, shell("tasks", "Tasks", &s.csrf, ""))
 }
@@ -136,12 +144,12 @@ pub(super) async fn radar(Extension(s): Extension<Session>) -> Response {
     html(StatusCode::OK, shell("radar", "Conflict radar", &s.csrf, ""))
 }
 
-/// `GET /assets/{name}`: the embedded script and style sheet.
+/// `GET /assets/{name}`: the embedded scripts and style sheet.
 pub(super) async fn asset(UrlPath(name): UrlPath<String>) -> Response {
-    let (body, kind) = match name.as_str() {
-        "app.js" => (APP_JS, "text/javascript; charset=utf-8"),
-        "app.css" => (APP_CSS, "text/css; charset=utf-8"),
-        _ => return refusal(StatusCode::NOT_FOUND, &format!("no asset `{name}`"), true),
+    let (body, kind) = match SCRIPTS.iter().find(|(n, _)| *n == name) {
+        Some((_, body)) => (*body, "text/javascript; charset=utf-8"),
+        None if name == "app.css" => (APP_CSS, "text/css; charset=utf-8"),
+        None => return refusal(StatusCode::NOT_FOUND, &format!("no asset `{name}`"), true),
     };
     (StatusCode::OK, [(header::CONTENT_TYPE, kind), (header::CACHE_CONTROL, "no-cache")], body).into_response()
 }

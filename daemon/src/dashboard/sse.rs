@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
 use super::Hub;
-use super::api::{DEFAULT_TASKS, engine_error, listing, view_json};
+use super::api::{DEFAULT_TASKS, engine_error, listing, task_json};
 use super::auth::query_param;
 
 /// Changes arriving this close together are sent as one batch.
@@ -37,7 +37,7 @@ pub(super) async fn tasks(State(hub): State<Arc<Hub>>, req: Request) -> Response
     tokio::spawn(async move {
         let snapshot = |hub: Arc<Hub>, only: Option<String>| async move {
             tokio::task::spawn_blocking(move || match &only {
-                Some(id) => hub.engine().views().status(id).map(|v| json!({ "tasks": [view_json(&v)] })),
+                Some(id) => hub.engine().views().status(id).map(|v| json!({ "tasks": [task_json(&hub, &v)] })),
                 None => listing(&hub, limit),
             })
             .await
@@ -81,7 +81,7 @@ pub(super) async fn tasks(State(hub): State<Arc<Hub>>, req: Request) -> Response
             }
             for id in ids {
                 let Ok(v) = hub.engine().views().status(&id) else { continue };
-                let data = view_json(&v).to_string();
+                let data = task_json(&hub, &v).to_string();
                 if tx.send(Ok(Event::default().event("task").data(data))).await.is_err() {
                     return;
                 }
