@@ -119,6 +119,8 @@ fn delegate_request(a: RunArgs) -> Result<pb::DelegateRequest, Failure> {
         depends_on: a.after,
         on_parent_failure: a.on_parent_failure.unwrap_or_default(),
         continue_from: a.continue_from.unwrap_or_default(),
+        review_by: a.review_by.unwrap_or_default(),
+        review_rounds: a.review_rounds.unwrap_or(0),
         ..Default::default()
     })
 }

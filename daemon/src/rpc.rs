@@ -200,6 +200,23 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         parents: v.stack.as_ref().map(|s| s.parents.clone()).unwrap_or_default(),
         stale: v.stack.and_then(|s| s.stale).unwrap_or_default(),
         forked_from: String::new(),
+        review: v.review.as_ref().map(crate::engine::review::summary).unwrap_or_default(),
+        review_findings: v.review.map(|r| r.findings.into_iter().map(review_finding).collect()).unwrap_or_default(),
+    }
+}
+
+/// A review loop's finding on the wire (issue 32).
+fn review_finding(f: crate::store::FindingRow) -> pb::ReviewFinding {
+    pb::ReviewFinding {
+        round: f.round,
+        reviewer_task_id: f.reviewer_task_id,
+        file: f.file,
+        line: f.line,
+        hunk: f.hunk,
+        severity: f.severity,
+        title: f.title,
+        detail: f.detail,
+        state: f.state,
     }
 }
 
@@ -271,6 +288,9 @@ impl Caesar for Service {
             on_parent_failure: opt(r.on_parent_failure),
             host,
             continue_from: opt(r.continue_from),
+            review_by: opt(r.review_by),
+            review_rounds: (r.review_rounds != 0).then_some(r.review_rounds),
+            chosen_id: None,
         };
         // The depth is the daemon's to say, never the request's: 0 for the
         // user, the parent's plus one inside a task.
@@ -296,7 +316,10 @@ impl Caesar for Service {
             }
             (Caller::User, None) => {
                 input.depth = 0;
-                (self.engine.delegate(input).await?, String::new(), Vec::new())
+                let d = self.engine.delegate(input).await?;
+                // Issue 32: a reviewed task's rounds are a group.
+                let group = self.engine.store().group_of(&d.record.id)?.unwrap_or_default();
+                (d, group, Vec::new())
             }
             (Caller::Task(parent), None) => {
                 (self.engine.delegate_from(parent, input).await?, String::new(), Vec::new())

@@ -121,6 +121,9 @@ mod forks;
 pub use steers::{SteerRow, SteerState};
 // Issue 31: which task continues which in the same worktree.
 mod continuations;
+// Issue 32: the review loop's rounds and findings.
+mod reviews;
+pub use reviews::{FindingRow, ReviewLoop, ReviewMember, ReviewStep};
 
 mod deps;
 mod quota;
@@ -394,6 +397,7 @@ impl Store {
         // Issue 32: the stacked tasks' tables, made the same way (`store/deps.rs`).
         deps::ensure(conn)?;
         continuations::ensure(conn)?;
+        reviews::ensure(conn)?;
         forks::ensure(conn)?;
         Ok(())
     }
