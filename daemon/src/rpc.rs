@@ -338,10 +338,24 @@ impl Caesar for Service {
             }
         }
         let ms = if r.timeout_ms == 0 { AWAIT_DEFAULT_MS } else { r.timeout_ms.min(AWAIT_MAX_MS) };
-        let mut ids = r.task_ids;
-        let group_ids = crate::rpc_fanout::expand(&self.engine, &mut ids)?;
-        let (views, woke_early) =
-            self.engine.views().await_tasks(&ids, Duration::from_millis(ms), r.wake_on_attention).await?;
+        let deadline = std::time::Instant::now() + Duration::from_millis(ms);
+        let (views, woke_early, group_ids) = loop {
+            let mut ids = r.task_ids.clone();
+            let group_ids = crate::rpc_fanout::expand(&self.engine, &mut ids)?;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let (views, woke) = self.engine.views().await_tasks(&ids, left, r.wake_on_attention).await?;
+            // A review loop's group (issue 32) is awaited to the loop's end, its members as they come.
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let mut looping = false;
+            if !woke && !left.is_zero() && views.iter().all(|v| v.record.status.is_terminal()) {
+                for g in &group_ids {
+                    looping |= self.engine.review_step_of_group(g, left).await;
+                }
+            }
+            if !looping {
+                break (views, woke, group_ids);
+            }
+        };
         let mut tasks: Vec<pb::TaskView> = views.into_iter().map(|v| task_view(v, true)).collect();
         for t in &mut tasks {
             (t.conflicts_with, t.radar_age_ms) = crate::rpc_fanout::conflicts_with(&self.engine, &t.task_id);

@@ -212,7 +212,15 @@ async fn a_finding_on_a_rewritten_hunk_is_stale_and_not_sent_and_the_last_round_
     repo(&env);
     let mut c = env.start_daemon().await;
     let d = c.delegate(request(&env, 3)).await.unwrap().into_inner();
-    let end = loop_end(&mut c, &d.task_id).await;
+    // An await on the loop's group returns at the loop's end, with every round's runs.
+    let a = c
+        .r#await(pb::AwaitRequest { task_ids: vec![d.group_id.clone()], timeout_ms: 90_000, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(a.tasks.len(), 6, "{:?}", a.tasks.iter().map(|t| &t.task_id).collect::<Vec<_>>());
+    assert!(a.groups[0].done, "the group is done when its loop is");
+    let end = c.status(pb::StatusRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
     assert!(
         end.review
             .contains("the loop is partial: the reviewer still asks for changes after 3 round(s): 1 finding(s) open"),

@@ -110,12 +110,15 @@ pub fn ask_of(input: &DelegateInput) -> Result<Option<Ask>> {
 pub(super) struct Reviews {
     tx: mpsc::UnboundedSender<()>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<()>>>,
+    /// Told after each look at the loops: an await on a loop's group
+    /// takes the members a step added.
+    stepped: tokio::sync::Notify,
 }
 
 impl Default for Reviews {
     fn default() -> Reviews {
         let (tx, rx) = mpsc::unbounded_channel();
-        Reviews { tx, rx: Mutex::new(Some(rx)) }
+        Reviews { tx, rx: Mutex::new(Some(rx)), stepped: tokio::sync::Notify::new() }
     }
 }
 
@@ -373,10 +376,23 @@ impl Engine {
                             warn!(task_id = %id, "the review loop's step failed: {e}");
                         }
                     }
+                    engine.reviews.stepped.notify_waiters();
                 }
             }
             .instrument(info_span!("reviews")),
         );
+    }
+
+    /// Waits until `group_id`'s review loop (if it is a loop's group under
+    /// way) takes its next step, at most `limit`; false at once when it is
+    /// none. An await on the group then looks at its members again.
+    pub async fn review_step_of_group(&self, group_id: &str, limit: std::time::Duration) -> bool {
+        let stepped = self.reviews.stepped.notified();
+        if !self.store.review_loop_of_group(group_id).ok().flatten().is_some_and(|l| l.active()) {
+            return false;
+        }
+        let _ = tokio::time::timeout(limit, stepped).await;
+        true
     }
 
     /// The worker task of a loop's round: its current attempt (a fallback's head).

@@ -203,6 +203,19 @@ impl Store {
         })
     }
 
+    /// The loop whose group is `group_id`, if any.
+    pub fn review_loop_of_group(&self, group_id: &str) -> Result<Option<ReviewLoop>> {
+        self.blocking(|conn| {
+            Ok(conn
+                .query_row(
+                    &format!("SELECT {LOOP_COLUMNS} FROM review_loops WHERE group_id = ?1"),
+                    params![group_id],
+                    loop_of,
+                )
+                .optional()?)
+        })
+    }
+
     /// The loops under way.
     pub fn active_review_loops(&self) -> Result<Vec<ReviewLoop>> {
         self.blocking(|conn| {
