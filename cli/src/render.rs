@@ -187,12 +187,17 @@ pub fn task_json(t: &pb::TaskView) -> Value {
 
 /// The Delegate answer as JSON.
 pub fn delegate_json(d: &pb::DelegateResponse) -> Value {
-    json!({
+    let mut v = json!({
         "task_id": d.task_id, "agent": d.agent, "mode": d.mode, "isolation": d.isolation,
         "network": d.network, "model": d.model, "workspace": d.workspace, "status": pb::TaskStatus::spell(d.status),
         "timeout_ms": d.timeout_ms, "warnings": d.warnings,
         "agent_reason": d.agent_reason, "worktree": d.worktree,
-    })
+    });
+    // A review loop's group (issue 32).
+    if !d.group_id.is_empty() {
+        v["group_id"] = json!(d.group_id);
+    }
+    v
 }
 
 /// The Ping answer as JSON.

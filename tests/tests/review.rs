@@ -320,6 +320,25 @@ async fn review_requests_that_cannot_be_are_refused_by_name() {
     assert!(text_of(&out).contains("review-rounds"), "{}", text_of(&out));
     let all = c.list_tasks(pb::ListTasksRequest::default()).await.unwrap().into_inner().tasks;
     assert!(all.is_empty(), "nothing was delegated: {all:?}");
+    // Detached, the CLI says the first task and the loop's group.
+    let out = env.caesar(&[
+        "--json",
+        "run",
+        "--detach",
+        "--mode",
+        "write",
+        "--agent",
+        "writer",
+        "--review-by",
+        "writer",
+        "x",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    let v = json(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(
+        v["task_id"].as_str().unwrap().starts_with("t_") && v["group_id"].as_str().unwrap().starts_with("g_"),
+        "{v}"
+    );
 }
 
 /// Waits until `task` has `status`.
