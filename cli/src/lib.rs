@@ -509,6 +509,14 @@ struct RunArgs {
     /// task: cancel it (the default) or run it on what the others made.
     #[arg(long = "on-parent-failure", value_parser = ["cancel", "run"])]
     on_parent_failure: Option<String>,
+    /// A review loop (with --mode write): the agent or role that reviews the
+    /// result, read-only in the worktree, until it approves; its findings go
+    /// back to the worker as continuations (issue 32).
+    #[arg(long = "review-by")]
+    review_by: Option<String>,
+    /// With --review-by: the most review rounds, 1 to 5 (default 3).
+    #[arg(long = "review-rounds", value_parser = clap::value_parser!(u32).range(1..=5))]
+    review_rounds: Option<u32>,
     /// The task this run continues (`caesar continue`), not a flag of `run`.
     #[arg(skip)]
     continue_from: Option<String>,

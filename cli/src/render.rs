@@ -73,6 +73,21 @@ pub fn attempt_lines(t: &pb::TaskView) -> Vec<String> {
 }
 
 /// A task as a JSON object, with the report and last event parsed.
+/// A review loop's finding (issue 32) as `--json` shows it.
+fn review_finding_json(f: &pb::ReviewFinding) -> Value {
+    json!({
+        "round": f.round, "reviewer_task_id": f.reviewer_task_id, "file": f.file, "line": f.line,
+        "hunk": f.hunk, "severity": f.severity, "title": f.title, "detail": f.detail, "state": f.state,
+    })
+}
+
+/// A review loop's finding in one line: its round, place, severity, title and state.
+fn review_finding_line(f: &pb::ReviewFinding) -> String {
+    let place = if f.file.is_empty() { "(the round)".to_owned() } else { format!("{}:{}", f.file, f.line) };
+    let detail = if f.file.is_empty() { format!(": {}", f.detail) } else { String::new() };
+    sanitize(&format!("round {} {place} [{}] {}{detail} ({})", f.round, f.severity, f.title, f.state)).into_owned()
+}
+
 pub fn task_json(t: &pb::TaskView) -> Value {
     let mut v = json!({
         "task_id": t.task_id,
@@ -114,6 +129,10 @@ pub fn task_json(t: &pb::TaskView) -> Value {
         v["parents"] = json!(t.parents);
     }
     put(&mut v, "stale", &t.stale);
+    put(&mut v, "review", &t.review);
+    if !t.review_findings.is_empty() {
+        v["review_findings"] = Value::Array(t.review_findings.iter().map(review_finding_json).collect());
+    }
     if let Some(code) = t.exit_code {
         v["exit_code"] = json!(code);
     }
@@ -168,12 +187,17 @@ pub fn task_json(t: &pb::TaskView) -> Value {
 
 /// The Delegate answer as JSON.
 pub fn delegate_json(d: &pb::DelegateResponse) -> Value {
-    json!({
+    let mut v = json!({
         "task_id": d.task_id, "agent": d.agent, "mode": d.mode, "isolation": d.isolation,
         "network": d.network, "model": d.model, "workspace": d.workspace, "status": pb::TaskStatus::spell(d.status),
         "timeout_ms": d.timeout_ms, "warnings": d.warnings,
         "agent_reason": d.agent_reason, "worktree": d.worktree,
-    })
+    });
+    // A review loop's group (issue 32).
+    if !d.group_id.is_empty() {
+        v["group_id"] = json!(d.group_id);
+    }
+    v
 }
 
 /// The Ping answer as JSON.
@@ -340,6 +364,12 @@ pub fn print_task(t: &pb::TaskView, with_report: bool) {
     }
     if !t.forked_from.is_empty() {
         println!("  forked_from: {}", t.forked_from);
+    }
+    if !t.review.is_empty() {
+        println!("  review: {}", sanitize(&t.review));
+        for f in &t.review_findings {
+            println!("    {}", review_finding_line(f));
+        }
     }
     let attempts = attempt_lines(t);
     if !attempts.is_empty() {

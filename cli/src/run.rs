@@ -14,7 +14,8 @@ pub(crate) async fn run(a: RunArgs, json: bool) -> Result<u8, Failure> {
     request.channel = ask;
     let mut c = connect().await?;
     let d = c.delegate(request).await.map_err(anyhow::Error::from)?.into_inner();
-    if !d.group_id.is_empty() {
+    // A fan-out group; or a review loop's rounds (issue 32), awaited as their group to the loop's end.
+    if !d.group_id.is_empty() && (!d.task_ids.is_empty() || !detach) {
         return run_group(&mut c, &d, json, detach).await;
     }
     let choice = agent_reason(&d).map(str::to_owned);
@@ -119,6 +120,8 @@ fn delegate_request(a: RunArgs) -> Result<pb::DelegateRequest, Failure> {
         depends_on: a.after,
         on_parent_failure: a.on_parent_failure.unwrap_or_default(),
         continue_from: a.continue_from.unwrap_or_default(),
+        review_by: a.review_by.unwrap_or_default(),
+        review_rounds: a.review_rounds.unwrap_or(0),
         ..Default::default()
     })
 }
@@ -163,8 +166,10 @@ pub(crate) async fn run_group(
     json: bool,
     detach: bool,
 ) -> Result<u8, Failure> {
+    // A review loop's group starts with its first task (issue 32).
+    let ids = if d.task_ids.is_empty() { vec![d.task_id.clone()] } else { d.task_ids.clone() };
     if !json {
-        println!("group {}: {} tasks ({})", d.group_id, d.task_ids.len(), d.task_ids.join(", "));
+        println!("group {}: {} tasks ({})", d.group_id, ids.len(), ids.join(", "));
     }
     if detach {
         if json {
@@ -185,7 +190,7 @@ pub(crate) async fn run_group(
     let g = tokio::select! {
         g = fanout::await_group(c, &d.group_id, tell) => g?,
         _ = tokio::signal::ctrl_c() => {
-            for t in &d.task_ids {
+            for t in &ids {
                 let _ = c.cancel(pb::CancelRequest { task_id: t.clone() }).await;
             }
             return Ok(130);

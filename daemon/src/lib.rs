@@ -39,8 +39,10 @@ pub mod prompt;
 pub mod provider;
 pub mod quota;
 pub mod report;
+// Issue 32: the review loop's pure half (findings, staleness, the reviewer's family).
 pub mod request;
 pub mod resolve;
+pub mod review;
 pub mod rpc;
 pub mod rpc_fanout;
 pub mod rpc_fork;

@@ -43,6 +43,18 @@ pub struct DelegateInput {
     /// (`engine/continuation.rs`); never stored in a fallback's request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub continue_from: Option<String>,
+    /// Issue 32: the agent or role that reviews a write task's result
+    /// (`engine/review.rs`); never stored in a fallback's request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review_by: Option<String>,
+    /// Issue 32: the most review rounds (default 3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review_rounds: Option<u32>,
+    /// Set by the daemon only (the review loop): the id the task gets, chosen
+    /// and stored before it is delegated, so that a round redone after a
+    /// crash finds its task instead of starting a second one.
+    #[serde(skip)]
+    pub chosen_id: Option<String>,
 }
 
 /// The program a delegation comes from, as far as the recursion rule cares.

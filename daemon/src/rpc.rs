@@ -200,6 +200,23 @@ pub fn task_view(v: TaskView, pending: bool) -> pb::TaskView {
         parents: v.stack.as_ref().map(|s| s.parents.clone()).unwrap_or_default(),
         stale: v.stack.and_then(|s| s.stale).unwrap_or_default(),
         forked_from: String::new(),
+        review: v.review.as_ref().map(crate::engine::review::summary).unwrap_or_default(),
+        review_findings: v.review.map(|r| r.findings.into_iter().map(review_finding).collect()).unwrap_or_default(),
+    }
+}
+
+/// A review loop's finding on the wire (issue 32).
+fn review_finding(f: crate::store::FindingRow) -> pb::ReviewFinding {
+    pb::ReviewFinding {
+        round: f.round,
+        reviewer_task_id: f.reviewer_task_id,
+        file: f.file,
+        line: f.line,
+        hunk: f.hunk,
+        severity: f.severity,
+        title: f.title,
+        detail: f.detail,
+        state: f.state,
     }
 }
 
@@ -271,6 +288,9 @@ impl Caesar for Service {
             on_parent_failure: opt(r.on_parent_failure),
             host,
             continue_from: opt(r.continue_from),
+            review_by: opt(r.review_by),
+            review_rounds: (r.review_rounds != 0).then_some(r.review_rounds),
+            chosen_id: None,
         };
         // The depth is the daemon's to say, never the request's: 0 for the
         // user, the parent's plus one inside a task.
@@ -296,7 +316,10 @@ impl Caesar for Service {
             }
             (Caller::User, None) => {
                 input.depth = 0;
-                (self.engine.delegate(input).await?, String::new(), Vec::new())
+                let d = self.engine.delegate(input).await?;
+                // Issue 32: a reviewed task's rounds are a group.
+                let group = self.engine.store().group_of(&d.record.id)?.unwrap_or_default();
+                (d, group, Vec::new())
             }
             (Caller::Task(parent), None) => {
                 (self.engine.delegate_from(parent, input).await?, String::new(), Vec::new())
@@ -315,10 +338,24 @@ impl Caesar for Service {
             }
         }
         let ms = if r.timeout_ms == 0 { AWAIT_DEFAULT_MS } else { r.timeout_ms.min(AWAIT_MAX_MS) };
-        let mut ids = r.task_ids;
-        let group_ids = crate::rpc_fanout::expand(&self.engine, &mut ids)?;
-        let (views, woke_early) =
-            self.engine.views().await_tasks(&ids, Duration::from_millis(ms), r.wake_on_attention).await?;
+        let deadline = std::time::Instant::now() + Duration::from_millis(ms);
+        let (views, woke_early, group_ids) = loop {
+            let mut ids = r.task_ids.clone();
+            let group_ids = crate::rpc_fanout::expand(&self.engine, &mut ids)?;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let (views, woke) = self.engine.views().await_tasks(&ids, left, r.wake_on_attention).await?;
+            // A review loop's group (issue 32) is awaited to the loop's end, its members as they come.
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let mut looping = false;
+            if !woke && !left.is_zero() && views.iter().all(|v| v.record.status.is_terminal()) {
+                for g in &group_ids {
+                    looping |= self.engine.review_step_of_group(g, left).await;
+                }
+            }
+            if !looping {
+                break (views, woke, group_ids);
+            }
+        };
         let mut tasks: Vec<pb::TaskView> = views.into_iter().map(|v| task_view(v, true)).collect();
         for t in &mut tasks {
             (t.conflicts_with, t.radar_age_ms) = crate::rpc_fanout::conflicts_with(&self.engine, &t.task_id);

@@ -124,6 +124,9 @@ mod continuations;
 // Issue 30, item 7: what ties the dashboard's cards together.
 mod board;
 pub use board::{BoardLink, LinkKind};
+// Issue 32: the review loop's rounds and findings.
+mod reviews;
+pub use reviews::{FindingRow, ReviewLoop, ReviewMember, ReviewStep};
 
 mod deps;
 mod quota;
@@ -397,6 +400,7 @@ impl Store {
         // Issue 32: the stacked tasks' tables, made the same way (`store/deps.rs`).
         deps::ensure(conn)?;
         continuations::ensure(conn)?;
+        reviews::ensure(conn)?;
         forks::ensure(conn)?;
         Ok(())
     }

@@ -183,6 +183,12 @@ pub struct TaskResult {
     /// Set when a parent's result moved after this task took it: "<parent id> <its new commit>".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stale: Option<String>,
+    /// The review loop (review_by) this task is a run of, in words: its round, part and where the loop stands, and its group (caesar_await the group_id for every round side by side).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<String>,
+    /// The review loop's findings, every round's: round, reviewer_task_id, file, line, hunk, severity, title, detail and state (open, stale: its hunk changed since and it was not sent, sent: to the worker's next run, resolved).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub review_findings: Vec<Value>,
 }
 
 impl TaskResult {
@@ -251,6 +257,17 @@ impl TaskResult {
             parents: t.parents.clone(),
             phase: non_empty(pb::Phase::spell(t.phase)),
             stale: non_empty(&t.stale),
+            review: non_empty(&t.review),
+            review_findings: t
+                .review_findings
+                .iter()
+                .map(|f| {
+                    serde_json::json!({
+                        "round": f.round, "reviewer_task_id": f.reviewer_task_id, "file": f.file, "line": f.line,
+                        "hunk": f.hunk, "severity": f.severity, "title": f.title, "detail": f.detail, "state": f.state,
+                    })
+                })
+                .collect(),
             budget: t.budget.as_ref().map(|b| {
                 let l = b.limits.unwrap_or_default();
                 serde_json::json!({

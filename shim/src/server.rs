@@ -223,6 +223,8 @@ impl Shim {
             depends_on: p.depends_on.unwrap_or_default(),
             on_parent_failure: p.on_parent_failure.unwrap_or_default(),
             continue_from: p.continue_from.unwrap_or_default(),
+            review_by: p.review_by.unwrap_or_default(),
+            review_rounds: p.review_rounds.unwrap_or(0),
         };
         let d = self
             .daemon()

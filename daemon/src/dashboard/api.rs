@@ -99,6 +99,8 @@ pub(super) fn view_json(v: &TaskView) -> Value {
         "continues": v.lifecycle.continues,
         "continued_by": v.lifecycle.continued_by,
         "now_ms": crate::clock::now_ms(),
+        // Issue 32: the review loop's findings, for the diff view to show at their lines.
+        "review_findings": review_findings_json(v),
     })
 }
 
@@ -111,6 +113,21 @@ pub(super) fn task_json(hub: &Hub, v: &TaskView) -> Value {
         out["group"] = json!({ "id": g.id, "task_ids": g.task_ids });
     }
     out
+}
+
+/// The review loop's findings of a task (issue 32): every round's, empty
+/// for a task of no loop.
+fn review_findings_json(v: &TaskView) -> Value {
+    let Some(r) = &v.review else { return json!([]) };
+    r.findings
+        .iter()
+        .map(|f| {
+            json!({
+                "round": f.round, "reviewer_task_id": f.reviewer_task_id, "file": f.file, "line": f.line,
+                "hunk": f.hunk, "severity": f.severity, "title": f.title, "detail": f.detail, "state": f.state,
+            })
+        })
+        .collect()
 }
 
 /// The agents a task tried (issue 30, item 2): each earlier one with why

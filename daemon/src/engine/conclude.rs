@@ -86,6 +86,17 @@ impl Engine {
             duration_ms,
             record: record.clone(),
         };
+        // A review loop's reviewer (issue 32): its review, read within bounds, kept before its end.
+        if self.store.review_member(&run.id)?.is_some_and(|m| m.part == "reviewer") {
+            let (text, messages) = (run.final_text.clone().unwrap_or_default(), run.messages.clone());
+            let raw = run.driver.raw_is_words().then(|| run.dir.raw_log());
+            let outcome =
+                crate::blocking::section(move || super::review::read_review(&text, &messages, raw.as_deref()))
+                    .await
+                    .map_err(|e| Error::Internal(format!("reading the review failed: {e}")))?;
+            let body = serde_json::to_string(&outcome).map_err(|e| Error::Internal(e.to_string()))?;
+            self.store.put_review_result(&run.id, &body)?;
+        }
         let mut recovered = crate::blocking::section(move || job.recover())
             .await
             .map_err(|e| Error::Internal(format!("recovering the report failed: {e}")))?;
@@ -183,6 +194,8 @@ impl Engine {
         self.runs.forget(record);
         // Its waiting dependents are examined (issue 32, `stacking.rs`).
         self.stacking.ended(&record.id);
+        // A review loop's step may be due (issue 32, `review.rs`).
+        self.reviews.wake();
         self.notices.finished(&record.id, &report.summary);
         // Its final footprint, for the conflict radar (issue 17).
         self.radar.touch(&record.id);

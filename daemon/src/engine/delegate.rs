@@ -50,6 +50,14 @@ impl Engine {
             // Delegated already (a fallback redone after a crash).
             return Ok(Delegated { record: existing, warnings: Default::default(), worktree: None });
         }
+        // A review loop's step delegated again after a crash (issue 32, `review.rs`).
+        if let Some(id) = &input.chosen_id
+            && let Some(existing) = self.store.task(id)?
+        {
+            return Ok(Delegated { record: existing, warnings: Default::default(), worktree: None });
+        }
+        // Issue 32: the review loop it starts, checked before anything is written.
+        let review = review::ask_of(&input)?;
         // Issue 32: the tasks it builds on, checked before anything is written.
         let stack = stacking::ask_of(&input)?;
         if stack.is_some() && input.continue_from.as_deref().is_some_and(|c| !c.is_empty()) {
@@ -62,6 +70,11 @@ impl Engine {
             self.check_stack(ask, std::path::Path::new(&input.workspace), chosen, parent)?;
         }
         let staged = self.stage_delegation(input, parent, succession).await?;
+        if let Some(ask) = &review {
+            // Issue 32: with its review loop and the loop's group, in one transaction.
+            self.store_reviewed(&staged.delegated.record, ask)?;
+            return self.launch_staged(staged).await;
+        }
         match (&stack, &staged.continues) {
             (Some(ask), _) => self.store_stacked(&staged.delegated.record, ask)?,
             // Issue 31: the task and its link in one transaction, so a source is continued once.
@@ -133,7 +146,11 @@ impl Engine {
         bounds::check_pending(self.store.count_status(TaskStatus::Pending)?, self.settings.max_pending)?;
 
         let repo = workshop::facts(&workspace);
-        let id = succession.as_ref().map(|s| s.id.clone()).unwrap_or_else(crate::ids::task_id);
+        let id = succession
+            .as_ref()
+            .map(|s| s.id.clone())
+            .or_else(|| input.chosen_id.clone())
+            .unwrap_or_else(crate::ids::task_id);
         let dir = TaskDir::new(self.paths.state_dir.join("tasks").join(&id));
         let channel_bin = if input.channel { channel_binary(&self.settings.supervisor_exe) } else { None };
         let codex_app_server = match &resolution.target {

@@ -119,6 +119,10 @@ pub(super) fn plan_for(
     request.session_id = None;
     // A continuation's source is its own (issue 31): a next agent takes the task's workshop.
     request.continue_from = None;
+    // A review loop is the first task's (issue 32), and a chosen id its own.
+    request.review_by = None;
+    request.review_rounds = None;
+    request.chosen_id = None;
     // The objective is the task's own column: the launch record keeps no copy
     // of it (issue 19), and the next attempt takes it from the task.
     request.objective.clear();

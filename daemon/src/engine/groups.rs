@@ -137,6 +137,13 @@ impl Engine {
         let Some(members) = group_members(&ask, agent.as_deref())? else {
             return Err(Error::Invalid("a group needs `agents` or `attempts`".to_owned()));
         };
+        if input.review_by.as_deref().is_some_and(|r| !r.trim().is_empty()) {
+            return Err(Error::Invalid(
+                "`review_by` with a fan-out group is not supported: delegate one write task with `review_by` (its \
+                 rounds make a group of their own)"
+                    .to_owned(),
+            ));
+        }
         if !input.depends_on.is_empty() {
             return Err(Error::Invalid(
                 "`depends_on` with a fan-out group is not supported: delegate the group's tasks on their own with `depends_on`, or stack a task on the group's winner".to_owned(),
@@ -274,7 +281,12 @@ impl Engine {
                 }
             }
         }
-        let done = members.iter().all(|m| m.status.is_terminal());
+        // A review loop's group (issue 32) is done when its loop is.
+        let looping = self
+            .store
+            .review_member(&g.task_ids.first().cloned().unwrap_or_default())?
+            .is_some_and(|m| self.store.review_loop(&m.loop_id).ok().flatten().is_some_and(|l| l.active()));
+        let done = !looping && members.iter().all(|m| m.status.is_terminal());
         Ok(GroupView { group_id: g.id, objective: g.objective, members, done })
     }
 }

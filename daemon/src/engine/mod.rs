@@ -76,6 +76,9 @@ mod recovery;
 // Issue 31: a half-done worktree task handed to the next agent on a blocker.
 mod relay;
 mod remote_refs;
+// Issue 32: the review loop across model families, and its briefs.
+pub mod review;
+mod review_brief;
 pub mod stacking;
 mod start;
 // Issue 31: steering a running agent; checkpoints and forks.
@@ -219,6 +222,8 @@ pub struct TaskView {
     pub verdict: crate::verdict::TaskVerdict,
     /// The tasks it builds on and where its stack stands (issue 32).
     pub stack: Option<crate::store::StackRow>,
+    /// The review loop it is a run of, and the loop's findings (issue 32).
+    pub review: Option<review::ReviewView>,
 }
 
 /// Where a pending task stands.
@@ -322,6 +327,8 @@ pub struct Engine {
     budgets: group_budget::Budgets,
     /// Stacked tasks' loop (issue 32, `stacking.rs`).
     stacking: stacking::Stacking,
+    /// The review loops' steps (issue 32, `review.rs`).
+    reviews: review::Reviews,
     /// Worktree snapshots per `file_changed` event (issue 31, `checkpoints.rs`).
     checkpoints: checkpoints::Checkpoints,
 }
@@ -389,6 +396,7 @@ impl Engine {
                 queue,
                 preparing,
                 stacking: Default::default(),
+                reviews: Default::default(),
             }
         }))
     }

@@ -90,7 +90,10 @@ impl Views {
             continued_by: self.store.continued_by(&record.id)?,
             ..LifecycleView::default()
         };
+        // Issue 32: the review loop it is a run of.
+        let review = super::review::view_of(&self.store, &record.id)?;
         let mut view = TaskView {
+            review,
             record,
             report,
             pending_questions,

@@ -39,6 +39,8 @@ impl Engine {
         self.radar.start();
         // Stacked tasks' loop (issue 32); it examines nothing before the sweep below.
         self.start_stacking();
+        // The review loops' steps (issue 32); none is taken before the wake below.
+        self.start_reviews();
         let mut active = self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
         active.reverse();
         let engine = self.clone();
@@ -66,6 +68,8 @@ impl Engine {
                 engine.queue.recovered.store(true, std::sync::atomic::Ordering::SeqCst);
                 // Parents that ended while no daemon ran release or end their waiting dependents.
                 engine.stacking.sweep();
+                // Review loops whose tasks ended while no daemon ran take their step.
+                engine.reviews.wake();
                 info!("recovery done");
                 engine.schedule().await;
             }

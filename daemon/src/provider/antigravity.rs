@@ -13,6 +13,8 @@ use crate::oacp::{EventBody, Mode, Usage};
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
     id: crate::launch::ProviderId::Antigravity,
     display_name: "Antigravity",
+    // Google's Gemini models.
+    family: Some("google"),
     default_bin: "agy",
     capabilities: Capabilities {
         // No documented read-only mode: read-only simply withholds the permission bypass.

@@ -18,6 +18,7 @@ use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
     id: crate::launch::ProviderId::Claude,
     display_name: "Claude Code",
+    family: Some("anthropic"),
     default_bin: "claude",
     capabilities: Capabilities {
         native_read_only: true,

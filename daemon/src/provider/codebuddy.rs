@@ -14,6 +14,8 @@ use crate::oacp::Mode;
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
     id: crate::launch::ProviderId::Codebuddy,
     display_name: "CodeBuddy Code",
+    // several vendors' models, chosen per run.
+    family: None,
     default_bin: "codebuddy",
     capabilities: Capabilities {
         native_read_only: true,

@@ -16,6 +16,7 @@ use crate::oacp::{Mode, Usage};
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
     id: crate::launch::ProviderId::Codex,
     display_name: "Codex CLI",
+    family: Some("openai"),
     default_bin: "codex",
     capabilities: Capabilities {
         native_read_only: true,

@@ -14,6 +14,8 @@ use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
     id: crate::launch::ProviderId::Copilot,
     display_name: "GitHub Copilot CLI",
+    // several vendors' models, chosen per run.
+    family: None,
     default_bin: "copilot",
     capabilities: Capabilities {
         // Without --allow-all-tools writes are denied [V], but so is every other gated tool.

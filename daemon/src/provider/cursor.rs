@@ -13,6 +13,8 @@ use crate::oacp::{ChangeAction, Mode, Usage};
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
     id: crate::launch::ProviderId::CursorAgent,
     display_name: "Cursor Agent",
+    // several vendors' models, chosen per run.
+    family: None,
     default_bin: "cursor-agent",
     capabilities: Capabilities {
         native_read_only: true,

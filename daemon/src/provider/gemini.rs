@@ -14,6 +14,7 @@ use crate::oacp::{ChangeAction, Mode, Usage};
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
     id: crate::launch::ProviderId::Gemini,
     display_name: "Gemini CLI",
+    family: Some("google"),
     default_bin: "gemini",
     capabilities: Capabilities {
         native_read_only: true,

@@ -13,6 +13,7 @@ use crate::oacp::Mode;
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
     id: crate::launch::ProviderId::Grok,
     display_name: "Grok Build",
+    family: Some("xai"),
     default_bin: "grok",
     capabilities: Capabilities {
         native_read_only: true,

@@ -155,6 +155,11 @@ pub struct Capabilities {
 pub struct ProviderSpec {
     pub id: ProviderId,
     pub display_name: &'static str,
+    /// The model family it runs (`anthropic`, `openai`, `google`, …), for
+    /// a review by another family than the worker's (issue 32,
+    /// `review.rs`); `None` for a CLI that runs any vendor's models.
+    #[serde(skip)]
+    pub family: Option<&'static str>,
     pub default_bin: &'static str,
     pub capabilities: Capabilities,
     /// Allowlisted reasoning-effort values, empty if none.
@@ -315,6 +320,13 @@ pub fn all() -> &'static [ProviderSpec] {
 /// The adapter of a native provider; `None` for [`ProviderId::Generic`].
 pub fn adapter(id: ProviderId) -> Option<&'static ProviderSpec> {
     ALL.iter().find(|s| s.id == id)
+}
+
+/// The model family an agent of provider `id` runs (issue 32, the review
+/// loop's choice of a reviewer); `None` for a generic agent or a CLI of any
+/// vendor's models.
+pub fn family(id: ProviderId) -> Option<&'static str> {
+    adapter(id).and_then(|a| a.family)
 }
 
 /// The native provider with this id as configured or stored; `None` for

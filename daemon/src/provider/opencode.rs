@@ -14,6 +14,8 @@ use crate::oacp::{BlockerKind, ChangeAction, Mode, Usage};
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
     id: crate::launch::ProviderId::Opencode,
     display_name: "opencode",
+    // any provider's models, chosen per run.
+    family: None,
     default_bin: "opencode",
     capabilities: Capabilities {
         native_read_only: true,

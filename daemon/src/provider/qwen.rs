@@ -11,6 +11,7 @@ use crate::oacp::Mode;
 pub(super) const SPEC: ProviderSpec = ProviderSpec {
     id: crate::launch::ProviderId::Qwen,
     display_name: "Qwen Code",
+    family: Some("alibaba"),
     default_bin: "qwen",
     capabilities: Capabilities {
         native_read_only: true,

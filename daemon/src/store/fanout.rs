@@ -111,7 +111,7 @@ impl Store {
 }
 
 /// The group's row and its members', on a transaction of the caller's.
-fn insert_group_on(conn: &rusqlite::Connection, g: &GroupRecord) -> Result<()> {
+pub(super) fn insert_group_on(conn: &rusqlite::Connection, g: &GroupRecord) -> Result<()> {
     conn.execute(
         "INSERT INTO groups (id, created_ms, objective, workspace) VALUES (?1, ?2, ?3, ?4)",
         params![g.id, g.created_ms, g.objective, g.workspace],
