@@ -10,8 +10,9 @@
 //! backstop for edits no event names (a shell command's), its age passing
 //! 750 ms while the task's output grew (or `CAESAR_RADAR_RESCAN_MS`, default
 //! 3 s, if shorter; ten times that when it did not), so that with the tick
-//! an answer about a task whose output grew is at most about 1 s old (issue
-//! 33 item 5). A refresh diffs only what moved since the last one
+//! the footprint of a task whose output grew is at most about 1 s old (issue
+//! 33 item 5; an answer's age also counts the user's tree, rescanned every
+//! rescan period). A refresh diffs only what moved since the last one
 //! ([`radar::task_footprint`]). One task is refreshed at most
 //! every `CAESAR_RADAR_MS` (default 250 ms), the loop's tick; a finished
 //! task's footprint is computed once. Refreshes run one at a time on a
