@@ -86,11 +86,18 @@ impl BenchDaemon {
 pub struct SimCluster {
     child: Child,
     dir: tempfile::TempDir,
+    /// The port it listens on, on 127.0.0.1.
+    pub port: u16,
 }
 
 impl SimCluster {
     /// Starts `bin_dir/k8s-sim` and waits (up to 5 s) for the port it chose.
     pub fn start(bin_dir: &Path, path: &str) -> BenchResult<SimCluster> {
+        SimCluster::start_with(bin_dir, path, &[])
+    }
+
+    /// [`SimCluster::start`] with more of the simulator's arguments (`--kubelet light`).
+    pub fn start_with(bin_dir: &Path, path: &str, extra: &[&str]) -> BenchResult<SimCluster> {
         let dir = tempfile::Builder::new().prefix("k8s").tempdir_in("/tmp")?;
         let port_file = dir.path().join("port");
         let child = Command::new(bin_dir.join("k8s-sim"))
@@ -99,11 +106,12 @@ impl SimCluster {
             .arg("--port-file")
             .arg(&port_file)
             .args(["--namespace", "caesar", "--path", path])
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        let sim = SimCluster { child, dir };
+        let mut sim = SimCluster { child, dir, port: 0 };
         let mut port = None;
         for _ in 0..500 {
             if let Some(p) = std::fs::read_to_string(&port_file).ok().and_then(|p| p.trim().parse::<u16>().ok()) {
@@ -113,6 +121,7 @@ impl SimCluster {
             std::thread::sleep(Duration::from_millis(10));
         }
         let port = port.ok_or("k8s-sim wrote no port within 5 s")?;
+        sim.port = port;
         git(sim.dir.path(), &["init", "-q", "--bare", "remote.git"])?;
         std::fs::write(
             sim.kubeconfig(),
@@ -121,6 +130,19 @@ impl SimCluster {
             ),
         )?;
         Ok(sim)
+    }
+
+    /// The simulator's counters (`/sim/stats`: open log streams, watches).
+    pub fn stats(&self) -> BenchResult<serde_json::Value> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        write!(s, "GET /sim/stats HTTP/1.1\r\nHost: sim\r\nConnection: close\r\n\r\n")?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)?;
+        let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+        let json = body.lines().find(|l| l.trim_start().starts_with('{')).unwrap_or(body);
+        Ok(serde_json::from_str(json)?)
     }
 
     /// The simulator's kubeconfig.

@@ -8,8 +8,12 @@
 //! What makes a footprint due: a task's `file_changed` event or its end
 //! ([`Radar::touch`]), a change of the user's HEAD or index, and, as a
 //! backstop for edits no event names (a shell command's), its age passing
-//! `CAESAR_RADAR_RESCAN_MS` (default 3 s) while the task's output grew (ten
-//! times that when it did not). One task is refreshed at most
+//! 750 ms while the task's output grew (or `CAESAR_RADAR_RESCAN_MS`, default
+//! 3 s, if shorter; ten times that when it did not), so that with the tick
+//! the footprint of a task whose output grew is at most about 1 s old (issue
+//! 33 item 5; an answer's age also counts the user's tree, rescanned every
+//! rescan period). A refresh diffs only what moved since the last one
+//! ([`radar::task_footprint`]). One task is refreshed at most
 //! every `CAESAR_RADAR_MS` (default 250 ms), the loop's tick; a finished
 //! task's footprint is computed once. Refreshes run one at a time on a
 //! blocking thread, so the radar costs at most one snapshot at a time.
@@ -39,6 +43,9 @@ const DEFAULT_TICK_MS: u64 = 250;
 /// How old a live footprint may grow with no event, unless
 /// `CAESAR_RADAR_RESCAN_MS` says otherwise.
 const DEFAULT_RESCAN_MS: u64 = 3_000;
+/// How old a live footprint may grow while its task's output grows (or the
+/// rescan period, if shorter): with the tick, answers at most about 1 s old.
+const GROWN_MS: u64 = 750;
 /// A live task with no new output is rescanned only after this many rescan
 /// periods (its edits come with output: a tool call's events).
 const IDLE_RESCANS: u32 = 10;
@@ -128,8 +135,8 @@ pub struct RadarRound {
 pub struct RadarView {
     /// Who this task's changes meet, by task id (or [`UNCOMMITTED`]).
     pub overlaps: Vec<(String, Meeting)>,
-    /// The age of the oldest footprint compared; `None` before the radar
-    /// has read this task.
+    /// The age of the oldest live footprint compared (a finished task's is
+    /// final, however old); `None` before the radar has read this task.
     pub age: Option<Duration>,
 }
 
@@ -148,6 +155,15 @@ fn stamp(root: &Path) -> Stamp {
 /// One footprint refreshed (read by `caesar-bench --radar`).
 fn log_refresh(of: &str, started: Instant) {
     tracing::debug!(target: "caesar::radar", of, us = started.elapsed().as_micros() as u64, "radar refresh");
+}
+
+/// Whether a live task's footprint of age `age` is due: an event named a
+/// change (`dirty`) and a tick passed, its output grew (`moved`) and 750 ms
+/// (or the rescan period, if shorter) passed, or ten rescan periods passed.
+fn live_due(age: Duration, dirty: bool, moved: bool, (tick, rescan): (Duration, Duration)) -> bool {
+    (dirty && age >= tick)
+        || (moved && age >= rescan.min(Duration::from_millis(GROWN_MS)))
+        || age >= rescan * IDLE_RESCANS
 }
 
 impl Radar {
@@ -231,9 +247,8 @@ impl Radar {
                 Some(k) if k.finished => false,
                 Some(_) if finished => true,
                 Some(k) => {
-                    let age = k.at.elapsed();
                     let moved = k.progress != (t.event_count, t.log_offset);
-                    (dirty.contains(&t.id) && age >= tick) || (moved && age >= rescan) || age >= rescan * IDLE_RESCANS
+                    live_due(k.at.elapsed(), dirty.contains(&t.id), moved, (tick, rescan))
                 }
             };
             if !due {
@@ -307,14 +322,16 @@ impl Radar {
             self.touch(id);
             return RadarView::default();
         };
-        let mut oldest = mine.at;
+        // A finished task's footprint is final: it never makes an answer old.
+        let live = |e: &TaskEntry| if e.finished { Instant::now() } else { e.at };
+        let mut oldest = live(mine);
         let mut overlaps = Vec::new();
         if !mine.fp.files.is_empty() {
             let mut others: Vec<(&String, &TaskEntry)> =
                 st.tasks.iter().filter(|(o, e)| o.as_str() != id && e.root == mine.root).collect();
             others.sort_by(|a, b| a.0.cmp(b.0));
             for (other, e) in others {
-                oldest = oldest.min(e.at);
+                oldest = oldest.min(live(e));
                 let m = radar::meet(&mine.fp, &e.fp);
                 if !m.is_empty() {
                     overlaps.push((other.clone(), m));
@@ -351,5 +368,28 @@ impl Radar {
         drop(st);
         // The user's tree changed with the apply: read it again soon.
         self.wake.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 33 item 5: a task whose output grew is refreshed once its
+    /// footprint is 750 ms old with the default periods, so that with the
+    /// 250 ms tick an answer about it is at most about 1 s old; a quiet one
+    /// waits for ten rescan periods.
+    #[test]
+    fn a_task_whose_output_grew_is_due_within_a_second() {
+        let periods = (Duration::from_millis(DEFAULT_TICK_MS), Duration::from_millis(DEFAULT_RESCAN_MS));
+        let ms = Duration::from_millis;
+        assert!(!live_due(ms(700), false, true, periods));
+        assert!(live_due(ms(750), false, true, periods));
+        assert!(ms(750) + periods.0 <= ms(1_000), "a refresh at most a tick after it is due");
+        assert!(!live_due(ms(29_000), false, false, periods), "no output, no event: not due");
+        assert!(live_due(ms(30_000), false, false, periods));
+        assert!(live_due(ms(250), true, false, periods), "an event naming a change: the next tick");
+        // A shorter rescan period (a test's) still wins.
+        assert!(live_due(ms(100), false, true, (ms(50), ms(100))));
     }
 }

@@ -73,10 +73,90 @@ fn repo_of(p: &Prepared) -> Result<(Repository, Oid), WorkshopError> {
 pub fn task_footprint(p: &Prepared, known: Option<&Footprint>) -> Result<Footprint, WorkshopError> {
     let (repo, base) = repo_of(p)?;
     let now = super::taskgit::task_tree(p, &repo)?;
-    if let Some(k) = known.filter(|k| k.tree == now.to_string() && k.base == base.to_string()) {
+    let known = known.filter(|k| k.base == base.to_string());
+    if let Some(k) = known.filter(|k| k.tree == now.to_string()) {
         return Ok(k.clone());
     }
-    footprint(&repo, base, now, &p.placed)
+    match known.and_then(|k| Oid::from_str(&k.tree).ok().map(|t| (k, t))) {
+        Some((k, before)) => footprint_since(&repo, k, before, now, &p.placed),
+        None => footprint(&repo, base, now, &p.placed),
+    }
+}
+
+/// `known` (the footprint of the tree `before`, against the same base)
+/// brought to the tree `now`: only the paths that changed between the two
+/// trees are diffed against the base again, so a refresh costs what changed
+/// since the last one, not every file the task changed (issue 33 item 5).
+fn footprint_since(
+    repo: &Repository,
+    known: &Footprint,
+    before: Oid,
+    now: Oid,
+    placed: &[String],
+) -> Result<Footprint, WorkshopError> {
+    let base = Oid::from_str(&known.base).map_err(WorkshopError::git("read the footprint's base"))?;
+    let (old, new) = (find_tree(repo, before)?, find_tree(repo, now)?);
+    let d = repo.diff_tree_to_tree(Some(&old), Some(&new), None).map_err(WorkshopError::git("diff"))?;
+    let mut moved: Vec<String> = Vec::new();
+    for delta in d.deltas() {
+        for f in [delta.old_file(), delta.new_file()] {
+            if let Some(p) = f.path().map(|p| p.to_string_lossy().replace('\\', "/")) {
+                moved.push(p);
+            }
+        }
+    }
+    moved.sort_unstable();
+    moved.dedup();
+    let mut out = known.clone();
+    out.tree = now.to_string();
+    let base = find_tree(repo, base)?;
+    for p in moved {
+        out.files.remove(&p);
+        if excluded(&p, placed) {
+            continue;
+        }
+        if let Some(ranges) = path_ranges(repo, &base, &new, &p) {
+            out.files.insert(p, ranges);
+        }
+    }
+    Ok(out)
+}
+
+/// The lines of `base`'s `path` that `now`'s changes, as [`footprint`]
+/// reads them for one path; `None` when the path is as in the base.
+fn path_ranges(repo: &Repository, base: &git2::Tree, now: &git2::Tree, path: &str) -> Option<Vec<(u32, u32)>> {
+    let at = |t: &git2::Tree| t.get_path(Path::new(path)).ok().map(|e| (e.id(), e.filemode(), e.kind()));
+    let (b, n) = (at(base), at(now));
+    if b == n {
+        return None;
+    }
+    let regular = |m: i32| m == 0o100644 || m == 0o100755;
+    let mut ranges = Vec::new();
+    if let (Some((bo, bm, Some(git2::ObjectType::Blob))), Some((no, nm, Some(git2::ObjectType::Blob)))) = (b, n)
+        && (bm == nm || (regular(bm) && regular(nm)))
+        && let (Ok(old), Ok(new)) = (repo.find_blob(bo), repo.find_blob(no))
+        && !old.is_binary()
+        && !new.is_binary()
+    {
+        let mut opts = DiffOptions::new();
+        opts.context_lines(0);
+        if let Ok(patch) = Patch::from_blobs(&old, None, &new, None, Some(&mut opts)) {
+            for h in 0..patch.num_hunks() {
+                if let Ok((hunk, _)) = patch.hunk(h) {
+                    let start = hunk.old_start();
+                    ranges.push((start, start + hunk.old_lines().max(1)));
+                }
+            }
+        }
+    }
+    if ranges.is_empty() {
+        ranges.push(WHOLE);
+    }
+    Some(ranges)
+}
+
+fn find_tree(repo: &Repository, id: Oid) -> Result<git2::Tree<'_>, WorkshopError> {
+    repo.find_tree(id).map_err(WorkshopError::git("read a tree"))
 }
 
 /// The footprint of the user's uncommitted changes in the main working tree
@@ -151,6 +231,92 @@ mod tests {
             tree: String::new(),
             files: files.iter().map(|(p, r)| (p.to_string(), r.to_vec())).collect(),
         }
+    }
+
+    /// A tree of `files` (path, content, mode) written into `repo`.
+    fn tree(repo: &Repository, files: &[(&str, &[u8], i32)]) -> Oid {
+        let mut index = git2::Index::new().unwrap();
+        for (path, content, mode) in files {
+            let id = repo.blob(content).unwrap();
+            let entry = git2::IndexEntry {
+                ctime: git2::IndexTime::new(0, 0),
+                mtime: git2::IndexTime::new(0, 0),
+                dev: 0,
+                ino: 0,
+                mode: *mode as u32,
+                uid: 0,
+                gid: 0,
+                file_size: content.len() as u32,
+                id,
+                flags: 0,
+                flags_extended: 0,
+                path: path.as_bytes().to_vec(),
+            };
+            index.add(&entry).unwrap();
+        }
+        index.write_tree_to(repo).unwrap()
+    }
+
+    /// A refresh from the last footprint diffs only what moved since, and
+    /// answers what a full diff from the base answers: edits, additions,
+    /// deletions, a file put back as in the base, a mode change, a binary
+    /// file, a link, and a placed path left out (issue 33 item 5).
+    #[test]
+    fn a_refresh_from_the_last_footprint_equals_a_full_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let lines = |n: u32, changed: &[u32]| -> Vec<u8> {
+            (1..=n)
+                .map(|i| if changed.contains(&i) { format!("changed {i}\n") } else { format!("line {i}\n") })
+                .collect::<String>()
+                .into_bytes()
+        };
+        let (f, x, l) = (0o100644, 0o100755, 0o120000);
+        let base_files: Vec<(String, Vec<u8>, i32)> =
+            (0..40).map(|i| (format!("d{}/f{i}.txt", i / 10), lines(20, &[]), f)).collect();
+        let mut base_files = base_files;
+        base_files.push(("bin.dat".into(), vec![0, 1, 2, 0], f));
+        base_files.push(("link".into(), b"d0/f0.txt".to_vec(), l));
+        let view =
+            |v: &[(String, Vec<u8>, i32)]| v.iter().map(|(p, c, m)| (p.clone(), c.clone(), *m)).collect::<Vec<_>>();
+        let build = |v: &[(String, Vec<u8>, i32)]| {
+            let refs: Vec<(&str, &[u8], i32)> = v.iter().map(|(p, c, m)| (p.as_str(), c.as_slice(), *m)).collect();
+            tree(&repo, &refs)
+        };
+        let base = build(&base_files);
+        let set = |v: &mut Vec<(String, Vec<u8>, i32)>, path: &str, content: Option<Vec<u8>>, mode: i32| {
+            v.retain(|(p, _, _)| p != path);
+            if let Some(c) = content {
+                v.push((path.to_owned(), c, mode));
+            }
+        };
+        let mut one = view(&base_files);
+        set(&mut one, "d0/f1.txt", Some(lines(20, &[3, 4])), f);
+        set(&mut one, "d0/f2.txt", Some(lines(20, &[10])), f);
+        set(&mut one, "d1/f10.txt", None, f);
+        set(&mut one, "new/a.txt", Some(lines(3, &[])), f);
+        set(&mut one, "placed/p.txt", Some(lines(3, &[])), f);
+        let one = build(&one);
+        let mut two_files = view(&base_files);
+        set(&mut two_files, "d0/f1.txt", Some(lines(20, &[3, 4, 18])), f);
+        set(&mut two_files, "d1/f10.txt", None, f);
+        set(&mut two_files, "new/a.txt", Some(lines(4, &[])), f);
+        set(&mut two_files, "new/b.txt", Some(lines(2, &[])), f);
+        set(&mut two_files, "d2/f20.txt", Some(lines(20, &[])), x);
+        set(&mut two_files, "d3/f30.txt", Some(lines(21, &[1])), f);
+        set(&mut two_files, "bin.dat", Some(vec![0, 1, 3, 0]), f);
+        set(&mut two_files, "link", Some(b"d0/f0.txt\n".to_vec()), f);
+        set(&mut two_files, "placed/p.txt", Some(lines(4, &[])), f);
+        let two = build(&two_files);
+        let placed = vec!["placed".to_owned()];
+        let known = footprint(&repo, base, one, &placed).unwrap();
+        assert!(known.files.contains_key("d0/f2.txt"), "{known:?}");
+        let since = footprint_since(&repo, &known, one, two, &placed).unwrap();
+        let full = footprint(&repo, base, two, &placed).unwrap();
+        assert_eq!(since, full);
+        assert!(!since.files.contains_key("d0/f2.txt"), "put back as in the base: {since:?}");
+        assert_eq!(since.files["d0/f1.txt"], [(3, 5), (18, 19)]);
+        assert!(!since.files.keys().any(|p| p.starts_with("placed")), "{since:?}");
     }
 
     #[test]

@@ -65,13 +65,68 @@ fn commit_at(top: &Path, task_id: &str, scratch: &Path, orphan: bool) -> Result<
 }
 
 /// Commits the workdir's state and pushes it as the task's base ref; the
-/// commit's id.
+/// commit's id. Tasks starting from one workdir at the same moment share
+/// one commit ([`shared_snapshot`]) and one push ([`coalesced_push`]).
 pub fn push_base(workdir: &Path, remote: &str, task_id: &str, scratch: &Path) -> Result<String, String> {
-    let top = top_of(workdir)?;
-    let oid = commit_at(&top, task_id, scratch, false)?;
+    let (top, oid) = shared_snapshot(workdir, task_id, scratch)?;
     let refspec = format!("+{oid}:{}", base_ref(task_id));
     coalesced_push(&top, remote, refspec).map_err(|e| format!("cannot push the task's workspace to {remote}: {e}"))?;
     Ok(oid)
+}
+
+/// What a task waiting for a snapshot gets: the repository top and the commit.
+type Snapped = Result<(PathBuf, String), String>;
+
+/// The tasks waiting for a snapshot of one workdir, and whether one is
+/// being taken.
+#[derive(Default)]
+struct SnapLane {
+    waiting: Vec<(String, std::sync::mpsc::Sender<Snapped>)>,
+    taking: bool,
+}
+
+/// One lane per workdir.
+static SNAP_LANES: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<PathBuf, SnapLane>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// [`snapshot_commit`] (on HEAD), shared by the tasks that ask for the same
+/// workdir at the same moment (issue 33 item 4: 500 tasks made 500 commits
+/// of one unchanged workdir, six git processes each). A snapshot is only
+/// ever shared with tasks that asked before it began: a caller arriving
+/// while one is being taken waits for the next, so every task's base is
+/// the workdir as it was at its start or later, never earlier.
+pub fn shared_snapshot(workdir: &Path, task_id: &str, scratch: &Path) -> Snapped {
+    let key = workdir.to_path_buf();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let leads = {
+        let mut lanes = SNAP_LANES.lock().unwrap_or_else(|p| p.into_inner());
+        let lane = lanes.entry(key.clone()).or_default();
+        lane.waiting.push((task_id.to_owned(), tx));
+        !std::mem::replace(&mut lane.taking, true)
+    };
+    if leads {
+        loop {
+            let batch = {
+                let mut lanes = SNAP_LANES.lock().unwrap_or_else(|p| p.into_inner());
+                let Some(lane) = lanes.get_mut(&key) else { break };
+                if lane.waiting.is_empty() {
+                    lanes.remove(&key);
+                    break;
+                }
+                std::mem::take(&mut lane.waiting)
+            };
+            let name = match batch.as_slice() {
+                [(one, _)] => one.clone(),
+                [(first, _), rest @ ..] => format!("{first} and {} more started with it", rest.len()),
+                [] => continue,
+            };
+            let made = top_of(workdir).and_then(|top| commit_at(&top, &name, scratch, false).map(|oid| (top, oid)));
+            for (_, tx) in batch {
+                let _ = tx.send(made.clone());
+            }
+        }
+    }
+    rx.recv().unwrap_or_else(|_| Err("the snapshot of this task's workspace was lost".to_owned()))
 }
 
 /// The refspecs waiting to be pushed from one repository to one remote, and
@@ -243,5 +298,54 @@ mod coalescing_tests {
         let refs = sh(&remote, &["for-each-ref", "--format=%(refname)", "refs/caesar/tasks"]);
         assert_eq!(refs.lines().count(), 23, "{refs}");
         assert!(!refs.contains("t_7/"), "{refs}");
+    }
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use std::path::Path;
+
+    fn sh(dir: &Path, args: &[&str]) -> String {
+        super::git(dir, None, args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Tasks that ask while a snapshot of their workdir is being taken wait
+    /// for the next one, and share it: one commit for all of them, which
+    /// holds what the workdir held when they asked (issue 33 item 4).
+    #[test]
+    fn tasks_asking_during_a_snapshot_share_the_next_one() {
+        let root = tempfile::tempdir().unwrap();
+        let repo = root.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        sh(&repo, &["init", "-q"]);
+        std::fs::write(repo.join("f"), "x").unwrap();
+        sh(&repo, &["add", "-A"]);
+        sh(&repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"]);
+        // A snapshot under way: those who ask now queue for the next.
+        super::SNAP_LANES.lock().unwrap().entry(repo.clone()).or_default().taking = true;
+        std::fs::write(repo.join("late.txt"), "written before they asked").unwrap();
+        let got = std::thread::scope(|s| {
+            let waiters: Vec<_> = (0..8)
+                .map(|i| {
+                    let (repo, scratch) = (&repo, root.path().join(format!("s{i}")));
+                    std::fs::create_dir_all(&scratch).unwrap();
+                    s.spawn(move || super::shared_snapshot(repo, &format!("t_{i}"), &scratch))
+                })
+                .collect();
+            while super::SNAP_LANES.lock().unwrap()[&repo].waiting.len() < 8 {
+                std::thread::yield_now();
+            }
+            // The one under way ends: the next caller takes one for all.
+            super::SNAP_LANES.lock().unwrap().get_mut(&repo).unwrap().taking = false;
+            let lead = super::shared_snapshot(&repo, "t_lead", root.path());
+            let mut got: Vec<_> = waiters.into_iter().map(|h| h.join().unwrap()).collect();
+            got.push(lead);
+            got
+        });
+        let (top, oid) = got[0].clone().unwrap();
+        assert!(got.iter().all(|g| g.as_ref() == Ok(&(top.clone(), oid.clone()))), "{got:?}");
+        assert_eq!(sh(&repo, &["show", &format!("{oid}:late.txt")]), "written before they asked");
+        assert_eq!(sh(&repo, &["rev-parse", &format!("{oid}^")]), sh(&repo, &["rev-parse", "HEAD"]));
+        assert!(!super::SNAP_LANES.lock().unwrap().contains_key(&repo), "the lane goes when no one waits");
     }
 }
