@@ -115,6 +115,7 @@ spelled!(BlockerKind, "blocker kind", {
     RateLimit => "rate_limit",
     Permission => "permission",
     Network => "network",
+    Budget => "budget",
 });
 
 spelled!(ChangesState, "changes state", {

@@ -166,3 +166,66 @@ async fn a_daemon_sigkill_around_the_blocker_starts_exactly_one_agent_two() {
     let ps = c.list_tasks(pb::ListTasksRequest { limit: 50, ..Default::default() }).await.unwrap().into_inner();
     assert_eq!(ps.tasks.len(), 3, "one, its one relay, the probe");
 }
+
+fn usage(input: u64, output: u64) -> String {
+    serde_json::json!({"type": "usage", "input_tokens": input, "output_tokens": output}).to_string()
+}
+
+#[tokio::test]
+async fn a_budget_stop_after_changes_is_relayed_like_a_quota() {
+    let mut env = Env::new(&[]);
+    let pwd = env.file("two-pwd").display().to_string();
+    let spent = usage(700, 400);
+    env.set_agents(&[
+        ("one", &["write", "a.txt", "a\n", "write", "b.txt", "b\n", "event", &spent, "hang"]),
+        ("two", &["sh", &format!("pwd > {pwd}; cat a.txt b.txt > c.txt"), "report", "success", "two finished"]),
+    ]);
+    project(&env, "[\"one\", \"two\"]", "");
+    let mut c = env.start_daemon().await;
+    let mut req = request(&env);
+    req.budget = Some(pb::Budget { tokens: Some(1000), ..Default::default() });
+    let d = c.delegate(req).await.unwrap().into_inner();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(
+        (t.task_id.as_str(), t.agent.as_str(), t.status().as_str()),
+        (d.task_id.as_str(), "two", "succeeded"),
+        "{t:?}"
+    );
+    assert_eq!(t.attempts.len(), 1, "{:?}", t.attempts);
+    let a = &t.attempts[0];
+    assert_eq!(
+        (a.agent.as_str(), a.stopped_by(), a.files_changed, a.relayed),
+        ("one", pb::BlockerKind::Budget, 2, true)
+    );
+    assert!(a.message.contains("the tokens limit: 1100 tokens used of a budget of 1000"), "{}", a.message);
+    let seen = std::fs::read_to_string(&pwd).unwrap();
+    assert_eq!(std::fs::canonicalize(seen.trim()).unwrap(), std::fs::canonicalize(&d.worktree).unwrap());
+    let two = c.status(pb::StatusRequest { task_id: t.current_task_id.clone() }).await.unwrap().into_inner();
+    let doc = json(&std::fs::read_to_string(std::path::Path::new(&two.task_dir).join("task.json")).unwrap());
+    let context = doc["context"].as_str().unwrap();
+    for part in ["from agent `one`", "budget: the tokens limit", "2 files changed", "- c.txt joins a.txt and b.txt"] {
+        assert!(context.contains(part), "missing {part:?} in the brief:\n{context}");
+    }
+    let diff = c.diff(pb::DiffRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
+    assert_eq!(diff_files(&diff), ["a.txt", "b.txt", "c.txt"]);
+}
+
+#[tokio::test]
+async fn a_budget_stop_with_nothing_changed_ends_there() {
+    let spent = usage(700, 400);
+    let mut env = Env::new(&[("one", &["event", &spent, "hang"]), ("two", &["report", "success", "never"])]);
+    project(&env, "[\"one\", \"two\"]", "");
+    let mut c = env.start_daemon().await;
+    let mut req = request(&env);
+    req.budget = Some(pb::Budget { tokens: Some(1000), ..Default::default() });
+    let d = c.delegate(req).await.unwrap().into_inner();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(
+        (t.agent.as_str(), t.status().as_str(), t.report_status.as_str()),
+        ("one", "failed", "partial"),
+        "{t:?}"
+    );
+    assert!(t.attempts.is_empty(), "a budget stop is not a reason to fall back: {:?}", t.attempts);
+    let ps = c.list_tasks(pb::ListTasksRequest { limit: 50, ..Default::default() }).await.unwrap().into_inner();
+    assert_eq!(ps.tasks.len(), 1);
+}

@@ -175,7 +175,7 @@ impl Engine {
         report: &mut Report,
     ) -> Option<AttemptRow> {
         let Blocker { kind, message, .. } = blocker?;
-        if !matches!(kind, BlockerKind::Auth | BlockerKind::RateLimit | BlockerKind::Network) {
+        if !matches!(kind, BlockerKind::Auth | BlockerKind::RateLimit | BlockerKind::Network | BlockerKind::Budget) {
             return None;
         }
         let plan = &record.launch.lifecycle;
@@ -191,6 +191,10 @@ impl Engine {
         let git_checked = report.changes_verified_by.as_deref() == Some("git");
         // Issue 31: git-checked changes in a worktree go on with the next agent there.
         let relay = git_checked && !report.changes.is_empty() && super::relay::relayable(record).is_some();
+        if *kind == BlockerKind::Budget && !relay {
+            // A budget stop is relayed, never fallen back on: with nothing to go on with, it ends there.
+            return None;
+        }
         if !relay && (!report.changes.is_empty() || (record.mode == Mode::Write && !git_checked)) {
             let why = if report.changes.is_empty() {
                 "its changes could not be checked against git"

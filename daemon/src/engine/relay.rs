@@ -1,5 +1,6 @@
 //! The relay on blockers (issue 31, item 3): a worktree task whose agent
-//! changed files and was then stopped by a quota, auth or network blocker
+//! changed files and was then stopped by a quota, auth or network blocker,
+//! or by its own budget,
 //! is handed to the next agent of its chain in the same worktree, under the
 //! same caller-visible task id, with a handoff brief built from facts
 //! ([`super::handoff`]).
@@ -45,7 +46,32 @@ pub(super) fn relay_workshop(prev: &TaskRecord) -> Option<Prepared> {
     (!diff.is_empty).then_some(p)
 }
 
+/// The blocker a budget stop stands for when the task's own budget (not its
+/// group's, `group_budget.rs`, which would stop the next agent too) stopped it.
+pub(super) fn budget_blocker(stop: Option<&(String, String)>) -> Option<crate::oacp::Blocker> {
+    let (limit, detail) = stop?;
+    // A group's stop is recorded in the same table, its detail led by `group <id>:`.
+    if detail.starts_with("group ") {
+        return None;
+    }
+    Some(crate::oacp::Blocker::new(crate::oacp::BlockerKind::Budget, format!("the {limit} limit: {detail}")))
+}
+
 impl Engine {
+    /// Issue 31: a worktree task that its own budget stopped after it
+    /// changed files (checked with git) goes on with the next agent of its
+    /// chain in the same worktree, as after a quota. Nothing else is done
+    /// for a budget stop: it is not a reason to fall back on a clean task.
+    pub(super) fn relay_after_budget(
+        &self,
+        record: &TaskRecord,
+        stop: Option<&(String, String)>,
+        report: &mut Report,
+    ) -> Option<AttemptRow> {
+        let blocker = budget_blocker(stop)?;
+        self.plan_fallback(record, Some(&blocker), report)
+    }
+
     /// The handoff facts of a relay from `prev` (its worktree `p`) by `row`.
     pub(super) fn handoff_facts(
         &self,
