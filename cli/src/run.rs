@@ -119,6 +119,7 @@ fn delegate_request(a: RunArgs) -> Result<pb::DelegateRequest, Failure> {
         depends_on: a.after,
         on_parent_failure: a.on_parent_failure.unwrap_or_default(),
         continue_from: a.continue_from.unwrap_or_default(),
+        relay_to: a.relay_to.unwrap_or_default(),
         ..Default::default()
     })
 }

@@ -271,6 +271,7 @@ impl Caesar for Service {
             on_parent_failure: opt(r.on_parent_failure),
             host,
             continue_from: opt(r.continue_from),
+            relay_to: opt(r.relay_to),
         };
         // The depth is the daemon's to say, never the request's: 0 for the
         // user, the parent's plus one inside a task.

@@ -223,6 +223,7 @@ impl Shim {
             depends_on: p.depends_on.unwrap_or_default(),
             on_parent_failure: p.on_parent_failure.unwrap_or_default(),
             continue_from: p.continue_from.unwrap_or_default(),
+            relay_to: p.relay_to.unwrap_or_default(),
         };
         let d = self
             .daemon()

@@ -108,10 +108,13 @@ pub(super) fn plan_for(
     };
     // A caller who named the agent without a role chose it: no chain.
     let named_agent = input.agent.as_deref().is_some_and(|a| !a.is_empty());
-    let chain = match role {
-        Some(r) => r.agents.clone(),
-        None if !named_agent || succession.is_some() => resolve::default_role(config).agents,
-        None => Vec::new(),
+    // Issue 31: the agent the caller named takes over on a blocker, not the role's chain.
+    let named_next = if succession.is_none() { super::relay::named_next(config, resolution, input)? } else { None };
+    let chain = match (named_next, role) {
+        (Some(next), _) => vec![next],
+        (None, Some(r)) => r.agents.clone(),
+        (None, None) if !named_agent || succession.is_some() => resolve::default_role(config).agents,
+        (None, None) => Vec::new(),
     };
     let mut request = input.clone();
     // The next agent is named by the fallback; a model or session belongs to this one.
@@ -119,6 +122,8 @@ pub(super) fn plan_for(
     request.session_id = None;
     // A continuation's source is its own (issue 31): a next agent takes the task's workshop.
     request.continue_from = None;
+    // The named next agent is this plan's chain; the next attempt goes on along the role's.
+    request.relay_to = None;
     // The objective is the task's own column: the launch record keeps no copy
     // of it (issue 19), and the next attempt takes it from the task.
     request.objective.clear();
