@@ -520,6 +520,11 @@ struct RunArgs {
     /// The task this run continues (`caesar continue`), not a flag of `run`.
     #[arg(skip)]
     continue_from: Option<String>,
+    /// The agent that takes over, in the same worktree under the same task
+    /// id, when a blocker or the budget stops this one (instead of the
+    /// role's chain); checked now: it must be installed and allowed.
+    #[arg(long = "relay-to", value_name = "AGENT")]
+    relay_to: Option<String>,
 }
 
 /// `caesar continue <task> "<text>"`: the task, then `run`'s arguments.

@@ -122,6 +122,7 @@ fn delegate_request(a: RunArgs) -> Result<pb::DelegateRequest, Failure> {
         continue_from: a.continue_from.unwrap_or_default(),
         review_by: a.review_by.unwrap_or_default(),
         review_rounds: a.review_rounds.unwrap_or(0),
+        relay_to: a.relay_to.unwrap_or_default(),
         ..Default::default()
     })
 }

@@ -522,6 +522,9 @@ pub enum BlockerKind {
     /// connection, TLS, "waiting for network") for the network blocker's
     /// time (issue 17).
     Network,
+    /// The task's own budget stopped it (issue 31). Set by caesar when it
+    /// relays such a task, never taken from an agent's word.
+    Budget,
 }
 
 impl BlockerKind {
@@ -532,6 +535,7 @@ impl BlockerKind {
             BlockerKind::RateLimit => "rate_limit",
             BlockerKind::Permission => "permission",
             BlockerKind::Network => "network",
+            BlockerKind::Budget => "budget",
         }
     }
 
@@ -542,6 +546,7 @@ impl BlockerKind {
             "rate_limit" => Some(BlockerKind::RateLimit),
             "permission" => Some(BlockerKind::Permission),
             "network" => Some(BlockerKind::Network),
+            "budget" => Some(BlockerKind::Budget),
             _ => None,
         }
     }

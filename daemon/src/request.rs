@@ -55,6 +55,11 @@ pub struct DelegateInput {
     /// crash finds its task instead of starting a second one.
     #[serde(skip)]
     pub chosen_id: Option<String>,
+    /// Issue 31: the agent that takes over when a blocker or the budget
+    /// stops this one (instead of the role's chain), checked at delegation
+    /// (`engine/relay.rs`); never stored in a fallback's request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relay_to: Option<String>,
 }
 
 /// The program a delegation comes from, as far as the recursion rule cares.

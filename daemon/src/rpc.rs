@@ -291,6 +291,7 @@ impl Caesar for Service {
             review_by: opt(r.review_by),
             review_rounds: (r.review_rounds != 0).then_some(r.review_rounds),
             chosen_id: None,
+            relay_to: opt(r.relay_to),
         };
         // The depth is the daemon's to say, never the request's: 0 for the
         // user, the parent's plus one inside a task.

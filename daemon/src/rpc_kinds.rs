@@ -87,6 +87,7 @@ wire_enum!(BlockerKind => BlockerKind {
     RateLimit => RateLimit,
     Permission => Permission,
     Network => Network,
+    Budget => Budget,
 });
 
 wire_enum!(ChangesState => ChangesState {

@@ -55,7 +55,7 @@ fn worktree(root: &Path, id: &str) -> Prepared {
 
 fn paths(p: &Prepared, at: Option<u64>) -> (Vec<String>, u64) {
     let (tree, seq) = checkpoints::tree_at(p, at).unwrap();
-    (checkpoints::changed_paths(p, tree).unwrap(), seq)
+    (checkpoints::changed_files(p, tree).unwrap().into_iter().map(|f| f.path).collect(), seq)
 }
 
 #[test]

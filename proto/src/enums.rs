@@ -115,6 +115,7 @@ spelled!(BlockerKind, "blocker kind", {
     RateLimit => "rate_limit",
     Permission => "permission",
     Network => "network",
+    Budget => "budget",
 });
 
 spelled!(ChangesState, "changes state", {
@@ -212,7 +213,7 @@ mod tests {
     fn every_value_round_trips_and_an_unknown_one_reads_unrecognized() {
         round_trip!(TaskStatus, 6);
         round_trip!(Phase, 5);
-        round_trip!(BlockerKind, 4);
+        round_trip!(BlockerKind, 5);
         round_trip!(ChangesState, 2);
         round_trip!(QuestionKind, 2);
         round_trip!(Verdict, 10);
@@ -225,7 +226,7 @@ mod tests {
         let words: Vec<&str> = Phase::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(words, ["preparing", "queued", "starting", "parked", "waiting"]);
         let words: Vec<&str> = BlockerKind::ALL.iter().map(|s| s.as_str()).collect();
-        assert_eq!(words, ["auth", "rate_limit", "permission", "network"]);
+        assert_eq!(words, ["auth", "rate_limit", "permission", "network", "budget"]);
         let words: Vec<&str> = ChangesState::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(words, ["applied", "discarded"]);
         let words: Vec<&str> = QuestionKind::ALL.iter().map(|s| s.as_str()).collect();
@@ -240,8 +241,8 @@ mod tests {
         );
         assert_eq!(
             BlockerKind::decode(-3).unwrap_err().to_string(),
-            "unknown blocker kind -3 on the wire: this build knows auth, rate_limit, permission, network; the daemon \
-             and its client are of different versions (restart the daemon with `caesar daemon stop`, then retry)"
+            "unknown blocker kind -3 on the wire: this build knows auth, rate_limit, permission, network, budget; the \
+             daemon and its client are of different versions (restart the daemon with `caesar daemon stop`, then retry)"
         );
     }
 

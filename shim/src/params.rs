@@ -110,12 +110,15 @@ pub struct DelegateParams {
     /// Continue this finished task (its task_id) in its own worktree and branch: its changes are there, its agent's session is resumed where the agent can, and the new task's diff is the whole work since the first task's base. `objective` says what to do next; the workspace, agent, mode and isolation are the source's. Refused for a task still running (use caesar_steer), applied or discarded, or already continued (continue the newest).
     #[serde(default)]
     pub continue_from: Option<String>,
-    /// A review loop (write tasks only): the agent, or the role, that reviews the result. When the worker's run succeeds (and its verification passes), caesar runs this reviewer read-only in the worker's worktree (from a role: its first agent of another model family than the worker's); its findings, anchored to file:line and the hunk they concern, go back to the worker as a continuation in the same worktree, until the reviewer approves or `review_rounds` is reached (then the worker's report is partial with the open findings). Every run of the loop is a task of one group (the returned group_id).
+    /// A review loop (write tasks only): the agent, or the role, that reviews the result. When the worker's run succeeds (and its verification passes), caesar runs this reviewer read-only in a worktree of its own that holds the worker's result (from a role: its first agent of another model family than the worker's); its findings, anchored to file:line and the hunk they concern, go back to the worker as a continuation in the same worktree, until the reviewer approves or `review_rounds` is reached (then the worker's report is partial with the open findings). Every run of the loop is a task of one group (the returned group_id).
     #[serde(default)]
     pub review_by: Option<String>,
     /// With review_by: the most review rounds, 1 to 5 (default 3).
     #[serde(default)]
     pub review_rounds: Option<u32>,
+    /// The agent that takes over when an auth, quota or network blocker or the budget stops this one (instead of the role's chain): it goes on in the same worktree, under the same task_id, with a handoff brief. Checked now: an agent that is not installed, not allowed, or the task's own is refused.
+    #[serde(default)]
+    pub relay_to: Option<String>,
     /// Fork a task instead of starting from the repository's HEAD: the new task runs in a new worktree that starts with this task's files (a worktree task's) as they were at event `fork_at`, and its brief names that task, its objective and the point; `objective` says what to do from there. Mode write and isolation worktree; `agent` defaults to the source's.
     #[serde(default)]
     pub fork_from: Option<String>,

@@ -225,6 +225,7 @@ impl Shim {
             continue_from: p.continue_from.unwrap_or_default(),
             review_by: p.review_by.unwrap_or_default(),
             review_rounds: p.review_rounds.unwrap_or(0),
+            relay_to: p.relay_to.unwrap_or_default(),
         };
         let d = self
             .daemon()

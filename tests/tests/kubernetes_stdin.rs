@@ -242,3 +242,35 @@ async fn a_task_that_asks_on_stdin_is_refused_at_delegate_without_create_on_pods
     let t = await_one(&mut c, &id, LONG).await;
     assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
 }
+
+/// Issue 31: a steer to claude in a pod goes the production path, the stdin pump into the pod
+/// supervisor's FIFO; the supervisor writes it on the agent's held stdin as a user message, and
+/// its record of the delivery comes back with the mirror: one `steer` event, delivered.
+#[tokio::test]
+async fn a_steer_reaches_claude_in_a_pod_through_the_stdin_pump_once() {
+    let (sim, mut env, _img) = rig("claude", CLAUDE);
+    let mut c = env.start_daemon().await;
+    let id = write_task(&mut c, &env, "claude", "ask 1").await;
+    // Its question says the agent runs and reads its stdin.
+    question(&mut c, &id).await;
+    let out = env.caesar(&["steer", &id, "use the v2 API"]);
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("stdin_message"), "{said}");
+    let t = await_one(&mut c, &id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    let got = received(&env, &id);
+    assert_eq!(got.len(), 1, "the steer, and nothing else, reached the agent: {got:?}");
+    assert_eq!(got[0]["type"], "user", "{got:?}");
+    assert!(got[0].to_string().contains("use the v2 API"), "{got:?}");
+    let logs = c
+        .logs(pb::LogsRequest { task_id: id.clone(), limit: 10_000, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    let steers: Vec<serde_json::Value> =
+        logs.events_json.iter().map(|l| json(l)).filter(|e| e["type"] == "steer").collect();
+    assert_eq!(steers.len(), 1, "one steer event: {steers:?}");
+    assert_eq!((steers[0]["mode"].as_str(), steers[0]["delivered"].as_bool()), (Some("stdin_message"), Some(true)));
+    assert!(eventually(Duration::from_secs(10), || sim.stats()["open_execs"] == 0).await, "{}", sim.stats());
+}

@@ -682,3 +682,44 @@ async fn diff_and_apply_a_worktree_task_and_applying_twice_is_said() {
     assert_eq!(again["already_applied"], true, "{again}");
     c.cancel().await.unwrap();
 }
+
+/// Issue 31's bad input over MCP: each an `isError` result with its `code: message`, naming
+/// what was wrong and the way on; nothing is started or stored by a refused call.
+#[tokio::test]
+async fn steer_continue_and_relay_bad_input_are_tool_errors() {
+    let mut env = Env::new(&[("writer", &["report", "success", "ok"])]);
+    let mut config = std::fs::read_to_string(env.project.path().join(".caesar/config.toml")).unwrap();
+    config.push_str("[[agent]]\nid = \"ghost\"\nbin = \"/nonexistent/ghost-agent\"\nargs = []\n");
+    std::fs::write(env.project.path().join(".caesar/config.toml"), config).unwrap();
+    let mut daemon = env.start_daemon().await;
+    let c = shim(&env).await;
+
+    let t = err(&call(&c, "caesar_steer", json!({"task_id": "t_000000000000", "text": "hi"})).await, "not_found");
+    assert!(t.contains("t_000000000000"), "{t}");
+    let big = "y".repeat(10 << 20);
+    let t = err(&call(&c, "caesar_steer", json!({"task_id": "t_000000000000", "text": big})).await, "validation_error");
+    assert!(t.contains("10485760 bytes"), "{t}");
+
+    // A read-only task, ended: a steer points to continue; continuing it in write mode is refused.
+    let d =
+        ok(&call(&c, "caesar_delegate", json!({"objective": "look", "agent": "writer", "mode": "read-only"})).await);
+    let id = d["task_id"].as_str().unwrap().to_owned();
+    await_one(&mut daemon, &id, Duration::from_secs(60)).await;
+    let t = err(&call(&c, "caesar_steer", json!({"task_id": id, "text": "also this"})).await, "conflict");
+    assert!(t.contains("has ended") && t.contains("caesar continue"), "{t}");
+    let cont = json!({"objective": "now write", "continue_from": id, "mode": "write"});
+    let t = err(&call(&c, "caesar_delegate", cont).await, "validation_error");
+    assert!(t.contains("ran read-only, so it cannot be continued in write mode"), "{t}");
+
+    // A named next agent that is not installed: refused at delegation, naming it.
+    let relay = json!({"objective": "x", "agent": "writer", "mode": "write", "relay_to": "ghost"});
+    let t = err(&call(&c, "caesar_delegate", relay).await, "validation_error");
+    assert!(t.contains("relay_to `ghost` could not take over") && t.contains("relay_to out"), "{t}");
+    let ps = daemon
+        .list_tasks(caesar_proto::pb::ListTasksRequest { limit: 50, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ps.tasks.len(), 1, "only the read-only task: {ps:?}");
+    c.cancel().await.unwrap();
+}

@@ -42,6 +42,7 @@ async fn steer_reaches_the_model(cli: Cli, gate: Reply, mode: &str, interrupt: b
         .unwrap_or_else(|| panic!("no question: {t}\n{}", rig.debug(&id)))
         .to_owned();
     let asked = rig.server.model_requests().len();
+    let sent_ms = wall_ms();
     let s = rig.ok("caesar_steer", json!({"task_id": id, "text": STEER, "interrupt": interrupt})).await;
     assert_eq!(s["route"], mode, "{s}");
     if !interrupt {
@@ -66,8 +67,37 @@ async fn steer_reaches_the_model(cli: Cli, gate: Reply, mode: &str, interrupt: b
     let steers: Vec<_> = events.iter().filter(|e| e["type"] == "steer").collect();
     assert_eq!(steers.len(), 1, "one steer event: {events:?}");
     assert_eq!((steers[0]["mode"].as_str(), steers[0]["delivered"].as_bool()), (Some(mode), Some(true)));
+    // For BENCHMARKS.md: the steer sent → its delivery recorded (the event's time), from the
+    // same clock; `--no-capture` shows it.
+    let delivered_ms = rfc3339_ms(steers[0]["at"].as_str().unwrap_or_default());
+    eprintln!("steer-latency mode={mode} ms={}", delivered_ms - sent_ms);
     assert_eq!(events.iter().filter(|e| e["type"] == "started").count(), 1, "the task was not restarted");
     assert!(rig.processes_of(&id).is_empty(), "no process left");
+}
+
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// `2026-12-05T18:54:43.851Z` in ms since the epoch (UTC, as the daemon writes it).
+fn rfc3339_ms(s: &str) -> i64 {
+    let n = |r: std::ops::Range<usize>| s.get(r).and_then(|x| x.parse::<i64>().ok()).unwrap_or(0);
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    let (h, min, sec, ms) = (n(11..13), n(14..16), n(17..19), n(20..23));
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    ((days * 24 + h) * 60 + min) * 60_000 + sec * 1000 + ms
+}
+
+#[test]
+fn rfc3339_reads_as_the_daemon_writes() {
+    assert_eq!(rfc3339_ms("1970-01-01T00:00:00.000Z"), 0);
+    assert_eq!(rfc3339_ms("2026-12-05T18:54:43.851Z"), 1_796_496_883_851);
 }
 
 #[tokio::test]

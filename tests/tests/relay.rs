@@ -166,3 +166,136 @@ async fn a_daemon_sigkill_around_the_blocker_starts_exactly_one_agent_two() {
     let ps = c.list_tasks(pb::ListTasksRequest { limit: 50, ..Default::default() }).await.unwrap().into_inner();
     assert_eq!(ps.tasks.len(), 3, "one, its one relay, the probe");
 }
+
+fn usage(input: u64, output: u64) -> String {
+    serde_json::json!({"type": "usage", "input_tokens": input, "output_tokens": output}).to_string()
+}
+
+#[tokio::test]
+async fn a_budget_stop_after_changes_is_relayed_like_a_quota() {
+    let mut env = Env::new(&[]);
+    let pwd = env.file("two-pwd").display().to_string();
+    let spent = usage(700, 400);
+    env.set_agents(&[
+        ("one", &["write", "a.txt", "a\n", "write", "b.txt", "b\n", "event", &spent, "hang"]),
+        ("two", &["sh", &format!("pwd > {pwd}; cat a.txt b.txt > c.txt"), "report", "success", "two finished"]),
+    ]);
+    project(&env, "[\"one\", \"two\"]", "");
+    let mut c = env.start_daemon().await;
+    let mut req = request(&env);
+    req.budget = Some(pb::Budget { tokens: Some(1000), ..Default::default() });
+    let d = c.delegate(req).await.unwrap().into_inner();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(
+        (t.task_id.as_str(), t.agent.as_str(), t.status().as_str()),
+        (d.task_id.as_str(), "two", "succeeded"),
+        "{t:?}"
+    );
+    assert_eq!(t.attempts.len(), 1, "{:?}", t.attempts);
+    let a = &t.attempts[0];
+    assert_eq!(
+        (a.agent.as_str(), a.stopped_by(), a.files_changed, a.relayed),
+        ("one", pb::BlockerKind::Budget, 2, true)
+    );
+    assert!(a.message.contains("the tokens limit: 1100 tokens used of a budget of 1000"), "{}", a.message);
+    let seen = std::fs::read_to_string(&pwd).unwrap();
+    assert_eq!(std::fs::canonicalize(seen.trim()).unwrap(), std::fs::canonicalize(&d.worktree).unwrap());
+    let two = c.status(pb::StatusRequest { task_id: t.current_task_id.clone() }).await.unwrap().into_inner();
+    let doc = json(&std::fs::read_to_string(std::path::Path::new(&two.task_dir).join("task.json")).unwrap());
+    let context = doc["context"].as_str().unwrap();
+    for part in ["from agent `one`", "budget: the tokens limit", "2 files changed", "- c.txt joins a.txt and b.txt"] {
+        assert!(context.contains(part), "missing {part:?} in the brief:\n{context}");
+    }
+    let diff = c.diff(pb::DiffRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
+    assert_eq!(diff_files(&diff), ["a.txt", "b.txt", "c.txt"]);
+}
+
+#[tokio::test]
+async fn a_budget_stop_with_nothing_changed_ends_there() {
+    let spent = usage(700, 400);
+    let mut env = Env::new(&[("one", &["event", &spent, "hang"]), ("two", &["report", "success", "never"])]);
+    project(&env, "[\"one\", \"two\"]", "");
+    let mut c = env.start_daemon().await;
+    let mut req = request(&env);
+    req.budget = Some(pb::Budget { tokens: Some(1000), ..Default::default() });
+    let d = c.delegate(req).await.unwrap().into_inner();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(
+        (t.agent.as_str(), t.status().as_str(), t.report_status.as_str()),
+        ("one", "failed", "partial"),
+        "{t:?}"
+    );
+    assert!(t.attempts.is_empty(), "a budget stop is not a reason to fall back: {:?}", t.attempts);
+    let ps = c.list_tasks(pb::ListTasksRequest { limit: 50, ..Default::default() }).await.unwrap().into_inner();
+    assert_eq!(ps.tasks.len(), 1);
+}
+
+#[tokio::test]
+async fn a_relay_goes_to_the_agent_the_caller_names() {
+    let mut env = Env::new(&[]);
+    let quota = quota();
+    env.set_agents(&[
+        ("one", &["write", "a.txt", "a\n", "event", &quota, "hang"]),
+        ("two", &["report", "success", "the role's next agent, not named"]),
+        ("three", &["sh", "cat a.txt a.txt > c.txt", "report", "success", "three finished"]),
+    ]);
+    project(&env, "[\"one\", \"two\"]", "");
+    let _c = env.start_daemon().await;
+    // Through the CLI, by agent: no role chain, the named one takes over.
+    let out = env.caesar(&[
+        "--json",
+        "run",
+        "--agent",
+        "one",
+        "--relay-to",
+        "three",
+        "--mode",
+        "write",
+        "--isolation",
+        "worktree",
+        "write a, then c",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    let text = text_of(&out);
+    assert!(text.contains("three finished"), "{text}");
+    let mut c = env.client().await;
+    let ps = c.list_tasks(pb::ListTasksRequest { limit: 50, ..Default::default() }).await.unwrap().into_inner();
+    let mut agents: Vec<&str> = ps.tasks.iter().map(|t| t.agent.as_str()).collect();
+    agents.sort_unstable();
+    assert_eq!(agents, ["one", "three"], "{ps:?}");
+    // Over the RPC, in a role: the named agent, not the role's next one.
+    let mut req = request(&env);
+    (req.agent, req.relay_to) = ("one".to_owned(), "three".to_owned());
+    let d = c.delegate(req).await.unwrap().into_inner();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!((t.agent.as_str(), t.status().as_str()), ("three", "succeeded"), "{t:?}");
+    assert_eq!((t.attempts[0].agent.as_str(), t.attempts[0].relayed), ("one", true), "{:?}", t.attempts);
+    let diff = c.diff(pb::DiffRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
+    assert_eq!(diff_files(&diff), ["a.txt", "c.txt"]);
+}
+
+#[tokio::test]
+async fn a_named_next_agent_that_cannot_take_over_is_refused_at_delegation() {
+    let mut env = Env::new(&[("one", &["report", "success", "never run"])]);
+    project(&env, "[\"one\"]", "[[agent]]\nid = \"ghost\"\nbin = \"/nonexistent/ghost-agent\"\n\n");
+    let mut c = env.start_daemon().await;
+    for (relay_to, on_blocker, says) in [
+        ("ghost", "", "relay_to `ghost` could not take over this task: agent `ghost`: its executable"),
+        ("nobody", "", "relay_to `nobody` could not take over this task"),
+        ("one", "", "relay_to `one` is the task's own agent"),
+        ("ghost", "fail", "relay_to `ghost` with on_blocker `fail`"),
+    ] {
+        let mut req = request(&env);
+        (req.relay_to, req.on_blocker) = (relay_to.to_owned(), on_blocker.to_owned());
+        let e = c.delegate(req).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+        assert!(e.message().contains(says), "{relay_to}: {}", e.message());
+        assert!(e.message().contains("relay_to out"), "the fix: {}", e.message());
+    }
+    let out = env.caesar(&["run", "--agent", "one", "--relay-to", "ghost", "--mode", "write", "x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text_of(&out));
+    assert!(text_of(&out).contains("relay_to `ghost` could not take over"), "{}", text_of(&out));
+    assert!(text_of(&out).contains("`caesar agents` lists them"), "{}", text_of(&out));
+    let ps = c.list_tasks(pb::ListTasksRequest { limit: 50, ..Default::default() }).await.unwrap().into_inner();
+    assert!(ps.tasks.is_empty(), "nothing started: {ps:?}");
+}

@@ -105,6 +105,9 @@ impl Engine {
         }
         if status != TaskStatus::Cancelled && status != TaskStatus::TimedOut && budget_stop.is_none() {
             self.after_blocker(&record, run.blocker.as_ref(), run.session_id.as_deref(), &mut recovered.0);
+        } else if status == TaskStatus::Failed {
+            // Issue 31: a worktree task its own budget stopped after it changed files is relayed.
+            self.relay_after_budget(&record, budget_stop.as_ref(), &mut recovered.0);
         }
         super::verify::apply_to_report(&mut recovered.0, self.stored_verification(&run.id));
         let finished = EventBody::Finished {

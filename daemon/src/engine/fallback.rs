@@ -108,10 +108,13 @@ pub(super) fn plan_for(
     };
     // A caller who named the agent without a role chose it: no chain.
     let named_agent = input.agent.as_deref().is_some_and(|a| !a.is_empty());
-    let chain = match role {
-        Some(r) => r.agents.clone(),
-        None if !named_agent || succession.is_some() => resolve::default_role(config).agents,
-        None => Vec::new(),
+    // Issue 31: the agent the caller named takes over on a blocker, not the role's chain.
+    let named_next = if succession.is_none() { super::relay::named_next(config, resolution, input)? } else { None };
+    let chain = match (named_next, role) {
+        (Some(next), _) => vec![next],
+        (None, Some(r)) => r.agents.clone(),
+        (None, None) if !named_agent || succession.is_some() => resolve::default_role(config).agents,
+        (None, None) => Vec::new(),
     };
     let mut request = input.clone();
     // The next agent is named by the fallback; a model or session belongs to this one.
@@ -123,6 +126,8 @@ pub(super) fn plan_for(
     request.review_by = None;
     request.review_rounds = None;
     request.chosen_id = None;
+    // The named next agent is this plan's chain; the next attempt goes on along the role's.
+    request.relay_to = None;
     // The objective is the task's own column: the launch record keeps no copy
     // of it (issue 19), and the next attempt takes it from the task.
     request.objective.clear();
@@ -179,7 +184,7 @@ impl Engine {
         report: &mut Report,
     ) -> Option<AttemptRow> {
         let Blocker { kind, message, .. } = blocker?;
-        if !matches!(kind, BlockerKind::Auth | BlockerKind::RateLimit | BlockerKind::Network) {
+        if !matches!(kind, BlockerKind::Auth | BlockerKind::RateLimit | BlockerKind::Network | BlockerKind::Budget) {
             return None;
         }
         let plan = &record.launch.lifecycle;
@@ -195,6 +200,10 @@ impl Engine {
         let git_checked = report.changes_verified_by.as_deref() == Some("git");
         // Issue 31: git-checked changes in a worktree go on with the next agent there.
         let relay = git_checked && !report.changes.is_empty() && super::relay::relayable(record).is_some();
+        if *kind == BlockerKind::Budget && !relay {
+            // A budget stop is relayed, never fallen back on: with nothing to go on with, it ends there.
+            return None;
+        }
         if !relay && (!report.changes.is_empty() || (record.mode == Mode::Write && !git_checked)) {
             let why = if report.changes.is_empty() {
                 "its changes could not be checked against git"

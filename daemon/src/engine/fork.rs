@@ -1,7 +1,7 @@
 //! Fork from a point (issue 31, item 4): a new task, in a new worktree
 //! holding another task's files as they were at one of its events (its
-//! checkpoint there, `checkpoints.rs`), with a brief built from facts
-//! (`fork_brief.rs`). The source is left as it is.
+//! checkpoint there, `checkpoints.rs`), with the handoff brief a relay
+//! gets (`handoff.rs`), its point the fork's event. The source is left as it is.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +11,7 @@ use crate::oacp::Isolation;
 use crate::request::DelegateInput;
 use crate::workshop::checkpoints;
 
-use super::fork_brief::{ForkFacts, PATHS_SHOWN, brief};
+use super::handoff::{self, Point};
 use super::*;
 
 /// What a fork asks.
@@ -60,28 +60,25 @@ impl Engine {
         let (p, at) = (prepared.clone(), f.at);
         let (tree, seq, changed) = tokio::task::spawn_blocking(move || {
             let (tree, seq) = checkpoints::tree_at(&p, at)?;
-            let changed = checkpoints::changed_paths(&p, tree)?;
+            let changed = checkpoints::changed_files(&p, tree)?;
             Ok::<_, crate::workshop::WorkshopError>((tree, seq, changed))
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
         let seq = f.at.unwrap_or(seq.max(source.event_count.saturating_sub(1)));
-        let steers: Vec<String> = self.store.steers_of(&source.id)?.into_iter().map(|s| s.text).collect();
-        let shown: Vec<String> = changed.iter().take(PATHS_SHOWN).cloned().collect();
-        let facts = ForkFacts {
-            source_id: &source.id,
-            source_objective: &source.objective,
-            source_agent: &source.agent,
-            seq,
-            asked: f.at,
-            changed: &shown,
-            changed_total: changed.len(),
-            steers: &steers,
-            text: &f.text,
+        let facts = handoff::Facts {
+            task_id: source.id.clone(),
+            previous_agent: source.agent.clone(),
+            point: Point::Forked { seq, asked: f.at, text: f.text.clone() },
+            objective: source.objective.clone(),
+            steers: self.store.steers_of(&source.id)?.into_iter().map(|s| s.text).collect(),
+            base_ref: prepared.base_ref.clone(),
+            files: changed.into_iter().map(Into::into).collect(),
+            ..handoff::Facts::default()
         };
         let input = DelegateInput {
             objective: f.text.clone(),
-            context: brief(&facts),
+            context: handoff::brief(&facts),
             agent: Some(f.agent.clone().unwrap_or_else(|| source.agent.clone())),
             mode: Some("write".to_owned()),
             isolation: Some("worktree".to_owned()),

@@ -3,7 +3,9 @@
 //! stopped agent's word alone, which it may not have had time to give.
 //!
 //! A pure function over [`Facts`], so the relay on blockers, `fork` and the
-//! review loop share one brief: the objective, the acceptance criteria, the
+//! review loop share one brief; what differs is the point the agent starts
+//! from ([`Point`]: a stopped agent's worktree, or a fork's event). It says
+//! the objective, the acceptance criteria, the
 //! steers so far, the git-checked diff stat and commits since the base, the
 //! verification results, the last events, and the previous agent's own
 //! summary where it gave one. Every list is capped, so a huge task makes a
@@ -29,19 +31,44 @@ pub struct FileStat {
     pub deletions: u64,
 }
 
+/// Where the agent taking over starts from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Point {
+    /// A relay: the previous agent stopped, and the next one goes on in its
+    /// worktree under the same task id. `why`: `rate_limit: You've hit your usage limit.`
+    Stopped { why: String },
+    /// A fork (issue 31, item 4): a new task in a new worktree holding the
+    /// source's files as of its checkpoint at event `seq`; `asked` is the
+    /// event the caller named (`None`: the source's latest state), `text`
+    /// what the caller asks of the fork.
+    Forked { seq: u64, asked: Option<u64>, text: String },
+}
+
+impl Default for Point {
+    fn default() -> Point {
+        Point::Stopped { why: String::new() }
+    }
+}
+
+impl From<crate::workshop::FileChange> for FileStat {
+    fn from(f: crate::workshop::FileChange) -> FileStat {
+        FileStat { path: f.path, status: f.status, additions: f.additions, deletions: f.deletions }
+    }
+}
+
 /// Everything a handoff brief says, gathered by the engine.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Facts {
-    /// The task the caller knows (the chain's first id).
+    /// The task the caller knows (the chain's first id), or the fork's source.
     pub task_id: String,
     pub previous_agent: String,
-    /// Why it stopped: `rate_limit: You've hit your usage limit.`
-    pub stopped_by: String,
+    /// Where the agent taking over starts from.
+    pub point: Point,
     pub objective: String,
     pub acceptance_criteria: Vec<String>,
     /// What the caller told the running agent, oldest first.
     pub steers: Vec<String>,
-    /// Where the work is.
+    /// Where the work is (a relay's worktree; empty for a fork, whose worktree is its own).
     pub worktree: String,
     pub base_ref: Option<String>,
     pub branch: Option<String>,
@@ -75,19 +102,50 @@ fn list(out: &mut String, items: &[String], max: usize) {
     }
 }
 
+/// The fork's point, in words.
+fn fork_point(seq: u64, asked: Option<u64>) -> String {
+    match (asked, seq) {
+        (None, _) => "its latest state".to_owned(),
+        (Some(_), 0) => "its base (no file had changed by then)".to_owned(),
+        (Some(a), s) if a == s => format!("event {s}"),
+        (Some(a), s) => format!("event {a} (the files as of its checkpoint at event {s})"),
+    }
+}
+
+/// The brief's opening: who takes over what, from which point.
+fn opening(out: &mut String, f: &Facts) {
+    match &f.point {
+        Point::Stopped { why } => {
+            let _ = writeln!(
+                out,
+                "You take over task {} from agent `{}`, which was stopped ({}) before it finished. \
+                 Its work is in this worktree ({}): continue from there; do not start over.",
+                f.task_id,
+                f.previous_agent,
+                quote(why),
+                f.worktree
+            );
+        }
+        Point::Forked { seq, asked, .. } => {
+            let _ = writeln!(
+                out,
+                "This task is a fork of caesar task {} (agent `{}`), taken at {}. Its worktree already holds the \
+                 source's work at that point, as uncommitted changes over the base: go on from there. The source \
+                 task is left as it is.",
+                f.task_id,
+                f.previous_agent,
+                fork_point(*seq, *asked)
+            );
+        }
+    }
+}
+
 /// The brief for the agent that takes over.
 pub fn brief(f: &Facts) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "You take over task {} from agent `{}`, which was stopped ({}) before it finished. \
-         Its work is in this worktree ({}): continue from there; do not start over.",
-        f.task_id,
-        f.previous_agent,
-        quote(&f.stopped_by),
-        f.worktree
-    );
-    let _ = writeln!(out, "\n## Objective\n{}", quote(&f.objective));
+    opening(&mut out, f);
+    let objective = if matches!(f.point, Point::Forked { .. }) { "The source task's objective" } else { "Objective" };
+    let _ = writeln!(out, "\n## {objective}\n{}", quote(&f.objective));
     if !f.acceptance_criteria.is_empty() {
         out.push_str("\n## Acceptance criteria (open until you meet them)\n");
         list(&mut out, &f.acceptance_criteria, usize::MAX);
@@ -97,7 +155,8 @@ pub fn brief(f: &Facts) -> String {
         list(&mut out, &f.steers, MAX_STEERS);
     }
     let base = f.base_ref.as_deref().map(|b| b.chars().take(12).collect::<String>()).unwrap_or_default();
-    let _ = writeln!(out, "\n## Changes so far (checked with git, since base {base})");
+    let so_far = if matches!(f.point, Point::Forked { .. }) { "at that point" } else { "so far" };
+    let _ = writeln!(out, "\n## Changes {so_far} (checked with git, since base {base})");
     if f.files.is_empty() {
         out.push_str("none\n");
     }
@@ -126,6 +185,9 @@ pub fn brief(f: &Facts) -> String {
         let from = f.last_events.len().saturating_sub(MAX_EVENTS);
         list(&mut out, &f.last_events[from..], MAX_EVENTS);
     }
+    if let Point::Forked { text, .. } = &f.point {
+        let _ = writeln!(out, "\n## What the caller asks of this fork\n{}", quote(text));
+    }
     out
 }
 
@@ -137,7 +199,7 @@ mod tests {
         Facts {
             task_id: "t_aaaaaaaaaaaa".to_owned(),
             previous_agent: "claude".to_owned(),
-            stopped_by: "rate_limit: You've hit your usage limit.".to_owned(),
+            point: Point::Stopped { why: "rate_limit: You've hit your usage limit.".to_owned() },
             objective: "add a parser".to_owned(),
             acceptance_criteria: vec!["cargo test passes".to_owned()],
             steers: vec!["use nom".to_owned()],
@@ -192,6 +254,39 @@ mod tests {
         let b = brief(&f);
         assert!(b.len() < 200_000, "{} bytes", b.len());
         assert!(b.contains("… and 9800 more files") && b.contains("10000 files changed"), "the counts stay true");
+    }
+
+    #[test]
+    fn a_fork_names_the_source_its_objective_the_point_and_the_text() {
+        let file =
+            |path: &str| FileStat { path: path.to_owned(), status: "added".to_owned(), additions: 1, deletions: 0 };
+        let f = Facts {
+            task_id: "t_1".to_owned(),
+            previous_agent: "writer".to_owned(),
+            point: Point::Forked { seq: 4, asked: Some(5), text: "stop after two and add a README".to_owned() },
+            objective: "write three files".to_owned(),
+            steers: vec!["use tabs".to_owned()],
+            files: vec![file("a.txt"), file("b.txt")],
+            ..Facts::default()
+        };
+        let b = brief(&f);
+        for part in [
+            "task t_1",
+            "write three files",
+            "event 5",
+            "checkpoint at event 4",
+            "- added a.txt (+1 -0)",
+            "- use tabs",
+            "## Changes at that point",
+        ] {
+            assert!(b.contains(part), "{part} missing from:\n{b}");
+        }
+        assert!(!b.contains("You take over"), "a fork is not a relay:\n{b}");
+        assert!(b.trim_end().ends_with("stop after two and add a README"), "{b}");
+        let point = Point::Forked { seq: 0, asked: Some(1), text: "x".to_owned() };
+        let base = brief(&Facts { point, files: Vec::new(), ..f });
+        assert!(base.contains("its base") && base.contains("no file had changed"), "{base}");
+        assert!(base.contains("at that point (checked with git, since base )\nnone"), "{base}");
     }
 
     #[test]

@@ -84,7 +84,6 @@ mod start;
 // Issue 31: steering a running agent; checkpoints and forks.
 mod checkpoints;
 pub mod fork;
-mod fork_brief;
 pub mod steer;
 mod trusting;
 // Issue 17, fan-out: verification in the worktree, groups.

@@ -1,5 +1,6 @@
 //! The relay on blockers (issue 31, item 3): a worktree task whose agent
-//! changed files and was then stopped by a quota, auth or network blocker
+//! changed files and was then stopped by a quota, auth or network blocker,
+//! or by its own budget,
 //! is handed to the next agent of its chain in the same worktree, under the
 //! same caller-visible task id, with a handoff brief built from facts
 //! ([`super::handoff`]).
@@ -11,8 +12,13 @@
 //! decided again from stored facts alone ([`relay_workshop`]), so a redone
 //! start decides the same.
 
+use std::path::Path;
+
+use crate::config::{Config, project_root};
+use crate::error::{Error, Result};
 use crate::lifecycle::OnBlocker;
 use crate::oacp::{Isolation, Report};
+use crate::resolve::{self, Resolution};
 use crate::store::{AttemptRow, TaskRecord};
 use crate::workshop::{self, Prepared};
 
@@ -45,7 +51,63 @@ pub(super) fn relay_workshop(prev: &TaskRecord) -> Option<Prepared> {
     (!diff.is_empty).then_some(p)
 }
 
+/// Issue 31: the agent the caller named to take over on a blocker
+/// (`relay_to`), checked now, at delegation, the way the relay will check it
+/// then: an agent that is not installed, not allowed, or the task's own is
+/// refused with what to do instead.
+pub(super) fn named_next(
+    config: &Config,
+    resolution: &Resolution<'_>,
+    input: &DelegateInput,
+) -> Result<Option<String>> {
+    let Some(next) = input.relay_to.as_deref().map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let fix = "name an installed agent the policy allows (`caesar agents` lists them), or leave relay_to out";
+    if next == resolution.agent {
+        return Err(Error::Invalid(format!("relay_to `{next}` is the task's own agent: {fix}")));
+    }
+    if input.on_blocker.as_deref() == Some(OnBlocker::Fail.as_str()) {
+        return Err(Error::Invalid(format!(
+            "relay_to `{next}` with on_blocker `fail`: a task that fails at a blocker relays to no one; \
+             use on_blocker `relay` (the default), or leave relay_to out"
+        )));
+    }
+    let mut probe = input.clone();
+    probe.agent = Some(next.to_owned());
+    (probe.relay_to, probe.continue_from, probe.session_id, probe.model) = (None, None, None, None);
+    let project = project_root(Path::new(&input.workspace));
+    resolve::resolve(config, &project, &probe)
+        .map_err(|e| Error::Invalid(format!("relay_to `{next}` could not take over this task: {e}; {fix}")))?;
+    Ok(Some(next.to_owned()))
+}
+
+/// The blocker a budget stop stands for when the task's own budget (not its
+/// group's, `group_budget.rs`, which would stop the next agent too) stopped it.
+pub(super) fn budget_blocker(stop: Option<&(String, String)>) -> Option<crate::oacp::Blocker> {
+    let (limit, detail) = stop?;
+    // A group's stop is recorded in the same table, its detail led by `group <id>:`.
+    if detail.starts_with("group ") {
+        return None;
+    }
+    Some(crate::oacp::Blocker::new(crate::oacp::BlockerKind::Budget, format!("the {limit} limit: {detail}")))
+}
+
 impl Engine {
+    /// Issue 31: a worktree task that its own budget stopped after it
+    /// changed files (checked with git) goes on with the next agent of its
+    /// chain in the same worktree, as after a quota. Nothing else is done
+    /// for a budget stop: it is not a reason to fall back on a clean task.
+    pub(super) fn relay_after_budget(
+        &self,
+        record: &TaskRecord,
+        stop: Option<&(String, String)>,
+        report: &mut Report,
+    ) -> Option<AttemptRow> {
+        let blocker = budget_blocker(stop)?;
+        self.plan_fallback(record, Some(&blocker), report)
+    }
+
     /// The handoff facts of a relay from `prev` (its worktree `p`) by `row`.
     pub(super) fn handoff_facts(
         &self,
@@ -54,19 +116,7 @@ impl Engine {
         p: &Prepared,
         input: &DelegateInput,
     ) -> handoff::Facts {
-        let files = workshop::diff(p)
-            .map(|d| {
-                d.files
-                    .into_iter()
-                    .map(|f| handoff::FileStat {
-                        path: f.path,
-                        status: f.status,
-                        additions: f.additions,
-                        deletions: f.deletions,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let files = workshop::diff(p).map(|d| d.files.into_iter().map(Into::into).collect()).unwrap_or_default();
         let stored = self.store.report(&prev.id).ok().flatten();
         let report = stored.as_ref().and_then(|s| Report::parse(&s.body).ok());
         let own = stored.as_ref().is_some_and(|s| s.source != crate::report::Source::Synthesized.as_str());
@@ -81,7 +131,7 @@ impl Engine {
         handoff::Facts {
             task_id: row.root_id.clone(),
             previous_agent: prev.agent.clone(),
-            stopped_by: format!("{}: {}", row.stopped_by, row.message),
+            point: handoff::Point::Stopped { why: format!("{}: {}", row.stopped_by, row.message) },
             objective: prev.objective.clone(),
             acceptance_criteria: input.acceptance_criteria.clone(),
             steers: self.store.steers_of(&prev.id).unwrap_or_default().into_iter().map(|s| s.text).collect(),

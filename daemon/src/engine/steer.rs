@@ -15,8 +15,8 @@
 //! (whose stdin is closed once it started) the return channel: the daemon itself delivers the
 //! steer in the answer of the agent's next channel call ([`Channel::channel_steers`](super::channel::Channel::channel_steers); `get_task`
 //! reads new ones). A one-shot agent without the channel, or asked to `--interrupt`, is refused
-//! by name, as is a task in a Kubernetes pod (the pod's supervisor would deliver it, but its
-//! record of the delivery does not come back yet).
+//! by name, as is a one-shot agent in a Kubernetes pod. A pod's supervisor is handed steers
+//! over the stdin pump and its record of deliveries comes back with the mirror's frames.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -89,10 +89,12 @@ impl Mailbox {
 /// How a task's agent can be given a steer (the first mode it will be tried with), or why it
 /// cannot, naming the agent.
 pub(super) fn route(launch: &LaunchPlan, agent: &str, interrupt: bool) -> std::result::Result<&'static str, String> {
-    if launch.kube.is_some() {
+    // A pod's supervisor takes steers over the stdin pump, and its deliveries come back with
+    // the mirror (`runner/kubernetes`); a one-shot agent's return channel there is not used for them.
+    if launch.kube.is_some() && matches!(launch.stdin, Stdin::Null | Stdin::Prompt) {
         return Err(format!(
-            "task of agent `{agent}` runs in a Kubernetes pod, which caesar cannot steer yet; cancel it and \
-             delegate again with the new instructions"
+            "task of agent `{agent}` runs one-shot in a Kubernetes pod and cannot hear a steer; cancel it and \
+             delegate again with the new instructions, or let it finish and `caesar continue` it"
         ));
     }
     match (&launch.stdin, interrupt) {
@@ -343,6 +345,8 @@ mod tests {
         launch.stdin = Stdin::Null;
         launch.kube = Some(Default::default());
         assert!(route(&launch, "claude", false).unwrap_err().contains("Kubernetes"));
+        launch.stdin = Stdin::Control { initial: String::new(), close_after: String::new() };
+        assert_eq!(route(&launch, "claude", false), Ok(mode::STDIN_MESSAGE), "a pod's held stdin hears it");
     }
 
     #[test]

@@ -179,19 +179,13 @@ pub fn drop_all(repo: &Repository, task_id: &str) {
     }
 }
 
-/// The paths `tree` changes against the task's base, sorted.
-pub fn changed_paths(p: &Prepared, tree: Oid) -> Result<Vec<String>, WorkshopError> {
+/// The files `tree` changes against the task's base, git-checked with
+/// their line counts, sorted by path (placed paths left out).
+pub fn changed_files(p: &Prepared, tree: Oid) -> Result<Vec<super::FileChange>, WorkshopError> {
     let repo = open(p)?;
     let base = Oid::from_str(p.base_ref.as_deref().unwrap_or_default()).map_err(WorkshopError::git("read base_ref"))?;
-    let base = repo.find_commit(base).and_then(|c| c.tree()).map_err(WorkshopError::git("read the task's base"))?;
-    let tree = repo.find_tree(tree).map_err(WorkshopError::git("read the fork's tree"))?;
-    let diff = repo
-        .diff_tree_to_tree(Some(&base), Some(&tree), None)
-        .map_err(WorkshopError::git("compare the fork's tree with the base"))?;
-    let mut out: Vec<String> = diff
-        .deltas()
-        .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()).map(|p| p.to_string_lossy().into_owned()))
-        .collect();
-    out.sort();
-    Ok(out)
+    let base = repo.find_commit(base).map_err(WorkshopError::git("read the task's base"))?.tree_id();
+    let mut files = super::diff::diff_trees(&repo, base, tree, &p.placed)?.files;
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
 }

@@ -6,7 +6,13 @@
 //! handoff brief is built, agent two is planned over the same workshop, queued and started
 //! through the supervisor and its box.
 //!
-//! `caesar-bench-relay [--runs N]` (default 10).
+//! With `--budget`, agent one's stop is its own token budget instead (issue 31: relay on a
+//! budget stop): it stamps the clock, then prints usage past a budget of 1,000 tokens.
+//!
+//! Agent one is named (with the role's chain behind it): the quota ledger would otherwise
+//! give the role's next agent the second run outright.
+//!
+//! `caesar-bench-relay [--runs N] [--budget]` (default 10 runs, a quota blocker).
 
 use std::time::Duration;
 
@@ -32,7 +38,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = home.path().join("files");
     std::fs::create_dir_all(&files)?;
     let (one_at, two_at) = (files.join("one"), files.join("two"));
-    let quota = serde_json::json!({"type": "blocker", "kind": "rate_limit", "message": "You've hit your usage limit."});
+    let budget = args.iter().any(|a| a == "--budget");
+    let quota = if budget {
+        serde_json::json!({"type": "usage", "input_tokens": 700, "output_tokens": 400})
+    } else {
+        serde_json::json!({"type": "blocker", "kind": "rate_limit", "message": "You've hit your usage limit."})
+    };
     let one = serde_json::json!([
         "write",
         "a.txt",
@@ -65,7 +76,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .delegate(pb::DelegateRequest {
                 objective: format!("write a and b ({run})"),
                 role: "pair".into(),
+                agent: "one".into(),
                 mode: "write".into(),
+                budget: budget.then_some(pb::Budget { tokens: Some(1000), ..Default::default() }),
                 workspace: p.display().to_string(),
                 ..Default::default()
             })

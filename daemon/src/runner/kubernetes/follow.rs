@@ -40,6 +40,23 @@ pub struct MirrorTask {
     pub stop: Arc<AtomicBool>,
 }
 
+/// Lays a chunk of the pod supervisor's record of steer deliveries into the
+/// local one at its offset (issue 31; the monitor reads it as a local
+/// task's): a repeated chunk writes the same bytes again, and one past the
+/// local end (a resumed stream that skipped some) is left out, so the
+/// steers it recorded end undelivered rather than the file holding a hole.
+fn lay_steers(dir: &TaskDir, offset: u64, data: &[u8]) {
+    use std::io::{Seek, SeekFrom, Write};
+    let path = dir.daemon_files().join(crate::supervisor::steer::STEERS_DELIVERED);
+    let Ok(mut f) = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path) else { return };
+    if f.metadata().map_or(true, |m| offset > m.len()) {
+        return;
+    }
+    if f.seek(SeekFrom::Start(offset)).and_then(|_| f.write_all(data)).is_err() {
+        tracing::debug!("cannot lay steer deliveries into {}", path.display());
+    }
+}
+
 /// The mirror's state file.
 pub fn mirror_path(dir: &TaskDir) -> std::path::PathBuf {
     dir.root().join("mirror.json")
@@ -49,6 +66,11 @@ impl MirrorTask {
     /// Runs until the task's ending is known and written as `exit.json`.
     pub async fn run(self) {
         let mut m = Mirror::load(&mirror_path(&self.dir));
+        if self.meta.stdin {
+            // The pod's supervisor takes steers (`engine/steer.rs` looks for this file).
+            let steers = self.dir.daemon_files().join(crate::supervisor::steer::STEERS_DELIVERED);
+            let _ = std::fs::OpenOptions::new().create(true).truncate(false).append(true).open(steers);
+        }
         let raw_path = self.dir.raw_log();
         let raw = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&raw_path);
         let Ok(mut raw) = raw else {
@@ -224,6 +246,7 @@ impl MirrorTask {
                     }
                 }
                 Frame::File { name, data } => files.push((name, data)),
+                Frame::Steered { offset, data } => lay_steers(&self.dir, offset, &data),
                 // Kept, and the log read on to its end: the agent shares
                 // the container and may have printed an ending of its own
                 // (the container's termination message settles it).

@@ -28,6 +28,9 @@ pub enum Frame {
     File { name: String, data: Vec<u8> },
     /// The ending, a JSON [`super::pod::Ending`].
     Exit(Vec<u8>),
+    /// Bytes of the pod supervisor's record of steer deliveries at `offset`
+    /// (issue 31): laid into the local one, where the monitor reads them.
+    Steered { offset: u64, data: Vec<u8> },
     /// Keeps an idle stream alive.
     Heartbeat,
     /// Not a frame (a runtime's own line, a damaged frame): ignored.
@@ -42,6 +45,11 @@ pub fn chunk(offset: u64, data: &[u8]) -> String {
 /// A file's line.
 pub fn file(name: &str, data: &[u8]) -> String {
     format!("C1 f {name} {}\n", b64_encode(data))
+}
+
+/// A steer-deliveries chunk's line.
+pub fn steered(offset: u64, data: &[u8]) -> String {
+    format!("C1 s={offset} {}\n", b64_encode(data))
 }
 
 /// The ending's line.
@@ -64,6 +72,13 @@ pub fn decode(line: &str) -> Frame {
         let Some((off, data)) = rest.split_once(' ') else { return Frame::Other };
         return match (off.parse(), b64_decode(data)) {
             (Ok(offset), Some(data)) => Frame::Chunk { offset, data },
+            _ => Frame::Other,
+        };
+    }
+    if let Some(rest) = rest.strip_prefix("s=") {
+        let Some((off, data)) = rest.split_once(' ') else { return Frame::Other };
+        return match (off.parse(), b64_decode(data)) {
+            (Ok(offset), Some(data)) => Frame::Steered { offset, data },
             _ => Frame::Other,
         };
     }
@@ -205,6 +220,7 @@ mod tests {
             Frame::File { name: "report.json".into(), data: b"{}".to_vec() }
         );
         assert_eq!(decode(HEARTBEAT), Frame::Heartbeat);
+        assert_eq!(decode(&steered(7, b"{}\n")), Frame::Steered { offset: 7, data: b"{}\n".to_vec() });
         assert_eq!(decode("C1 o=x AAAA"), Frame::Other);
         assert_eq!(decode("C1 o=1 A"), Frame::Other);
         assert_eq!(decode("some runtime line"), Frame::Other);

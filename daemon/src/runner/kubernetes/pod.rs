@@ -214,12 +214,16 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path, sdir: &Path) -> Ending {
         }
     });
     let raw = sdir.join(supervisor::RAW_LOG);
+    // Issue 31: the supervisor's record of steer deliveries goes back too.
+    let steers = sdir.join(supervisor::steer::STEERS_DELIVERED);
+    let mut steers_sent = 0u64;
     let mut sent = 0u64;
     let mut idle = Instant::now();
     let mut out = std::io::stdout();
     loop {
         let done = matches!(child.try_wait(), Ok(Some(_)) | Err(_));
-        let n = send_new(&raw, &mut sent, &mut out);
+        let n = send_new(&raw, &mut sent, &mut out, frames::chunk);
+        send_new(&steers, &mut steers_sent, &mut out, frames::steered);
         if n > 0 {
             idle = Instant::now();
         } else if idle.elapsed() > Duration::from_secs(30) {
@@ -229,7 +233,8 @@ fn run(args: &PodArgs, repo: &Path, tdir: &Path, sdir: &Path) -> Ending {
         }
         if done {
             // Whatever the tree wrote last.
-            while send_new(&raw, &mut sent, &mut out) > 0 {}
+            while send_new(&raw, &mut sent, &mut out, frames::chunk) > 0 {}
+            send_new(&steers, &mut steers_sent, &mut out, frames::steered);
             break;
         }
         std::thread::sleep(Duration::from_millis(25));
@@ -320,8 +325,9 @@ fn bounded(mut e: Ending) -> Ending {
     e
 }
 
-/// Sends what raw.log gained since `sent` as chunk frames; the bytes sent.
-fn send_new(raw: &Path, sent: &mut u64, out: &mut impl Write) -> u64 {
+/// Sends what a file (raw.log, the steer deliveries) gained since `sent` as
+/// `frame`s; the bytes sent.
+fn send_new(raw: &Path, sent: &mut u64, out: &mut impl Write, frame: fn(u64, &[u8]) -> String) -> u64 {
     let Ok(mut f) = std::fs::File::open(raw) else { return 0 };
     if f.seek(SeekFrom::Start(*sent)).is_err() {
         return 0;
@@ -333,7 +339,7 @@ fn send_new(raw: &Path, sent: &mut u64, out: &mut impl Write) -> u64 {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let _ = out.write_all(frames::chunk(*sent, &buf[..n]).as_bytes());
+        let _ = out.write_all(frame(*sent, &buf[..n]).as_bytes());
         *sent += n as u64;
         total += n as u64;
     }
