@@ -19,6 +19,7 @@ pub mod config;
 pub mod config_edit;
 pub mod dashboard;
 pub mod driver;
+pub mod durable;
 pub mod engine;
 pub mod error;
 pub mod host;

@@ -76,6 +76,11 @@ pub struct SandboxSpec {
     /// The kernel's limits on the box's cgroup (`cgroup.rs`).
     #[serde(default)]
     pub limits: crate::launch::BoxLimits,
+    /// Whether a PID namespace works on this machine, as the daemon found once
+    /// ([`pid_ns::works`]); `None` (a spec for elsewhere, or from an older daemon): the
+    /// launcher finds out itself, at the cost of a throwaway child per box (issue 33).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_ns_works: Option<bool>,
 }
 
 /// The Landlock ABI this kernel offers, `None` where it offers none.

@@ -148,6 +148,14 @@ impl TaskDir {
     /// Makes the daemon part (0700) with its [`LAYOUT_MARKER`], for a task
     /// being delegated, before anything of it is written or recorded.
     pub fn create_daemon_part(&self) -> std::io::Result<()> {
+        let mut batch = crate::durable::Batch::default();
+        self.create_daemon_part_in(&mut batch)?;
+        batch.sync()
+    }
+
+    /// [`TaskDir::create_daemon_part`], made durable with the rest of `batch`
+    /// (issue 33: a delegation's files and directories are fsynced together).
+    pub fn create_daemon_part_in(&self, batch: &mut crate::durable::Batch) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
         let part = self.daemon_part();
         match std::fs::DirBuilder::new().mode(0o700).create(&part) {
@@ -164,9 +172,9 @@ impl TaskDir {
         // Durable before the task is recorded, or a restart would read the
         // task as one of before the move. Empty: it takes no block of a
         // full disk, only its name.
-        crate::safe_fs::write_atomic(&part.join(LAYOUT_MARKER), b"")?;
+        batch.write_new(&part.join(LAYOUT_MARKER), b"")?;
         if let Some(tasks) = part.parent() {
-            std::fs::File::open(tasks)?.sync_all()?;
+            batch.dir(tasks);
         }
         Ok(())
     }

@@ -57,6 +57,10 @@ pub async fn main() -> ExitCode {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
 
     let args = Args::parse();
+    if !args.channel {
+        // The schemas `tools/list` answers with, built while the rest starts and `initialize` is answered.
+        tools::prewarm();
+    }
     let tools = match tools::select(&args.profile, args.tools.as_deref()) {
         Ok(t) => t,
         Err(e) => {

@@ -10,7 +10,7 @@ use caesar_proto::pb;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams, GetTaskResult,
     Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+    ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -60,7 +60,6 @@ pub struct Shim {
 struct Inner {
     daemon: Daemon,
     settings: Settings,
-    tools: Vec<Tool>,
     /// The 2025-11-25 task statuses and questions this connection was told of.
     told: crate::legacy_result::Told,
 }
@@ -74,8 +73,8 @@ impl Shim {
     /// A server that reaches the daemon through `daemon` (in process, for
     /// the daemon's own HTTP endpoint).
     pub fn over(daemon: Daemon, settings: Settings) -> Shim {
-        let tools = settings.tools.iter().filter_map(|n| tools::definition(n)).collect();
-        Shim { inner: Arc::new(Inner { daemon, settings, tools, told: Default::default() }) }
+        // The tools' schemas are built once per process, on first use (`tools::all`).
+        Shim { inner: Arc::new(Inner { daemon, settings, told: Default::default() }) }
     }
 
     /// The tools a request may see: the server's set, narrowed by the HTTP
@@ -707,7 +706,7 @@ impl ServerHandler for Shim {
     ) -> Result<ListToolsResult, McpError> {
         let visible = self.visible(&context).map_err(|e| McpError::invalid_params(e, None))?;
         Ok(ListToolsResult::with_all_items(
-            self.inner.tools.iter().filter(|t| visible.contains(&t.name.as_ref())).cloned().collect(),
+            tools::all().iter().filter(|t| visible.contains(&t.name.as_ref())).cloned().collect(),
         ))
     }
 

@@ -104,6 +104,21 @@ fn read_only(title: &str) -> ToolAnnotations {
     ToolAnnotations::with_title(title).read_only(true).destructive(false).idempotent(true).open_world(false)
 }
 
+/// Every tool's definition, built once per process (issue 33: building the
+/// schemas at each start was most of `caesar-mcp`'s cold start).
+pub fn all() -> &'static [Tool] {
+    static BUILT: std::sync::OnceLock<Vec<Tool>> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| ALL.iter().filter_map(|n| definition(n)).collect())
+}
+
+/// Starts building [`all`] on a thread of its own, so that the schemas are
+/// ready by the time `tools/list` asks, while `initialize` is answered.
+pub fn prewarm() {
+    std::thread::spawn(|| {
+        all();
+    });
+}
+
 /// The definition of one tool, or `None` for an unknown name.
 pub fn definition(name: &str) -> Option<Tool> {
     Some(match name {

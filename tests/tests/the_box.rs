@@ -278,3 +278,44 @@ async fn a_box_limit_holds_or_the_started_event_says_why_not() {
         );
     }
 }
+
+/// Issue 33: the box's first process is forked straight into the box's
+/// cgroup (`clone3` with `CLONE_INTO_CGROUP`): the launcher itself never
+/// moves in nor out, each move of a live process being an RCU grace period
+/// in the kernel (10 to 30 ms on a loaded host), twice a task. The agent is
+/// in its box's cgroup; its launcher is not.
+#[tokio::test]
+async fn the_agent_is_born_in_its_box_cgroup_and_its_launcher_never_moves() {
+    if caesard::sandbox::cgroup::delegated().is_none() || !caesard::sandbox::pid_ns::works() {
+        eprintln!("skipped: no delegated cgroup v2, or no PID namespace, here");
+        return;
+    }
+    let env0 = Env::new(&[]);
+    let (out, gate) = (env0.file("agent-cgroup"), env0.file("gate"));
+    let record =
+        format!("grep '^0::' /proc/self/cgroup > '{}.tmp' && mv '{o}.tmp' '{o}'", out.display(), o = out.display());
+    let mut env = env0;
+    let gate_s = gate.display().to_string();
+    env.set_agents(&[("born", &["sh", &record, "wait-file", &gate_s, "report", "success", "done"])]);
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("born", "say where you were born");
+    // Write mode: the agent writes beside the test's files, as the tests above.
+    req.mode = "write".to_owned();
+    let d = c.delegate(req).await.unwrap().into_inner();
+    let deadline = std::time::Instant::now() + LONG;
+    while !out.exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let agent_cgroup = std::fs::read_to_string(&out).expect("the agent recorded its cgroup");
+    // The launcher is the supervisor's child, named in agent.json.
+    let started = std::fs::read(caesar_tests::daemon_files(&d.task_dir).join("agent.json")).unwrap();
+    let launcher = serde_json::from_slice::<serde_json::Value>(&started).unwrap()["pid"].as_u64().unwrap();
+    let launcher_cgroup = std::fs::read_to_string(format!("/proc/{launcher}/cgroup")).unwrap();
+    std::fs::write(&gate, "go").unwrap();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    let box_name = format!("caesar-box-{launcher}");
+    assert!(agent_cgroup.trim().ends_with(&box_name), "the agent is in its box's cgroup: {agent_cgroup}");
+    let own = launcher_cgroup.lines().find(|l| l.starts_with("0::")).unwrap_or_default();
+    assert!(!own.contains("caesar-box-"), "the launcher moved itself into a box's cgroup: {own}");
+}

@@ -259,17 +259,35 @@ fn validate(input: &DelegateInput) -> Result<PathBuf> {
 /// the planned files. A delegation refused from here on (a full disk)
 /// leaves no directory behind: the guard removes it unless the task is
 /// recorded.
+///
+/// Durable before the task is recorded, in one batch (issue 33): the files
+/// are written new, then every file and directory is fsynced at once.
 fn write_task_files(dir: &TaskDir, files: &[planner::TaskFile]) -> Result<UnrecordedDir> {
     let root = dir.root().to_path_buf();
     std::fs::create_dir_all(&root).map_err(|e| Error::io_at("cannot create", &root, e))?;
-    let unrecorded = UnrecordedDir(Some(root));
-    dir.create_daemon_part().map_err(|e| Error::io_at("cannot create", &dir.daemon_part(), e))?;
-    for (path, bytes) in files {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io_at("cannot create", parent, e))?;
-        }
-        crate::safe_fs::write_atomic(path, bytes).map_err(|e| Error::io_at("cannot write", path, e))?;
+    let unrecorded = UnrecordedDir(Some(root.clone()));
+    let mut batch = crate::durable::Batch::default();
+    if let Some(tasks) = root.parent() {
+        batch.dir(tasks);
     }
+    dir.create_daemon_part_in(&mut batch).map_err(|e| Error::io_at("cannot create", &dir.daemon_part(), e))?;
+    for (path, bytes) in files {
+        if let Some(parent) = path.parent()
+            && !parent.is_dir()
+        {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io_at("cannot create", parent, e))?;
+            // Each new directory's own entry too (beneath the task's, which is noted).
+            for made in parent.ancestors().take_while(|a| a.starts_with(&root) && *a != root) {
+                batch.dir(made);
+                if let Some(up) = made.parent() {
+                    batch.dir(up);
+                }
+            }
+        }
+        batch.write_new(path, bytes).map_err(|e| Error::io_at("cannot write", path, e))?;
+    }
+    batch.dir(&root);
+    batch.sync().map_err(Error::Io)?;
     Ok(unrecorded)
 }
 

@@ -179,13 +179,22 @@ impl Views {
                         let _ = rx.wait_for(|s| s.is_terminal()).await;
                     }
                     // Recorded but not live: only while a restarted daemon
-                    // is re-attaching. Check the store until it settles.
-                    None => loop {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        if self.store.task(&id).ok().flatten().is_none_or(|r| r.status.is_terminal()) {
-                            break;
+                    // is re-attaching. Woken by the change stream, which
+                    // tells each change once it is stored (issue 33: no timer).
+                    None => {
+                        let mut changes = self.runs.subscribe_changes();
+                        use tokio::sync::broadcast::error::RecvError;
+                        while self.store.task(&id).ok().flatten().is_some_and(|r| !r.status.is_terminal()) {
+                            // Until this task changed (or some changes were missed).
+                            loop {
+                                match changes.recv().await {
+                                    Ok(changed) if changed != id => continue,
+                                    Ok(_) | Err(RecvError::Lagged(_)) => break,
+                                    Err(RecvError::Closed) => std::future::pending::<()>().await,
+                                }
+                            }
                         }
-                    },
+                    }
                 }
             });
         }

@@ -164,25 +164,47 @@ pub fn describe() -> String {
 }
 
 /// A box's own cgroup, removed (after `cgroup.kill`) when dropped.
+///
+/// Issue 33: moving a process that exists into a cgroup (a write to
+/// `cgroup.procs`) waits for an RCU grace period in the kernel, 10 to 30 ms
+/// on a loaded machine, and moving back out as long again. So the box's
+/// first process is forked straight into it ([`BoxCgroup::fd`] for
+/// `clone3(CLONE_INTO_CGROUP)`), and the launcher moves itself in
+/// ([`BoxCgroup::enter`]) only where that cannot be done.
 #[derive(Debug)]
 pub struct BoxCgroup {
     dir: PathBuf,
+    /// The directory, open, for `CLONE_INTO_CGROUP`.
+    fd: Option<std::fs::File>,
+    /// The launcher moved itself in, and moves out before the kill.
+    moved_in: bool,
 }
 
 impl BoxCgroup {
-    /// Makes `caesar-box-<pid>` beside the daemon's cgroup, writes the
-    /// limits whose controller is enabled there, and moves this process
-    /// into it. `None` where there is no delegated cgroup or the kernel
-    /// refuses.
-    pub fn enter(limits: &crate::launch::BoxLimits) -> Option<BoxCgroup> {
+    /// Makes `caesar-box-<pid>` beside the daemon's cgroup and writes the
+    /// limits whose controller is enabled there; nothing is in it yet.
+    /// `None` where there is no delegated cgroup or the kernel refuses.
+    pub fn make(limits: &crate::launch::BoxLimits) -> Option<BoxCgroup> {
         let base = box_parent()?;
         sweep(&base);
         let dir = base.join(format!("{}{}", caesar_proto::peer::BOX_CGROUP_PREFIX, std::process::id()));
         std::fs::create_dir(&dir).ok()?;
-        let cg = BoxCgroup { dir };
-        write_limits(&cg.dir, limits);
-        std::fs::write(cg.dir.join("cgroup.procs"), b"0").ok()?;
-        Some(cg)
+        write_limits(&dir, limits);
+        let fd = std::fs::File::open(&dir).ok();
+        Some(BoxCgroup { dir, fd, moved_in: false })
+    }
+
+    /// Moves this process into the cgroup (everything it forks from now on
+    /// is in it). False if the kernel refuses.
+    pub fn enter(&mut self) -> bool {
+        self.moved_in = std::fs::write(self.dir.join("cgroup.procs"), b"0").is_ok();
+        self.moved_in
+    }
+
+    /// The cgroup's directory, open, for `clone3(CLONE_INTO_CGROUP)`.
+    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        self.fd.as_ref().map(|f| f.as_fd())
     }
 
     pub fn dir(&self) -> &Path {
@@ -221,7 +243,9 @@ fn sweep(base: &Path) {
 impl Drop for BoxCgroup {
     fn drop(&mut self) {
         // This process leaves first (back to the parent), then the rest is killed.
-        if let Some(parent) = self.dir.parent() {
+        if self.moved_in
+            && let Some(parent) = self.dir.parent()
+        {
             let _ = std::fs::write(parent.join("cgroup.procs"), b"0");
         }
         let _ = std::fs::write(self.dir.join("cgroup.kill"), b"1");

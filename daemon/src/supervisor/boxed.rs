@@ -183,6 +183,10 @@ pub fn task_spec(i: &SpecInputs, workdir: &Path) -> SandboxSpec {
     sandbox.readonly.extend(crate::sandbox::cgroup::mount_point());
     sandbox.no_pid_ns = crate::sandbox::has_own_sandbox(i.provider);
     sandbox.limits = i.limits;
+    // On this machine (not in a pod), the daemon's one check stands for every box.
+    if i.hide {
+        sandbox.pid_ns_works = Some(crate::sandbox::pid_ns::works());
+    }
     if i.hide && crate::sandbox::mount::works() {
         sandbox.hide = [&i.state_dir, &i.config_dir, &i.runtime_dir].into_iter().cloned().collect();
         sandbox.expose = crate::sandbox::exposed(&i.task_root, workdir, &i.workspace, &i.socket, &i.env);
@@ -217,6 +221,9 @@ pub fn run(args: BoxedArgs) -> i32 {
     };
     #[cfg(target_os = "linux")]
     let no_pid_ns = spec.as_ref().is_some_and(|s| s.no_pid_ns);
+    // The daemon's word where it gave one: probing here costs a fork and an exec per box.
+    #[cfg(target_os = "linux")]
+    let pid_ns_works = || spec.as_ref().and_then(|s| s.pid_ns_works).unwrap_or_else(crate::sandbox::pid_ns::works);
     let sandbox = match spec.as_ref().map(crate::sandbox::prepare) {
         None => None,
         Some(Ok(p)) => p,
@@ -225,16 +232,18 @@ pub fn run(args: BoxedArgs) -> i32 {
     // A cgroup of its own where the user's is delegated: everything the
     // box starts is in it, and is killed with it (dropped last).
     #[cfg(target_os = "linux")]
-    let cgroup = crate::sandbox::cgroup::BoxCgroup::enter(&spec.as_ref().map(|s| s.limits).unwrap_or_default());
+    let mut cgroup = crate::sandbox::cgroup::BoxCgroup::make(&spec.as_ref().map(|s| s.limits).unwrap_or_default());
     #[cfg(target_os = "linux")]
-    if !no_pid_ns && crate::sandbox::pid_ns::works() {
+    if !no_pid_ns && pid_ns_works() {
         let (uid, gid) = crate::sandbox::pid_ns::id_maps();
         if crate::sandbox::pid_ns::enter(&uid, &gid).is_ok() {
-            let status = boxed_init::fork_init(&args, sandbox, report);
+            let status = boxed_init::fork_init(&args, sandbox, report, cgroup.as_mut());
             drop(cgroup);
             return status.map_or_else(|code| code, |st| boxed_init::end_like(st, stop));
         }
     }
+    #[cfg(target_os = "linux")]
+    let cgroup = cgroup.and_then(|mut c| c.enter().then_some(c));
     #[cfg(target_os = "linux")]
     if cgroup.is_some() {
         // No PID namespace but a cgroup: the program as a child, so that
@@ -288,12 +297,12 @@ mod boxed_init {
         args: &BoxedArgs,
         sandbox: Option<crate::sandbox::Prepared>,
         report: Option<std::fs::File>,
+        cgroup: Option<&mut crate::sandbox::cgroup::BoxCgroup>,
     ) -> Result<i32, i32> {
         let Ok((mut status_r, status_w)) = std::io::pipe() else {
             return Err(refuse(report.as_ref(), "cannot make the launcher's status pipe"));
         };
-        // SAFETY: this process is single-threaded: the child may run any code.
-        let pid = unsafe { libc::fork() };
+        let pid = fork_into(cgroup);
         if pid < 0 {
             let e = std::io::Error::last_os_error();
             return Err(refuse(report.as_ref(), &format!("cannot fork the task's init: {e}")));
@@ -324,6 +333,62 @@ mod boxed_init {
         }
         // The init ended before the program did (it could not start it).
         Err(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 1 })
+    }
+
+    /// Forks the init: straight into the box's cgroup where the kernel
+    /// allows it (`clone3` with `CLONE_INTO_CGROUP`, no migration of a live
+    /// process, which waits for an RCU grace period: issue 33); else into
+    /// it after this launcher moved itself in; else with no cgroup.
+    fn fork_into(cgroup: Option<&mut crate::sandbox::cgroup::BoxCgroup>) -> libc::pid_t {
+        use std::os::fd::AsRawFd;
+        let Some(cgroup) = cgroup else {
+            // SAFETY: this process is single-threaded: the child may run any code.
+            return unsafe { libc::fork() };
+        };
+        if let Some(fd) = cgroup.fd() {
+            // `struct clone_args` up to `cgroup` (CLONE_ARGS_SIZE_VER2).
+            #[repr(C)]
+            struct CloneArgs {
+                flags: u64,
+                pidfd: u64,
+                child_tid: u64,
+                parent_tid: u64,
+                exit_signal: u64,
+                stack: u64,
+                stack_size: u64,
+                tls: u64,
+                set_tid: u64,
+                set_tid_size: u64,
+                cgroup: u64,
+            }
+            const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+            let clone_args = CloneArgs {
+                flags: CLONE_INTO_CGROUP,
+                pidfd: 0,
+                child_tid: 0,
+                parent_tid: 0,
+                exit_signal: libc::SIGCHLD as u64,
+                stack: 0,
+                stack_size: 0,
+                tls: 0,
+                set_tid: 0,
+                set_tid_size: 0,
+                cgroup: fd.as_raw_fd() as u64,
+            };
+            // SAFETY: a fork (no CLONE_VM, no new stack: the child runs on a
+            // copy of this one) of a single-threaded process, as `fork` is;
+            // the child then runs only the init, as after `fork` above.
+            let pid = unsafe {
+                libc::syscall(libc::SYS_clone3, &clone_args as *const CloneArgs, std::mem::size_of::<CloneArgs>())
+            };
+            if pid >= 0 {
+                return pid as libc::pid_t;
+            }
+        }
+        // An older kernel, or one that refuses: the launcher moves itself in first.
+        cgroup.enter();
+        // SAFETY: as above.
+        unsafe { libc::fork() }
     }
 
     /// Without a PID namespace: the program as this process's child, waited

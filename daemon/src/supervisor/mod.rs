@@ -600,8 +600,15 @@ fn exit_now() -> ExitRecord {
     ExitRecord { finished_ms: crate::clock::now_ms(), ..ExitRecord::default() }
 }
 
+/// Writes `exit.json` whole (a temporary file, then a rename), without an
+/// fsync (issue 33: two fsyncs on every task's way to its ending, each
+/// several milliseconds on a loaded disk). Nothing is acknowledged on this
+/// file: the daemon acknowledges a task's end once its ending is committed
+/// to the store, which is the durable record; until then a power cut that
+/// loses this file reads as the supervisor having vanished, as a power cut
+/// before it was written does.
 fn write_exit(task_dir: &Path, record: &ExitRecord) {
-    let _ = crate::safe_fs::write_atomic(&task_dir.join(EXIT_FILE), &serde_json::to_vec(record).unwrap_or_default());
+    let _ = crate::safe_fs::write_replacing(&task_dir.join(EXIT_FILE), &serde_json::to_vec(record).unwrap_or_default());
 }
 
 /// Reads `exit.json` from a task directory, if the supervisor wrote it.

@@ -81,17 +81,22 @@ pub(super) fn kill_leftovers(agent_pid: u32, grace: Duration) -> u32 {
     found
 }
 
-/// Whether this process has no child at all (`/proc/self/task/*/children`,
-/// Linux). `false` when it cannot tell.
+/// Whether this process has no child at all, alive or a zombie: `waitid`
+/// says so (ECHILD) without reaping anything, whichever thread started the
+/// child. `false` when it cannot tell.
+///
+/// Issue 33: this used to read `/proc/self/task/*/children`, where a thread
+/// that had just ended (the agent's waiter) made the read fail, so every
+/// task paid a scan of all of `/proc` before its `exit.json`.
 fn has_no_children() -> bool {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return false };
-    for task in tasks.flatten() {
-        match std::fs::read_to_string(task.path().join("children")) {
-            Ok(c) if c.trim().is_empty() => {}
-            _ => return false,
-        }
+    #[cfg(unix)]
+    {
+        use nix::sys::wait::{Id, WaitPidFlag, waitid};
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        matches!(waitid(Id::All, flags), Err(nix::errno::Errno::ECHILD))
     }
-    true
+    #[cfg(not(unix))]
+    false
 }
 
 #[cfg(unix)]
@@ -331,6 +336,23 @@ mod tests {
         assert!(kill_group_checked(d.path(), "t_000000000002"));
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(agent.wait().unwrap().signal(), Some(9));
+    }
+
+    /// Issue 33: the check that spares a finished task the scan of `/proc`
+    /// holds after the thread that reaped the agent has ended (which made the
+    /// old reading of `/proc/self/task/*/children` fail, so every task paid
+    /// the scan). A process of its own per test (nextest), like a supervisor.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn no_child_left_is_told_after_the_waiter_thread_ended() {
+        std::thread::spawn(|| Command::new("true").status().unwrap()).join().unwrap();
+        assert!(has_no_children(), "the only child was reaped on a thread that ended");
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        assert!(!has_no_children(), "a live child");
+        child.kill().unwrap();
+        assert!(!has_no_children(), "killed but not reaped: still a child");
+        child.wait().unwrap();
+        assert!(has_no_children(), "reaped");
     }
 
     #[test]

@@ -30,6 +30,14 @@
 //!
 //! `--acp` measures only ACP's permission round trip (issue 15, `caesar-bench-acp`).
 //!
+//! `--breakdown` measures only where P3's milliseconds go, step by step
+//! (issue 33, `caesar-bench/breakdown.rs`).
+//!
+//! `--store-tasks N` fills a store with N ended tasks, then times `caesar ps`,
+//! `caesar ps --all`, `caesar status` and the dashboard's first paint against it;
+//! `--at-once N` delegates N tasks at once from 10 clients and times until all
+//! N agents started, with the daemon's peak RSS (issue 33, `caesar-bench/scale.rs`).
+//!
 //! `--quick` shrinks P8 to 100,000 events and P10 to 5 s.
 //!
 //! `--prepare` measures only preparation, on a repository whose
@@ -63,8 +71,12 @@ use caesar_proto::pb;
 use caesar_tests::bench::{BenchDaemon, git};
 use serde_json::{Value, json};
 
+#[path = "caesar-bench/breakdown.rs"]
+mod breakdown;
 #[path = "caesar-bench/lifecycle.rs"]
 mod lifecycle;
+#[path = "caesar-bench/scale.rs"]
+mod scale;
 
 fn now_ns() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
@@ -142,6 +154,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fake = bin_dir.join("fake-agent");
     if args.iter().any(|a| a == "--lifecycle") {
         return lifecycle::figures(&bin_dir, runs).await;
+    }
+    if args.iter().any(|a| a == "--breakdown") {
+        return breakdown::figures(&bin_dir, runs).await;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--store-tasks") {
+        let n = args.get(i + 1).and_then(|v| v.parse().ok()).ok_or("--store-tasks takes a number")?;
+        return scale::store_figures(&bin_dir, n, runs).await;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--at-once") {
+        let n = args.get(i + 1).and_then(|v| v.parse().ok()).ok_or("--at-once takes a number")?;
+        return scale::at_once_figures(&bin_dir, n).await;
     }
     if args.iter().any(|a| a == "--prepare") {
         return prepare_figures(&bin_dir, runs).await;
