@@ -92,8 +92,10 @@ impl Home {
         let mut pids = Vec::new();
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
             let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-            let Ok(exe) = std::fs::read_link(entry.path().join("exe")) else { continue };
-            if exe.file_name().is_none_or(|n| n != "caesard") || !alive(pid) {
+            // The daemon runs from the one `caesar` binary and names itself
+            // `caesard` (packaging/caesar), whichever file started it.
+            let Ok(comm) = std::fs::read_to_string(entry.path().join("comm")) else { continue };
+            if comm.trim_end() != "caesard" || !alive(pid) {
                 continue;
             }
             let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
