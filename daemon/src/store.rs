@@ -402,6 +402,7 @@ impl Store {
         continuations::ensure(conn)?;
         reviews::ensure(conn)?;
         forks::ensure(conn)?;
+        listing::ensure(conn)?;
         Ok(())
     }
 
