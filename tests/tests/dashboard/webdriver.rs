@@ -4,6 +4,9 @@
 //! need a dozen commands, and those crates would add an HTTP client stack
 //! and its build to a 2-core machine for them.
 
+// Two test binaries (`dashboard`, `dashboard_board`) include it, each using part.
+#![allow(dead_code)]
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
