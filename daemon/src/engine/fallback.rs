@@ -311,6 +311,9 @@ impl Engine {
     /// Delegates every stored fallback whose next task does not exist yet
     /// (just concluded, or a daemon died in between).
     pub(super) async fn start_fallbacks(self: &Arc<Self>) {
+        // One at a time: a second caller finds the successors of the first
+        // recorded, and leaves them.
+        let _turn = self.fallback_turn.lock().await;
         let rows = match self.store.unstarted_fallbacks() {
             Ok(rows) => rows,
             Err(e) => {

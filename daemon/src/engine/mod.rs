@@ -330,6 +330,10 @@ pub struct Engine {
     reviews: review::Reviews,
     /// Worktree snapshots per `file_changed` event (issue 31, `checkpoints.rs`).
     checkpoints: checkpoints::Checkpoints,
+    /// Held while stored fallbacks are delegated (`fallback.rs`): every
+    /// monitor's end looks for them, and two at once delegated one successor
+    /// id twice, the loser removing the winner's task directory.
+    fallback_turn: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -382,6 +386,7 @@ impl Engine {
                 budgets: group_budget::Budgets::new(store.clone(), runner.clone(), notices.clone()),
                 changes: changes::Changes::new(store.clone(), runner.clone(), radar.clone(), runs.clone()),
                 checkpoints: checkpoints::Checkpoints::new(store.clone()),
+                fallback_turn: tokio::sync::Mutex::new(()),
                 paths,
                 settings,
                 projects,
