@@ -67,7 +67,7 @@ impl Runners {
 }
 
 /// Why a build without the feature cannot run a Kubernetes task.
-pub const NO_KUBERNETES: &str = "this caesard was built without the `kubernetes` feature: install the default `caesar` package, or set `[runner] kind = \"local\"`";
+pub const NO_KUBERNETES: &str = "this caesar was built without the Kubernetes runner: reinstall it with `cargo install --locked --path packaging/caesar --features kubernetes`, or set `[runner] kind = \"local\"`";
 
 /// The largest prompt a Kubernetes task takes (issue 19): its file travels
 /// with the task's other files in one environment variable of the pod, base64
