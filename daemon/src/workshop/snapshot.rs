@@ -144,17 +144,7 @@ fn snapshot_of(
         let p = PathBuf::from(String::from_utf8_lossy(&path).into_owned());
         index.remove_path(&p).map_err(WorkshopError::git("drop an excluded path"))?;
     }
-    let mut skip = |path: &Path, _spec: &[u8]| -> i32 {
-        let p = path.to_string_lossy();
-        // A trailing `/` is an untracked directory git would not enter: a
-        // nested repository. Snapshots leave those out, as `git add` does.
-        if p.ends_with('/') || excluded(&p, placed) { 1 } else { 0 }
-    };
-    // The pathspec `*` (everything) and not an empty one: git2 reads the
-    // matched pathspec the callback receives, which is NULL for an empty one.
-    index
-        .add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip))
-        .map_err(WorkshopError::git(format!("snapshot {}", shown.display())))?;
+    add_worktree(&repo, &mut index, &shown, placed, scratch)?;
     let tree = index.write_tree().map_err(WorkshopError::git(format!("write the tree of {}", shown.display())))?;
     // The daemon's cache keeps this snapshot's stat data for the next one
     // (a rename: a snapshot taken at the same time reads one or the other).
@@ -164,6 +154,105 @@ fn snapshot_of(
         let _ = std::fs::rename(&tmp.0, path);
     }
     Ok(tree)
+}
+
+/// How many files that change while they are read one snapshot takes as
+/// read before it gives up.
+const MOVING_FILES: usize = 64;
+
+/// Adds the working tree at `shown` to `index`: tracked files as they are,
+/// untracked ones not ignored, deletions. A file that changes between
+/// libgit2's stat and its read (an agent's growing log) fails the whole
+/// `add_all`; it is then left out of the walk (out of the index too, or the
+/// walk's own comparison would read it again) and, once the rest is in,
+/// added from a copy of its content made in `scratch`.
+fn add_worktree(
+    repo: &Repository,
+    index: &mut Index,
+    shown: &Path,
+    placed: &[String],
+    scratch: &Path,
+) -> Result<(), WorkshopError> {
+    let mut moving: Vec<String> = Vec::new();
+    loop {
+        let mut last: Option<String> = None;
+        let mut skip = |path: &Path, _spec: &[u8]| -> i32 {
+            let p = path.to_string_lossy();
+            // A trailing `/` is an untracked directory git would not enter: a
+            // nested repository. Snapshots leave those out, as `git add` does.
+            if p.ends_with('/') || excluded(&p, placed) || moving.iter().any(|m| *m == p) {
+                return 1;
+            }
+            last = Some(p.into_owned());
+            0
+        };
+        // The pathspec `*` (everything) and not an empty one: git2 reads the
+        // matched pathspec the callback receives, which is NULL for an empty one.
+        let failure = match index.add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip)) {
+            Ok(()) => break,
+            Err(e) => e,
+        };
+        // Only a read that failed on a file is taken again: libgit2 says
+        // "file changed before we could read it" (its filesystem class) or
+        // "failed to read file into stream" (its OS class).
+        let read_failed = matches!(failure.class(), git2::ErrorClass::Os | git2::ErrorClass::Filesystem);
+        match last.filter(|_| read_failed && moving.len() < MOVING_FILES) {
+            Some(path) => {
+                let _ = index.remove_path(Path::new(&path));
+                moving.push(path);
+            }
+            None => return Err(WorkshopError::git(format!("snapshot {}", shown.display()))(failure)),
+        }
+    }
+    for path in moving {
+        add_as_read(repo, index, shown, &path, scratch)
+            .map_err(|e| WorkshopError::Git { action: format!("snapshot {path}, which keeps changing"), source: e })?;
+    }
+    Ok(())
+}
+
+/// Adds the file `path` of the working tree `shown` from a copy of its
+/// content now, made in `scratch`: a file still growing is taken as it was
+/// when copied. Its entry has no stat data, so the next snapshot hashes it
+/// again.
+fn add_as_read(
+    repo: &Repository,
+    index: &mut Index,
+    shown: &Path,
+    path: &str,
+    scratch: &Path,
+) -> Result<(), git2::Error> {
+    let io = |e: std::io::Error| git2::Error::from_str(&format!("read it: {e}"));
+    let mut from = crate::safe_fs::open_regular(&shown.join(path)).map_err(io)?;
+    let executable = {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            from.metadata().map_err(io)?.permissions().mode() & 0o111 != 0
+        }
+        #[cfg(not(unix))]
+        false
+    };
+    let copy = TempFile(scratch.join(format!("caesar-moving-{}-{}", std::process::id(), crate::ids::secret())));
+    let mut to = exclusive(&copy.0).map_err(io)?;
+    let size = std::io::copy(&mut from, &mut to).map_err(io)?;
+    drop(to);
+    let id = repo.blob_path(&copy.0)?;
+    let entry = git2::IndexEntry {
+        ctime: git2::IndexTime::new(0, 0),
+        mtime: git2::IndexTime::new(0, 0),
+        dev: 0,
+        ino: 0,
+        mode: if executable { 0o100755 } else { 0o100644 },
+        uid: 0,
+        gid: 0,
+        file_size: u32::try_from(size).unwrap_or(u32::MAX),
+        id,
+        flags: u16::try_from(path.len()).unwrap_or(0xfff).min(0xfff),
+        flags_extended: 0,
+        path: path.as_bytes().to_vec(),
+    };
+    index.add(&entry)
 }
 
 #[cfg(test)]
@@ -177,5 +266,57 @@ mod tests {
         assert!(!under("node_modules2", "node_modules"));
         assert!(excluded(".caesar/wt/t_1/x", &[]));
         assert!(!excluded(".caesar/config.toml", &[]));
+    }
+
+    /// A file that grows while a snapshot reads it (an agent's log, a build
+    /// writing its output) is snapshotted as it was when read, not refused:
+    /// libgit2 fails a file whose size changed between its stat and its read
+    /// ("file changed before we could read it"), which stopped the radar's
+    /// refreshes of that task and failed `caesar diff`.
+    #[test]
+    fn a_file_growing_during_the_snapshot_is_taken_as_read() {
+        use std::io::Write;
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
+
+        let dir = tempfile::tempdir().unwrap();
+        Repository::init(dir.path()).unwrap();
+        for i in 0..50 {
+            std::fs::write(dir.path().join(format!("f{i}.txt")), format!("file {i}\n")).unwrap();
+        }
+        let log = dir.path().join("grow.log");
+        std::fs::write(&log, b"").unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (stop, log) = (Arc::clone(&stop), log.clone());
+            std::thread::spawn(move || {
+                let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+                let line = [b'x'; 512];
+                // It grows to 1 MiB, starts again, and stops when the
+                // snapshots are done (or after a minute, whatever happens).
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                let mut written = 0;
+                while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < until {
+                    f.write_all(&line).unwrap();
+                    written += line.len();
+                    if written >= 1 << 20 {
+                        f.set_len(0).unwrap();
+                        written = 0;
+                    }
+                }
+            })
+        };
+        let repo = Repository::open(dir.path()).unwrap();
+        let mut taken = 0;
+        for _ in 0..100 {
+            let tree = snapshot(dir.path(), &[], None).expect("a snapshot of a tree with a growing file");
+            let tree = repo.find_tree(tree).unwrap();
+            assert!(tree.get_name("grow.log").is_some(), "the growing file is in the snapshot");
+            assert_eq!(tree.len(), 51, "and every other file");
+            taken += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        assert_eq!(taken, 100);
     }
 }
