@@ -517,6 +517,38 @@ async fn a_hundred_tasks_at_once_all_come_back() {
     assert!(stats["open_watches"].as_u64().unwrap() <= 2, "one watch of Jobs and one of Pods: {stats}");
 }
 
+/// Log streams are bounded (issue 33 item 4): past `CAESAR_KUBE_LOG_STREAMS`
+/// followed logs, a task's log is read in turns, and every task's output
+/// still comes back whole.
+#[tokio::test]
+async fn past_the_bound_of_log_streams_logs_are_read_in_turns() {
+    let sim = Sim::start(&[]);
+    let mut env =
+        Env::new(&[("chatty", &["say", "line one", "sleep", "1500", "say", "line two", "report", "success", "ok"])]);
+    project(&env, &sim, "caesar-agent:1", "");
+    std::fs::write(
+        env.project.path().join(".caesar/config.toml"),
+        std::fs::read_to_string(env.project.path().join(".caesar/config.toml")).unwrap()
+            + "[policy]\nmax_parallel = 30\n",
+    )
+    .unwrap();
+    let mut c = env.start_daemon_with(&[("CAESAR_KUBE_LOG_STREAMS", "4")]).await;
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        ids.push(read_only(&mut c, &env, "chatty").await);
+    }
+    for id in &ids {
+        let t = await_one(&mut c, id, Duration::from_secs(300)).await;
+        assert_eq!(t.status().as_str(), "succeeded", "{id}: {}", t.error);
+        let texts = messages(&all_logs(&mut c, id).await);
+        let said = |line: &str| texts.iter().any(|t| t.contains(line));
+        assert!(said("line one") && said("line two"), "{id}'s output came back whole: {texts:?}");
+    }
+    let stats = sim.stats();
+    assert_eq!(stats["jobs"], 20, "{stats}");
+    assert!(stats["peak_follows"].as_u64().unwrap() <= 4, "at most 4 logs followed at once: {stats}");
+}
+
 /// Against a real cluster (kind or k3d) with the agent image loaded:
 /// `CAESAR_K8S_E2E=1 CAESAR_K8S_IMAGE=caesar-agent:dev CAESAR_K8S_REMOTE=<git url the cluster reaches>
 ///  cargo nextest run -p caesar-tests --test kubernetes --run-ignored only`

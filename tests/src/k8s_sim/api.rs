@@ -462,6 +462,10 @@ async fn pod_log(State(sim): State<Arc<Sim>>, Path((ns, name)): Path<(String, St
     let sim2 = sim.clone();
     tokio::spawn(async move {
         sim2.open_log_streams.fetch_add(1, Ordering::AcqRel);
+        if follow {
+            let now = sim2.open_follows.fetch_add(1, Ordering::AcqRel) + 1;
+            sim2.peak_follows.fetch_max(now, Ordering::AcqRel);
+        }
         let mut next = 0usize;
         loop {
             let notified = log.notify.notified();
@@ -503,6 +507,9 @@ async fn pod_log(State(sim): State<Arc<Sim>>, Path((ns, name)): Path<(String, St
             }
         }
         sim2.open_log_streams.fetch_sub(1, Ordering::AcqRel);
+        if follow {
+            sim2.open_follows.fetch_sub(1, Ordering::AcqRel);
+        }
     });
     let stream =
         futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx)) });

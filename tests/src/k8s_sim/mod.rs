@@ -101,6 +101,9 @@ pub struct Sim {
     /// Every `pods/exec` stream opened.
     pub execs_opened: AtomicU64,
     pub open_log_streams: AtomicUsize,
+    /// Log requests with `follow=true` open now, and the most ever open at once.
+    pub open_follows: AtomicUsize,
+    pub peak_follows: AtomicUsize,
     pub open_watches: AtomicUsize,
     pub requests: AtomicU64,
     /// Every Job body accepted, for schema validation in CI.
@@ -177,6 +180,8 @@ impl Sim {
             open_execs: AtomicUsize::new(0),
             execs_opened: AtomicU64::new(0),
             open_log_streams: AtomicUsize::new(0),
+            open_follows: AtomicUsize::new(0),
+            peak_follows: AtomicUsize::new(0),
             open_watches: AtomicUsize::new(0),
             requests: AtomicU64::new(0),
             accepted: Mutex::new(Vec::new()),
@@ -232,6 +237,7 @@ impl Sim {
         json!({
             "requests": self.requests.load(Ordering::Relaxed),
             "open_log_streams": self.open_log_streams.load(Ordering::Relaxed),
+            "peak_follows": self.peak_follows.load(Ordering::Relaxed),
             "open_watches": self.open_watches.load(Ordering::Relaxed),
             "open_execs": self.open_execs.load(Ordering::Relaxed),
             "execs_opened": self.execs_opened.load(Ordering::Relaxed),

@@ -30,6 +30,10 @@ use crate::clock::now_ms;
 use crate::launch::runner::WorkspaceMode;
 use crate::task_dir::TaskDir;
 
+/// How often the log of a task without a stream of its own is read, while
+/// every stream the namespace allows is taken ([`super::watch::log_streams`]).
+pub const POLL_EVERY: Duration = Duration::from_secs(1);
+
 /// What one mirror works on.
 pub struct MirrorTask {
     pub cluster: Arc<Cluster>,
@@ -102,13 +106,25 @@ impl MirrorTask {
             match pod.map(status::state) {
                 Some(PodState::Running) | Some(PodState::Terminated { .. }) => {
                     let name = pod.and_then(|p| p.metadata.name.clone()).unwrap_or_default();
-                    let mut said = self.stream(&name, &mut m, &mut raw, &mut files).await;
-                    let mut word = self.container_word(&name).await;
+                    // A stream of its own while one is free; else the log so
+                    // far, read again after `POLL_EVERY`.
+                    let permit = self.cluster.follows.clone().try_acquire_owned().ok();
+                    let follow = permit.is_some();
+                    let mut said = self.stream(&name, follow, &mut m, &mut raw, &mut files).await;
+                    drop(permit);
+                    // A read in turns of a pod the watch still sees running
+                    // asks the API server nothing more.
+                    let watched_running = matches!(pod.map(status::state), Some(PodState::Running));
+                    let mut word = if follow || said.is_some() || !watched_running {
+                        self.container_word(&name).await
+                    } else {
+                        Word::Running
+                    };
                     if said.is_none() && word.ended() {
                         // The container has ended: what its log still
                         // holds past the drop comes first (a stream of an
                         // ended container ends by itself).
-                        said = self.stream(&name, &mut m, &mut raw, &mut files).await;
+                        said = self.stream(&name, follow, &mut m, &mut raw, &mut files).await;
                     }
                     if said.is_some() && !word.ended() {
                         word = self.await_container_end(&name).await;
@@ -124,7 +140,7 @@ impl MirrorTask {
                         let _ = m.store(&mirror_path(&self.dir));
                     }
                     if ending.is_none() {
-                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        tokio::time::sleep(if follow { Duration::from_millis(200) } else { POLL_EVERY }).await;
                     }
                     continue;
                 }
@@ -197,11 +213,12 @@ impl MirrorTask {
         }
     }
 
-    /// Follows the pod's log from where the mirror stands; the ending if a
-    /// frame carried it.
+    /// Follows the pod's log from where the mirror stands (or, not
+    /// `follow`ing, reads what it holds now); the ending if a frame carried it.
     async fn stream(
         &self,
         pod: &str,
+        follow: bool,
         m: &mut Mirror,
         raw: &mut std::fs::File,
         files: &mut Vec<(String, Vec<u8>)>,
@@ -213,7 +230,7 @@ impl MirrorTask {
             .and_then(|t| t.checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(1)).ok());
         let lp = LogParams {
             container: Some(CONTAINER.to_owned()),
-            follow: true,
+            follow,
             timestamps: true,
             since_time,
             ..Default::default()

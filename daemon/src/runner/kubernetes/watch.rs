@@ -26,6 +26,17 @@ pub struct Cluster {
     pub pods: Objects<Pod>,
     /// Woken on every change of a Job or Pod.
     pub changed: tokio::sync::Notify,
+    /// The pod logs followed at once ([`log_streams`]): each holds a
+    /// connection to the API server (kube-client speaks HTTP/1.1), so past
+    /// this bound a task's log is read in turns instead (`follow.rs`).
+    pub follows: Arc<tokio::sync::Semaphore>,
+}
+
+/// How many pod logs of one namespace are followed at once:
+/// `CAESAR_KUBE_LOG_STREAMS`, else 64. The tasks past it have their log read
+/// every [`POLL_EVERY`](super::follow::POLL_EVERY) until a stream frees.
+pub fn log_streams() -> usize {
+    std::env::var("CAESAR_KUBE_LOG_STREAMS").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(64)
 }
 
 /// The latest of each object, by task id.
@@ -106,6 +117,7 @@ impl Cluster {
             jobs: Objects::new(),
             pods: Objects::new(),
             changed: tokio::sync::Notify::new(),
+            follows: Arc::new(tokio::sync::Semaphore::new(log_streams())),
         });
         let weak = Arc::downgrade(&cluster);
         tokio::spawn(watch_loop::<Job>(weak.clone(), |c| &c.jobs));
