@@ -517,7 +517,7 @@ async fn a_hundred_tasks_at_once_all_come_back() {
     assert!(stats["open_watches"].as_u64().unwrap() <= 2, "one watch of Jobs and one of Pods: {stats}");
 }
 
-/// Log streams are bounded (issue 33 item 4): past `CAESAR_KUBE_LOG_STREAMS`
+/// Log requests are bounded (issue 33 item 4): past `CAESAR_KUBE_LOG_STREAMS`
 /// followed logs, a task's log is read in turns, and every task's output
 /// still comes back whole.
 #[tokio::test]
@@ -547,6 +547,8 @@ async fn past_the_bound_of_log_streams_logs_are_read_in_turns() {
     let stats = sim.stats();
     assert_eq!(stats["jobs"], 20, "{stats}");
     assert!(stats["peak_follows"].as_u64().unwrap() <= 4, "at most 4 logs followed at once: {stats}");
+    // The reads in turns are bounded too: 4 followed plus 4 read at once.
+    assert!(stats["peak_log_streams"].as_u64().unwrap() <= 8, "at most 8 log requests at once: {stats}");
 }
 
 /// Against a real cluster (kind or k3d) with the agent image loaded:

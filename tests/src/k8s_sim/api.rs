@@ -461,7 +461,8 @@ async fn pod_log(State(sim): State<Arc<Sim>>, Path((ns, name)): Path<(String, St
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(256);
     let sim2 = sim.clone();
     tokio::spawn(async move {
-        sim2.open_log_streams.fetch_add(1, Ordering::AcqRel);
+        let open = sim2.open_log_streams.fetch_add(1, Ordering::AcqRel) + 1;
+        sim2.peak_log_streams.fetch_max(open, Ordering::AcqRel);
         if follow {
             let now = sim2.open_follows.fetch_add(1, Ordering::AcqRel) + 1;
             sim2.peak_follows.fetch_max(now, Ordering::AcqRel);

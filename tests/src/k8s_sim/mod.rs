@@ -104,6 +104,8 @@ pub struct Sim {
     /// Log requests with `follow=true` open now, and the most ever open at once.
     pub open_follows: AtomicUsize,
     pub peak_follows: AtomicUsize,
+    /// The most log requests (followed or not) ever open at once.
+    pub peak_log_streams: AtomicUsize,
     pub open_watches: AtomicUsize,
     pub requests: AtomicU64,
     /// Every Job body accepted, for schema validation in CI.
@@ -182,6 +184,7 @@ impl Sim {
             open_log_streams: AtomicUsize::new(0),
             open_follows: AtomicUsize::new(0),
             peak_follows: AtomicUsize::new(0),
+            peak_log_streams: AtomicUsize::new(0),
             open_watches: AtomicUsize::new(0),
             requests: AtomicU64::new(0),
             accepted: Mutex::new(Vec::new()),
@@ -238,6 +241,7 @@ impl Sim {
             "requests": self.requests.load(Ordering::Relaxed),
             "open_log_streams": self.open_log_streams.load(Ordering::Relaxed),
             "peak_follows": self.peak_follows.load(Ordering::Relaxed),
+            "peak_log_streams": self.peak_log_streams.load(Ordering::Relaxed),
             "open_watches": self.open_watches.load(Ordering::Relaxed),
             "open_execs": self.open_execs.load(Ordering::Relaxed),
             "execs_opened": self.execs_opened.load(Ordering::Relaxed),

@@ -107,11 +107,12 @@ impl MirrorTask {
                 Some(PodState::Running) | Some(PodState::Terminated { .. }) => {
                     let name = pod.and_then(|p| p.metadata.name.clone()).unwrap_or_default();
                     // A stream of its own while one is free; else the log so
-                    // far, read again after `POLL_EVERY`.
-                    let permit = self.cluster.follows.clone().try_acquire_owned().ok();
-                    let follow = permit.is_some();
+                    // far, read in turn with a few others, again after `POLL_EVERY`.
+                    let (follow, permit) = match self.cluster.follows.clone().try_acquire_owned() {
+                        Ok(p) => (true, Some(p)),
+                        Err(_) => (false, self.cluster.polls.clone().acquire_owned().await.ok()),
+                    };
                     let mut said = self.stream(&name, follow, &mut m, &mut raw, &mut files).await;
-                    drop(permit);
                     // A read in turns of a pod the watch still sees running
                     // asks the API server nothing more.
                     let watched_running = matches!(pod.map(status::state), Some(PodState::Running));
@@ -126,6 +127,7 @@ impl MirrorTask {
                         // ended container ends by itself).
                         said = self.stream(&name, follow, &mut m, &mut raw, &mut files).await;
                     }
+                    drop(permit);
                     if said.is_some() && !word.ended() {
                         word = self.await_container_end(&name).await;
                     }

@@ -30,7 +30,13 @@ pub struct Cluster {
     /// connection to the API server (kube-client speaks HTTP/1.1), so past
     /// this bound a task's log is read in turns instead (`follow.rs`).
     pub follows: Arc<tokio::sync::Semaphore>,
+    /// The reads in turns at once ([`POLLS`]), so that the tasks past the
+    /// bound of followed logs add a few connections, not one each.
+    pub polls: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many logs past the bound of followed ones are read at the same moment.
+pub const POLLS: usize = 4;
 
 /// How many pod logs of one namespace are followed at once:
 /// `CAESAR_KUBE_LOG_STREAMS`, else 64. The tasks past it have their log read
@@ -118,6 +124,7 @@ impl Cluster {
             pods: Objects::new(),
             changed: tokio::sync::Notify::new(),
             follows: Arc::new(tokio::sync::Semaphore::new(log_streams())),
+            polls: Arc::new(tokio::sync::Semaphore::new(POLLS)),
         });
         let weak = Arc::downgrade(&cluster);
         tokio::spawn(watch_loop::<Job>(weak.clone(), |c| &c.jobs));
