@@ -6,6 +6,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "review/scripts.rs"]
+mod scripts;
 #[path = "dashboard/session.rs"]
 mod session;
 #[path = "dashboard/webdriver.rs"]
@@ -13,29 +15,9 @@ mod webdriver;
 
 use caesar_proto::pb;
 use common::*;
-use serde_json::{Value, json};
+use scripts::{WORKER, block};
+use serde_json::json;
 use session::*;
-
-/// Round 1 writes `a.txt` and `b.txt`; round 2 (a.txt is there) rewrites `a.txt` only.
-const WORKER: &[&str] = &[
-    "sh",
-    "if [ -f a.txt ]; then printf 'fixed\\n' > a.txt; else printf 'one\\n' > a.txt; printf 'bee\\n' > b.txt; fi",
-    "report",
-    "success",
-    "worked",
-];
-
-/// A review that asks for changes with these `(file, line, hunk, title)` findings.
-fn changes(findings: &[(&str, u64, &str, &str)]) -> String {
-    let findings: Vec<Value> = findings
-        .iter()
-        .map(
-            |(f, l, h, t)| json!({"file": f, "line": l, "hunk": h, "severity": "high", "title": t, "detail": "fix it"}),
-        )
-        .collect();
-    let body = json!({"verdict": "changes", "findings": findings});
-    format!("I read the diff.\n```json caesar:review\n{body}\n```\n")
-}
 
 /// Issue 30, item 7 with issue 32, item 2: the worker's page shows the review loop's findings
 /// under the lines they are anchored to, each with `file:line`, its round, its reviewer and its
@@ -45,7 +27,8 @@ async fn the_task_page_shows_each_review_finding_under_its_line_with_its_state()
     let mut env = Env::new(&[]);
     let review = env.file("review.txt");
     // The reviewer says the same each round: a.txt's first hunk (which round 2 rewrites) and b.txt's.
-    std::fs::write(&review, changes(&[("a.txt", 1, "+one", "a is wrong"), ("b.txt", 1, "+bee", "b is thin")])).unwrap();
+    std::fs::write(&review, block("changes", &[("a.txt", 1, "+one", "a is wrong"), ("b.txt", 1, "+bee", "b is thin")]))
+        .unwrap();
     env.set_agents(&[("writer", WORKER), ("rev", &["sh", &format!("cat {}", review.display())])]);
     repo(&env);
     let mut c = env.start_daemon().await;
