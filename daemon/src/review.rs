@@ -215,7 +215,7 @@ pub fn read(scan: Scan) -> ReviewOutcome {
         other => {
             return unreadable(format!(
                 "the reviewer's verdict is {}, not \"approve\" or \"changes\": no review was read",
-                other.map(|v| format!("\"{}\"", cut(v, 40))).unwrap_or_else(|| "missing".to_owned())
+                other.map(|v| format!("\"{}\"", prefix(v, 40))).unwrap_or_else(|| "missing".to_owned())
             ));
         }
     };
@@ -255,34 +255,34 @@ fn finding(v: &serde_json::Value) -> Result<ReviewFinding, String> {
     let file = text("file").filter(|f| !f.trim().is_empty()).ok_or("it names no `file`")?;
     let file = file.trim().trim_start_matches("./").to_owned();
     if file.starts_with('/') || file.split('/').any(|c| c == "..") || file.len() > MAX_FILE {
-        return Err(format!("its `file` `{}` is not a path inside the worktree", cut(&file, 80)));
+        return Err(format!("its `file` `{}` is not a path inside the worktree", prefix(&file, 80)));
     }
     let line = v.get("line").and_then(|l| l.as_u64()).filter(|l| *l >= 1).ok_or("its `line` is not a number from 1")?;
     let severity = text("severity").unwrap_or_else(|| "medium".to_owned()).to_ascii_lowercase();
     if !SEVERITIES.contains(&severity.as_str()) {
-        return Err(format!("its `severity` `{}` is not one of {}", cut(&severity, 40), SEVERITIES.join(", ")));
+        return Err(format!("its `severity` `{}` is not one of {}", prefix(&severity, 40), SEVERITIES.join(", ")));
     }
     let title = text("title").filter(|t| !t.trim().is_empty()).ok_or("it has no `title`")?;
     Ok(ReviewFinding {
         file,
         line,
-        hunk: cut(&text("hunk").unwrap_or_default(), MAX_HUNK),
+        hunk: prefix(&text("hunk").unwrap_or_default(), MAX_HUNK).to_owned(),
         severity,
-        title: cut(title.trim(), MAX_TITLE),
-        detail: cut(&text("detail").unwrap_or_default(), MAX_DETAIL),
+        title: prefix(title.trim(), MAX_TITLE).to_owned(),
+        detail: prefix(&text("detail").unwrap_or_default(), MAX_DETAIL).to_owned(),
     })
 }
 
 /// At most `max` bytes of `s`, on a character boundary.
-fn cut(s: &str, max: usize) -> String {
+pub fn prefix(s: &str, max: usize) -> &str {
     if s.len() <= max {
-        return s.to_owned();
+        return s;
     }
     let mut end = max;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    s[..end].to_owned()
+    &s[..end]
 }
 
 /// A diff's text split per file (`diff --git a/X b/Y` sections), by the new path.

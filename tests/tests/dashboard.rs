@@ -787,3 +787,69 @@ async fn the_badge_is_the_verdict_and_a_fallback_lists_its_attempts() {
         b.screenshot("attempts");
     });
 }
+
+/// Issue 30, item 7: Retry asks the next agent everything the first one was asked (the context,
+/// constraints and acceptance criteria, the verification, role, budget and timeout, from the
+/// first task's stored request); only the agent differs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_asks_the_next_agent_everything_the_first_one_was_asked() {
+    let mut env = Env::new(&[]);
+    // Each agent writes down the prompt it was given.
+    let steps: &[&str] = &["write", "seen.txt", "{{prompt}}", "report", "success", "wrote it down"];
+    env.set_agents(&[("first", steps), ("second", steps)]);
+    let config = env.project.path().join(".caesar/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}[[role]]\nname = \"careful\"\nagents = [\"first\", \"second\"]\nmode = \"write\"\n"),
+    )
+    .unwrap();
+    repo(&env);
+    let mut c = env.start_daemon().await;
+    let req = pb::DelegateRequest {
+        mode: "write".into(),
+        role: "careful".into(),
+        context: "The parser lives in src/parse.rs.".into(),
+        constraints: vec!["touch no test file".into()],
+        acceptance_criteria: vec!["seen.txt holds the brief".into()],
+        verify: vec!["test -s seen.txt".into()],
+        timeout_ms: 900_000,
+        budget: Some(pb::Budget { tokens: Some(50_000), ..Default::default() }),
+        ..env.delegate_request("first", "write down what you were asked")
+    };
+    let first = c.delegate(req).await.unwrap().into_inner().task_id;
+    await_one(&mut c, &first, LONG).await;
+    let (_, port) = login(&env);
+    let o = env.caesar(&["--json", "mcp", "token"]);
+    let token = json(String::from_utf8_lossy(&o.stdout).trim())["token"].as_str().unwrap().to_owned();
+    let (s, body) = http(
+        port,
+        "POST",
+        &format!("/api/task/{first}/retry"),
+        &[("Authorization", &format!("Bearer {token}")), ("Content-Type", "application/json")],
+        r#"{"agent": "second"}"#,
+    );
+    assert_eq!(s, 200, "{body}");
+    let retried = json(&body);
+    let (retried, worktree) = (retried["task_id"].as_str().unwrap().to_owned(), retried["worktree"].clone());
+    let t = await_one(&mut c, &retried, LONG).await;
+    assert_eq!((t.agent.as_str(), t.role.as_str(), t.mode.as_str()), ("second", "careful", "write"));
+    assert_eq!((t.objective.as_str(), t.timeout_ms), ("write down what you were asked", 900_000));
+    assert_eq!(t.budget.as_ref().and_then(|b| b.limits.as_ref()).and_then(|l| l.tokens), Some(50_000), "{t:?}");
+    let report = json(&t.report_json);
+    assert_eq!(report["verification"]["command"], "test -s seen.txt", "{report}");
+    // The task file the agent reads, and the prompt it was given.
+    let doc = json(&std::fs::read_to_string(std::path::Path::new(&t.task_dir).join("task.json")).unwrap());
+    assert_eq!(doc["context"], "The parser lives in src/parse.rs.", "{doc}");
+    assert_eq!(doc["constraints"], json!(["touch no test file"]), "{doc}");
+    assert_eq!(doc["acceptance_criteria"], json!(["seen.txt holds the brief"]), "{doc}");
+    let prompt = std::fs::read_to_string(std::path::Path::new(worktree.as_str().unwrap()).join("seen.txt")).unwrap();
+    for part in [
+        "write down what you were asked",
+        "The parser lives in src/parse.rs.",
+        "touch no test file",
+        "seen.txt holds the brief",
+    ] {
+        assert!(prompt.contains(part), "missing {part:?} in the second agent's prompt:\n{prompt}");
+    }
+}

@@ -7,6 +7,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "review/scripts.rs"]
+mod scripts;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -16,6 +18,7 @@ use std::time::Duration;
 use caesar_proto::client::Client;
 use caesar_proto::pb;
 use common::*;
+use scripts::{WORKER, block};
 use serde_json::Value;
 use tonic::Code;
 
@@ -23,25 +26,6 @@ const LONG: Duration = Duration::from_secs(90);
 
 fn text_of(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-/// Round 1 writes `a.txt` and `b.txt`; a later round (a.txt is there) rewrites `a.txt` only.
-const WORKER: &[&str] = &[
-    "sh",
-    "if [ -f a.txt ]; then printf 'fixed\\n' > a.txt; else printf 'one\\n' > a.txt; printf 'bee\\n' > b.txt; fi",
-    "report",
-    "success",
-    "worked",
-];
-
-/// A review block of `verdict` with these `(file, line, hunk, title)` findings.
-fn block(verdict: &str, findings: &[(&str, u64, &str, &str)]) -> String {
-    let findings: Vec<Value> = findings
-        .iter()
-        .map(|(f, l, h, t)| serde_json::json!({"file": f, "line": l, "hunk": h, "severity": "high", "title": t, "detail": "fix it"}))
-        .collect();
-    let body = serde_json::json!({"verdict": verdict, "findings": findings});
-    format!("I read the diff.\n```json caesar:review\n{body}\n```\n")
 }
 
 /// A repository with `.caesar/` ignored and one commit.

@@ -134,8 +134,9 @@ pub(super) async fn start(State(hub): State<Arc<Hub>>, session: Option<Extension
     delegated(&hub, input).await
 }
 
-/// `POST /api/task/{id}/retry` with `{"agent"}`: the same objective, mode and project, again,
-/// with another agent (a new task; the first one stays as it is).
+/// `POST /api/task/{id}/retry` with `{"agent"}`: what the task was asked (objective, context,
+/// constraints, criteria, limits, mode, project…), again, with another agent (a new task; the
+/// first one stays as it is).
 pub(super) async fn retry(
     State(hub): State<Arc<Hub>>,
     session: Option<Extension<Session>>,
@@ -149,24 +150,9 @@ pub(super) async fn retry(
     let Some(agent) = text_field(&v, "agent") else {
         return engine_error(&Error::Invalid("`agent` is missing: name the agent to retry with".to_owned()));
     };
-    let record = match hub.engine().views().record(&id) {
-        Ok(r) => r,
+    let input = match hub.engine().retry_input(&id, &agent, host_of(&session)) {
+        Ok(i) => i,
         Err(e) => return engine_error(&e),
-    };
-    if !record.status.is_terminal() {
-        return engine_error(&Error::Precondition(format!(
-            "task {id} is still {}: cancel it first, or steer it",
-            record.status.as_str()
-        )));
-    }
-    let input = DelegateInput {
-        objective: record.objective.clone(),
-        agent: Some(agent),
-        mode: Some(record.mode.as_str().to_owned()),
-        isolation: Some(record.isolation.as_str().to_owned()),
-        workspace: record.workspace.clone(),
-        host: host_of(&session),
-        ..Default::default()
     };
     delegated(&hub, input).await
 }

@@ -75,7 +75,9 @@ pub mod quota;
 mod recovery;
 // Issue 31: a half-done worktree task handed to the next agent on a blocker.
 mod relay;
+// Issue 30: retrying an ended task with another agent, asked the same.
 mod remote_refs;
+mod retry;
 // Issue 32: the review loop across model families, and its briefs.
 pub mod review;
 mod review_brief;

@@ -100,21 +100,21 @@ pub fn worker_prompt(round: u32, reviewer: &str, findings: &[FindingRow]) -> Str
     p
 }
 
-/// At most `max` bytes of `s`, on a character boundary.
+/// At most `max` bytes of `s` (on a character boundary), with `…` where it was cut.
 fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
+    let kept = crate::review::prefix(s, max);
+    if kept.len() < s.len() { format!("{kept}…") } else { kept.to_owned() }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_text_ends_on_a_character_and_says_it_was_cut() {
+        assert_eq!(cut("h\u{e9}llo", 2), "h\u{2026}", "the 2-byte \u{e9} is not split");
+        assert_eq!(cut("hello", 5), "hello", "a text within its cap is whole, unmarked");
+    }
 
     fn finding(file: &str, line: u64, hunk: &str) -> FindingRow {
         FindingRow {

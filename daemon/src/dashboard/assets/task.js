@@ -112,12 +112,30 @@ function parsePatch(patch) {
   return files;
 }
 
+// What a review finding's state means, for its badge's tooltip.
+const REVIEW_STATES = {
+  open: 'not addressed yet',
+  sent: 'sent to the worker, whose next run addresses it',
+  resolved: 'the next review no longer reports it',
+  stale: 'the worker has since rewritten the hunk it was written on: not sent',
+};
+
+const REVIEW_RANK = { open: 0, sent: 1, stale: 2, resolved: 3 };
+
+function stateBadge(f) {
+  return el('span', { class: 'fstate st-' + f.state, title: REVIEW_STATES[f.state] || null, text: f.state });
+}
+
+// A finding under its line of the diff; a review finding with its place, round, reviewer and
+// state, and a stale one with the hunk it was written on (which the diff no longer has).
 function noteFor(f, review) {
-  const state = review ? el('span', { class: 'fstate st-' + f.state, text: f.state }) : '';
-  return el('div', { class: 'note finding sev-' + f.severity, 'data-finding': `${f.file}:${f.line}` },
-    el('span', { class: 'sev', text: f.severity }), state, ' ', el('b', { text: f.title }),
+  const stale = review && f.state === 'stale';
+  return el('div', { class: 'note finding sev-' + f.severity + (review ? ' state-' + f.state : '') + (stale ? ' stale' : ''), 'data-finding': `${f.file}:${f.line}`, 'data-round': review ? f.round : null },
+    el('span', { class: 'sev', text: f.severity }), review ? stateBadge(f) : '', ' ', el('b', { text: f.title }),
+    ' ', el('code', { class: 'loc', text: `${f.file}:${f.line}` }),
     review ? el('span', { class: 'muted', text: ` · review round ${f.round} by ` }) : '', review ? taskLink(f.reviewer_task_id) : '',
-    f.detail ? el('div', { class: 'fdetail', text: f.detail }) : '');
+    f.detail ? el('div', { class: 'fdetail', text: f.detail }) : '',
+    stale && f.hunk ? el('div', { class: 'fdetail muted' }, 'Written on a hunk the worker has since rewritten:', el('pre', { class: 'was', text: f.hunk })) : '');
 }
 
 function taskPage(id) {
@@ -151,8 +169,12 @@ function taskPage(id) {
 
   function findingsOf() {
     const rep = t && t.report && typeof t.report.body === 'object' ? t.report.body : null;
-    const own = rep && Array.isArray(rep.findings) ? rep.findings : [];
     const review = Array.isArray(t && t.review_findings) ? t.review_findings : [];
+    // A loop that ends with findings open copies them into the worker's report as
+    // `review (round N): title`: shown once, as the review findings they are.
+    const copy = (f) => review.some((r) => f.title === `review (round ${r.round}): ${r.title}`
+      && (f.file || '') === (r.file || '') && Number(f.line || 0) === Number(r.line || 0));
+    const own = rep && Array.isArray(rep.findings) ? rep.findings.filter((f) => !copy(f)) : [];
     return { own, review };
   }
 
@@ -364,7 +386,7 @@ function taskPage(id) {
       out.className = 'result ' + (r.ok ? 'good' : 'bad');
     });
     return el('div', { class: 'panel retry', id: 'retry-box' }, el('h3', { text: 'Retry with another agent' }),
-      el('p', { class: 'muted', text: 'The same objective, mode and project, as a new task.' }), el('div', { class: 'row' }, agent, go), out);
+      el('p', { class: 'muted', text: 'What this task was asked (objective, context, constraints, criteria, checks and limits), as a new task for another agent.' }), el('div', { class: 'row' }, agent, go), out);
   }
 
   function renderActions() {
@@ -429,13 +451,16 @@ function taskPage(id) {
     }
     const list = (title, items, cls) => items.length ? [el('h3', { text: title }), el('ul', { class: cls }, items)] : [];
     const findingItem = (f, reviewed) => el('li', { class: 'finding sev-' + f.severity, 'data-severity': f.severity },
-      el('span', { class: 'sev', text: f.severity }), reviewed ? el('span', { class: 'fstate st-' + f.state, text: f.state }) : '', ' ',
+      el('span', { class: 'sev', text: f.severity }), reviewed ? stateBadge(f) : '', ' ',
       el('b', { text: f.title }),
-      f.file ? el('a', { class: 'loc', href: '#f-' + encodeURIComponent(f.file), text: ` ${f.file}${f.line ? ':' + f.line : ''}` }) : '',
+      f.file ? [' ', el('a', { class: 'loc', href: '#f-' + encodeURIComponent(f.file), text: `${f.file}${f.line ? ':' + f.line : ''}` })] : '',
+      reviewed ? el('span', { class: 'muted', text: ` · round ${f.round}` }) : '',
       f.detail ? el('div', { class: 'fdetail', text: f.detail }) : '');
     const bySeverity = (a, b) => (SEVERITY_RANK[a.severity] ?? 9) - (SEVERITY_RANK[b.severity] ?? 9);
+    // What still needs doing first, then by severity, then the newest round first.
+    const byState = (a, b) => (REVIEW_RANK[a.state] ?? 9) - (REVIEW_RANK[b.state] ?? 9) || bySeverity(a, b) || b.round - a.round;
     kids.push(...list('Findings', [...own].sort(bySeverity).map((f) => findingItem(f, false)), 'findings'));
-    kids.push(...list('Review findings', [...review].sort(bySeverity).map((f) => findingItem(f, true)), 'findings review'));
+    kids.push(...list('Review findings', [...review].sort(byState).map((f) => findingItem(f, true)), 'findings review'));
     if (rep) {
       kids.push(...list('Questions it left', (rep.questions || []).map((q) => el('li', { text: q.question + (q.options && q.options.length ? ` (${q.options.join(' / ')})` : '') })), 'plain'));
       kids.push(...list('Next steps', (rep.next_steps || []).map((s) => el('li', { text: s })), 'plain'));
