@@ -537,6 +537,7 @@ pub fn agent_json(a: &pb::AgentInfo) -> Value {
         "kind": a.kind,
         "protocol": if a.protocol.is_empty() { Value::Null } else { json!({"name": a.protocol, "why": a.protocol_reason}) },
         "headroom": if a.headroom.is_empty() { Value::Null } else { json!(a.headroom) },
+        "observed_usage": if a.observed_usage.is_empty() { Value::Null } else { json!(a.observed_usage) },
     })
 }
 
@@ -555,6 +556,9 @@ pub fn print_agents(agents: &[pb::AgentInfo]) {
         // Issue 32: an agent near its quota says so under its line.
         if !a.headroom.is_empty() {
             println!("{:<14} quota: {}", "", a.headroom);
+        }
+        if !a.observed_usage.is_empty() {
+            println!("{:<14} usage: {}", "", a.observed_usage);
         }
     }
 }

@@ -37,6 +37,9 @@ pub struct AgentEntry {
     /// What holds the agent back now, from the quota ledger (issue 32), e.g. `near limit until
     /// 17:40 UTC (claude rate_limit_event)`; `None` when it has headroom (set by the engine).
     pub headroom: Option<String>,
+    /// What caesar observed it use in its quota window (`crate::quota_observed::shown`; set by
+    /// the engine); `None` when it used nothing.
+    pub observed_usage: Option<String>,
 }
 
 /// Caches `--version` answers by executable and modification time, so a
@@ -152,6 +155,7 @@ fn generic_entry(def: &AgentDef, versions: &VersionCache) -> AgentEntry {
         protocol,
         protocol_reason,
         headroom: None,
+        observed_usage: None,
         id: def.id.clone(),
         display_name: def.display_name.clone().unwrap_or_else(|| def.id.clone()),
         bin: def.bin.clone(),
@@ -185,6 +189,7 @@ fn builtin_entry(spec: &ProviderSpec, config: &Config, versions: &VersionCache) 
         protocol: provider::acp::protocol_name(spec.id.as_str()),
         protocol_reason: provider::acp::protocol_reason(spec.id.as_str()),
         headroom: None,
+        observed_usage: None,
         id: spec.id.to_string(),
         display_name: spec.display_name.to_owned(),
         installed: path.is_some(),

@@ -277,6 +277,8 @@ struct Layer {
     budget: Option<crate::lifecycle::RawBudget>,
     /// Webhooks and a command hook on task events (issue 17).
     notify: Option<crate::notify::RawNotify>,
+    /// `[quota.<agent>]`: the limits observed usage is held against (issue 32).
+    quota: Option<BTreeMap<String, crate::quota_observed::RawLimit>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -353,6 +355,9 @@ pub struct Config {
     /// Project and local layers read without the user's trust, and what of
     /// each was ignored (issue 19; `crate::trust`).
     pub untrusted: Vec<UntrustedLayer>,
+    /// `[quota.<agent>]`, by agent id, a later layer's table replacing an
+    /// earlier one's (issue 32, `crate::quota_observed`).
+    pub quota: BTreeMap<String, crate::quota_observed::Limit>,
 }
 
 impl Default for Config {
@@ -374,6 +379,7 @@ impl Default for Config {
             budget: Default::default(),
             role_lifecycle: BTreeMap::new(),
             untrusted: Vec::new(),
+            quota: BTreeMap::new(),
         }
     }
 }
@@ -449,6 +455,10 @@ impl Config {
             config.merge(&path, &text, layer, origin)?;
             config.files.push(path);
         }
+        crate::quota_observed::check_agents(&config.quota, |a| {
+            crate::launch::ProviderId::native(a).is_some() || config.agent(a).is_some()
+        })
+        .map_err(|(key, why)| Error::Invalid(format!("`{key}` {why} (in {})", config.files_shown())))?;
         Ok(config)
     }
 
@@ -503,6 +513,10 @@ impl Config {
         }
         if let Some(r) = layer.runner {
             self.runner.merge(r).map_err(|(key, why)| src.bad(&key, why))?;
+        }
+        for (agent, raw) in layer.quota.unwrap_or_default() {
+            let limit = crate::quota_observed::limit_of(&agent, &raw).map_err(|(key, why)| src.bad(&key, why))?;
+            self.quota.insert(agent, limit);
         }
         Ok(())
     }
@@ -697,6 +711,11 @@ impl Config {
     }
 
     /// The generic agent with this id, if declared.
+    /// The files read, for a message.
+    fn files_shown(&self) -> String {
+        self.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+    }
+
     pub fn agent(&self, id: &str) -> Option<&AgentDef> {
         self.agents.iter().find(|(a, _)| a.id == id).map(|(a, _)| a)
     }

@@ -39,6 +39,7 @@ pub mod policy;
 pub mod prompt;
 pub mod provider;
 pub mod quota;
+pub mod quota_observed;
 pub mod report;
 // Issue 32: the review loop's pure half (findings, staleness, the reviewer's family).
 pub mod request;

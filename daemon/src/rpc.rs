@@ -839,5 +839,6 @@ fn agent_info(a: crate::catalog::AgentEntry) -> pb::AgentInfo {
         protocol: a.protocol.to_owned(),
         protocol_reason: a.protocol_reason.to_owned(),
         headroom: a.headroom.unwrap_or_default(),
+        observed_usage: a.observed_usage.unwrap_or_default(),
     }
 }

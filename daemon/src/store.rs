@@ -130,6 +130,7 @@ pub use reviews::{FindingRow, ReviewLoop, ReviewMember, ReviewStep};
 
 mod deps;
 mod quota;
+mod quota_usage;
 pub use deps::{StackRow, StackState};
 
 /// The process outcome of a task, exactly seed 000's six statuses.
@@ -397,6 +398,7 @@ impl Store {
         steers::ensure(conn)?;
         // Issue 32: the quota ledger, made the same way (`store/quota.rs`).
         quota::ensure(conn)?;
+        quota_usage::ensure(conn)?;
         // Issue 32: the stacked tasks' tables, made the same way (`store/deps.rs`).
         deps::ensure(conn)?;
         continuations::ensure(conn)?;

@@ -613,6 +613,10 @@ pub struct AgentOutput {
     /// (claude rate_limit_event)"); absent when it has headroom. A role's pick skips such agents.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub headroom: Option<String>,
+    /// What caesar observed the agent use in its quota window (e.g. "observed: 3 tasks of 40, 412k
+    /// tokens of 500k in the last 5 h"); absent when it used nothing. Never holds it back alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_usage: Option<String>,
 }
 
 impl AgentOutput {
@@ -631,6 +635,7 @@ impl AgentOutput {
             version: non_empty(&a.version),
             kind: non_empty(&a.kind),
             headroom: non_empty(&a.headroom),
+            observed_usage: non_empty(&a.observed_usage),
         }
     }
 }

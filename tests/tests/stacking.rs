@@ -336,3 +336,53 @@ async fn a_continued_parent_stales_what_took_it_and_feeds_what_waits() {
     assert_eq!(await_one(&mut c, &cc, LONG).await.status(), pb::TaskStatus::Succeeded);
     assert_eq!(std::fs::read_to_string(&saw).unwrap(), "more\n", "C started on the continuation's result");
 }
+
+/// Issue 32: a dependent released on its parent's result but whose agent
+/// has not started (here: held in its worktree's `setup`) when the parent
+/// is continued takes the continuation's result instead of being flagged
+/// stale: its worktree is made again on the new result before it starts.
+#[tokio::test]
+async fn a_dependent_not_started_yet_takes_a_continued_parents_new_result() {
+    let probe = tempfile::tempdir().unwrap();
+    let (held, go, saw) = (probe.path().join("b_held"), probe.path().join("go"), probe.path().join("b_saw"));
+    let saw_cmd = format!("cat z > {} 2>&1 || echo missing > {}", saw.display(), saw.display());
+    let env = repo_env(&[
+        ("a", &["write", "x", "one\n", "report", "success", "a wrote x"]),
+        ("a2", &["write", "z", "more\n", "report", "success", "a2 wrote z"]),
+        ("b", &["sh", &saw_cmd, "write", "y", "b\n", "report", "success", "b looked"]),
+    ]);
+    // Setup holds a worktree made on A's result (it has x) until `go`.
+    let setup =
+        format!("if [ -f x ]; then touch {}; while [ ! -f {} ]; do sleep 0.05; done; fi", held.display(), go.display());
+    let p = env.project.path();
+    let config = std::fs::read_to_string(p.join(".caesar/config.toml")).unwrap();
+    std::fs::write(p.join(".caesar/config.toml"), format!("[worktree]\nsetup = [{setup:?}]\n\n{config}")).unwrap();
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "setup"]);
+    let mut env = env;
+    let mut c = env.start_daemon().await;
+    let a = c.delegate(stacked(&env, "a", &[])).await.unwrap().into_inner().task_id;
+    assert_eq!(await_one(&mut c, &a, LONG).await.status(), pb::TaskStatus::Succeeded);
+    let b = c.delegate(stacked(&env, "b", &[&a])).await.unwrap().into_inner().task_id;
+    assert!(eventually(LONG, || held.exists()).await, "B is prepared on A's result");
+    assert_eq!(status(&mut c, &b).await.phase(), pb::Phase::Preparing, "B's agent has not started");
+    // A is continued while B is still held: A's result moves to x and z.
+    let more =
+        pb::DelegateRequest { continue_from: a.clone(), agent: "a2".to_owned(), ..env.delegate_request("", "add z") };
+    let a2 = c.delegate(more).await.unwrap().into_inner().task_id;
+    assert_eq!(await_one(&mut c, &a2, LONG).await.status(), pb::TaskStatus::Succeeded);
+    // The daemon records that B is made again (its durable mark) before B may go on.
+    let db = rusqlite::Connection::open(env.paths.state_dir.join("caesar.db")).unwrap();
+    let marked = || {
+        db.query_row("SELECT COUNT(*) FROM task_recut WHERE child = ?1", [&b], |r| r.get::<_, i64>(0)).unwrap_or(0) == 1
+    };
+    let rebased = eventually(Duration::from_secs(20), marked).await;
+    std::fs::write(&go, "").unwrap();
+    let tb = await_one(&mut c, &b, LONG).await;
+    assert_eq!(tb.status(), pb::TaskStatus::Succeeded, "{tb:?}");
+    assert_eq!(std::fs::read_to_string(&saw).unwrap(), "more\n", "B started on the continuation's result");
+    assert_eq!(tb.stale, "", "B took the new result: it is not stale");
+    assert!(rebased, "B was marked to be made again");
+    let d = c.diff(pb::DiffRequest { task_id: b.clone() }).await.unwrap().into_inner();
+    assert_eq!(d.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["y"], "B's base holds x and z");
+}

@@ -109,7 +109,7 @@ impl Engine {
         let project = project_root(&workspace);
         let (config, config_problem) = self.projects.load_config(&project)?;
         // A role's agent is picked with the quota ledger's headroom (issue 32).
-        let headroom = self.projects.quota.headroom();
+        let headroom = self.projects.quota.headroom_with(&config);
         let resolution =
             resolve::resolve_with(&config, &project, &input, &headroom).map_err(|e| match &config_problem {
                 // The request may name what the broken file declares: say so.

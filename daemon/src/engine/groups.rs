@@ -162,7 +162,7 @@ impl Engine {
         let mut writes = false;
         if workspace.is_absolute() && workspace.is_dir() {
             let (config, _) = self.projects.load_config(&project)?;
-            let headroom = self.projects.quota.headroom();
+            let headroom = self.projects.quota.headroom_with(&config);
             for (i, m) in members.iter().enumerate() {
                 let one = DelegateInput { agent: m.clone(), ..input.clone() };
                 let r = crate::resolve::resolve_with(&config, &project, &one, &headroom).map_err(|e| match m {

@@ -42,6 +42,9 @@ struct Flight {
     cancel: Arc<AtomicBool>,
     /// Becomes true when it is over, whatever the outcome.
     done: watch::Sender<bool>,
+    /// Set when the task must be prepared once more after this try (its
+    /// stacked base moved meanwhile, `stacking.rs`).
+    again: AtomicBool,
 }
 
 impl Preparing {
@@ -60,14 +63,20 @@ impl Preparing {
 
 impl Engine {
     /// Prepares a recorded worktree task in the background, then gives the
-    /// queue a turn. A task already preparing is left to that preparation.
+    /// queue a turn. A task already preparing is prepared once more when
+    /// that preparation is over (it may have begun on an older base).
     pub(super) fn spawn_preparation(self: &Arc<Self>, record: TaskRecord) {
         let flight = {
             let mut flights = self.preparing.flights.lock().unwrap_or_else(|p| p.into_inner());
-            if flights.contains_key(&record.id) {
+            if let Some(flight) = flights.get(&record.id) {
+                flight.again.store(true, Ordering::SeqCst);
                 return;
             }
-            let flight = Arc::new(Flight { cancel: Arc::new(AtomicBool::new(false)), done: watch::channel(false).0 });
+            let flight = Arc::new(Flight {
+                cancel: Arc::new(AtomicBool::new(false)),
+                done: watch::channel(false).0,
+                again: AtomicBool::new(false),
+            });
             flights.insert(record.id.clone(), flight.clone());
             flight
         };
@@ -76,8 +85,27 @@ impl Engine {
         tokio::spawn(
             async move {
                 let id = record.id.clone();
-                engine.prepare_worktree(record, &flight).await;
-                engine.preparing.flights.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                let mut record = record;
+                loop {
+                    engine.prepare_worktree(record, &flight).await;
+                    let again = {
+                        let mut flights = engine.preparing.flights.lock().unwrap_or_else(|p| p.into_inner());
+                        let again = flight.again.swap(false, Ordering::SeqCst);
+                        if !again {
+                            flights.remove(&id);
+                        }
+                        again
+                    };
+                    let current = if again { engine.store.task(&id).ok().flatten() } else { None };
+                    match current {
+                        Some(r) if r.status == TaskStatus::Pending && r.run.is_none() => record = r,
+                        _ if again => {
+                            engine.preparing.flights.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                            break;
+                        }
+                        _ => break,
+                    }
+                }
                 flight.done.send_replace(true);
                 engine.schedule().await;
             }
@@ -87,6 +115,10 @@ impl Engine {
 
     async fn prepare_worktree(self: &Arc<Self>, record: TaskRecord, flight: &Flight) {
         let Ok(_slot) = self.preparing.slots.clone().acquire_owned().await else { return };
+        // Put back to waiting (its parent moved): its release prepares it.
+        if self.stack_waits(&record.id) && !flight.cancel.load(Ordering::SeqCst) {
+            return;
+        }
         if flight.cancel.load(Ordering::SeqCst) {
             self.end_cancelled_unstarted(&record);
             return;
@@ -100,6 +132,7 @@ impl Engine {
         let launcher = super::boxing::launcher(&self.paths, &record, &root, exe, grace, false);
         // A stacked task is made from its parents' results (issue 32).
         let base = super::stacking::base_of(&self.store, &record.id);
+        let made_on = base.clone();
         let prepared = tokio::task::spawn_blocking(move || {
             prepare_blocking(&input, Some(&cancel), Some(&launcher), base.as_deref())
         })
@@ -112,7 +145,7 @@ impl Engine {
                 self.end_cancelled_unstarted(&record);
             }
             Ok(prepared) => {
-                self.record_workshop(&record, &prepared).await;
+                self.record_workshop(&record, &prepared, made_on.as_deref()).await;
                 info!("prepared in {}", prepared.workdir.display());
             }
             Err(_) if cancelled => self.end_cancelled_unstarted(&record),
@@ -126,10 +159,14 @@ impl Engine {
 
     /// Stores where the task runs, retrying while the store refuses (a full
     /// disk): a prepared worktree is never left unrecorded, or recovery
-    /// would make it again. Then task.json tells the agent where it works.
-    async fn record_workshop(&self, record: &TaskRecord, prepared: &Prepared) {
+    /// would make it again. A stacked task's re-cut (`stacking.rs`) is done
+    /// when it was made on the base it is released on (`base`). Then
+    /// task.json tells the agent where it works.
+    async fn record_workshop(&self, record: &TaskRecord, prepared: &Prepared, base: Option<&str>) {
         let mut pause = Duration::from_millis(100);
-        while let Err(e) = self.store.set_workshop(&record.id, prepared) {
+        while let Err(e) =
+            self.store.set_workshop(&record.id, prepared).and_then(|()| self.store.settle_recut(&record.id, base))
+        {
             warn!("recording the workshop failed, retrying in {} ms: {e}", pause.as_millis());
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(10));

@@ -112,10 +112,12 @@ impl Projects {
         host: crate::request::Host,
     ) -> Result<Vec<crate::catalog::AgentEntry>> {
         let (config, _) = self.config_for(workspace)?;
-        let headroom = self.quota.headroom();
+        let headroom = self.quota.headroom_with(&config);
+        let observed = self.quota.observed(&config);
         let mut agents = crate::catalog::list_from(&config, &self.versions, host);
         for a in &mut agents {
             a.headroom = headroom.describe(&a.id);
+            a.observed_usage = observed(&a.id);
         }
         Ok(agents)
     }
@@ -129,7 +131,7 @@ impl Projects {
     /// [`Projects::list_roles`] as a caller at `host` would be served.
     pub fn list_roles_from(&self, workspace: &str, host: crate::request::Host) -> Result<Vec<serde_json::Value>> {
         let (config, _) = self.config_for(workspace)?;
-        Ok(resolve::roles_view_with(&config, host, &self.quota.headroom()))
+        Ok(resolve::roles_view_with(&config, host, &self.quota.headroom_with(&config)))
     }
 
     /// The effective configuration of a project, with provenance.
@@ -222,9 +224,11 @@ impl Projects {
         let (config, project) = self.config_for(workspace)?;
         let all = crate::catalog::list_from(&config, &self.versions, host);
         let known: Vec<String> = all.iter().map(|a| a.id.clone()).collect();
-        let headroom = self.quota.headroom();
+        let headroom = self.quota.headroom_with(&config);
+        let observed = self.quota.observed(&config);
         let found = all.into_iter().find(|a| a.id == id).map(|mut a| {
             a.headroom = headroom.describe(&a.id);
+            a.observed_usage = observed(&a.id);
             a
         });
         found.ok_or_else(|| {

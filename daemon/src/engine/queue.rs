@@ -146,8 +146,9 @@ impl Engine {
                 running.iter().map(|t| t.launch.plan.as_ref().and_then(|p| p.shared_tree.clone())).collect();
             // Tasks parked at a quota wait for their timer (`parking.rs`).
             let parked = self.parking.parked_now();
-            // Stacked tasks wait for their parents (issue 32, `stacking.rs`).
-            let waiting = self.store.waiting_stacked().unwrap_or_default();
+            // Stacked tasks wait for their parents, or for their worktree
+            // made again on a moved parent's result (issue 32, `stacking.rs`).
+            let waiting = self.store.held_stacked().unwrap_or_default();
             let candidates: Vec<Candidate> = pending
                 .iter()
                 .filter(|t| !t.cancel_requested && !parked.contains(&t.id) && !waiting.contains(&t.id))

@@ -1,15 +1,18 @@
 //! The quota ledger's service (issue 32, item 3): it records what the monitor reads of an
 //! agent's quota (a parser's [`QuotaSignal`], a rate-limit blocker) in the store, and gives a
 //! role's resolution and `caesar agents` the [`Headroom`] now. The decisions are pure
-//! (`crate::quota`); this only stores and logs them.
+//! (`crate::quota`); this only stores and logs them. Observed usage against the limits a config
+//! declares (`crate::quota_observed`) joins the stored entries at every read, never stored.
 
 use std::sync::Arc;
 
 use tracing::{info, warn};
 
 use crate::clock::now_ms;
+use crate::config::Config;
 use crate::oacp::{Blocker, BlockerKind};
 use crate::quota::{Bounded, Headroom, Level, QuotaSignal, bound};
+use crate::quota_observed::{self, Run, SHOWN_WINDOW_MS};
 use crate::store::Store;
 
 /// The ledger, over the store's `quota_ledger` table.
@@ -75,5 +78,32 @@ impl Ledger {
                 Headroom { entries: Vec::new(), now_ms: now }
             }
         }
+    }
+
+    /// [`Ledger::headroom`] with what observed usage holds against the agents `config` declares
+    /// `[quota.<agent>]` limits for: a role's resolution and a fan-out read this.
+    pub fn headroom_with(&self, config: &Config) -> Headroom {
+        let mut headroom = self.headroom();
+        let Some(longest) = config.quota.values().map(|l| l.window_ms).max() else { return headroom };
+        let runs = self.runs(headroom.now_ms - longest);
+        headroom.entries.extend(quota_observed::entries(&config.quota, &runs, headroom.now_ms));
+        headroom
+    }
+
+    /// Each agent's observed usage in one line (over its declared window, or the last 5 h), for
+    /// `caesar agents`: shown, never held against an agent without a declared limit.
+    pub fn observed(&self, config: &Config) -> impl Fn(&str) -> Option<String> + use<> {
+        let now = now_ms();
+        let longest = config.quota.values().map(|l| l.window_ms).max().unwrap_or(0).max(SHOWN_WINDOW_MS);
+        let runs = self.runs(now - longest);
+        let limits = config.quota.clone();
+        move |agent: &str| quota_observed::shown(agent, limits.get(agent), &runs, now)
+    }
+
+    fn runs(&self, since_ms: i64) -> Vec<Run> {
+        self.store.runs_since(since_ms).unwrap_or_else(|e| {
+            warn!("reading the observed usage failed, counting none: {e}");
+            Vec::new()
+        })
     }
 }

@@ -156,7 +156,7 @@ impl Engine {
             self.end_cancelled_unstarted(record);
             return;
         }
-        if record.launch.prepares_worktree() && record.workshop.is_none() && !self.stack_waits(&record.id) {
+        if self.needs_preparation(record) {
             let killed = crate::workshop::kill_setups_of(&record.id);
             if killed > 0 {
                 warn!(task_id = %record.id, killed, "killed the setup an earlier daemon left running");

@@ -345,7 +345,7 @@ impl Engine {
             host: host_of(worker),
             ..Default::default()
         };
-        crate::resolve::resolve_with(&config, &project, &probe, &self.projects.quota.headroom())
+        crate::resolve::resolve_with(&config, &project, &probe, &self.projects.quota.headroom_with(&config))
             .map_err(|e| e.with_note(&format!("(the reviewer `review_by` = `{by}`)")))?;
         Ok(agent)
     }

@@ -30,8 +30,16 @@
 //! its own changes, since its diff is against its stacked base.
 //!
 //! When a parent's result moves later (it was continued), [`Engine::parent_moved`]
-//! flags the dependents that took the old one `stale`; those still waiting
-//! take the new one when they are released, since the base is read then.
+//! decides, under the queue's turn (the lock a start is chosen under), what
+//! becomes of each dependent ([`on_parent_moved`]): those still waiting take
+//! the new result when they are released, since the base is read then; those
+//! released whose agent has not started (preparing, or prepared and queued)
+//! are put back to waiting with a durable re-cut mark in one store
+//! transaction, so the queue holds them, they are released on the merged new
+//! results (a conflict fails them, as at their first release) and prepared
+//! again (a preparation in flight runs once more, `prepare.rs`); those whose
+//! agent started are flagged `stale`. A daemon killed after the decision
+//! finds the task waiting, or released with its mark, and prepares it again.
 
 use std::collections::{HashSet, VecDeque};
 use std::path::Path;
@@ -236,15 +244,21 @@ impl Stacking {
 pub enum Moved {
     /// Still waiting: it takes the new result when it is released.
     TakesNew(String),
-    /// It took the old result (preparing, queued, running or ended): flagged stale.
+    /// Released, but its agent had not started: put back to waiting, it is
+    /// released on the new result and its worktree made again.
+    Rebased(String),
+    /// Its agent started on the old result (or it ended): flagged stale.
     Stale(String),
 }
 
-/// What a moved parent does to one dependent, from where its stack stands.
-pub fn on_parent_moved(child: &str, state: StackState) -> Option<Moved> {
+/// What a moved parent does to one dependent, from where its stack stands
+/// and whether its agent has started (`started`: it has a run, is being
+/// started, or is no longer pending).
+pub fn on_parent_moved(child: &str, state: StackState, started: bool) -> Option<Moved> {
     match state {
         StackState::Waiting => Some(Moved::TakesNew(child.to_owned())),
-        StackState::Released => Some(Moved::Stale(child.to_owned())),
+        StackState::Released if started => Some(Moved::Stale(child.to_owned())),
+        StackState::Released => Some(Moved::Rebased(child.to_owned())),
         StackState::Ended => None,
     }
 }
@@ -318,6 +332,15 @@ impl Engine {
         }
     }
 
+    /// Whether a pending worktree task must be prepared (again) now: never
+    /// prepared, or marked to be made again on a moved parent's result,
+    /// and not waiting for its parents.
+    pub(super) fn needs_preparation(&self, record: &TaskRecord) -> bool {
+        record.launch.prepares_worktree()
+            && (record.workshop.is_none() || self.store.recut_pending(&record.id).unwrap_or(true))
+            && !self.stack_waits(&record.id)
+    }
+
     /// After a stacked task is stored: its parents may all have ended.
     pub(super) fn stacked_stored(&self, id: &str) {
         self.stacking.examine(id);
@@ -336,7 +359,7 @@ impl Engine {
                         continue;
                     }
                     let children = match wake {
-                        Wake::Ended(parent) => engine.lineage_moved(&parent).and_then(|mut moved| {
+                        Wake::Ended(parent) => engine.lineage_moved(&parent).await.and_then(|mut moved| {
                             engine.store.dependents_of(&parent).map(|d| {
                                 moved.extend(d.into_iter().filter(|(_, s)| *s == StackState::Waiting).map(|(c, _)| c));
                                 moved
@@ -426,13 +449,28 @@ impl Engine {
     }
 
     /// A parent's result moved (it was continued or relayed, and its end
-    /// ref now names `commit`): see [`parent_moved`]. The lead wires this
-    /// into continue, where a continued task's end ref moves.
-    pub fn parent_moved(&self, parent: &str, commit: &str) -> Result<Vec<Moved>> {
-        let moved = parent_moved(&self.store, parent, commit)?;
+    /// ref now names `commit`): see [`parent_moved`]. Decided under the
+    /// queue's turn, so no dependent is chosen to start meanwhile: one not
+    /// being started, pending and without a run is rebased before the
+    /// queue may look at it again, and one the queue chose is stale.
+    pub async fn parent_moved(&self, parent: &str, commit: &str) -> Result<Vec<Moved>> {
+        let moved = {
+            let _turn = self.queue.turn.lock().await;
+            let started = |child: &str| -> Result<bool> {
+                if self.queue.is_starting(child) {
+                    return Ok(true);
+                }
+                Ok(self.store.task(child)?.is_none_or(|t| t.status != TaskStatus::Pending || t.run.is_some()))
+            };
+            parent_moved(&self.store, parent, commit, started)?
+        };
         for m in &moved {
-            if let Moved::Stale(c) = m {
-                self.runs.pulse(c);
+            match m {
+                Moved::Stale(c) => self.runs.pulse(c),
+                Moved::Rebased(c) => {
+                    info!(task_id = %c, parent, "its parent's result moved before it started: rebased")
+                }
+                Moved::TakesNew(_) => {}
             }
         }
         Ok(moved)
@@ -459,7 +497,7 @@ impl Engine {
     /// their lineage's result moved to its end commit. The dependents of
     /// each earlier link that took the old result are flagged stale; those
     /// still waiting are returned, to be examined (they take the new one).
-    fn lineage_moved(&self, id: &str) -> Result<Vec<String>> {
+    async fn lineage_moved(&self, id: &str) -> Result<Vec<String>> {
         let Some(task) = self.store.task(id)?.filter(|t| t.status == TaskStatus::Succeeded) else {
             return Ok(Vec::new());
         };
@@ -467,8 +505,8 @@ impl Engine {
         let mut waiting = Vec::new();
         let mut link = id.to_owned();
         while let Some(source) = self.store.continues(&link)? {
-            for moved in self.parent_moved(&source, &commit)? {
-                if let Moved::TakesNew(child) = moved {
+            for moved in self.parent_moved(&source, &commit).await? {
+                if let Moved::TakesNew(child) | Moved::Rebased(child) = moved {
                     waiting.push(child);
                 }
             }
@@ -488,12 +526,27 @@ fn end_commit(workspace: &Path, id: &str) -> Option<String> {
 
 /// A parent's result moved to `commit`: its dependents still waiting take
 /// the new result when they are released (their base is read then); those
-/// that took the old one are flagged `stale` (`<parent> <commit>`) in the
+/// released whose agent has not started (`started` says) are put back to
+/// waiting with their re-cut marked ([`Store::rebase_stacked`]); those that
+/// started on the old one are flagged `stale` (`<parent> <commit>`) in the
 /// store. Returns what became of each.
-pub fn parent_moved(store: &Store, parent: &str, commit: &str) -> Result<Vec<Moved>> {
+pub fn parent_moved(
+    store: &Store,
+    parent: &str,
+    commit: &str,
+    mut started: impl FnMut(&str) -> Result<bool>,
+) -> Result<Vec<Moved>> {
     let mut out = Vec::new();
     for (child, state) in store.dependents_of(parent)? {
-        let Some(moved) = on_parent_moved(&child, state) else { continue };
+        let begun = state == StackState::Released && started(&child)?;
+        let Some(mut moved) = on_parent_moved(&child, state, begun) else { continue };
+        // The store's compare-and-set has the last word: not pending, or
+        // with a run, it started.
+        if let Moved::Rebased(c) = &moved
+            && !store.rebase_stacked(c)?
+        {
+            moved = Moved::Stale(c.clone());
+        }
         if let Moved::Stale(c) = &moved {
             store.set_stack_stale(c, &format!("{parent} {commit}"))?;
         }
@@ -551,9 +604,16 @@ mod tests {
 
     #[test]
     fn a_moved_parent_stales_what_took_its_result_and_not_what_waits() {
-        assert_eq!(on_parent_moved("t_w", StackState::Waiting), Some(Moved::TakesNew("t_w".into())));
-        assert_eq!(on_parent_moved("t_r", StackState::Released), Some(Moved::Stale("t_r".into())));
-        assert_eq!(on_parent_moved("t_e", StackState::Ended), None);
+        for started in [false, true] {
+            assert_eq!(on_parent_moved("t_w", StackState::Waiting, started), Some(Moved::TakesNew("t_w".into())));
+            assert_eq!(on_parent_moved("t_e", StackState::Ended, started), None);
+        }
+        assert_eq!(on_parent_moved("t_r", StackState::Released, true), Some(Moved::Stale("t_r".into())));
+        assert_eq!(
+            on_parent_moved("t_q", StackState::Released, false),
+            Some(Moved::Rebased("t_q".into())),
+            "released but not started: it takes the new result"
+        );
     }
 
     #[test]
@@ -565,10 +625,29 @@ mod tests {
             store.insert_stacked(&crate::store::tests::sample(child), &parents, "cancel").unwrap();
         }
         store.release_stacked("t_r", Some("0123"), &["t_p".to_owned()]).unwrap();
-        let moved = parent_moved(&store, "t_p", "4567").unwrap();
+        let moved = parent_moved(&store, "t_p", "4567", |_| Ok(true)).unwrap();
         assert_eq!(moved, [Moved::Stale("t_r".into()), Moved::TakesNew("t_w".into())]);
         assert_eq!(store.stack_of("t_r").unwrap().unwrap().stale.as_deref(), Some("t_p 4567"));
         assert_eq!(store.stack_of("t_w").unwrap().unwrap().stale, None, "a waiting task is not stale");
-        assert!(parent_moved(&store, "t_q", "89ab").unwrap() == [Moved::TakesNew("t_w".into())]);
+        assert!(parent_moved(&store, "t_q", "89ab", |_| Ok(false)).unwrap() == [Moved::TakesNew("t_w".into())]);
+    }
+
+    #[test]
+    fn parent_moved_rebases_the_released_dependents_that_did_not_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("caesar.db")).unwrap();
+        store.insert_stacked(&crate::store::tests::sample("t_q"), &["t_p".to_owned()], "cancel").unwrap();
+        store.release_stacked("t_q", Some("0123"), &["t_p".to_owned()]).unwrap();
+        let moved = parent_moved(&store, "t_p", "4567", |_| Ok(false)).unwrap();
+        assert_eq!(moved, [Moved::Rebased("t_q".into())]);
+        let row = store.stack_of("t_q").unwrap().unwrap();
+        assert_eq!((row.state, row.base, row.stale), (StackState::Waiting, None, None), "waiting again, not stale");
+        assert!(store.recut_pending("t_q").unwrap());
+        // Released again, then started: the next move stales it.
+        store.release_stacked("t_q", Some("4567"), &["t_p".to_owned()]).unwrap();
+        store.set_running("t_q", 1, &crate::runner::RunHandle::Local { pid: 1, start: None, boot: None }, &[]).unwrap();
+        let moved = parent_moved(&store, "t_p", "89ab", |_| Ok(false)).unwrap();
+        assert_eq!(moved, [Moved::Stale("t_q".into())], "the store's check has the last word");
+        assert_eq!(store.stack_of("t_q").unwrap().unwrap().stale.as_deref(), Some("t_p 89ab"));
     }
 }

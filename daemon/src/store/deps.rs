@@ -4,6 +4,12 @@
 //! parents: waiting for them, released on their merged result, or ended
 //! by a parent's failure).
 //!
+//! A task released on its parents' results whose agent had not started
+//! when a parent's result moved is put back to waiting and marked in
+//! `task_recut` in one transaction ([`Store::rebase_stacked`]): until a
+//! preparation on its new base is recorded ([`Store::settle_recut`]), the
+//! queue holds it ([`Store::held_stacked`]) and recovery prepares it again.
+//!
 //! A stacked task and its edges are stored in one transaction
 //! ([`Store::insert_stacked`]): a task is never seen pending without the
 //! parents it waits for. The tables are made on every open
@@ -31,7 +37,10 @@ pub(super) fn ensure(conn: &Connection) -> rusqlite::Result<()> {
             pos INTEGER NOT NULL,
             PRIMARY KEY (child, parent)
         );
-        CREATE INDEX IF NOT EXISTS task_deps_by_parent ON task_deps (parent);",
+        CREATE INDEX IF NOT EXISTS task_deps_by_parent ON task_deps (parent);
+        CREATE TABLE IF NOT EXISTS task_recut (
+            child TEXT PRIMARY KEY
+        );",
     )
 }
 
@@ -198,6 +207,65 @@ impl Store {
         })
     }
 
+    /// The pending tasks the queue must not start: waiting for a parent, or
+    /// to be made again on a moved parent's new result.
+    pub fn held_stacked(&self) -> Result<Vec<String>> {
+        self.blocking(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT s.child FROM task_stack s JOIN tasks t ON t.id = s.child \
+                 WHERE t.status = 'pending' AND (s.state = 'waiting' \
+                 OR EXISTS (SELECT 1 FROM task_recut r WHERE r.child = s.child))",
+            )?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    /// Puts a released task whose agent never started back to waiting, to be
+    /// released on its parents' new results and prepared again, and records
+    /// that its worktree must be made again, in one transaction. False when
+    /// it was not released, or not pending, or has a run.
+    pub fn rebase_stacked(&self, child: &str) -> Result<bool> {
+        self.blocking(|conn| {
+            let tx = conn.transaction()?;
+            let n = tx.execute(
+                "UPDATE task_stack SET state = 'waiting', base = NULL, merged = NULL \
+                 WHERE child = ?1 AND state = 'released' AND EXISTS \
+                 (SELECT 1 FROM tasks t WHERE t.id = ?1 AND t.status = 'pending' AND t.run_handle IS NULL)",
+                params![child],
+            )?;
+            if n == 1 {
+                tx.execute("INSERT OR IGNORE INTO task_recut (child) VALUES (?1)", params![child])?;
+            }
+            tx.commit()?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Whether `child`'s worktree must be made again (see [`Store::rebase_stacked`]).
+    pub fn recut_pending(&self, child: &str) -> Result<bool> {
+        self.blocking(|conn| {
+            Ok(conn
+                .query_row("SELECT 1 FROM task_recut WHERE child = ?1", params![child], |_| Ok(()))
+                .optional()?
+                .is_some())
+        })
+    }
+
+    /// A preparation of `child` made on `base` was recorded: when that is
+    /// still the base it is released on, its re-cut is done. A preparation
+    /// begun on an older base leaves the mark (and the queue's hold).
+    pub fn settle_recut(&self, child: &str, base: Option<&str>) -> Result<bool> {
+        self.blocking(|conn| {
+            let n = conn.execute(
+                "DELETE FROM task_recut WHERE child = ?1 AND EXISTS \
+                 (SELECT 1 FROM task_stack s WHERE s.child = ?1 AND s.state = 'released' AND s.base IS ?2)",
+                params![child, base],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
     /// Flags a released task stale: `<parent> <commit>`.
     pub fn set_stack_stale(&self, child: &str, stale: &str) -> Result<()> {
         self.blocking(|conn| {
@@ -235,5 +303,30 @@ mod tests {
         let store = Store::open(&dir.path().join("caesar.db")).unwrap();
         assert_eq!(store.stack_of("t_child").unwrap().unwrap().stale.as_deref(), Some("t_b 0123"));
         assert!(store.stack_of("t_b").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_rebase_holds_the_task_until_a_preparation_on_the_new_base_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("caesar.db")).unwrap();
+        store.insert_stacked(&crate::store::tests::sample("t_c"), &["t_p".to_owned()], "cancel").unwrap();
+        assert!(!store.rebase_stacked("t_c").unwrap(), "a waiting task is not rebased");
+        assert!(store.release_stacked("t_c", Some("old"), &["t_p".to_owned()]).unwrap());
+        assert!(store.held_stacked().unwrap().is_empty(), "released: the queue may start it");
+        assert!(store.rebase_stacked("t_c").unwrap());
+        assert_eq!(store.held_stacked().unwrap(), ["t_c"]);
+        assert!(store.recut_pending("t_c").unwrap());
+        // The preparation begun on the old base does not settle it.
+        assert!(store.release_stacked("t_c", Some("new"), &["t_p".to_owned()]).unwrap());
+        assert!(!store.settle_recut("t_c", Some("old")).unwrap());
+        assert_eq!(store.held_stacked().unwrap(), ["t_c"], "still held after its release");
+        drop(store);
+        let store = Store::open(&dir.path().join("caesar.db")).unwrap();
+        assert!(store.recut_pending("t_c").unwrap(), "the mark survives a restart");
+        assert!(store.settle_recut("t_c", Some("new")).unwrap());
+        assert!(!store.recut_pending("t_c").unwrap() && store.held_stacked().unwrap().is_empty());
+        // A started task is never rebased.
+        store.set_running("t_c", 1, &crate::runner::RunHandle::Local { pid: 1, start: None, boot: None }, &[]).unwrap();
+        assert!(!store.rebase_stacked("t_c").unwrap());
     }
 }
