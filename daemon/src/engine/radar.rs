@@ -11,8 +11,9 @@
 //! 750 ms while the task's output grew (or `CAESAR_RADAR_RESCAN_MS`, default
 //! 3 s, if shorter; ten times that when it did not), so that with the tick
 //! the footprint of a task whose output grew is at most about 1 s old (issue
-//! 33 item 5; an answer's age also counts the user's tree, rescanned every
-//! rescan period). A refresh diffs only what moved since the last one
+//! 33 item 5). An answer's age also counts the user's tree: rescanned on a
+//! change of HEAD or the index, every 750 ms while a live task of its
+//! repository has output that grew, else every rescan period. A refresh diffs only what moved since the last one
 //! ([`radar::task_footprint`]). One task is refreshed at most
 //! every `CAESAR_RADAR_MS` (default 250 ms), the loop's tick; a finished
 //! task's footprint is computed once. Refreshes run one at a time on a
@@ -236,6 +237,10 @@ impl Radar {
         };
         let mut still_dirty = Vec::new();
         let mut roots = BTreeSet::new();
+        // Repositories with a live task whose output grew: their user's tree
+        // is rescanned as often as such a task, so that no answer about it
+        // is older than about 1 s (issue 33 item 5).
+        let mut busy = BTreeSet::new();
         for t in &watched {
             let Some(p) = worktree_of(t) else { continue };
             let Some(root) = p.repo_root.clone() else { continue };
@@ -248,6 +253,9 @@ impl Radar {
                 Some(_) if finished => true,
                 Some(k) => {
                     let moved = k.progress != (t.event_count, t.log_offset);
+                    if moved {
+                        busy.insert(root.clone());
+                    }
                     live_due(k.at.elapsed(), dirty.contains(&t.id), moved, (tick, rescan))
                 }
             };
@@ -273,9 +281,10 @@ impl Radar {
         for root in &roots {
             let now = stamp(root);
             let known = self.lock().users.get(root).cloned();
+            let period = if busy.contains(root) { rescan.min(Duration::from_millis(GROWN_MS)) } else { rescan };
             let due = match &known {
                 None => true,
-                Some(k) => k.at.elapsed() >= rescan || (k.stamp != now && k.at.elapsed() >= tick),
+                Some(k) => k.at.elapsed() >= period || (k.stamp != now && k.at.elapsed() >= tick),
             };
             if !due {
                 continue;
