@@ -210,27 +210,53 @@ impl Engine {
     }
 
     /// After a staged delegation's record is stored: the task goes live, its
-    /// worktree is prepared or it is queued.
+    /// worktree is prepared or it is queued. See [`Engine::launch_all`].
     pub(super) async fn launch_staged(self: &Arc<Self>, staged: Staged) -> Result<Delegated> {
-        let Staged { delegated: Delegated { record, warnings, worktree }, mut unrecorded, .. } = staged;
-        let id = record.id.clone();
-        unrecorded.0 = None;
-        self.runs.make(&record.id, TaskStatus::Pending, 0);
-        if self.store.stack_of(&id)?.is_some() {
-            // Stacked (issue 32): prepared once its parents have ended.
-            self.stacked_stored(&id);
-            return Ok(Delegated { record, warnings, worktree });
+        let mut one = self.launch_all(vec![staged]).await?;
+        Ok(one.remove(0))
+    }
+
+    /// [`Engine::launch_staged`] for tasks stored together (a group's
+    /// members): one queue turn for all of them.
+    ///
+    /// The answer goes back once the tasks are durable (issue 33): their
+    /// starts go on behind it. Only on a quiet daemon, where these are the
+    /// only starts in flight, does it wait for them, so that a task that
+    /// could start at once answers `running`; under a burst of delegations
+    /// it answers `pending` (phase `starting`), and a start that fails
+    /// afterwards is recorded as the task's ending (`start.rs`).
+    pub(super) async fn launch_all(self: &Arc<Self>, staged: Vec<Staged>) -> Result<Vec<Delegated>> {
+        let mut out = Vec::with_capacity(staged.len());
+        let mut queued = Vec::new();
+        for mut one in staged {
+            // Recorded: its directory stays.
+            one.unrecorded.0 = None;
+            let delegated = one.delegated;
+            let id = delegated.record.id.clone();
+            self.runs.make(&id, TaskStatus::Pending, 0);
+            let record = &delegated.record;
+            if self.store.stack_of(&id)?.is_some() {
+                // Stacked (issue 32): prepared once its parents have ended.
+                self.stacked_stored(&id);
+            } else if record.launch.prepares_worktree() && record.workshop.is_none() {
+                // Recorded: the answer goes back now. The worktree and its
+                // setup are made on a task of their own. A continuation's
+                // worktree exists already (issue 31).
+                self.spawn_preparation(record.clone());
+            } else {
+                queued.push(out.len());
+            }
+            out.push(delegated);
         }
-        // Recorded: the answer goes back now. The worktree and its setup are
-        // made on a task of their own; a task that needs neither is queued.
-        // A continuation's worktree exists already (issue 31).
-        if record.launch.prepares_worktree() && record.workshop.is_none() {
-            self.spawn_preparation(record.clone());
-            return Ok(Delegated { record, warnings, worktree });
+        if queued.is_empty() {
+            return Ok(out);
         }
-        self.schedule().await;
-        let record = self.views.record(&id)?;
-        Ok(Delegated { record, warnings, worktree })
+        let ids: Vec<String> = queued.iter().map(|&i| out[i].record.id.clone()).collect();
+        self.schedule_waiting_for(&ids).await;
+        for i in queued {
+            out[i].record = self.views.record(&out[i].record.id)?;
+        }
+        Ok(out)
     }
 }
 

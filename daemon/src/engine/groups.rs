@@ -208,10 +208,7 @@ impl Engine {
         if let Some(limits) = &group_limits {
             self.budgets.set_group(&group.id, limits);
         }
-        let mut tasks = Vec::new();
-        for t in staged {
-            tasks.push(self.launch_staged(t).await?);
-        }
+        let tasks = self.launch_all(staged).await?;
         Ok(DelegatedGroup { group_id: group.id, tasks })
     }
 

@@ -9,7 +9,10 @@
 //! chosen tasks as starting, and starts them outside the lock.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
+
+use tokio::sync::{Notify, Semaphore, watch};
 
 use tracing::{Instrument, info_span, warn};
 
@@ -18,7 +21,6 @@ use crate::store::{TaskRecord, TaskStatus};
 use super::*;
 
 /// The queue's own state.
-#[derive(Default)]
 pub(super) struct Queue {
     /// Held while the queue decides, and while a queued task is cancelled,
     /// so the two never race.
@@ -30,6 +32,42 @@ pub(super) struct Queue {
     /// served meanwhile), so a task whose run was started but never
     /// recorded is adopted, never started a second time.
     pub(super) recovered: std::sync::atomic::AtomicBool,
+    /// Turns are coalesced (issue 33): one caller takes turns while others
+    /// ask for one (`again`), so a burst of delegations reads the pending
+    /// tasks a few times, not once each.
+    again: AtomicBool,
+    /// Someone is taking turns.
+    deciding: AtomicBool,
+    /// Turns begun, and the last one done.
+    turns_begun: AtomicU64,
+    turns_done: watch::Sender<u64>,
+    /// A start ended (recorded `running`, failed or panicked).
+    start_ended: Notify,
+    /// Starts in flight at once: spawning is cheap, but each start takes
+    /// its snapshot, its commits and a fork; they run in parallel up to this.
+    start_slots: Arc<Semaphore>,
+}
+
+impl Default for Queue {
+    fn default() -> Queue {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        Queue {
+            turn: Default::default(),
+            starting: Default::default(),
+            recovered: Default::default(),
+            again: AtomicBool::new(false),
+            deciding: AtomicBool::new(false),
+            turns_begun: AtomicU64::new(0),
+            turns_done: watch::channel(0).0,
+            start_ended: Notify::new(),
+            start_slots: Arc::new(Semaphore::new(start_parallel().unwrap_or((4 * cores).clamp(8, 32)))),
+        }
+    }
+}
+
+/// How many starts may run at once, if `CAESAR_START_PARALLEL` says.
+fn start_parallel() -> Option<usize> {
+    std::env::var("CAESAR_START_PARALLEL").ok().and_then(|v| v.trim().parse().ok()).filter(|n: &usize| *n > 0)
 }
 
 impl Queue {
@@ -39,6 +77,13 @@ impl Queue {
 
     fn done_starting(&self, id: &str) {
         self.starting.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.start_ended.notify_waiters();
+    }
+
+    /// The starts in flight are all of `own`'s, and some of them are.
+    fn only_starting(&self, own: &[String]) -> bool {
+        let starting = self.starting.lock().unwrap_or_else(|p| p.into_inner());
+        !starting.is_empty() && starting.iter().all(|s| own.contains(s))
     }
 }
 
@@ -108,18 +153,65 @@ impl Engine {
         self.schedule().await;
     }
 
-    /// Starts what [`decide`] says may start, each on its own task.
+    /// Gives the queue a turn, without waiting for the starts it makes.
     ///
     /// Boxed: a start spawns its monitor, which schedules again when the
     /// task ends, and that cycle needs one named future type.
     pub(super) fn schedule(self: &Arc<Self>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
-        Box::pin(self.schedule_now())
+        self.schedule_waiting_for(&[])
     }
 
-    async fn schedule_now(self: &Arc<Self>) {
-        if !self.queue.recovered.load(std::sync::atomic::Ordering::SeqCst) {
-            return;
-        }
+    /// Gives the queue a turn for tasks just stored (`own`), then waits for
+    /// their starts only if they are the only starts in flight (a quiet
+    /// daemon: the answer says `running`). Under a burst it returns once the
+    /// turn that saw them is done: they are starting or queued.
+    pub(super) fn schedule_waiting_for<'a>(
+        self: &'a Arc<Self>,
+        own: &'a [String],
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            if !self.queue.recovered.load(SeqCst) {
+                return;
+            }
+            let q = &self.queue;
+            q.again.store(true, SeqCst);
+            // A turn begun after this point reads the store after `own` was stored.
+            let needed = q.turns_begun.load(SeqCst) + 1;
+            while !q.deciding.swap(true, SeqCst) {
+                while q.again.swap(false, SeqCst) {
+                    let turn = q.turns_begun.fetch_add(1, SeqCst) + 1;
+                    self.queue_turn().await;
+                    q.turns_done.send_replace(turn);
+                }
+                q.deciding.store(false, SeqCst);
+                // A request made after the last check and before the flag was
+                // cleared is this caller's to take.
+                if !q.again.load(SeqCst) {
+                    break;
+                }
+            }
+            if own.is_empty() {
+                return;
+            }
+            let _ = q.turns_done.subscribe().wait_for(|done| *done >= needed).await;
+            if !q.only_starting(own) {
+                return;
+            }
+            loop {
+                let ended = q.start_ended.notified();
+                tokio::pin!(ended);
+                ended.as_mut().enable();
+                if !own.iter().any(|id| q.is_starting(id)) {
+                    return;
+                }
+                ended.await;
+            }
+        })
+    }
+
+    /// One turn: starts what [`decide`] says may start, each on a task of
+    /// its own, and returns without waiting for them.
+    async fn queue_turn(self: &Arc<Self>) {
         let chosen = {
             let _turn = self.queue.turn.lock().await;
             // Taken before the store is read: a start that ends (recorded
@@ -160,40 +252,38 @@ impl Engine {
             drop(starting);
             pending.into_iter().filter(|t| chosen.contains(&t.id)).collect::<Vec<_>>()
         };
-        // Outside the lock, each on a task of its own: a runner's start may
-        // block its thread (a Kubernetes start pushes the task's base and
-        // creates its Job, issue 33), and one start must never wait for
-        // another's. The caller waits for the starts, so a delegation that
-        // could start at once answers `running`.
-        let starts: Vec<_> = chosen
-            .into_iter()
-            .map(|record| {
-                let span = info_span!("task", task_id = %record.id);
-                let engine = self.clone();
-                let id = record.id.clone();
-                let handle = tokio::spawn(
-                    async move {
-                        let id = record.id.clone();
-                        let started = engine.start(record).await;
-                        engine.queue.done_starting(&id);
-                        if let Err(e) = started {
-                            warn!("could not start: {e}");
-                            // Its slot is free again.
-                            let again = engine.clone();
-                            tokio::spawn(async move { again.schedule().await });
-                        }
+        // Outside the lock, each on a task of its own, in parallel up to
+        // `start_slots`: a runner's start may block its thread (a Kubernetes
+        // start pushes the task's base and creates its Job, issue 33), and
+        // one start must never wait for another's beyond that bound.
+        for record in chosen {
+            let span = info_span!("task", task_id = %record.id);
+            let engine = self.clone();
+            let id = record.id.clone();
+            let slots = self.queue.start_slots.clone();
+            let start = tokio::spawn(
+                async move {
+                    let slot = slots.acquire_owned().await;
+                    let id = record.id.clone();
+                    let started = engine.start(record).await;
+                    engine.queue.done_starting(&id);
+                    drop(slot);
+                    if let Err(e) = started {
+                        warn!("could not start: {e}");
+                        // Its slot is free again.
+                        engine.schedule().await;
                     }
-                    .instrument(span),
-                );
-                (id, handle)
-            })
-            .collect();
-        for (id, start) in starts {
-            if let Err(e) = start.await {
-                // Its slot is freed; recovery or a retry decides what becomes of it.
-                warn!(task_id = %id, "the task's start panicked: {e}");
-                self.queue.done_starting(&id);
-            }
+                }
+                .instrument(span),
+            );
+            let engine = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) = start.await {
+                    // Its slot is freed; recovery or a retry decides what becomes of it.
+                    warn!(task_id = %id, "the task's start panicked: {e}");
+                    engine.queue.done_starting(&id);
+                }
+            });
         }
     }
 }
