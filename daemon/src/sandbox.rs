@@ -42,8 +42,10 @@ pub struct SandboxSpec {
     /// Where writes are allowed, when confined (missing paths are skipped).
     pub writable: Vec<PathBuf>,
     /// Kept out of reach even beneath a writable path (the workspace of a
-    /// read-only task under `/tmp`): the writable path is then replaced by
-    /// the entries beside the protected one, level by level.
+    /// read-only task under `/tmp`): in a mount namespace the directories on
+    /// the way to it are bound read-only (`sandbox/mount_carve.rs`); else the
+    /// writable path is replaced by the entries beside the protected one,
+    /// level by level, in Landlock's rules.
     #[serde(default)]
     pub protect: Vec<PathBuf>,
     /// Kept out of reach beneath a writable ancestor too, but a writable
