@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 pub mod cgroup;
 pub mod mount;
+mod mount_carve;
 pub mod pid_ns;
 
 use serde::{Deserialize, Serialize};
@@ -41,8 +42,10 @@ pub struct SandboxSpec {
     /// Where writes are allowed, when confined (missing paths are skipped).
     pub writable: Vec<PathBuf>,
     /// Kept out of reach even beneath a writable path (the workspace of a
-    /// read-only task under `/tmp`): the writable path is then replaced by
-    /// the entries beside the protected one, level by level.
+    /// read-only task under `/tmp`): in a mount namespace the directories on
+    /// the way to it are bound read-only (`sandbox/mount_carve.rs`); else the
+    /// writable path is replaced by the entries beside the protected one,
+    /// level by level, in Landlock's rules.
     #[serde(default)]
     pub protect: Vec<PathBuf>,
     /// Kept out of reach beneath a writable ancestor too, but a writable
@@ -405,7 +408,7 @@ pub fn prepare(spec: &SandboxSpec) -> Result<Option<Prepared>, String> {
     use landlock::{
         ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, path_beneath_rules,
     };
-    let mounts = mount::Plan::new(&spec.hide, &spec.expose, &spec.readonly)?;
+    let mut mounts = mount::Plan::new(&spec.hide, &spec.expose, &spec.readonly)?;
     let Some(abi) = kernel_abi() else { return Ok(mounts.map(|m| Prepared { fd: None, mounts: Some(m) })) };
     let e = |e: landlock::RulesetError| format!("cannot build the Landlock ruleset: {e}");
     let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
@@ -429,7 +432,11 @@ pub fn prepare(spec: &SandboxSpec) -> Result<Option<Prepared>, String> {
         if spec.hide.is_empty() {
             shield.extend(spec.readonly.iter().cloned());
         }
-        let writable = carve_all(&spec.writable, &spec.protect, &shield);
+        // In a mount namespace the carving is made of mounts, whatever the
+        // number of entries beside what is carved out (issue 33: a rule per
+        // entry of `/tmp` at every box's start); else of Landlock rules.
+        let by_mounts = mounts.as_mut().and_then(|m| m.carve_writes(&spec.writable, &spec.protect, &shield));
+        let writable = by_mounts.unwrap_or_else(|| carve_all(&spec.writable, &spec.protect, &shield));
         created = created.add_rules(path_beneath_rules(&writable, AccessFs::from_write(ABI::V3))).map_err(e)?;
     }
     let fd: Option<std::os::fd::OwnedFd> = created.into();

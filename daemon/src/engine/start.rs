@@ -170,9 +170,11 @@ fn confine(
     let read_only = record.mode == crate::oacp::Mode::ReadOnly;
     // caesar's own directories are out of every task's reach (issue 19);
     // a worktree task's main tree too. Beneath `/tmp` as well: there the
-    // temp directory is carved around them (its existing entries stay
-    // writable; new entries directly in it, or beside caesar's
-    // directories, are refused; the agent's `TMPDIR` is its own). Reads
+    // temp directory is carved around them (by mounts in the agent's mount
+    // namespace, `sandbox/mount_carve.rs`: `/tmp` stays writable, entries
+    // beside caesar's directories too, but no new one; else by Landlock,
+    // which refuses new entries directly in `/tmp` too; the agent's
+    // `TMPDIR` is its own). Reads
     // confined too (`sandbox/mount.rs`), but for its task directory, the
     // socket's directory and its worktree; not in a Kubernetes pod, whose
     // directories are not caesar's. One owner of this: `boxed::task_spec`,

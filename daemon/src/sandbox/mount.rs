@@ -153,6 +153,19 @@ pub struct Plan {
     /// inherited one would still be the covered directory, whose `..`
     /// leads back into what is hidden).
     cwd: Option<CString>,
+    /// The hidden and re-exposed directories as paths ([`dirs`]), for [`Plan::carve_writes`].
+    hidden_paths: Vec<PathBuf>,
+    exposed_paths: Vec<PathBuf>,
+    /// The carving of the writable paths done by mounts ([`super::mount_carve`]), where it is.
+    carve: Option<CarveMounts>,
+}
+
+/// [`super::mount_carve::Carve`] as the child needs it.
+struct CarveMounts {
+    ro_dirs: Vec<(CString, u64)>,
+    keep: Vec<CString>,
+    ro_trees: Vec<(CString, u64)>,
+    keep_inside: Vec<CString>,
 }
 
 fn c_path(p: &Path) -> Result<CString, String> {
@@ -197,7 +210,35 @@ impl Plan {
             hide: hide.iter().map(|h| c_path(h)).collect::<Result<_, _>>()?,
             expose: exposes,
             cwd: std::env::current_dir().ok().map(|d| c_path(&d)).transpose()?,
+            hidden_paths: hide,
+            exposed_paths: expose,
+            carve: None,
         }))
+    }
+
+    /// Carves `protect` and `shield` out of `writable` with mounts in this
+    /// namespace ([`super::mount_carve`], issue 33) rather than with a
+    /// Landlock rule per entry of each writable ancestor. Returns the paths
+    /// Landlock is to make writable; `None` where mounts cannot stand for
+    /// the carving (the caller carves with Landlock then).
+    pub fn carve_writes(
+        &mut self,
+        writable: &[PathBuf],
+        protect: &[PathBuf],
+        shield: &[PathBuf],
+    ) -> Option<Vec<PathBuf>> {
+        let (roots, c) = super::mount_carve::plan(writable, protect, shield, &self.hidden_paths, &self.exposed_paths)?;
+        let flagged = |v: &[PathBuf]| -> Option<Vec<(CString, u64)>> {
+            v.iter().map(|p| c_path(p).ok().map(|c| (c, locked_flags(p)))).collect()
+        };
+        let plain = |v: &[PathBuf]| -> Option<Vec<CString>> { v.iter().map(|p| c_path(p).ok()).collect() };
+        self.carve = Some(CarveMounts {
+            ro_dirs: flagged(&c.ro_dirs)?,
+            keep: plain(&c.keep)?,
+            ro_trees: flagged(&c.ro_trees)?,
+            keep_inside: plain(&c.keep_inside)?,
+        });
+        Some(roots)
     }
 
     /// In the agent, between fork and exec: the namespaces, the tmpfs
@@ -207,11 +248,11 @@ impl Plan {
         #[cfg(target_os = "linux")]
         {
             use nix::libc;
-            const OPEN_TREE_CLONE: libc::c_uint = 1;
-            const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
             let err = std::io::Error::last_os_error;
             let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
             let mut trees = [-1 as libc::c_int; MAX_EXPOSE];
+            let mut kept = [-1 as libc::c_int; super::mount_carve::MAX_KEEP];
+            let none = std::ptr::null::<libc::c_char>();
             // SAFETY: system calls on NUL-terminated strings and buffers
             // owned by `self`, and on fds this process holds.
             unsafe {
@@ -221,18 +262,27 @@ impl Plan {
                 super::write_file(c"/proc/self/setgroups", b"deny")?;
                 super::write_file(c"/proc/self/uid_map", &self.uid_map)?;
                 super::write_file(c"/proc/self/gid_map", &self.gid_map)?;
-                let none = std::ptr::null::<libc::c_char>();
                 if libc::mount(none, c"/".as_ptr(), none, libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
                     return Err(err());
                 }
-                // The re-exposed trees are cloned while their paths still lead to them.
+                // The re-exposed trees (and the entries the carving keeps) are
+                // cloned while their paths still lead to them.
                 for (i, e) in self.expose.iter().enumerate() {
-                    let how = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
-                    let fd = libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, e.target.as_ptr(), how);
-                    if fd < 0 {
-                        return Err(err());
+                    trees[i] = clone_tree(&e.target)?;
+                }
+                let carve = self.carve.as_ref();
+                let keeps = carve.map(|c| c.keep.iter().chain(&c.keep_inside)).into_iter().flatten();
+                for (i, k) in keeps.enumerate() {
+                    kept[i] = clone_tree(k)?;
+                }
+                // The directories on the way to what is carved out: read-only, their other entries as they were.
+                if let Some(c) = carve {
+                    for (d, locked) in &c.ro_dirs {
+                        bind_read_only(d, *locked)?;
                     }
-                    trees[i] = fd as libc::c_int;
+                    for (i, k) in c.keep.iter().enumerate() {
+                        move_tree(kept[i], k)?;
+                    }
                 }
                 for h in &self.hide {
                     let opts = c"mode=0700,size=1m";
@@ -249,18 +299,7 @@ impl Plan {
                             }
                         }
                     }
-                    let moved = libc::syscall(
-                        libc::SYS_move_mount,
-                        trees[i],
-                        c"".as_ptr(),
-                        libc::AT_FDCWD,
-                        e.target.as_ptr(),
-                        MOVE_MOUNT_F_EMPTY_PATH,
-                    );
-                    if moved != 0 {
-                        return Err(err());
-                    }
-                    libc::close(trees[i]);
+                    move_tree(trees[i], &e.target)?;
                 }
                 for h in &self.hide {
                     let ro = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags;
@@ -268,16 +307,19 @@ impl Plan {
                         return Err(err());
                     }
                 }
+                // What is carved out itself: read-only, a writable path inside it as it was.
+                if let Some(c) = carve {
+                    for (t, locked) in &c.ro_trees {
+                        bind_read_only(t, *locked)?;
+                    }
+                    for (i, k) in c.keep_inside.iter().enumerate() {
+                        move_tree(kept[c.keep.len() + i], k)?;
+                    }
+                }
                 // The CLI's configuration and the shared caches: bound over
                 // themselves, then made read-only (locked with the rest below).
                 for (r, locked) in &self.readonly {
-                    if libc::mount(r.as_ptr(), r.as_ptr(), none, libc::MS_BIND | libc::MS_REC, std::ptr::null()) != 0 {
-                        return Err(err());
-                    }
-                    let ro = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | *locked as libc::c_ulong;
-                    if libc::mount(none, r.as_ptr(), none, ro, std::ptr::null()) != 0 {
-                        return Err(err());
-                    }
+                    bind_read_only(r, *locked)?;
                 }
                 // A second user and mount namespace below the first: the
                 // mounts copied into it are locked together (the kernel
@@ -300,6 +342,63 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// A clone of the mount tree at `path` (recursive), to be moved somewhere
+/// with [`move_tree`]. Only system calls (between fork and exec).
+#[cfg(target_os = "linux")]
+unsafe fn clone_tree(path: &std::ffi::CStr) -> std::io::Result<nix::libc::c_int> {
+    use nix::libc;
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    let how = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), how) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fd as libc::c_int)
+}
+
+/// Mounts the tree `fd` ([`clone_tree`]) at `path` and closes it.
+#[cfg(target_os = "linux")]
+unsafe fn move_tree(fd: nix::libc::c_int, path: &std::ffi::CStr) -> std::io::Result<()> {
+    use nix::libc;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+    // SAFETY: an fd this process holds and a NUL-terminated path.
+    unsafe {
+        let moved = libc::syscall(
+            libc::SYS_move_mount,
+            fd,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        );
+        if moved != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        libc::close(fd);
+    }
+    Ok(())
+}
+
+/// Binds `path` over itself (with what is mounted beneath it), then makes
+/// that bind read-only, keeping the flags the kernel locked (`locked`).
+#[cfg(target_os = "linux")]
+unsafe fn bind_read_only(path: &std::ffi::CStr, locked: u64) -> std::io::Result<()> {
+    use nix::libc;
+    let none = std::ptr::null::<libc::c_char>();
+    // SAFETY: NUL-terminated paths.
+    unsafe {
+        if libc::mount(path.as_ptr(), path.as_ptr(), none, libc::MS_BIND | libc::MS_REC, std::ptr::null()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let ro = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | locked as libc::c_ulong;
+        if libc::mount(none, path.as_ptr(), none, ro, std::ptr::null()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -364,6 +463,44 @@ mod tests {
         let said = String::from_utf8_lossy(&out.stdout);
         assert_eq!(said.trim(), "session-ok", "{said}");
         assert_eq!(std::fs::read_to_string(cli.join("settings.json")).unwrap(), "{}");
+    }
+
+    /// Issue 33: caesar's home beneath a writable `/tmp` carved out by
+    /// mounts: nothing new beside caesar's directories, which cannot be
+    /// moved either, while its other entries and the root stay writable.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_carving_by_mounts_keeps_the_root_and_the_entries_beside_writable() {
+        use std::os::unix::process::CommandExt;
+        if !works() {
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let p = |s: &str| d.path().join(s);
+        for s in ["home/state/tasks/t_1", "home/run", "home/files", "ws"] {
+            std::fs::create_dir_all(p(s)).unwrap();
+        }
+        let mut plan = Plan::new(&[p("home/state")], &[p("home/state/tasks/t_1")], &[]).unwrap().unwrap();
+        let roots = plan
+            .carve_writes(&[d.path().to_path_buf()], &[p("ws")], &[p("home/state"), p("home/run")])
+            .expect("mounts stand for this carving");
+        assert_eq!(roots, [d.path().to_path_buf()]);
+        // `echo 2>/dev/null >file`: a failed redirection of `:` (a special builtin) ends `sh`.
+        let script = r#"cd "$1"; echo >new-in-root && echo root-ok; echo >home/files/f && echo files-ok
+            echo 2>/dev/null >home/beside && echo beside; echo 2>/dev/null >home/run/planted && echo run
+            echo 2>/dev/null >ws/planted && echo ws; mv home moved 2>/dev/null && echo moved-home
+            mv home/run home/run2 2>/dev/null && echo moved-run; echo >home/state/tasks/t_1/mine && echo mine-ok"#;
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c").arg(script).arg("t").arg(d.path());
+        // SAFETY: the closure makes only system calls on buffers `plan` owns.
+        unsafe {
+            cmd.pre_exec(move || plan.apply());
+        }
+        let out = cmd.output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(said.split_whitespace().collect::<Vec<_>>(), ["root-ok", "files-ok", "mine-ok"], "{said} {err}");
+        assert!(p("home/run").is_dir() && !p("moved").exists() && !p("home/beside").exists());
     }
 
     #[test]
