@@ -106,12 +106,7 @@ impl MirrorTask {
             match pod.map(status::state) {
                 Some(PodState::Running) | Some(PodState::Terminated { .. }) => {
                     let name = pod.and_then(|p| p.metadata.name.clone()).unwrap_or_default();
-                    // A stream of its own while one is free; else the log so
-                    // far, read in turn with a few others, again after `POLL_EVERY`.
-                    let (follow, permit) = match self.cluster.follows.clone().try_acquire_owned() {
-                        Ok(p) => (true, Some(p)),
-                        Err(_) => (false, self.cluster.polls.clone().acquire_owned().await.ok()),
-                    };
+                    let (follow, permit) = self.log_turn().await;
                     let mut said = self.stream(&name, follow, &mut m, &mut raw, &mut files).await;
                     // A read in turns of a pod the watch still sees running
                     // asks the API server nothing more.
@@ -188,6 +183,15 @@ impl MirrorTask {
         }
         self.explain_stop(&mut ending).await;
         self.finish(ending, &m).await;
+    }
+
+    /// A stream of its own while one is free (`true`); else a turn to read
+    /// the log so far, with a few other tasks, again after [`POLL_EVERY`].
+    async fn log_turn(&self) -> (bool, Option<tokio::sync::OwnedSemaphorePermit>) {
+        match self.cluster.follows.clone().try_acquire_owned() {
+            Ok(p) => (true, Some(p)),
+            Err(_) => (false, self.cluster.polls.clone().acquire_owned().await.ok()),
+        }
     }
 
     /// `workspace = "api"`: streams the base into the pod's waiting init
