@@ -21,12 +21,13 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::launch::ProviderId;
 pub use crate::launch::WorktreeSection;
 use crate::oacp::Mode;
 
 mod gate;
+mod roles;
 pub use gate::UntrustedLayer;
+pub use roles::builtin_roles;
 
 /// An OACP generic agent declared with `[[agent]]`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -217,44 +218,6 @@ fn auto_isolation() -> IsolationPref {
 
 fn auto_network() -> NetworkPref {
     NetworkPref::Auto
-}
-
-/// The three roles caesar ships.
-pub fn builtin_roles() -> Vec<Role> {
-    let role = |name: &str, purpose: &str, agents: &[&str], mode, isolation| Role {
-        name: name.to_owned(),
-        purpose: purpose.to_owned(),
-        agents: agents.iter().map(|a| a.to_string()).collect(),
-        mode,
-        isolation,
-        network: NetworkPref::Auto,
-        timeout_ms: 10 * 60 * 1000,
-        model: None,
-        system_prompt_file: Some(format!("roles/{name}.md")),
-    };
-    vec![
-        role(
-            "reviewer",
-            "Reviews a diff and reports bugs and regressions. Changes nothing.",
-            &[ProviderId::Codex.as_str(), ProviderId::Antigravity.as_str()],
-            Mode::ReadOnly,
-            IsolationPref::Inplace,
-        ),
-        role(
-            "implementer",
-            "Implements a precise task and hands back a reviewed diff.",
-            &[ProviderId::Codex.as_str(), ProviderId::Antigravity.as_str(), ProviderId::Opencode.as_str()],
-            Mode::Write,
-            IsolationPref::Worktree,
-        ),
-        role(
-            "investigator",
-            "Explores the code and explains a mechanism. Changes nothing.",
-            &[ProviderId::Antigravity.as_str(), ProviderId::Codex.as_str(), ProviderId::Opencode.as_str()],
-            Mode::ReadOnly,
-            IsolationPref::Auto,
-        ),
-    ]
 }
 
 /// One parsed file.
