@@ -118,7 +118,7 @@ mod question_batch;
 mod steers;
 // Issue 31: forks' lineage.
 mod forks;
-pub use steers::{SteerRow, SteerState};
+pub use steers::{SteerEnd, SteerRow, SteerState};
 // Issue 31: which task continues which in the same worktree.
 mod continuations;
 // Issue 30, item 7: what ties the dashboard's cards together.

@@ -28,7 +28,7 @@ use super::*;
 use crate::clock::now_ms;
 use crate::launch::{LaunchPlan, SessionProtocol, Stdin};
 use crate::oacp::EventBody;
-use crate::store::{SteerState, TaskStatus};
+use crate::store::{SteerEnd, SteerState, TaskStatus};
 use crate::supervisor::steer::{SteerOrder, mode, order_line, read_deliveries};
 
 /// The most bytes of one steer's text (`caesar_proto::STEER_MAX_BYTES`).
@@ -217,36 +217,69 @@ pub(super) fn tick(engine: &Engine, run: &mut Run, at_end: bool) {
     let daemon_files = run.dir.daemon_files();
     let (deliveries, offset) = read_deliveries(&daemon_files, run.steer.offset);
     run.steer.offset = offset;
-    let mut bodies = Vec::new();
+    if !deliveries.is_empty() || at_end {
+        match engine.store.pending_steers(&run.id) {
+            Ok(pending) => record_ends(engine, run, ends_of(&pending, &deliveries, at_end)),
+            Err(e) => warn!(task_id = %run.id, "reading the task's steers failed: {e}"),
+        }
+    }
+    if !at_end {
+        hand_over(engine, run);
+    }
+}
+
+/// The ends to record: each delivery of a steer still pending (one already
+/// recorded, before a daemon restart, is left out), and at the run's end
+/// every steer left, undelivered.
+fn ends_of(
+    pending: &[crate::store::SteerRow],
+    deliveries: &[crate::supervisor::steer::Delivery],
+    at_end: bool,
+) -> Vec<(crate::store::SteerRow, SteerEnd)> {
+    let mut ends: Vec<(crate::store::SteerRow, SteerEnd)> = Vec::new();
     for d in deliveries {
-        match engine.store.finish_steer(&run.id, d.id, SteerState::Delivered, &d.mode, d.at_ms) {
-            Ok(Some(row)) => bodies.push(event(&row, &d.mode, true)),
-            Ok(None) => {}
-            Err(e) => warn!(task_id = %run.id, "recording steer {} delivered failed: {e}", d.id),
+        if let Some(row) = pending.iter().find(|r| r.id == d.id && !ends.iter().any(|(e, _)| e.id == d.id)) {
+            let end = SteerEnd { id: d.id, state: SteerState::Delivered, mode: d.mode.clone(), at_ms: d.at_ms };
+            ends.push((row.clone(), end));
         }
     }
     if at_end {
-        match engine.store.pending_steers(&run.id) {
-            Ok(left) => {
-                for row in left {
-                    let why = "undelivered: the run ended before the agent could be given it";
-                    if let Ok(Some(row)) =
-                        engine.store.finish_steer(&run.id, row.id, SteerState::Undelivered, why, now_ms())
-                    {
-                        bodies.push(event(&row, why, false));
-                    }
-                }
-            }
-            Err(e) => warn!(task_id = %run.id, "reading the steers left failed: {e}"),
+        let why = "undelivered: the run ended before the agent could be given it";
+        let delivered: HashSet<i64> = ends.iter().map(|(e, _)| e.id).collect();
+        for row in pending.iter().filter(|r| !delivered.contains(&r.id)) {
+            let end = SteerEnd { id: row.id, state: SteerState::Undelivered, mode: why.to_owned(), at_ms: now_ms() };
+            ends.push((row.clone(), end));
         }
-    } else {
-        hand_over(engine, run);
     }
-    if !bodies.is_empty()
-        && let Err(e) = engine.emit(run, bodies)
-    {
-        warn!(task_id = %run.id, "storing steer events failed: {e}");
+    ends
+}
+
+/// Records steers' ends with their events in one transaction; if one was
+/// ended meanwhile, each of the others on its own.
+fn record_ends(engine: &Engine, run: &mut Run, ends: Vec<(crate::store::SteerRow, SteerEnd)>) {
+    if ends.is_empty() {
+        return;
     }
+    let all = record(engine, run, &ends);
+    if !matches!(all, Ok(true)) && ends.len() > 1 {
+        for one in &ends {
+            let _ = record(engine, run, std::slice::from_ref(one));
+        }
+    } else if let Err(e) = all {
+        warn!(task_id = %run.id, "recording the task's steers failed: {e}");
+    }
+}
+
+fn record(engine: &Engine, run: &mut Run, ends: &[(crate::store::SteerRow, SteerEnd)]) -> Result<bool> {
+    let bodies: Vec<EventBody> =
+        ends.iter().map(|(row, end)| event(row, &end.mode, end.state == SteerState::Delivered)).collect();
+    let only: Vec<SteerEnd> = ends.iter().map(|(_, end)| end.clone()).collect();
+    let mut stored = false;
+    engine.runs.emit_with(&run.id, run.dir.root(), &run.live, bodies, |records| {
+        stored = engine.store.finish_steers_with_events(&run.id, &only, records)?;
+        Ok(stored)
+    })?;
+    Ok(stored)
 }
 
 /// Writes each stored steer this daemon has not handed over yet on the task's FIFO.

@@ -56,6 +56,16 @@ impl SteerState {
     }
 }
 
+/// A steer's end to record with its event: delivered (`mode` says how) or
+/// undelivered (`mode` says why).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SteerEnd {
+    pub id: i64,
+    pub state: SteerState,
+    pub mode: String,
+    pub at_ms: i64,
+}
+
 /// One stored steer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SteerRow {
@@ -162,6 +172,35 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Ends steers and stores the events that say so in one transaction, so
+    /// that a daemon killed between the two neither loses a `steer` event nor
+    /// repeats it. Nothing is written, and `false` is returned, when one of
+    /// them is no longer pending.
+    pub fn finish_steers_with_events(
+        &self,
+        task_id: &str,
+        ends: &[SteerEnd],
+        events: &[crate::oacp::EventRecord],
+    ) -> Result<bool> {
+        self.blocking(|conn| {
+            let tx = conn.transaction()?;
+            for e in ends {
+                let changed = tx.execute(
+                    "UPDATE steers SET state = ?3, mode = ?4, done_ms = ?5 WHERE id = ?1 AND task_id = ?2 AND state = 'pending'",
+                    params![e.id, task_id, e.state.as_str(), e.mode, e.at_ms],
+                )?;
+                if changed == 0 {
+                    return Ok(false);
+                }
+            }
+            super::insert_events(&tx, task_id, events, None)?;
+            tx.commit()?;
+            Ok(true)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +227,38 @@ mod tests {
         // Opening again keeps the table and its rows.
         let store = Store::open(&dir.path().join("caesar.db")).unwrap();
         assert_eq!(store.steers_of("t_1").unwrap().len(), 3);
+    }
+
+    /// A steer's end and its event are one write: both, or (the steer no
+    /// longer pending) neither.
+    #[test]
+    fn a_steers_end_and_its_event_are_written_together_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("caesar.db")).unwrap();
+        let a = store.insert_steer("t_1", "one", false, 2, 10).unwrap().unwrap();
+        let record = |seq| crate::oacp::EventRecord {
+            protocol: crate::oacp::EVENT_PROTOCOL.to_owned(),
+            seq,
+            at: "2026-12-05T00:00:00.000Z".to_owned(),
+            task_id: "t_1".to_owned(),
+            body: crate::oacp::EventBody::Steer {
+                steer_id: a.id,
+                text: "one".to_owned(),
+                mode: "stdin_message".to_owned(),
+                delivered: true,
+                interrupt: false,
+            },
+        };
+        let end = SteerEnd { id: a.id, state: SteerState::Delivered, mode: "stdin_message".to_owned(), at_ms: 20 };
+        let events = |store: &Store| {
+            store.blocking(|c| {
+                c.query_row("SELECT COUNT(*) FROM events WHERE task_id = 't_1'", [], |r| r.get::<_, i64>(0))
+            })
+        };
+        assert!(store.finish_steers_with_events("t_1", std::slice::from_ref(&end), &[record(0)]).unwrap());
+        assert_eq!(store.steers_of("t_1").unwrap()[0].state, SteerState::Delivered);
+        assert_eq!(events(&store).unwrap(), 1);
+        assert!(!store.finish_steers_with_events("t_1", &[end], &[record(1)]).unwrap(), "not pending any more");
+        assert_eq!(events(&store).unwrap(), 1, "and its event not written again");
     }
 }
