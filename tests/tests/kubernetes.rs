@@ -497,12 +497,7 @@ async fn a_hundred_tasks_at_once_all_come_back() {
     let sim = Sim::start(&[]);
     let mut env = Env::new(&[("quick", &["say", "hi", "report", "success", "ok"])]);
     project(&env, &sim, "caesar-agent:1", "");
-    std::fs::write(
-        env.project.path().join(".caesar/config.toml"),
-        std::fs::read_to_string(env.project.path().join(".caesar/config.toml")).unwrap()
-            + "[policy]\nmax_parallel = 100\n",
-    )
-    .unwrap();
+    allow_parallel(&env, 100);
     let mut c = env.start_daemon().await;
     let mut ids = Vec::new();
     for _ in 0..100 {
@@ -526,12 +521,7 @@ async fn past_the_bound_of_log_streams_logs_are_read_in_turns() {
     let mut env =
         Env::new(&[("chatty", &["say", "line one", "sleep", "1500", "say", "line two", "report", "success", "ok"])]);
     project(&env, &sim, "caesar-agent:1", "");
-    std::fs::write(
-        env.project.path().join(".caesar/config.toml"),
-        std::fs::read_to_string(env.project.path().join(".caesar/config.toml")).unwrap()
-            + "[policy]\nmax_parallel = 30\n",
-    )
-    .unwrap();
+    allow_parallel(&env, 30);
     let mut c = env.start_daemon_with(&[("CAESAR_KUBE_LOG_STREAMS", "4")]).await;
     let mut ids = Vec::new();
     for _ in 0..20 {
@@ -549,6 +539,13 @@ async fn past_the_bound_of_log_streams_logs_are_read_in_turns() {
     assert!(stats["peak_follows"].as_u64().unwrap() <= 4, "at most 4 logs followed at once: {stats}");
     // The reads in turns are bounded too: 4 followed plus 4 read at once.
     assert!(stats["peak_log_streams"].as_u64().unwrap() <= 8, "at most 8 log requests at once: {stats}");
+}
+
+/// Lets the project run `n` tasks at once (`[policy] max_parallel`).
+fn allow_parallel(env: &Env, n: u32) {
+    let config = env.project.path().join(".caesar/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(config, text + &format!("[policy]\nmax_parallel = {n}\n")).unwrap();
 }
 
 /// Against a real cluster (kind or k3d) with the agent image loaded:
@@ -635,12 +632,7 @@ async fn figures() {
         ("hang", &["say", "agent-up", "wait-file", &gate]),
     ]);
     project(&env, &sim, "caesar-agent:1", "");
-    std::fs::write(
-        env.project.path().join(".caesar/config.toml"),
-        std::fs::read_to_string(env.project.path().join(".caesar/config.toml")).unwrap()
-            + "[policy]\nmax_parallel = 1000\n",
-    )
-    .unwrap();
+    allow_parallel(&env, 1000);
     let mut c = env.start_daemon().await;
     let pid = env.daemon_pid().await;
     // Delegate → agent started, ten times, one at a time.
