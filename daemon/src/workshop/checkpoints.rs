@@ -89,7 +89,7 @@ pub fn record(p: &Prepared, seq: u64) -> Result<Option<u64>, WorkshopError> {
     let msg = format!("caesar: the worktree of task {} at event {seq}", p.task_id);
     let commit =
         repo.commit(None, &sig, &sig, &msg, &tree, &[&base]).map_err(WorkshopError::git("commit a checkpoint"))?;
-    repo.reference(&at_ref(&p.task_id, seq), commit, true, "caesar: a checkpoint")
+    super::refs::write_retrying(|| repo.reference(&at_ref(&p.task_id, seq), commit, true, "caesar: a checkpoint"))
         .map_err(WorkshopError::git(format!("write {}", at_ref(&p.task_id, seq))))?;
     Ok(Some(seq))
 }

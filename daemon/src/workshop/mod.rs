@@ -40,6 +40,7 @@ mod apply;
 pub mod checkpoints;
 mod diff;
 mod place;
+pub(crate) mod refs;
 pub mod radar;
 mod snapshot;
 pub mod stack;
@@ -478,7 +479,8 @@ fn make_worktree(
     loop {
         tries += 1;
         let branch_ref =
-            repo.branch(&branch, &commit, false).map_err(WorkshopError::git(format!("create {branch}")))?;
+            refs::write_retrying(|| repo.branch(&branch, &commit, false))
+                .map_err(WorkshopError::git(format!("create {branch}")))?;
         let mut opts = WorktreeAddOptions::new();
         opts.reference(Some(branch_ref.get()));
         match repo.worktree(input.task_id, &wt_path, Some(&opts)) {

@@ -77,7 +77,7 @@ pub(super) fn make(
     // What an interrupted preparation of this very task left.
     remove_any(wt_path)?;
     remove_any(&git_dir)?;
-    user.branch(branch, commit, true).map_err(WorkshopError::git(format!("create {branch}")))?;
+    super::refs::write_retrying(|| user.branch(branch, commit, true)).map_err(WorkshopError::git(format!("create {branch}")))?;
     let mut o = RepositoryInitOptions::new();
     o.bare(true).no_reinit(true).mkpath(false).external_template(false);
     Repository::init_opts(&git_dir, &o).map_err(WorkshopError::git(format!("create {}", git_dir.display())))?;
@@ -217,13 +217,14 @@ pub fn capture(p: &Prepared) -> Result<Option<Oid>, WorkshopError> {
         repo.commit(None, &sig, &sig, &msg, &tree, &[&parent_commit])
             .map_err(WorkshopError::git("commit the task's worktree"))?
     };
-    repo.reference(&end_ref(&p.task_id), end, true, "caesar: the task ended")
+    super::refs::write_retrying(|| repo.reference(&end_ref(&p.task_id), end, true, "caesar: the task ended"))
         .map_err(WorkshopError::git(format!("write {}", end_ref(&p.task_id))))?;
     if p.git_dir.is_some()
         && let Some(tip) = tip
         && git2::Branch::name_is_valid(branch).unwrap_or(false)
     {
-        repo.reference(&format!("refs/heads/{branch}"), tip, true, "caesar: the task's commits")
+        let name = format!("refs/heads/{branch}");
+        super::refs::write_retrying(|| repo.reference(&name, tip, true, "caesar: the task's commits"))
             .map_err(WorkshopError::git(format!("move {branch}")))?;
     }
     Ok(Some(end))
