@@ -193,6 +193,32 @@ async fn cancel_kills_the_whole_tree_including_escaped_grandchildren() {
     assert_eq!(again.status().as_str(), "cancelled");
 }
 
+/// Field `n` (1-based, as in proc(5)) of `/proc/<pid>/stat`.
+fn stat_field(pid: u32, n: usize) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 1..];
+    after_comm.split_whitespace().nth(n - 3).unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_supervisor_leads_a_session_of_its_own_outside_the_daemons() {
+    let mut env = Env::new(&[]);
+    let pidfile = env.file("pids");
+    let pf = pidfile.display().to_string();
+    env.set_agents(&[("hang", &["pid", &pf, "hang"])]);
+    let mut c = env.start_daemon().await;
+    let id = c.delegate(env.delegate_request("hang", "x")).await.unwrap().into_inner().task_id;
+    assert!(eventually(LONG, || pids_in(&pidfile).len() == 1).await, "the agent started");
+    let supervisor = supervisor_of(pids_in(&pidfile)[0]);
+    assert_ne!(supervisor, pids_in(&pidfile)[0], "the agent runs beneath a supervisor");
+    let daemon = env.daemon_pid().await;
+    let (pgid, session) = (stat_field(supervisor, 5), stat_field(supervisor, 6));
+    assert_eq!((pgid, session), (i64::from(supervisor), i64::from(supervisor)), "it leads its group and session");
+    assert_ne!(session, stat_field(daemon, 6), "not the daemon's session");
+    assert_eq!(stat_field(supervisor, 7), 0, "no controlling terminal");
+    c.cancel(pb::CancelRequest { task_id: id }).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_timeout_stops_the_agent_and_ends_timed_out() {
     let mut env = Env::new(&[]);

@@ -97,11 +97,10 @@ impl Runner for LocalRunner {
             Ok(f) => cmd.stderr(f),
             Err(_) => cmd.stderr(std::process::Stdio::null()),
         };
-        #[cfg(unix)]
-        // SAFETY: setsid is async-signal-safe; nothing else runs in the child.
-        unsafe {
-            cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
-        }
+        // No `pre_exec` here: without one std starts the supervisor with
+        // posix_spawn (a vfork), not a fork of the whole daemon, whose page
+        // tables grow with every task it holds. The supervisor leaves the
+        // daemon's session itself, first thing ([`supervisor::run`]).
         // The log is made here, before the supervisor appends to it, so that the monitor's
         // wake on write is set before the first line (the supervisor opens it for appending).
         let wake = {

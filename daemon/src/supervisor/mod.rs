@@ -306,6 +306,12 @@ pub fn run(args: SuperviseArgs) -> i32 {
 fn become_supervisor() -> nix::sys::signal::SigSet {
     use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 
+    // A session of its own, out of the daemon's: a terminal the daemon was
+    // started from can neither stop the task (its hangup, its ^C) nor be
+    // opened by the agent as its controlling terminal. Done here and not
+    // between the daemon's fork and exec, so the daemon can start this
+    // process without forking itself.
+    let _ = nix::unistd::setsid();
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
         let _ = nix::sys::prctl::set_child_subreaper(true);
