@@ -99,9 +99,21 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// The entries caesard runs itself as (the task's box, its supervisor, the
-/// Kubernetes pod's phases); `None` for anything else.
-fn internal_entry(args: &[String]) -> Option<ExitCode> {
+/// `caesar-task`'s `main`: a task's supervisor or its box, and nothing
+/// else ([`crate::supervisor::executable`] says why it is a binary of its own).
+pub fn task_main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    task_entry(&args).unwrap_or_else(|| {
+        eprintln!(
+            "caesar-task: the daemon starts this for a task's supervisor (`{SUPERVISE_ARG} …`) or box (`{} …`); it is not run by hand",
+            crate::supervisor::boxed::BOXED_ARG
+        );
+        ExitCode::from(2)
+    })
+}
+
+/// A task's own processes: its box and its supervisor; `None` for anything else.
+fn task_entry(args: &[String]) -> Option<ExitCode> {
     match args.first().map(String::as_str) {
         Some(crate::supervisor::boxed::BOXED_ARG) => {
             let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
@@ -126,6 +138,17 @@ fn internal_entry(args: &[String]) -> Option<ExitCode> {
                 ExitCode::from(2)
             }
         }),
+        _ => None,
+    }
+}
+
+/// The entries caesard runs itself as (the task's box, its supervisor, the
+/// Kubernetes pod's phases); `None` for anything else.
+fn internal_entry(args: &[String]) -> Option<ExitCode> {
+    if let Some(code) = task_entry(args) {
+        return Some(code);
+    }
+    match args.first().map(String::as_str) {
         #[cfg(all(unix, feature = "kubernetes"))]
         Some(crate::runner::kubernetes::pod::POD_ARG0)
             if args.get(1).map(String::as_str) == Some(crate::runner::kubernetes::pod::POD_ARG1) =>

@@ -201,7 +201,7 @@ fn stat_field(pid: u32, n: usize) -> i64 {
 }
 
 #[tokio::test]
-async fn a_supervisor_leads_a_session_of_its_own_outside_the_daemons() {
+async fn a_supervisor_runs_caesar_task_in_a_session_of_its_own_outside_the_daemons() {
     let mut env = Env::new(&[]);
     let pidfile = env.file("pids");
     let pf = pidfile.display().to_string();
@@ -216,6 +216,9 @@ async fn a_supervisor_leads_a_session_of_its_own_outside_the_daemons() {
     assert_eq!((pgid, session), (i64::from(supervisor), i64::from(supervisor)), "it leads its group and session");
     assert_ne!(session, stat_field(daemon, 6), "not the daemon's session");
     assert_eq!(stat_field(supervisor, 7), 0, "no controlling terminal");
+    // Started from the small binary beside `caesar`, not `caesar` itself (issue 33).
+    let exe = std::fs::read_link(format!("/proc/{supervisor}/exe")).unwrap();
+    assert_eq!(exe.file_name().unwrap(), "caesar-task", "{}", exe.display());
     c.cancel(pb::CancelRequest { task_id: id }).await.unwrap();
 }
 

@@ -147,7 +147,7 @@ impl Settings {
             grace_ms,
             poll: Duration::from_millis(20),
             raw_log_cap,
-            supervisor_exe: std::env::current_exe()?,
+            supervisor_exe: crate::supervisor::executable(std::env::current_exe()?),
             prepare_parallel: std::env::var("CAESAR_PREPARE_PARALLEL")
                 .ok()
                 .and_then(|v| v.parse().ok())

@@ -54,6 +54,24 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// The file name of the small binary that runs a task's supervisor and box.
+pub const TASK_BINARY: &str = "caesar-task";
+
+/// The program the daemon starts each task's supervisor (and the supervisor
+/// its box) from: `caesar-task` beside `exe` where it is installed, else
+/// `exe` itself, which has the same entries.
+///
+/// Each task starts it twice before its agent runs. `caesar` holds the whole
+/// CLI, daemon and MCP server: a 40 MB executable whose start (relocating
+/// and copying its 0.9 MB of relocated read-only data) costs about 1 ms of
+/// CPU more than a small one's, per start (issue 33, BENCHMARKS.md).
+pub fn executable(exe: std::path::PathBuf) -> std::path::PathBuf {
+    exe.parent()
+        .map(|dir| dir.join(format!("{TASK_BINARY}{}", std::env::consts::EXE_SUFFIX)))
+        .filter(|p| p.is_file())
+        .unwrap_or(exe)
+}
+
 /// The argument that selects supervisor mode in the `caesard` binary.
 pub const SUPERVISE_ARG: &str = "__supervise";
 
@@ -632,6 +650,19 @@ pub fn read_agent(task_dir: &Path) -> Option<AgentStarted> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_task_binary_beside_the_daemon_is_preferred_and_the_daemon_stands_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("caesar");
+        std::fs::write(&exe, "").unwrap();
+        assert_eq!(executable(exe.clone()), exe, "none installed: the daemon's own binary");
+        std::fs::create_dir(dir.path().join(TASK_BINARY)).unwrap();
+        assert_eq!(executable(exe.clone()), exe, "a directory of that name is not it");
+        std::fs::remove_dir(dir.path().join(TASK_BINARY)).unwrap();
+        std::fs::write(dir.path().join(TASK_BINARY), "").unwrap();
+        assert_eq!(executable(exe), dir.path().join(TASK_BINARY));
+    }
 
     #[test]
     fn supervisor_argv_round_trips() {

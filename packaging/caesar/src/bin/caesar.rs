@@ -3,8 +3,9 @@
 //! The three share nearly all their code, and linking it is the longest step
 //! of an install: one binary links it once (issue 30 item 8). It runs as what
 //! it was started as: `caesard` and `caesar-mcp` are small launchers beside
-//! it (`src/launcher.rs`) that start it under their own name, and the daemon
-//! starts its own supervisors and boxes from it with its internal arguments.
+//! it (`src/launcher.rs`) that start it under their own name. The daemon
+//! starts its supervisors and boxes from `caesar-task` beside it, or from it
+//! with the same internal arguments where that is missing.
 
 use std::ffi::OsStr;
 use std::path::Path;
