@@ -559,7 +559,10 @@ fn box_started(
 /// Returns its pid.
 fn started(task_dir: &Path, mut child: std::process::Child, tx: &mpsc::Sender<Msg>) -> u32 {
     let agent_pid = child.id();
-    let _ = crate::safe_fs::write_atomic(
+    // Replaced whole (a rename) but not synced: it names live processes,
+    // and after a power loss none are. A crashed daemon reads it from the
+    // page cache. Its two fsyncs were on the way to noticing the agent's end.
+    let _ = crate::safe_fs::write_replacing(
         &task_dir.join(AGENT_FILE),
         &serde_json::to_vec(&AgentStarted {
             pid: agent_pid,

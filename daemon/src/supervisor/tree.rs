@@ -186,16 +186,63 @@ fn proc_table() -> Vec<ProcEntry> {
 
 /// The start time of a process in seconds since the epoch, which together
 /// with its pid identifies it against pid reuse. `None` if it is not alive.
+///
+/// The value sysinfo gives (the boot time from `/proc/stat`'s `btime` plus
+/// the start in clock ticks, in whole seconds), so that handles stored by
+/// an earlier daemon still match, read from `/proc/<pid>/stat` alone: each
+/// task asks it three times before its agent's end is noticed, and a whole
+/// sysinfo refresh reads five files (issue 33).
 pub fn process_start_time(pid: u32) -> Option<u64> {
-    use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
-    let mut sys = System::new().ok()?;
-    let pid = Pid::from_u32(pid);
-    sys.refresh_processes_specifics(ProcessesToUpdate::Some(&[pid]), true, ProcessRefreshKind::nothing());
-    let p = sys.process(pid)?;
-    if matches!(p.status(), sysinfo::ProcessStatus::Zombie | sysinfo::ProcessStatus::Dead) {
+    #[cfg(target_os = "linux")]
+    {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        start_seconds(&stat, boot_time()?, clock_ticks_per_second())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+        let mut sys = System::new().ok()?;
+        let pid = Pid::from_u32(pid);
+        sys.refresh_processes_specifics(ProcessesToUpdate::Some(&[pid]), true, ProcessRefreshKind::nothing());
+        let p = sys.process(pid)?;
+        if matches!(p.status(), sysinfo::ProcessStatus::Zombie | sysinfo::ProcessStatus::Dead) {
+            return None;
+        }
+        Some(p.start_time())
+    }
+}
+
+/// The start time in seconds since the epoch from the text of
+/// `/proc/<pid>/stat`; `None` for a zombie or a dead process, or text that
+/// does not read. Its fields after the command name (which may hold spaces
+/// and parentheses, so it ends at the last `)`): the state first, the start
+/// time (in clock ticks since boot) twentieth.
+#[cfg(target_os = "linux")]
+fn start_seconds(stat: &str, boot: u64, ticks_per_second: u64) -> Option<u64> {
+    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    if matches!(fields.next()?, "Z" | "X" | "x") {
         return None;
     }
-    Some(p.start_time())
+    let ticks: u64 = fields.nth(18)?.parse().ok()?;
+    Some(boot.saturating_add(ticks / ticks_per_second.max(1)))
+}
+
+/// The boot time in seconds since the epoch, as `/proc/stat`'s `btime`
+/// says, read once per process.
+#[cfg(target_os = "linux")]
+fn boot_time() -> Option<u64> {
+    static BOOT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *BOOT.get_or_init(|| {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        stat.lines().find_map(|l| l.strip_prefix("btime")).and_then(|v| v.trim().parse().ok())
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf reads a constant of the system.
+    let ticks = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) };
+    u64::try_from(ticks).unwrap_or(100)
 }
 
 /// This boot's identity (Linux), so that a pid recorded before a reboot is
@@ -309,6 +356,41 @@ pub fn kill_group(agent_pid: u32) {
 mod tests {
     use super::super::{AGENT_FILE, AgentStarted};
     use super::*;
+
+    /// Handles stored by a daemon that asked sysinfo must still match.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_start_time_is_sysinfos_for_a_live_process_and_none_for_a_zombie() {
+        use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        for pid in [std::process::id(), child.id()] {
+            let mut sys = System::new().unwrap();
+            let p = Pid::from_u32(pid);
+            sys.refresh_processes_specifics(ProcessesToUpdate::Some(&[p]), true, ProcessRefreshKind::nothing());
+            assert_eq!(process_start_time(pid), Some(sys.process(p).unwrap().start_time()), "pid {pid}");
+        }
+        child.kill().unwrap();
+        // A zombie until reaped: not alive.
+        let zombie = child.id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while process_start_time(zombie).is_some() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(process_start_time(zombie), None);
+        child.wait().unwrap();
+        assert_eq!(process_start_time(zombie), None, "reaped");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_command_name_with_spaces_and_parentheses_does_not_shift_the_fields() {
+        let tail = (4..=22).map(|n| if n == 22 { "12345".to_owned() } else { n.to_string() }).collect::<Vec<_>>();
+        let stat = format!("77 (a) (b c)) S {}", tail.join(" "));
+        assert_eq!(start_seconds(&stat, 1_000, 100), Some(1_000 + 123));
+        assert_eq!(start_seconds(&stat.replace(")) S ", ")) Z "), 1_000, 100), None);
+        assert_eq!(start_seconds("77 (x) S 1 2", 1_000, 100), None, "too few fields");
+        assert_eq!(start_seconds("no parenthesis", 1_000, 100), None);
+    }
     use crate::safe_fs::write_atomic;
     use std::process::Command;
 
