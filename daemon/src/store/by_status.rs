@@ -19,8 +19,10 @@ pub(super) fn ensure(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch("CREATE INDEX IF NOT EXISTS tasks_by_status_created_id ON tasks (status, created_ms, id);")
 }
 
-/// The statement: `?1` the limit, `(?2, ?3)` the key every row is below.
-fn sql(statuses: &[TaskStatus]) -> String {
+/// The ids picked, as a subquery with the columns `pid` and `pc` (`created_ms`): each
+/// status's newest `?1` below the key `(?2, ?3)` from the index in order, merged, the newest
+/// `?1` of them. Join `tasks ON id = pid` and order by `pc DESC, pid DESC` to read their rows.
+pub(super) fn pick_sql(statuses: &[TaskStatus]) -> String {
     let picks = statuses
         .iter()
         .map(|s| {
@@ -32,10 +34,12 @@ fn sql(statuses: &[TaskStatus]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" UNION ALL ");
-    format!(
-        "SELECT {TASK_COLUMNS} FROM ({picks} ORDER BY pc DESC, pid DESC LIMIT ?1) JOIN tasks ON id = pid \
-         ORDER BY pc DESC, pid DESC"
-    )
+    format!("({picks} ORDER BY pc DESC, pid DESC LIMIT ?1)")
+}
+
+/// The statement: `?1` the limit, `(?2, ?3)` the key every row is below.
+fn sql(statuses: &[TaskStatus]) -> String {
+    format!("SELECT {TASK_COLUMNS} FROM {} JOIN tasks ON id = pid ORDER BY pc DESC, pid DESC", pick_sql(statuses))
 }
 
 impl Store {
