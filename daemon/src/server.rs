@@ -155,10 +155,14 @@ pub async fn serve(paths: Paths) -> anyhow::Result<Served> {
 }
 
 /// Collects the worktrees of finished tasks every hour, with the same
-/// safety rules as `caesar gc` and never with force.
+/// safety rules as `caesar gc` and never with force. The first collection
+/// waits a few minutes: it walks every ended task, which on a long history
+/// took the daemon's start and first calls seconds (issue 33 item 3).
 fn spawn_hourly_gc(engine: Arc<Engine>) {
     tokio::spawn(async move {
-        let mut every = tokio::time::interval(std::time::Duration::from_secs(3600));
+        let hour = std::time::Duration::from_secs(3600);
+        let first = tokio::time::Instant::now() + std::time::Duration::from_secs(300);
+        let mut every = tokio::time::interval_at(first, hour);
         loop {
             every.tick().await;
             let engine = Arc::clone(&engine);

@@ -16,6 +16,7 @@ use crate::oacp::{BlockerKind, EventRecord, Isolation, Mode};
 use crate::runner::RunHandle;
 use crate::workshop::Prepared;
 
+mod by_status;
 mod lifecycle;
 mod listing;
 pub use lifecycle::AttemptRow;
@@ -405,6 +406,7 @@ impl Store {
         reviews::ensure(conn)?;
         forks::ensure(conn)?;
         listing::ensure(conn)?;
+        by_status::ensure(conn)?;
         Ok(())
     }
 
@@ -467,25 +469,16 @@ impl Store {
 
     /// Tasks, newest first, optionally only in some statuses.
     pub fn tasks(&self, statuses: &[TaskStatus], limit: u32) -> Result<Vec<TaskRecord>> {
+        if !statuses.is_empty() {
+            // Read in index order, only the rows picked (`store/by_status.rs`).
+            return self.tasks_before(statuses, None, limit);
+        }
         self.blocking(|conn| {
-            let mut out = Vec::new();
-            if statuses.is_empty() {
-                let mut stmt = conn.prepare_cached(&format!(
-                    "SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_ms DESC, id DESC LIMIT ?1"
-                ))?;
-                for row in stmt.query_map([limit], task_from_row)? {
-                    out.push(row?);
-                }
-            } else {
-                let list = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(",");
-                let mut stmt = conn.prepare(&format!(
-                "SELECT {TASK_COLUMNS} FROM tasks WHERE status IN ({list}) ORDER BY created_ms DESC, id DESC LIMIT ?1"
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_ms DESC, id DESC LIMIT ?1"
             ))?;
-                for row in stmt.query_map([limit], task_from_row)? {
-                    out.push(row?);
-                }
-            }
-            Ok(out)
+            let rows = stmt.query_map([limit], task_from_row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
         })
     }
 

@@ -10,7 +10,7 @@ use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::oacp::Isolation;
 use crate::store::ChangesState;
-use crate::store::TaskStatus;
+use crate::store::{TaskRecord, TaskStatus};
 use crate::workshop;
 
 use std::sync::Arc;
@@ -18,6 +18,9 @@ use std::sync::Arc;
 use super::observe::find_task;
 use super::radar::Radar;
 use super::{GcItem, LiveRuns};
+
+/// How many ended tasks gc reads at a time.
+const GC_PAGE: u32 = 200;
 use crate::runner::Runner;
 use crate::store::Store;
 
@@ -124,87 +127,106 @@ impl Changes {
         // A huge age means "everything": saturate rather than wrap.
         let age = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
         let cutoff = now_ms().saturating_sub(age);
-        let finished = self.store.tasks(
-            &[TaskStatus::Succeeded, TaskStatus::Failed, TaskStatus::Cancelled, TaskStatus::TimedOut],
-            u32::MAX,
-        )?;
+        const ENDED: [TaskStatus; 4] =
+            [TaskStatus::Succeeded, TaskStatus::Failed, TaskStatus::Cancelled, TaskStatus::TimedOut];
         let mut items = Vec::new();
-        for record in finished {
-            // Remote refs of decided tasks (a release apply or discard
-            // could not finish is retried here), whatever their worktree.
-            if !dry_run
-                && record.changes_state.is_some()
-                && let Some(e) = self.release_remote_now(&record)
-            {
-                tracing::warn!(task_id = record.id, error = e, "remote refs kept");
-            }
-            let Some(p) = record.workshop.clone().filter(|p| p.isolation == Isolation::Worktree) else { continue };
-            let Some(worktree) = p.worktree.clone() else { continue };
-            if !worktree.exists() {
-                continue;
-            }
-            let item = |action: &str, reason: String| GcItem {
-                task_id: record.id.clone(),
-                worktree: worktree.display().to_string(),
-                action: action.to_owned(),
-                reason,
-                bytes: workshop::disk_usage(&worktree),
-            };
-            // Issue 31: a continued task's worktree is its newest continuation's, even with
-            // `force`; it goes with that one.
-            let newest = self.store.newest_continuation(&record.id)?;
-            // A relay's later agent works in this worktree too (issue 31).
-            let head = super::fallback::head_of(&self.store, &record.id).0;
-            let shares = |other: &str| {
-                self.store.task(other).ok().flatten().and_then(|t| t.workshop).and_then(|w| w.worktree)
-                    == Some(worktree.clone())
-            };
-            let newest = if newest == record.id && head != record.id && shares(&head) { head } else { newest };
-            if newest != record.id {
-                items.push(item("kept", format!("continued by task {newest}, which works in this worktree")));
-                continue;
-            }
-            // Applied or discarded: the person has decided, so the
-            // worktree and branch go at the next gc, whatever their age.
-            let decided = record.changes_state.is_some();
-            if !decided && record.finished_ms.unwrap_or(i64::MAX) > cutoff {
-                items.push(item("kept", "finished too recently".to_owned()));
-                continue;
-            }
-            if !decided && !force && workshop::has_unmerged_work(&p).unwrap_or(true) {
-                items.push(item(
-                    "kept",
-                    format!(
-                        "its changes were neither applied nor discarded: `caesar apply {0}` or `caesar discard {0}`",
-                        record.id
-                    ),
-                ));
-                continue;
-            }
-            if dry_run {
-                items.push(item("would remove", String::new()));
-                continue;
-            }
-            let bytes = workshop::disk_usage(&worktree);
-            let removal = if record.changes_state == Some(ChangesState::Discarded) {
-                workshop::remove_discarded(&p, force)
-            } else {
-                workshop::remove(&p, force)
-            };
-            if removal.is_ok()
-                && record.changes_state.is_none()
-                && let Some(e) = self.release_remote_now(&record)
-            {
-                tracing::warn!(task_id = record.id, error = e, "remote refs kept");
-            }
-            match removal {
-                Ok(r) => items.push(GcItem {
-                    bytes,
-                    ..item("removed", r.branch_kept.map(|b| format!("branch kept: {b}")).unwrap_or_default())
-                }),
-                Err(e) => items.push(item("kept", e.to_string())),
+        // The ended tasks a page at a time (issue 33 item 3): on a long history, one read of
+        // every record held the store for seconds and all of them in memory at once.
+        let mut before: Option<(i64, String)> = None;
+        loop {
+            let page = self.store.tasks_before(&ENDED, before.as_ref().map(|(ms, id)| (*ms, id.as_str())), GC_PAGE)?;
+            let Some(last) = page.last() else { break };
+            before = Some((last.created_ms, last.id.clone()));
+            for record in page {
+                self.gc_one(record, cutoff, dry_run, force, &mut items)?;
             }
         }
         Ok(items)
+    }
+
+    /// [`Changes::gc`] of one ended task: what it did goes to `items`.
+    fn gc_one(
+        &self,
+        record: TaskRecord,
+        cutoff: i64,
+        dry_run: bool,
+        force: bool,
+        items: &mut Vec<GcItem>,
+    ) -> Result<()> {
+        // Remote refs of decided tasks (a release apply or discard
+        // could not finish is retried here), whatever their worktree.
+        if !dry_run
+            && record.changes_state.is_some()
+            && let Some(e) = self.release_remote_now(&record)
+        {
+            tracing::warn!(task_id = record.id, error = e, "remote refs kept");
+        }
+        let Some(p) = record.workshop.clone().filter(|p| p.isolation == Isolation::Worktree) else { return Ok(()) };
+        let Some(worktree) = p.worktree.clone() else { return Ok(()) };
+        if !worktree.exists() {
+            return Ok(());
+        }
+        let item = |action: &str, reason: String| GcItem {
+            task_id: record.id.clone(),
+            worktree: worktree.display().to_string(),
+            action: action.to_owned(),
+            reason,
+            bytes: workshop::disk_usage(&worktree),
+        };
+        // Issue 31: a continued task's worktree is its newest continuation's, even with
+        // `force`; it goes with that one.
+        let newest = self.store.newest_continuation(&record.id)?;
+        // A relay's later agent works in this worktree too (issue 31).
+        let head = super::fallback::head_of(&self.store, &record.id).0;
+        let shares = |other: &str| {
+            self.store.task(other).ok().flatten().and_then(|t| t.workshop).and_then(|w| w.worktree)
+                == Some(worktree.clone())
+        };
+        let newest = if newest == record.id && head != record.id && shares(&head) { head } else { newest };
+        if newest != record.id {
+            items.push(item("kept", format!("continued by task {newest}, which works in this worktree")));
+            return Ok(());
+        }
+        // Applied or discarded: the person has decided, so the
+        // worktree and branch go at the next gc, whatever their age.
+        let decided = record.changes_state.is_some();
+        if !decided && record.finished_ms.unwrap_or(i64::MAX) > cutoff {
+            items.push(item("kept", "finished too recently".to_owned()));
+            return Ok(());
+        }
+        if !decided && !force && workshop::has_unmerged_work(&p).unwrap_or(true) {
+            items.push(item(
+                "kept",
+                format!(
+                    "its changes were neither applied nor discarded: `caesar apply {0}` or `caesar discard {0}`",
+                    record.id
+                ),
+            ));
+            return Ok(());
+        }
+        if dry_run {
+            items.push(item("would remove", String::new()));
+            return Ok(());
+        }
+        let bytes = workshop::disk_usage(&worktree);
+        let removal = if record.changes_state == Some(ChangesState::Discarded) {
+            workshop::remove_discarded(&p, force)
+        } else {
+            workshop::remove(&p, force)
+        };
+        if removal.is_ok()
+            && record.changes_state.is_none()
+            && let Some(e) = self.release_remote_now(&record)
+        {
+            tracing::warn!(task_id = record.id, error = e, "remote refs kept");
+        }
+        match removal {
+            Ok(r) => items.push(GcItem {
+                bytes,
+                ..item("removed", r.branch_kept.map(|b| format!("branch kept: {b}")).unwrap_or_default())
+            }),
+            Err(e) => items.push(item("kept", e.to_string())),
+        }
+        Ok(())
     }
 }
