@@ -40,8 +40,8 @@ mod apply;
 pub mod checkpoints;
 mod diff;
 mod place;
-pub(crate) mod refs;
 pub mod radar;
+pub(crate) mod refs;
 mod snapshot;
 pub mod stack;
 mod taskgit;
@@ -478,9 +478,8 @@ fn make_worktree(
     let mut tries = 0;
     loop {
         tries += 1;
-        let branch_ref =
-            refs::write_retrying(|| repo.branch(&branch, &commit, false))
-                .map_err(WorkshopError::git(format!("create {branch}")))?;
+        let branch_ref = refs::write_retrying(|| repo.branch(&branch, &commit, false))
+            .map_err(WorkshopError::git(format!("create {branch}")))?;
         let mut opts = WorktreeAddOptions::new();
         opts.reference(Some(branch_ref.get()));
         match repo.worktree(input.task_id, &wt_path, Some(&opts)) {

@@ -77,7 +77,8 @@ pub(super) fn make(
     // What an interrupted preparation of this very task left.
     remove_any(wt_path)?;
     remove_any(&git_dir)?;
-    super::refs::write_retrying(|| user.branch(branch, commit, true)).map_err(WorkshopError::git(format!("create {branch}")))?;
+    super::refs::write_retrying(|| user.branch(branch, commit, true))
+        .map_err(WorkshopError::git(format!("create {branch}")))?;
     let mut o = RepositoryInitOptions::new();
     o.bare(true).no_reinit(true).mkpath(false).external_template(false);
     Repository::init_opts(&git_dir, &o).map_err(WorkshopError::git(format!("create {}", git_dir.display())))?;
