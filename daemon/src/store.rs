@@ -130,6 +130,9 @@ mod reviews;
 pub use reviews::{FindingRow, ReviewLoop, ReviewMember, ReviewStep};
 
 mod deps;
+// Issue 33: the columns a queue turn decides on.
+mod queue_rows;
+pub use queue_rows::QueueRow;
 mod quota;
 mod quota_usage;
 pub use deps::{StackRow, StackState};

@@ -16,7 +16,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use tracing::{Instrument, info_span, warn};
 
-use crate::store::{TaskRecord, TaskStatus};
+use crate::store::{QueueRow, TaskStatus};
 
 use super::*;
 
@@ -102,13 +102,12 @@ pub(super) struct Candidate {
 }
 
 impl Candidate {
-    pub(super) fn of(record: &TaskRecord, starting: bool) -> Candidate {
-        let plan = record.launch.plan.as_ref();
+    pub(super) fn of(row: &QueueRow, starting: bool) -> Candidate {
         Candidate {
-            id: record.id.clone(),
-            max_parallel: record.launch.max_parallel,
-            tree: plan.and_then(|p| p.shared_tree.clone()),
-            ready: !record.launch.prepares_worktree() || record.workshop.is_some(),
+            id: row.id.clone(),
+            max_parallel: row.max_parallel,
+            tree: row.shared_tree.clone(),
+            ready: !row.prepares_worktree || row.has_workshop,
             starting,
         }
     }
@@ -219,23 +218,23 @@ impl Engine {
             // recorded before the read, so no task is ever seen neither
             // starting nor running while it is both.
             let starting_now: HashSet<String> = self.queue.starting.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            let running = match self.store.tasks(&[TaskStatus::Running], u32::MAX) {
+            // Only the columns the decision needs (issue 33): a burst takes
+            // many turns, each over every pending task.
+            let running = match self.store.queue_rows(TaskStatus::Running) {
                 Ok(r) => r,
                 Err(e) => {
                     warn!("the queue could not read the running tasks, retrying on its next turn: {e}");
                     return;
                 }
             };
-            let mut pending = match self.store.tasks(&[TaskStatus::Pending], u32::MAX) {
+            let pending = match self.store.queue_rows(TaskStatus::Pending) {
                 Ok(p) => p,
                 Err(e) => {
                     warn!("the queue could not read the pending tasks, retrying on its next turn: {e}");
                     return;
                 }
             };
-            pending.reverse();
-            let trees: Vec<Option<String>> =
-                running.iter().map(|t| t.launch.plan.as_ref().and_then(|p| p.shared_tree.clone())).collect();
+            let trees: Vec<Option<String>> = running.into_iter().map(|t| t.shared_tree).collect();
             // Tasks parked at a quota wait for their timer (`parking.rs`).
             let parked = self.parking.parked_now();
             // Stacked tasks wait for their parents, or for their worktree
@@ -247,10 +246,19 @@ impl Engine {
                 .map(|t| Candidate::of(t, starting_now.contains(&t.id)))
                 .collect();
             let chosen = decide(&trees, &candidates);
+            // The whole records of the chosen only, read before they are
+            // marked starting: a turn that cannot read them starts none.
+            let records = match self.store.tasks_by_id(&chosen) {
+                Ok(r) => r,
+                Err(e) => {
+                    warn!("the queue could not read the tasks it chose, retrying on its next turn: {e}");
+                    return;
+                }
+            };
             let mut starting = self.queue.starting.lock().unwrap_or_else(|p| p.into_inner());
-            starting.extend(chosen.iter().cloned());
+            starting.extend(records.iter().map(|t| t.id.clone()));
             drop(starting);
-            pending.into_iter().filter(|t| chosen.contains(&t.id)).collect::<Vec<_>>()
+            records
         };
         // Outside the lock, each on a task of its own, in parallel up to
         // `start_slots`: a runner's start may block its thread (a Kubernetes

@@ -206,8 +206,8 @@ impl Radar {
     /// The worktree tasks the radar watches: live ones, and finished ones
     /// whose changes were neither applied nor discarded.
     fn watched(&self) -> Result<Vec<TaskRecord>> {
-        let mut all = self.store.tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
-        all.extend(self.store.tasks(
+        let mut all = self.store.worktree_tasks(&[TaskStatus::Pending, TaskStatus::Running], u32::MAX)?;
+        all.extend(self.store.worktree_tasks(
             &[TaskStatus::Succeeded, TaskStatus::Failed, TaskStatus::Cancelled, TaskStatus::TimedOut],
             RADAR_LOOKBACK,
         )?);
