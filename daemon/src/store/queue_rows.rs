@@ -1,5 +1,5 @@
 //! What a queue turn reads of each pending and running task (issue 33):
-//! the few columns [`crate::engine`]'s queue decides on, not whole records.
+//! the few columns the engine's queue (`engine/queue.rs`) decides on, not whole records.
 //! A burst of 1,000 delegations took many turns, each of which decoded
 //! every pending task's launch plan, workshop and run handle.
 
