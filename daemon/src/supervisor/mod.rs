@@ -559,9 +559,13 @@ fn box_started(
 /// Returns its pid.
 fn started(task_dir: &Path, mut child: std::process::Child, tx: &mpsc::Sender<Msg>) -> u32 {
     let agent_pid = child.id();
-    // Replaced whole (a rename) but not synced: it names live processes,
-    // and after a power loss none are. A crashed daemon reads it from the
-    // page cache. Its two fsyncs were on the way to noticing the agent's end.
+    // Replaced whole (a rename) but not synced. Its pids mean nothing after
+    // a power loss. Its other word, "this agent ran: never start it again",
+    // is for a daemon that died between the spawn and its own durable
+    // record of the run (`set_running`, milliseconds later), and such a
+    // crash leaves the file in the page cache: only a daemon crash and a
+    // power loss in the same milliseconds lose it. Its two fsyncs were on
+    // the way to noticing a quick agent's end.
     let _ = crate::safe_fs::write_replacing(
         &task_dir.join(AGENT_FILE),
         &serde_json::to_vec(&AgentStarted {
