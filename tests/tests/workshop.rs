@@ -105,7 +105,10 @@ async fn unapplied_work_is_kept_by_gc_until_discarded() {
 #[tokio::test]
 async fn a_read_only_task_that_writes_is_flagged_and_inplace_writes_are_refused() {
     let mut env = Env::new(&[]);
-    env.set_agents(&[("sneaky", &["write", "README.md", "changed\n", "report", "success", "only looked"])]);
+    env.set_agents(&[
+        ("sneaky", &["write", "README.md", "changed\n", "report", "success", "only looked"]),
+        ("climber", &["write", "../README.md", "changed\n", "report", "success", "only looked"]),
+    ]);
     repo(&env);
     let mut c = env.start_daemon().await;
     let mut req = env.delegate_request("sneaky", "look only");
@@ -118,10 +121,30 @@ async fn a_read_only_task_that_writes_is_flagged_and_inplace_writes_are_refused(
     if caesard::sandbox::kernel_abi().is_some() {
         // Landlock (issue 19): the kernel refuses the write itself.
         assert_eq!(std::fs::read_to_string(env.project.path().join("README.md")).unwrap(), "hello\n");
+        // git compares the tree with the snapshot taken before the agent ran.
+        let diff = c.diff(pb::DiffRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
+        assert!(diff.is_empty && diff.files.is_empty(), "{diff:?}");
     } else {
         // No kernel confinement: git sees the write, and the report says so.
         let high = report["findings"].as_array().unwrap().iter().find(|f| f["severity"] == "high").cloned();
         assert!(high.is_some_and(|f| f.to_string().contains("README.md")), "{report}");
+    }
+
+    // A read-only task in a subdirectory of the project, named through a
+    // link: its project's other files stay out of its reach. The carving
+    // compares paths as strings, so the project is protected by its real
+    // path too, not only as the link names it.
+    if caesard::sandbox::kernel_abi().is_some() {
+        std::fs::create_dir_all(env.project.path().join("sub")).unwrap();
+        let links = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(env.project.path(), links.path().join("ws")).unwrap();
+        let mut req = env.delegate_request("climber", "look only, through a link");
+        req.mode = "read-only".into();
+        req.workspace = links.path().join("ws/sub").display().to_string();
+        let d = c.delegate(req).await.unwrap().into_inner();
+        let t = await_one(&mut c, &d.task_id, LONG).await;
+        assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+        assert_eq!(std::fs::read_to_string(env.project.path().join("README.md")).unwrap(), "hello\n");
     }
 
     let mut req = env.delegate_request("sneaky", "write in place");

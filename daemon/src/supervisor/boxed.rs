@@ -171,8 +171,18 @@ pub fn task_spec(i: &SpecInputs, workdir: &Path) -> SandboxSpec {
         sandbox.shield = shield;
     }
     if i.read_only {
-        sandbox.protect.push(crate::config::project_root(&i.workspace));
-        sandbox.protect.push(i.workspace.clone());
+        // As given and as the kernel resolves them: the carving compares
+        // paths as strings, so a project named through a symbolic link
+        // (its workspace a subdirectory of it) is protected beneath a
+        // writable `/tmp` by its real path too. The workdir is already real.
+        for p in [crate::config::project_root(&i.workspace), i.workspace.clone()] {
+            let real = p.canonicalize().unwrap_or_else(|_| p.clone());
+            for q in [p, real] {
+                if !sandbox.protect.contains(&q) {
+                    sandbox.protect.push(q);
+                }
+            }
+        }
     }
     // Issue 29: the CLI's settings, hooks and MCP-server files stay
     // read-only beneath its writable state directory.
