@@ -19,8 +19,10 @@ pub enum ErrorCode {
     /// Policy refused the request (PERMISSION_DENIED).
     PolicyRefused,
     /// The request is valid but the state does not allow it now: a lost race
-    /// (ABORTED), a duplicate (ALREADY_EXISTS), or the wrong state
-    /// (FAILED_PRECONDITION, e.g. answering a question already answered).
+    /// (ABORTED), a duplicate (ALREADY_EXISTS), the wrong state
+    /// (FAILED_PRECONDITION, e.g. answering a question already answered), or
+    /// a bound reached (RESOURCE_EXHAUSTED: a task's full steer queue, a full
+    /// disk; the message says what frees it).
     Conflict,
     /// No daemon could be reached or started (connect errors, UNAVAILABLE).
     DaemonUnavailable,
@@ -75,7 +77,9 @@ impl From<tonic::Status> for ToolError {
             Code::InvalidArgument | Code::OutOfRange => ErrorCode::Validation,
             Code::NotFound => ErrorCode::NotFound,
             Code::PermissionDenied | Code::Unauthenticated => ErrorCode::PolicyRefused,
-            Code::Aborted | Code::AlreadyExists | Code::FailedPrecondition => ErrorCode::Conflict,
+            Code::Aborted | Code::AlreadyExists | Code::FailedPrecondition | Code::ResourceExhausted => {
+                ErrorCode::Conflict
+            }
             Code::Unavailable => ErrorCode::DaemonUnavailable,
             Code::Unimplemented => {
                 return ToolError::new(ErrorCode::Internal, format!("not available in this build: {msg}"));
@@ -105,5 +109,20 @@ pub fn is_transport(s: &tonic::Status) -> bool {
             m.contains("transport") || m.contains("connection") || m.contains("broken pipe")
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bound reached (a task's steer queue full) is the caller's to wait
+    /// out, not caesar's fault: `conflict`, with the daemon's words.
+    #[test]
+    fn a_bound_reached_is_a_conflict_and_keeps_its_message() {
+        let e = ToolError::from(tonic::Status::resource_exhausted("task t_1 has 100 steers queued: wait for them"));
+        assert_eq!(e.code, ErrorCode::Conflict);
+        assert_eq!(e.message, "task t_1 has 100 steers queued: wait for them");
+        assert_eq!(ToolError::from(tonic::Status::internal("x")).code, ErrorCode::Internal);
     }
 }
