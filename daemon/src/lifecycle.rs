@@ -173,6 +173,10 @@ pub struct Plan {
     /// The role's chain when the agent came from one; empty when the caller
     /// named the agent without a role (then there is nothing to fall back on).
     pub chain: Vec<String>,
+    /// The chain is the one agent the caller named with `relay_to` (issue
+    /// 31), not a role's: findings about it say so.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub named_next: bool,
     /// The first task of the chain of attempts this task belongs to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub root: Option<String>,

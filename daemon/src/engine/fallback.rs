@@ -110,6 +110,7 @@ pub(super) fn plan_for(
     let named_agent = input.agent.as_deref().is_some_and(|a| !a.is_empty());
     // Issue 31: the agent the caller named takes over on a blocker, not the role's chain.
     let named_next = if succession.is_none() { super::relay::named_next(config, resolution, input)? } else { None };
+    let relay_named = named_next.is_some();
     let chain = match (named_next, role) {
         (Some(next), _) => vec![next],
         (None, Some(r)) => r.agents.clone(),
@@ -139,14 +140,22 @@ pub(super) fn plan_for(
     if succession.is_none() {
         request.agent = None;
     }
-    Ok(Plan { budget, on_blocker, chain, root: succession.map(|s| s.root.clone()), request: Some(request) })
+    Ok(Plan {
+        budget,
+        on_blocker,
+        chain,
+        named_next: relay_named,
+        root: succession.map(|s| s.root.clone()),
+        request: Some(request),
+    })
 }
 
 /// Why a blocked task's chain has no next agent: every agent of it was
 /// tried (each with why it was left), or those not tried are not
 /// installed or not allowed. `left` is `(agent, blocker kind, message)` per
 /// attempt, oldest first.
-fn no_fallback_finding(chain: &[String], left: &[(String, String, String)]) -> Finding {
+fn no_fallback_finding(plan: &Plan, left: &[(String, String, String)]) -> Finding {
+    let chain = &plan.chain;
     let untried: Vec<&str> =
         chain.iter().filter(|a| !left.iter().any(|(tried, _, _)| tried == *a)).map(String::as_str).collect();
     let tried: Vec<String> = left
@@ -156,10 +165,21 @@ fn no_fallback_finding(chain: &[String], left: &[(String, String, String)]) -> F
             if message.is_empty() { format!("{agent} ({kind})") } else { format!("{agent} ({kind}: {message})") }
         })
         .collect();
-    let title = if untried.is_empty() {
-        format!("no fallback: every agent of the role's chain was tried ({})", chain.join(", "))
-    } else {
-        format!("no fallback: the rest of the role's chain is not installed or not allowed ({})", untried.join(", "))
+    let title = match (untried.is_empty(), plan.named_next) {
+        (true, false) => format!("no fallback: every agent of the role's chain was tried ({})", chain.join(", ")),
+        (false, false) => {
+            format!(
+                "no fallback: the rest of the role's chain is not installed or not allowed ({})",
+                untried.join(", ")
+            )
+        }
+        (true, true) => format!("no fallback: the agent `relay_to` named was tried ({})", chain.join(", ")),
+        (false, true) => {
+            format!(
+                "no fallback: the agent `relay_to` named is no longer installed or allowed ({})",
+                untried.join(", ")
+            )
+        }
     };
     Finding {
         severity: Severity::Medium,
@@ -248,7 +268,7 @@ impl Engine {
                 })
                 .collect();
             left.push((record.agent.clone(), kind.as_str().to_owned(), message.clone()));
-            let mut finding = no_fallback_finding(&plan.chain, &left);
+            let mut finding = no_fallback_finding(plan, &left);
             if relay {
                 finding.title = finding.title.replacen("no fallback", "no relay", 1);
                 finding.detail.push_str(&format!(
@@ -399,10 +419,13 @@ mod tests {
         agents.iter().map(|a| ((*a).to_owned(), "auth".to_owned(), format!("{a}: 401 Unauthorized"))).collect()
     }
 
+    fn plan(agents: &[&str], named_next: bool) -> Plan {
+        Plan { chain: agents.iter().map(|s| (*s).to_owned()).collect(), named_next, ..Plan::default() }
+    }
+
     #[test]
     fn a_chain_tried_to_its_end_says_so_and_not_that_nothing_is_installed() {
-        let chain: Vec<String> = ["claude", "codex"].iter().map(|s| (*s).to_owned()).collect();
-        let f = no_fallback_finding(&chain, &left(&["claude", "codex"]));
+        let f = no_fallback_finding(&plan(&["claude", "codex"], false), &left(&["claude", "codex"]));
         assert_eq!(f.title, "no fallback: every agent of the role's chain was tried (claude, codex)");
         assert!(!f.title.contains("installed"), "{}", f.title);
         assert!(f.detail.contains("claude (auth: claude: 401 Unauthorized); codex (auth"), "{}", f.detail);
@@ -410,12 +433,21 @@ mod tests {
 
     #[test]
     fn agents_left_untried_are_named_as_not_installed_or_not_allowed() {
-        let chain: Vec<String> = ["claude", "codex", "gemini"].iter().map(|s| (*s).to_owned()).collect();
-        let f = no_fallback_finding(&chain, &left(&["codex"]));
+        let f = no_fallback_finding(&plan(&["claude", "codex", "gemini"], false), &left(&["codex"]));
         assert_eq!(
             f.title,
             "no fallback: the rest of the role's chain is not installed or not allowed (claude, gemini)"
         );
         assert!(f.detail.starts_with("tried, oldest first: codex (auth"), "{}", f.detail);
+    }
+
+    /// Issue 31: an agent the caller named with `relay_to` is no role's chain.
+    #[test]
+    fn the_agent_relay_to_named_is_named_as_such() {
+        let f = no_fallback_finding(&plan(&["codex"], true), &left(&["claude"]));
+        assert_eq!(f.title, "no fallback: the agent `relay_to` named is no longer installed or allowed (codex)");
+        let f = no_fallback_finding(&plan(&["codex"], true), &left(&["claude", "codex"]));
+        assert_eq!(f.title, "no fallback: the agent `relay_to` named was tried (codex)");
+        assert!(!f.title.contains("role"), "{}", f.title);
     }
 }
