@@ -400,6 +400,8 @@ impl Store {
         }
         // Issue 31: the steers' table, made on every open (`store/steers.rs` says why).
         steers::ensure(conn)?;
+        // Issue 31: which group's budget stopped a task, the same way (`store/lifecycle.rs`).
+        lifecycle::ensure(conn)?;
         // Issue 32: the quota ledger, made the same way (`store/quota.rs`).
         quota::ensure(conn)?;
         quota_usage::ensure(conn)?;

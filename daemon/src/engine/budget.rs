@@ -136,7 +136,7 @@ impl super::group_budget::Budgets {
         let Some((limit, detail)) = run.budget.exceeded(now_ms()) else {
             return;
         };
-        if let Err(e) = self.store.record_budget_stop(&run.id, limit, &detail, now_ms()) {
+        if let Err(e) = self.store.record_budget_stop(&run.id, limit, &detail, None, now_ms()) {
             // Not stored: not acted on either; tried again after the next read.
             warn!(task_id = %run.id, "cannot record the budget stop: {e}");
             return;

@@ -156,7 +156,7 @@ impl Budgets {
             if record.status != TaskStatus::Running {
                 continue;
             }
-            if let Err(e) = self.store.record_budget_stop(&head, limit, detail, now_ms()) {
+            if let Err(e) = self.store.record_budget_stop(&head, limit, detail, Some(group_id), now_ms()) {
                 warn!(task_id = %head, "cannot record the group's budget stop: {e}");
                 continue;
             }

@@ -82,14 +82,9 @@ pub(super) fn named_next(
     Ok(Some(next.to_owned()))
 }
 
-/// The blocker a budget stop stands for when the task's own budget (not its
-/// group's, `group_budget.rs`, which would stop the next agent too) stopped it.
+/// The blocker a budget stop stands for.
 pub(super) fn budget_blocker(stop: Option<&(String, String)>) -> Option<crate::oacp::Blocker> {
     let (limit, detail) = stop?;
-    // A group's stop is recorded in the same table, its detail led by `group <id>:`.
-    if detail.starts_with("group ") {
-        return None;
-    }
     Some(crate::oacp::Blocker::new(crate::oacp::BlockerKind::Budget, format!("the {limit} limit: {detail}")))
 }
 
@@ -104,6 +99,10 @@ impl Engine {
         stop: Option<&(String, String)>,
         report: &mut Report,
     ) -> Option<AttemptRow> {
+        // Only the task's own budget: its group's (`group_budget.rs`) would stop the next agent too.
+        if self.store.budget_stop_group(&record.id).ok().flatten().is_some() {
+            return None;
+        }
         let blocker = budget_blocker(stop)?;
         self.plan_fallback(record, Some(&blocker), report)
     }

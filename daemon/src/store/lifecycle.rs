@@ -52,15 +52,57 @@ fn attempt(r: &rusqlite::Row<'_>) -> rusqlite::Result<AttemptRow> {
 
 const ATTEMPT_COLUMNS: &str = "task_id, root_id, successor_id, next_agent, stopped_by, message, at_ms";
 
+/// The group whose budget stopped a task, `NULL` where the task's own did
+/// (issue 31: a group's stop would stop the next agent too, so it is never
+/// relayed). Added on every open where missing, as the steers' table is
+/// made (`steers.rs`); a stop recorded before the column names its group
+/// only in its detail, `group <id>: …`, which fills it once.
+pub(super) fn ensure(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    let has =
+        conn.prepare("SELECT 1 FROM pragma_table_info('task_budget_stops') WHERE name = 'group_id'")?.exists([])?;
+    if !has {
+        // One transaction: a column added is a column filled.
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch(
+            "ALTER TABLE task_budget_stops ADD COLUMN group_id TEXT;
+             UPDATE task_budget_stops SET group_id = substr(detail, 7, instr(detail, ':') - 7)
+                 WHERE detail LIKE 'group %:%';",
+        )?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
 impl Store {
-    /// Records that a budget limit stopped the task (the first one wins).
-    pub fn record_budget_stop(&self, task_id: &str, limit: &str, detail: &str, at_ms: i64) -> Result<()> {
+    /// Records that a budget limit stopped the task (the first one wins):
+    /// its own, or `group`'s.
+    pub fn record_budget_stop(
+        &self,
+        task_id: &str,
+        limit: &str,
+        detail: &str,
+        group: Option<&str>,
+        at_ms: i64,
+    ) -> Result<()> {
         self.blocking(|conn| {
             conn.execute(
-                "INSERT OR IGNORE INTO task_budget_stops (task_id, limit_name, detail, at_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![task_id, limit, detail, at_ms],
+                "INSERT OR IGNORE INTO task_budget_stops (task_id, limit_name, detail, group_id, at_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![task_id, limit, detail, group, at_ms],
             )?;
             Ok(())
+        })
+    }
+
+    /// The group whose budget stopped the task, if a group's did.
+    pub fn budget_stop_group(&self, task_id: &str) -> Result<Option<String>> {
+        self.blocking(|conn| {
+            Ok(conn
+                .query_row("SELECT group_id FROM task_budget_stops WHERE task_id = ?1", params![task_id], |r| {
+                    r.get::<_, Option<String>>(0)
+                })
+                .optional()?
+                .flatten())
         })
     }
 

@@ -147,6 +147,35 @@ fn a_task_survives_reopening_with_its_events_and_report() {
     s.integrity_check().unwrap();
 }
 
+/// Issue 31: a group's budget stop is told from a task's own by its group
+/// id, not by the words of its detail; a stop recorded before the column
+/// gets its group from those words once, on the next open.
+#[test]
+fn a_budget_stop_names_the_group_that_made_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("caesar.db");
+    let s = Store::open(&path).unwrap();
+    s.record_budget_stop("t_own", "tokens", "group of words: 120 of 100", None, 1).unwrap();
+    s.record_budget_stop("t_member", "tokens", "120 of 100 across 3 tasks", Some("g_1"), 1).unwrap();
+    s.record_budget_stop("t_member", "turns", "again", None, 2).unwrap();
+    assert_eq!(s.budget_stop_group("t_own").unwrap(), None, "its own, whatever its detail says");
+    assert_eq!(s.budget_stop_group("t_member").unwrap().as_deref(), Some("g_1"), "the first stop stands");
+    assert_eq!(s.budget_stop("t_member").unwrap().unwrap().0, "tokens");
+    assert_eq!(s.budget_stop_group("t_none").unwrap(), None);
+    drop(s);
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "ALTER TABLE task_budget_stops DROP COLUMN group_id;
+         INSERT INTO task_budget_stops (task_id, limit_name, detail, at_ms)
+             VALUES ('t_old', 'tokens', 'group g_old: 120 of 100, across its 2 tasks', 3);",
+    )
+    .unwrap();
+    drop(conn);
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.budget_stop_group("t_old").unwrap().as_deref(), Some("g_old"));
+    s.integrity_check().unwrap();
+}
+
 #[test]
 fn a_store_from_a_newer_build_is_refused() {
     let dir = tempfile::tempdir().unwrap();
