@@ -18,11 +18,11 @@ use std::sync::Arc;
 use super::observe::find_task;
 use super::radar::Radar;
 use super::{GcItem, LiveRuns};
+use crate::runner::Runner;
+use crate::store::Store;
 
 /// How many ended tasks gc reads at a time.
 const GC_PAGE: u32 = 200;
-use crate::runner::Runner;
-use crate::store::Store;
 
 /// Diff, apply, discard and gc.
 pub struct Changes {

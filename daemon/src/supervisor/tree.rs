@@ -151,6 +151,13 @@ struct ProcEntry {
     zombie: bool,
 }
 
+/// The fields of a `/proc/<pid>/stat` text after the command name, the
+/// state first. The name is in parentheses and may hold anything, spaces
+/// and parentheses included, so the fields start after the last `)`.
+fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
+    Some(stat.get(stat.rfind(')')? + 1..)?.split_whitespace())
+}
+
 /// Every process from `/proc` (Linux). Elsewhere the table is empty and the
 /// process group alone is signalled.
 fn proc_table() -> Vec<ProcEntry> {
@@ -165,12 +172,10 @@ fn proc_table() -> Vec<ProcEntry> {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
-        // The command name is in parentheses and may contain anything, so
-        // the fields are counted from the last ')'.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        let Some(fields) = stat_fields(&stat) else {
             continue;
         };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let fields: Vec<&str> = fields.collect();
         if fields.len() < 4 {
             continue;
         }
@@ -214,12 +219,11 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
 
 /// The start time in seconds since the epoch from the text of
 /// `/proc/<pid>/stat`; `None` for a zombie or a dead process, or text that
-/// does not read. Its fields after the command name (which may hold spaces
-/// and parentheses, so it ends at the last `)`): the state first, the start
-/// time (in clock ticks since boot) twentieth.
+/// does not read. Of its fields after the command name ([`stat_fields`]),
+/// the state is first, the start time (in clock ticks since boot) twentieth.
 #[cfg(target_os = "linux")]
 fn start_seconds(stat: &str, boot: u64, ticks_per_second: u64) -> Option<u64> {
-    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    let mut fields = stat_fields(stat)?;
     if matches!(fields.next()?, "Z" | "X" | "x") {
         return None;
     }
