@@ -348,6 +348,13 @@ say({"type": "result", "subtype": "success", "is_error": False, "result": "first
 text = json.loads(steer)["message"]["content"]
 say({"type": "assistant", "message": {"content": [{"type": "text", "text": "heard: " + text}]}})
 say({"type": "result", "subtype": "success", "is_error": False, "result": "heard: " + text})
+# Running until the test has seen the page acknowledge the steer: an ended
+# task's page has no steer box, and its acknowledgement goes with it.
+import os, time
+for _ in range(1200):
+    if os.path.exists(GATE):
+        break
+    time.sleep(0.05)
 sys.stdin.read()
 "#;
 
@@ -358,7 +365,8 @@ sys.stdin.read()
 async fn a_steer_from_the_page_reaches_the_running_agent_and_a_task_starts_from_the_board() {
     let mut env = Env::new(&[]);
     let claude = env.home.path().join("claude");
-    std::fs::write(&claude, STEERABLE).unwrap();
+    let gate = env.file("steer-seen");
+    std::fs::write(&claude, STEERABLE.replace("GATE", &format!("{:?}", gate.display().to_string()))).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::write(
@@ -399,6 +407,7 @@ async fn a_steer_from_the_page_reaches_the_running_agent_and_a_task_starts_from_
             "const r = document.querySelector('#steer-box .result.good'); return r && r.textContent",
             json!([]),
         );
+        std::fs::write(&gate, "").unwrap();
         let delivered = b.wait(
             "the delivery in the conversation",
             LONG,
