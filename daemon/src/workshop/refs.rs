@@ -12,8 +12,12 @@
 
 use std::time::Duration;
 
-/// How many times a write that lost the race is tried again.
-const RETRIES: u32 = 5;
+/// How many times a write that lost the race is tried again. Each try loses
+/// only if a delete lands in the moment between libgit2 making the directory
+/// and creating its file there, but a loaded machine can line several of
+/// those moments up: fresh-clone CI saw six losses in a row, so the bound is
+/// generous (all its waits together come to about 130 ms).
+const RETRIES: u32 = 64;
 
 /// Runs `write`, trying again while it fails because a directory it made
 /// was removed under it.
@@ -23,7 +27,8 @@ pub(crate) fn write_retrying<T>(mut write: impl FnMut() -> Result<T, git2::Error
         match write() {
             Err(e) if tries < RETRIES && lost_a_directory(&e) => {
                 tries += 1;
-                std::thread::sleep(Duration::from_millis(u64::from(tries)));
+                // Waits of 0–4 ms, varied so two writers do not fall into step.
+                std::thread::sleep(Duration::from_micros(u64::from(tries * 997 % 4_001)));
             }
             other => return other,
         }
