@@ -386,3 +386,67 @@ async fn a_dependent_not_started_yet_takes_a_continued_parents_new_result() {
     let d = c.diff(pb::DiffRequest { task_id: b.clone() }).await.unwrap().into_inner();
     assert_eq!(d.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["y"], "B's base holds x and z");
 }
+
+/// Issue 32: the daemon SIGKILLed after it decided that a dependent must be
+/// made again on its continued parent's new result, and before it made it
+/// (the first preparation, on the old result, is still held in `setup`).
+/// The restarted daemon makes the worktree on the new result and starts the
+/// dependent's agent once.
+#[tokio::test]
+async fn a_rebase_decided_before_a_sigkill_is_made_by_the_next_daemon() {
+    let probe = tempfile::tempdir().unwrap();
+    let p = |n: &str| probe.path().join(n);
+    let (held, go, saw, starts) = (p("b_held"), p("go"), p("b_saw"), p("b_starts"));
+    let (saw_s, starts_s) = (saw.display().to_string(), starts.display().to_string());
+    let saw_cmd = format!("cat z > {saw_s} 2>&1 || echo missing > {saw_s}");
+    let env = repo_env(&[
+        ("a", &["write", "x", "one\n", "report", "success", "a wrote x"]),
+        ("a2", &["write", "z", "more\n", "report", "success", "a2 wrote z"]),
+        ("b", &["stamp", &starts_s, "sh", &saw_cmd, "write", "y", "b\n", "report", "success", "b looked"]),
+    ]);
+    // Each setup on a base holding A's result counts itself, then waits for `go`.
+    let setup = format!(
+        "if [ -f x ]; then echo . >> {}; while [ ! -f {} ]; do sleep 0.05; done; fi",
+        held.display(),
+        go.display()
+    );
+    let pr = env.project.path();
+    let config = std::fs::read_to_string(pr.join(".caesar/config.toml")).unwrap();
+    std::fs::write(pr.join(".caesar/config.toml"), format!("[worktree]\nsetup = [{setup:?}]\n\n{config}")).unwrap();
+    git(pr, &["add", "-A"]);
+    git(pr, &["commit", "-q", "-m", "setup"]);
+    let mut env = env;
+    let mut c = env.start_daemon().await;
+    let a = c.delegate(stacked(&env, "a", &[])).await.unwrap().into_inner().task_id;
+    assert_eq!(await_one(&mut c, &a, LONG).await.status(), pb::TaskStatus::Succeeded);
+    let b = c.delegate(stacked(&env, "b", &[&a])).await.unwrap().into_inner().task_id;
+    assert!(eventually(LONG, || lines(&held) == 1).await, "B is being prepared on A's result");
+    let more =
+        pb::DelegateRequest { continue_from: a.clone(), agent: "a2".to_owned(), ..env.delegate_request("", "add z") };
+    let a2 = c.delegate(more).await.unwrap().into_inner().task_id;
+    assert_eq!(await_one(&mut c, &a2, LONG).await.status(), pb::TaskStatus::Succeeded);
+    let db = env.paths.state_dir.join("caesar.db");
+    let marked = || {
+        rusqlite::Connection::open(&db)
+            .and_then(|db| {
+                db.query_row("SELECT COUNT(*) FROM task_recut WHERE child = ?1", [&b], |r| r.get::<_, i64>(0))
+            })
+            .unwrap_or(0)
+            == 1
+    };
+    assert!(eventually(Duration::from_secs(20), marked).await, "B is marked to be made again");
+    assert_eq!(lines(&held), 1, "the re-cut waits for the preparation in flight, held in its setup");
+    env.kill_daemons().await;
+
+    let mut c = env.start_daemon().await;
+    std::fs::write(&go, "").unwrap();
+    let tb = await_one(&mut c, &b, LONG).await;
+    assert_eq!(tb.status(), pb::TaskStatus::Succeeded, "{tb:?}");
+    assert_eq!(std::fs::read_to_string(&saw).unwrap(), "more\n", "B started on the continuation's result");
+    assert_eq!(lines(&starts), 1, "B's agent started once");
+    assert!(lines(&held) >= 2, "the restarted daemon prepared B again");
+    assert_eq!(tb.stale, "", "B took the new result: it is not stale");
+    assert!(!marked(), "the mark is gone once B is made again");
+    let d = c.diff(pb::DiffRequest { task_id: b.clone() }).await.unwrap().into_inner();
+    assert_eq!(d.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["y"], "B's base holds x and z");
+}
