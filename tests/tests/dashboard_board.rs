@@ -343,9 +343,17 @@ def say(v):
 sys.stdin.readline()
 say({"type": "system", "subtype": "init", "session_id": "s-dash"})
 say({"type": "assistant", "message": {"content": [{"type": "text", "text": "working"}]}})
-steer = sys.stdin.readline()
+# A steer with "interrupt" comes as the control protocol's interrupt, then the message.
+interrupted = False
+while True:
+    line = json.loads(sys.stdin.readline())
+    if line.get("type") == "control_request" and line["request"]["subtype"] == "interrupt":
+        interrupted = True
+        say({"type": "control_response", "response": {"subtype": "success", "request_id": line["request_id"]}})
+        continue
+    break
 say({"type": "result", "subtype": "success", "is_error": False, "result": "first turn done"})
-text = json.loads(steer)["message"]["content"]
+text = ("(interrupted) " if interrupted else "") + line["message"]["content"]
 say({"type": "assistant", "message": {"content": [{"type": "text", "text": "heard: " + text}]}})
 say({"type": "result", "subtype": "success", "is_error": False, "result": "heard: " + text})
 # Running until the test has seen the page acknowledge the steer: an ended
@@ -358,8 +366,8 @@ for _ in range(1200):
 sys.stdin.read()
 "#;
 
-/// Issue 31, item 1: the steer box on a running task's page reaches the agent without
-/// restarting it, and the delivery shows in the conversation; a task started from the board's
+/// Issue 31, item 1: the steer box on a running task's page, its interrupt ticked, reaches the agent
+/// (the interrupt, then the message) without restarting it, and the delivery shows in the conversation; a task started from the board's
 /// form runs; the new actions are refused without the page's CSRF token.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_steer_from_the_page_reaches_the_running_agent_and_a_task_starts_from_the_board() {
@@ -399,6 +407,7 @@ async fn a_steer_from_the_page_reaches_the_running_agent_and_a_task_starts_from_
         b.goto(&format!("http://127.0.0.1:{port}/task/{id}"));
         b.wait("the agent working", LONG, "const e = document.querySelector('#events'); return e && e.textContent.includes('working') && document.querySelector('#steer-text')", json!([]));
         b.type_into("#steer-text", "use the v2 API");
+        b.click("#steer-interrupt");
         b.screenshot("task-steer");
         b.click("[data-action=steer]");
         b.wait(
@@ -415,17 +424,21 @@ async fn a_steer_from_the_page_reaches_the_running_agent_and_a_task_starts_from_
             json!([]),
         );
         assert!(delivered.as_str().unwrap().contains("use the v2 API"), "{delivered}");
+        assert!(
+            delivered.as_str().unwrap().contains("interrupt_then_stdin_message"),
+            "the box's interrupt: {delivered}"
+        );
         b.wait(
-            "the answer to the steer",
+            "the answer to the steer, after the interrupt",
             LONG,
-            "return document.querySelector('#events').textContent.includes('heard: use the v2 API')",
+            "return document.querySelector('#events').textContent.includes('heard: (interrupted) use the v2 API')",
             json!([]),
         );
         b.screenshot("task-steered");
     });
     let t = await_one(&mut c, &id, LONG).await;
     assert_eq!(t.status().as_str(), "succeeded", "{t:?}");
-    assert!(t.report_json.contains("heard: use the v2 API"), "{}", t.report_json);
+    assert!(t.report_json.contains("heard: (interrupted) use the v2 API"), "{}", t.report_json);
     let logs =
         c.logs(pb::LogsRequest { task_id: id.clone(), limit: 1000, ..Default::default() }).await.unwrap().into_inner();
     assert_eq!(logs.events_json.iter().filter(|e| e.contains("\"type\":\"started\"")).count(), 1, "not restarted");
