@@ -3,7 +3,8 @@
 //!
 //! The temporary index starts as a copy of the real one: its stat data lets
 //! libgit2 skip re-hashing unchanged files, so a snapshot of a clean tree of
-//! 10,000 files costs a `stat` per file, not a read. A task's worktree is
+//! 10,000 files costs a `stat` per file, not a read. On Linux a copy that is
+//! only read is kept in memory, not in a file. A task's worktree is
 //! read through the user's repository with the daemon's own index of it
 //! ([`Stat::Cache`], in the task's daemon part), never through the
 //! worktree's `.git`, which its agent may rewrite.
@@ -106,26 +107,50 @@ fn snapshot_of(
         repo.set_workdir(wt, false).map_err(WorkshopError::git(format!("read {}", wt.display())))?;
     }
     let shown = repo.workdir().map(Path::to_path_buf).unwrap_or_default();
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    // The temporary index gets a name nobody can guess, in the daemon's own
-    // directory, and is created exclusively (never through a link planted
-    // there); the index it starts from is read without following a link or
-    // blocking on a FIFO (issue 29: `std::fs::copy` to a predictable name in
-    // the worktree's git directory overwrote caesar's config through a
-    // planted link).
-    let tmp =
-        TempFile(scratch.join(format!("caesar-snapshot-{}-{n}-{}.index", std::process::id(), crate::ids::secret())));
+    // The index it starts from is read without following a link or
+    // blocking on a FIFO.
     let from = match stat {
         Stat::Real => Some(repo.path().join("index")),
         Stat::Cache { path, .. } => path.map(Path::to_path_buf),
     };
+    let from = from.and_then(|f| crate::safe_fs::open_regular(&f).ok());
+    // A copy that is only read (`Stat::Real`) lives in memory where the
+    // system allows it: a snapshot then makes and deletes no file. Each file
+    // made costs an inode, and on an ext4 without a journal every inode
+    // deleted in the last minutes is skipped over by each later allocation:
+    // a burst of 1,000 read-only tasks spent a third of the daemon's CPU
+    // there, most of it on the two deleted indexes each task left (issue 33).
+    let memory = match (&from, stat) {
+        (Some(_), Stat::Real) => memory_index(),
+        _ => None,
+    };
+    // Otherwise the temporary index gets a name nobody can guess, in the
+    // daemon's own directory, and is created exclusively (never through a
+    // link planted there): issue 29, `std::fs::copy` to a predictable name
+    // in the worktree's git directory overwrote caesar's config through a
+    // planted link.
+    let tmp = match &memory {
+        Some((_, path)) => Scratch::Memory(path.clone()),
+        None => {
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+            Scratch::File(TempFile(scratch.join(format!(
+                "caesar-snapshot-{}-{n}-{}.index",
+                std::process::id(),
+                crate::ids::secret()
+            ))))
+        }
+    };
     let mut copied = false;
-    if let Some(Ok(mut from)) = from.map(|f| crate::safe_fs::open_regular(&f)) {
-        let mut to = exclusive(&tmp.0).map_err(WorkshopError::io("create the temporary index", &tmp.0))?;
-        std::io::copy(&mut from, &mut to).map_err(WorkshopError::io("copy the index to", &tmp.0))?;
+    if let Some(mut from) = from {
+        let mut to = match &memory {
+            Some((file, _)) => file.try_clone(),
+            None => exclusive(tmp.path()),
+        }
+        .map_err(WorkshopError::io("create the temporary index", tmp.path()))?;
+        std::io::copy(&mut from, &mut to).map_err(WorkshopError::io("copy the index to", tmp.path()))?;
         copied = true;
     }
-    let mut index = Index::open(&tmp.0).map_err(WorkshopError::git("open a temporary index"))?;
+    let mut index = Index::open(tmp.path()).map_err(WorkshopError::git("open a temporary index"))?;
     let start = match (copied, stat) {
         (_, Stat::Cache { .. }) if tracked.is_some() => tracked,
         (false, Stat::Cache { seed, .. }) => seed,
@@ -148,12 +173,53 @@ fn snapshot_of(
     let tree = index.write_tree().map_err(WorkshopError::git(format!("write the tree of {}", shown.display())))?;
     // The daemon's cache keeps this snapshot's stat data for the next one
     // (a rename: a snapshot taken at the same time reads one or the other).
-    if let Stat::Cache { path: Some(path), .. } = stat
+    if let (Stat::Cache { path: Some(path), .. }, Scratch::File(file)) = (stat, &tmp)
         && index.write().is_ok()
     {
-        let _ = std::fs::rename(&tmp.0, path);
+        let _ = std::fs::rename(&file.0, path);
     }
+    drop(memory);
     Ok(tree)
+}
+
+/// Where a snapshot's temporary index is.
+enum Scratch {
+    /// A file, removed when the snapshot ends.
+    File(TempFile),
+    /// The memory file [`memory_index`] made, by its `/proc` path.
+    Memory(PathBuf),
+}
+
+impl Scratch {
+    fn path(&self) -> &Path {
+        match self {
+            Scratch::File(f) => &f.0,
+            Scratch::Memory(p) => p,
+        }
+    }
+}
+
+/// An anonymous file in memory and the path libgit2 opens it by
+/// (`/proc/self/fd/<fd>`), for an index that is only read; `None` where
+/// there is none (not Linux, no `/proc`), and a file is used instead.
+#[cfg(target_os = "linux")]
+fn memory_index() -> Option<(std::fs::File, PathBuf)> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: memfd_create takes a NUL-terminated name and flags, and
+    // returns a new descriptor (owned by the File below) or -1.
+    let fd = unsafe { nix::libc::memfd_create(c"caesar-snapshot-index".as_ptr(), nix::libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` was just made and nothing else owns it.
+    let file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    path.exists().then_some((file, path))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn memory_index() -> Option<(std::fs::File, PathBuf)> {
+    None
 }
 
 /// How many files that change while they are read one snapshot takes as
@@ -266,6 +332,46 @@ mod tests {
         assert!(!under("node_modules2", "node_modules"));
         assert!(excluded(".caesar/wt/t_1/x", &[]));
         assert!(!excluded(".caesar/config.toml", &[]));
+    }
+
+    /// On Linux a snapshot of the user's tree makes no file: its copy of the
+    /// index is in memory, so a scratch directory that cannot take a file
+    /// (here: one that does not exist) does not matter, the repository's
+    /// git directory is left as it was, and the stat data still serves.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_snapshot_of_the_users_tree_makes_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_path(Path::new("a.txt")).unwrap();
+        index.write().unwrap();
+        std::fs::write(dir.path().join("b.txt"), "b\n").unwrap();
+        let listing = |p: &Path| {
+            let mut names: Vec<_> = std::fs::read_dir(p).unwrap().map(|e| e.unwrap().file_name()).collect();
+            names.sort();
+            names
+        };
+        let before = listing(repo.path());
+        let nowhere = dir.path().join("no-such-directory");
+        let tree = snapshot(dir.path(), &[], Some(&nowhere)).expect("a snapshot without a scratch file");
+        let tree = repo.find_tree(tree).unwrap();
+        assert!(tree.get_name("a.txt").is_some() && tree.get_name("b.txt").is_some(), "tracked and untracked files");
+        assert_eq!(listing(repo.path()), before, "nothing made in the git directory");
+        assert!(!nowhere.exists());
+        // The worktree's snapshots still go through a file, kept as the daemon's cache.
+        let cache = dir.path().join("cache.index");
+        let scratch = tempfile::tempdir().unwrap();
+        snapshot_worktree(
+            dir.path(),
+            dir.path(),
+            &[],
+            (Stat::Cache { path: Some(&cache), seed: None }, None),
+            scratch.path(),
+        )
+        .unwrap();
+        assert!(cache.is_file(), "the cache is written");
     }
 
     /// A file that grows while a snapshot reads it (an agent's log, a build
