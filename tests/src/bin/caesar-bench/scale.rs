@@ -267,6 +267,7 @@ pub async fn at_once_figures(bin_dir: &Path, n: usize) -> Result<(), Box<dyn std
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let all_started = started.elapsed();
+    let started_peak_mb = proc_kb(pid, "VmHWM:") as f64 / 1024.0;
     let mut c = client.ok_or("no client")?;
     for chunk in ids.chunks(1000) {
         c.r#await(pb::AwaitRequest { task_ids: chunk.to_vec(), timeout_ms: 600_000, wake_on_attention: false }).await?;
@@ -275,7 +276,7 @@ pub async fn at_once_figures(bin_dir: &Path, n: usize) -> Result<(), Box<dyn std
     let peak_mb = proc_kb(pid, "VmHWM:") as f64 / 1024.0;
     println!(
         "caesar-bench --at-once {n} ({clients} clients): all delegated {:.0} ms, all {} agents started {:.0} ms, \
-         all ended {:.0} ms, daemon peak RSS {peak_mb:.1} MB",
+         all ended {:.0} ms, daemon peak RSS {started_peak_mb:.1} MB by the last start, {peak_mb:.1} MB by the end",
         delegated.as_secs_f64() * 1000.0,
         stamps(),
         all_started.as_secs_f64() * 1000.0,
