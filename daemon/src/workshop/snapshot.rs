@@ -115,22 +115,21 @@ fn snapshot_of(
     };
     let from = from.and_then(|f| crate::safe_fs::open_regular(&f).ok());
     // A copy that is only read (`Stat::Real`) lives in memory where the
-    // system allows it: a snapshot then makes and deletes no file. Each file
-    // made costs an inode, and on an ext4 without a journal every inode
-    // deleted in the last minutes is skipped over by each later allocation:
-    // a burst of 1,000 read-only tasks spent a third of the daemon's CPU
-    // there, most of it on the two deleted indexes each task left (issue 33).
-    let memory = match (&from, stat) {
-        (Some(_), Stat::Real) => memory_index(),
-        _ => None,
-    };
+    // system allows it, so a snapshot makes and deletes no file: none in
+    // the user's `.git` at each of the radar's refreshes, which editors'
+    // git views watch, and no recently deleted inode for the next files to
+    // step over on an ext4 without a journal (issue 33, BENCHMARKS round 6).
     // Otherwise the temporary index gets a name nobody can guess, in the
     // daemon's own directory, and is created exclusively (never through a
     // link planted there): issue 29, `std::fs::copy` to a predictable name
     // in the worktree's git directory overwrote caesar's config through a
     // planted link.
-    let tmp = match &memory {
-        Some((_, path)) => Scratch::Memory(path.clone()),
+    let memory = match (&from, stat) {
+        (Some(_), Stat::Real) => memory_index(),
+        _ => None,
+    };
+    let tmp = match memory {
+        Some((file, path)) => Scratch::Memory(file, path),
         None => {
             let n = COUNTER.fetch_add(1, Ordering::Relaxed);
             Scratch::File(TempFile(scratch.join(format!(
@@ -142,9 +141,9 @@ fn snapshot_of(
     };
     let mut copied = false;
     if let Some(mut from) = from {
-        let mut to = match &memory {
-            Some((file, _)) => file.try_clone(),
-            None => exclusive(tmp.path()),
+        let mut to = match &tmp {
+            Scratch::Memory(file, _) => file.try_clone(),
+            Scratch::File(file) => exclusive(&file.0),
         }
         .map_err(WorkshopError::io("create the temporary index", tmp.path()))?;
         std::io::copy(&mut from, &mut to).map_err(WorkshopError::io("copy the index to", tmp.path()))?;
@@ -178,23 +177,23 @@ fn snapshot_of(
     {
         let _ = std::fs::rename(&file.0, path);
     }
-    drop(memory);
     Ok(tree)
 }
 
-/// Where a snapshot's temporary index is.
+/// Where a snapshot's temporary index is, for as long as the snapshot runs.
 enum Scratch {
     /// A file, removed when the snapshot ends.
     File(TempFile),
-    /// The memory file [`memory_index`] made, by its `/proc` path.
-    Memory(PathBuf),
+    /// The memory file [`memory_index`] made (held open: its `/proc` path
+    /// names it only while it is) and that path.
+    Memory(std::fs::File, PathBuf),
 }
 
 impl Scratch {
     fn path(&self) -> &Path {
         match self {
             Scratch::File(f) => &f.0,
-            Scratch::Memory(p) => p,
+            Scratch::Memory(_, p) => p,
         }
     }
 }
