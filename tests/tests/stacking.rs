@@ -43,6 +43,15 @@ fn repo_env(agents: &[(&str, &[&str])]) -> Env {
     env
 }
 
+/// Gives the project's worktrees the `setup` command, committed.
+fn with_setup(env: &Env, setup: &str) {
+    let p = env.project.path();
+    let config = std::fs::read_to_string(p.join(".caesar/config.toml")).unwrap();
+    std::fs::write(p.join(".caesar/config.toml"), format!("[worktree]\nsetup = [{setup:?}]\n\n{config}")).unwrap();
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "setup"]);
+}
+
 #[tokio::test]
 async fn a_child_starts_on_its_parents_result_and_applies_only_after_it() {
     let probe = tempfile::tempdir().unwrap();
@@ -354,11 +363,7 @@ async fn a_dependent_not_started_yet_takes_a_continued_parents_new_result() {
     // Setup holds a worktree made on A's result (it has x) until `go`.
     let setup =
         format!("if [ -f x ]; then touch {}; while [ ! -f {} ]; do sleep 0.05; done; fi", held.display(), go.display());
-    let p = env.project.path();
-    let config = std::fs::read_to_string(p.join(".caesar/config.toml")).unwrap();
-    std::fs::write(p.join(".caesar/config.toml"), format!("[worktree]\nsetup = [{setup:?}]\n\n{config}")).unwrap();
-    git(p, &["add", "-A"]);
-    git(p, &["commit", "-q", "-m", "setup"]);
+    with_setup(&env, &setup);
     let mut env = env;
     let mut c = env.start_daemon().await;
     let a = c.delegate(stacked(&env, "a", &[])).await.unwrap().into_inner().task_id;
@@ -410,11 +415,7 @@ async fn a_rebase_decided_before_a_sigkill_is_made_by_the_next_daemon() {
         held.display(),
         go.display()
     );
-    let pr = env.project.path();
-    let config = std::fs::read_to_string(pr.join(".caesar/config.toml")).unwrap();
-    std::fs::write(pr.join(".caesar/config.toml"), format!("[worktree]\nsetup = [{setup:?}]\n\n{config}")).unwrap();
-    git(pr, &["add", "-A"]);
-    git(pr, &["commit", "-q", "-m", "setup"]);
+    with_setup(&env, &setup);
     let mut env = env;
     let mut c = env.start_daemon().await;
     let a = c.delegate(stacked(&env, "a", &[])).await.unwrap().into_inner().task_id;
