@@ -120,7 +120,7 @@ fn member_verdict(m: &pb::GroupMember) -> String {
 }
 
 /// The `verified` column: the verify commands' outcome where the task had
-/// some, else how its changes were checked (`git` or `declaration`).
+/// some, else how its changes were checked (`git`, `kernel` or `declaration`).
 fn member_verified(m: &pb::GroupMember) -> &str {
     match (m.verification.as_str(), m.changes_verified_by.as_str()) {
         ("", "") => "-",

@@ -68,6 +68,7 @@ fn main() -> anyhow::Result<()> {
         scratch: Some(scratch.path()),
         launcher: None,
         base: None,
+        unwritable: &[],
     };
     let p = timed("prepare: worktree creation (branch + checkout)", || {
         Ok(workshop::prepare(&input("t_00000000b001", Mode::Write))?)

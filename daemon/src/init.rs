@@ -59,7 +59,7 @@ Use the `caesar_*` MCP tools to hand a well-scoped objective to another coding a
 1. **Pick an agent or a role.** `caesar_list_agents` shows what is installed and allowed; `caesar_list_roles` shows which agent each role (reviewer, implementer, investigator) would pick now.
 2. **Delegate.** `caesar_delegate` with a precise `objective`, the `context` the agent needs, `constraints` and `acceptance_criteria`. It returns a `task_id` at once; it does not wait. To compare agents, delegate the same objective several times back to back.
 3. **Await.** `caesar_await` with every `task_id`. It returns when all are done, when the timeout passes (`pending: true`), or early when a task needs you: answer its `pending_questions` with `caesar_answer`, or read its `blocker`.
-4. **Check the work, not the claim.** A report's `changes_verified_by: "git"` means the file list was checked against git. Read `caesar_diff` before you `caesar_apply` a worktree task; `status: succeeded` is the process outcome, `report_status` is the agent's own verdict.
+4. **Check the work, not the claim.** A report's `changes_verified_by: "git"` means the file list was checked against git; `"kernel"`, that the task was read-only and the kernel kept it out of the repository, so it changed nothing. Read `caesar_diff` before you `caesar_apply` a worktree task; `status: succeeded` is the process outcome, `report_status` is the agent's own verdict.
 5. **When something looks wrong,** `caesar_logs` shows the normalized events (or `raw: true` the CLI's output). `caesar_cancel` stops a task and its whole process tree.
 
 Do not delegate what you can do in one step yourself, and do not delegate to yourself (the policy refuses `claude` from Claude Code unless `allow_recursion` is set).

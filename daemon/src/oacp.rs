@@ -191,7 +191,9 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     /// How far `changes` can be trusted: `git` when it was checked against the
-    /// repository, `declaration` when it is the agent's word. Set by caesar.
+    /// repository, `kernel` when a read-only task's box kept every write out
+    /// of the repository (so it changed nothing), `declaration` when it is
+    /// the agent's word. Set by caesar.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes_verified_by: Option<String>,
     /// The outcome of the task's `verify` commands, run by caesar in the

@@ -643,6 +643,7 @@ mod tests {
             git_dir: Some("/r/.caesar/wt/t_0.git".into()),
             scratch: Some("/state/tasks/t_0.daemon".into()),
             before: None,
+            kernel_read_only: false,
             placed: Vec::new(),
             findings: Vec::new(),
         };

@@ -353,6 +353,27 @@ fn borrowed_objects(git_dir: &Path) -> Option<PathBuf> {
     Some(PathBuf::from(text.lines().next()?.trim())).filter(|o| o.is_absolute())
 }
 
+/// The trees `spec` keeps every write out of, whatever process of the box
+/// makes it: its protected paths, where writes are confined and the kernel
+/// enforces every write access (Landlock ABI 3, which handles truncation),
+/// but those beneath caesar's hidden directories, which the box binds back
+/// rather than carves. A writable path inside one is dropped
+/// ([`carve_all`], `mount_carve::plan`) and one around it is carved. An
+/// inplace snapshot of a repository beneath one of these needs no git to
+/// say that the task changed nothing (`workshop::prepare`). Empty where
+/// the kernel cannot say so (no Landlock, an older ABI, a CLI's own
+/// sandbox, a write task).
+pub fn unwritable(spec: &SandboxSpec) -> Vec<PathBuf> {
+    unwritable_under(spec, kernel_abi())
+}
+
+fn unwritable_under(spec: &SandboxSpec, abi: Option<i32>) -> Vec<PathBuf> {
+    if !spec.confine_writes || abi.is_none_or(|v| v < 3) {
+        return Vec::new();
+    }
+    spec.protect.iter().filter(|p| !spec.hide.iter().any(|h| p.starts_with(h))).cloned().collect()
+}
+
 /// The writable paths with every protected path carved out: a writable
 /// ancestor of a protected path becomes the entries beside it, level by
 /// level (symbolic links skipped: a rule through one would reach its
@@ -588,6 +609,28 @@ mod tests {
                 .confine_writes
         );
         assert!(describe(true).contains("landlock") || describe(true).starts_with("none"));
+    }
+
+    /// Issue 33: an inplace read-only task's snapshots are skipped only
+    /// where the kernel keeps its writes out of the tree.
+    #[test]
+    fn only_a_kernel_confined_read_only_box_names_unwritable_trees() {
+        let generic = ProviderId::Generic;
+        let mut spec = for_task(true, Path::new("/state/tasks/t_1"), Path::new("/w/sub"), generic, &[]);
+        spec.protect.push(PathBuf::from("/w"));
+        assert_eq!(unwritable_under(&spec, Some(6)), vec![PathBuf::from("/w/sub"), PathBuf::from("/w")]);
+        assert_eq!(unwritable_under(&spec, Some(3)).len(), 2);
+        // ABI 1 and 2 leave truncation unhandled; no Landlock, nothing.
+        assert!(unwritable_under(&spec, Some(2)).is_empty());
+        assert!(unwritable_under(&spec, None).is_empty());
+        // A tree beneath caesar's hidden directories is bound back, not carved.
+        spec.hide = vec![PathBuf::from("/w")];
+        assert!(unwritable_under(&spec, Some(6)).is_empty());
+        // A CLI with its own sandbox, and a write task: the kernel does not say.
+        let own = for_task(true, Path::new("/t"), Path::new("/w"), ProviderId::Codex, &[]);
+        assert!(unwritable_under(&own, Some(6)).is_empty());
+        let write = for_write_task(Path::new("/t"), Path::new("/w"), &[], generic, &[]);
+        assert!(unwritable_under(&write, Some(6)).is_empty());
     }
 
     #[test]

@@ -49,6 +49,7 @@ fn worktree(root: &Path, id: &str) -> Prepared {
         scratch: None,
         launcher: None,
         base: None,
+        unwritable: &[],
     })
     .unwrap()
 }

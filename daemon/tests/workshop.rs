@@ -61,6 +61,7 @@ fn input<'a>(ws: &'a Path, id: &'a str, iso: IsolationPref, mode: Mode, cfg: &'a
         scratch: None,
         launcher: None,
         base: None,
+        unwritable: &[],
     }
 }
 
@@ -302,6 +303,41 @@ fn inplace_on_a_dirty_tree_reports_only_the_tasks_changes() {
     // Inplace work cannot be applied; there is nothing to remove.
     assert_eq!(workshop::apply(&p).unwrap_err().kind(), ErrorKind::Precondition);
     assert_eq!(workshop::remove(&p, false).unwrap(), workshop::Removed::default());
+}
+
+/// Issue 33: where the kernel keeps a read-only task's writes out of its
+/// repository, no snapshot is taken and nothing is diffed: a change made
+/// meanwhile (the user's own) is not the task's. A tree the kernel does not
+/// cover, and a write task, are snapshotted as before.
+#[test]
+fn a_tree_the_kernel_keeps_read_only_is_not_snapshotted() {
+    let (_t, root) = repo();
+    let cfg = WorktreeSection::default();
+    let covered = [root.parent().unwrap().to_path_buf()];
+    let mut kept = input(&root, "t_0000000000a1", IsolationPref::Auto, Mode::ReadOnly, &cfg);
+    kept.unwritable = &covered;
+    let p = workshop::prepare(&kept).unwrap();
+    assert_eq!((p.isolation, p.kernel_read_only, p.before.as_deref()), (Isolation::Inplace, true, None));
+    let elsewhere = [root.join("lib")];
+    let mut beside = input(&root, "t_0000000000a2", IsolationPref::Auto, Mode::ReadOnly, &cfg);
+    beside.unwritable = &elsewhere;
+    let q = workshop::prepare(&beside).unwrap();
+    assert!(!q.kernel_read_only && q.before.is_some(), "{q:?}");
+    write(&root, "b.txt", "bee\nuser\n");
+    let d = workshop::diff(&p).unwrap();
+    assert!(d.is_empty && d.files.is_empty() && d.from_tree.is_empty(), "{d:?}");
+    assert!(workshop::read_only_violation(&d).is_none());
+    assert_eq!(status(&workshop::diff(&q).unwrap()), vec![("b.txt".to_owned(), "modified".to_owned())]);
+    // Stored and read back, the workshop keeps its word.
+    let stored: Prepared = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+    assert!(stored.kernel_read_only);
+    let old: Prepared = serde_json::from_str(&serde_json::to_string(&q).unwrap()).unwrap();
+    assert!(!old.kernel_read_only && !serde_json::to_string(&q).unwrap().contains("kernel_read_only"));
+    let mut write_task = input(&root, "t_0000000000a3", IsolationPref::Inplace, Mode::Write, &cfg);
+    write_task.allow_inplace_write = true;
+    write_task.unwritable = &covered;
+    let w = workshop::prepare(&write_task).unwrap();
+    assert!(!w.kernel_read_only && w.before.is_some());
 }
 
 #[test]

@@ -81,6 +81,58 @@ async fn a_write_task_runs_in_a_worktree_and_git_decides_what_changed() {
     assert!(!Path::new(&gc.items[0].worktree).exists());
 }
 
+/// Issue 33: a read-only task whose box the kernel keeps out of its
+/// repository is not snapshotted, so the user's own edit while it runs is
+/// not taken for the task's (git compared the tree before and after, and
+/// flagged the edit as the read-only task's). A project that a `.caesar`
+/// marks in a subdirectory of its repository: the repository around it is
+/// out of the task's reach too, and its snapshots are still taken.
+#[tokio::test]
+async fn a_users_edit_during_a_kernel_read_only_task_is_not_the_tasks() {
+    if caesard::sandbox::kernel_abi().is_none_or(|v| v < 3) {
+        eprintln!("skipped: no Landlock ABI 3 here, so every read-only task is snapshotted");
+        return;
+    }
+    let mut env = Env::new(&[]);
+    let files = env.home.path().join("files");
+    let (up, go) = (files.join("up").display().to_string(), files.join("go").display().to_string());
+    env.set_agents(&[(
+        "reader",
+        &["write", &up, "x", "wait-file", &go, "write", "../README.md", "agent\n", "report", "success", "looked"],
+    )]);
+    repo(&env);
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("reader", "look only");
+    req.mode = "read-only".into();
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert!(eventually(LONG, || files.join("up").exists()).await, "the agent never started");
+    std::fs::write(env.project.path().join("README.md"), "hello\nuser\n").unwrap();
+    std::fs::write(files.join("go"), "").unwrap();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    let report = json(&t.report_json);
+    assert_eq!(report["changes_verified_by"], "kernel", "{report}");
+    assert_eq!(report["changes"], serde_json::json!([]), "{report}");
+    assert!(!t.report_json.contains("\"high\""), "the user's edit flagged as the task's: {report}");
+    let diff = c.diff(pb::DiffRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
+    assert!(diff.is_empty && diff.files.is_empty(), "{diff:?}");
+
+    // `.caesar` in `sub`: the project is `sub`, the repository its parent.
+    let sub = env.project.path().join("sub");
+    std::fs::create_dir_all(sub.join(".caesar")).unwrap();
+    std::fs::rename(env.project.path().join(".caesar/config.toml"), sub.join(".caesar/config.toml")).unwrap();
+    std::fs::remove_file(files.join("go")).unwrap();
+    let mut req = env.delegate_request("reader", "look only, from a subdirectory");
+    req.mode = "read-only".into();
+    req.workspace = sub.display().to_string();
+    let d = c.delegate(req).await.unwrap().into_inner();
+    std::fs::write(files.join("go"), "").unwrap();
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(std::fs::read_to_string(env.project.path().join("README.md")).unwrap(), "hello\nuser\n");
+    assert_eq!(json(&t.report_json)["changes_verified_by"], "git", "{}", t.report_json);
+}
+
 #[tokio::test]
 async fn unapplied_work_is_kept_by_gc_until_discarded() {
     let mut env = Env::new(&[]);
@@ -117,11 +169,13 @@ async fn a_read_only_task_that_writes_is_flagged_and_inplace_writes_are_refused(
     assert_eq!(d.isolation, "inplace");
     let t = await_one(&mut c, &d.task_id, LONG).await;
     let report = json(&t.report_json);
-    assert_eq!(report["changes_verified_by"], "git");
+    // Where the kernel refuses every write (Landlock ABI 3), it says the task changed nothing, not git.
+    let by_kernel = caesard::sandbox::kernel_abi().is_some_and(|v| v >= 3);
+    assert_eq!(report["changes_verified_by"], if by_kernel { "kernel" } else { "git" }, "{report}");
     if caesard::sandbox::kernel_abi().is_some() {
         // Landlock (issue 19): the kernel refuses the write itself.
         assert_eq!(std::fs::read_to_string(env.project.path().join("README.md")).unwrap(), "hello\n");
-        // git compares the tree with the snapshot taken before the agent ran.
+        // Nothing changed: the kernel says so, or git, comparing the tree with the snapshot taken before.
         let diff = c.diff(pb::DiffRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
         assert!(diff.is_empty && diff.files.is_empty(), "{diff:?}");
     } else {

@@ -128,7 +128,9 @@ impl Engine {
 
     /// Git decides, not the agent's word: reconciles the report's changes
     /// with the diff of the task's workshop, and flags a read-only task
-    /// that modified files. Blocking (git).
+    /// that modified files; where the kernel kept a read-only task's writes
+    /// out of its repository, its changes are none, verified by the kernel.
+    /// Blocking (git).
     pub(super) fn verify_changes(record: &TaskRecord, report: &mut crate::oacp::Report) {
         let prepared = record.workshop.as_ref();
         let diff = match prepared {
@@ -152,7 +154,11 @@ impl Engine {
         if let Some(p) = prepared {
             report.findings.extend(p.findings.iter().cloned());
         }
-        let verified = workshop::reconcile(report, diff.as_ref());
+        let verified = match workshop::reconcile(report, diff.as_ref()) {
+            // No snapshot was taken: the kernel, not git, says nothing changed.
+            "git" if prepared.is_some_and(|p| p.kernel_read_only) => "kernel",
+            by => by,
+        };
         report.changes_verified_by = Some(verified.to_owned());
         if record.mode == Mode::ReadOnly
             && let Some(d) = &diff

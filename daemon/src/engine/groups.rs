@@ -57,7 +57,7 @@ pub struct MemberView {
     pub overlaps: Vec<(String, Meeting)>,
     /// What became of it, as its task view says (issue 30).
     pub verdict: crate::verdict::TaskVerdict,
-    /// `git` or `declaration`, from its report; empty without one.
+    /// `git`, `kernel` or `declaration`, from its report; empty without one.
     pub changes_verified_by: String,
 }
 

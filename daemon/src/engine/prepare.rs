@@ -134,7 +134,7 @@ impl Engine {
         let base = super::stacking::base_of(&self.store, &record.id);
         let made_on = base.clone();
         let prepared = tokio::task::spawn_blocking(move || {
-            prepare_blocking(&input, Some(&cancel), Some(&launcher), base.as_deref())
+            prepare_blocking(&input, Some(&cancel), Some(&launcher), base.as_deref(), &[])
         })
         .await
         .unwrap_or_else(|e| Err(format!("preparation panicked: {e}")));
@@ -211,9 +211,11 @@ impl Engine {
     }
 
     /// The workshop of a task at its start: the recorded one (a worktree
-    /// made by [`Engine::spawn_preparation`]), or the inplace snapshot taken
-    /// now, recorded before the agent runs. Returns the agent's directory.
-    pub(super) async fn prepare_at_start(&self, record: &TaskRecord) -> std::result::Result<PathBuf, String> {
+    /// made by [`Engine::spawn_preparation`]), or the inplace one made now
+    /// (its snapshot, unless the kernel keeps the task out of the tree),
+    /// recorded before the agent runs and put in `record`. Returns the
+    /// agent's directory.
+    pub(super) async fn prepare_at_start(&self, record: &mut TaskRecord) -> std::result::Result<PathBuf, String> {
         if let Some(prepared) = &record.workshop {
             return Ok(prepared.workdir.clone());
         }
@@ -224,11 +226,29 @@ impl Engine {
             return Ok(PathBuf::from(&record.workspace));
         }
         let input = record.clone();
-        let prepared = tokio::task::spawn_blocking(move || prepare_blocking(&input, None, None, None))
+        let unwritable = self.unwritable(record);
+        let prepared = tokio::task::spawn_blocking(move || prepare_blocking(&input, None, None, None, &unwritable))
             .await
             .map_err(|e| e.to_string())??;
         self.store.set_workshop(&record.id, &prepared).map_err(|e| e.to_string())?;
-        Ok(prepared.workdir)
+        let workdir = prepared.workdir.clone();
+        record.workshop = Some(prepared);
+        Ok(workdir)
+    }
+
+    /// The trees the box of read-only task `record` keeps every write out
+    /// of, on this machine: its spec as [`super::start`] will build it
+    /// (what decides it, the provider, the mode and the workspace, does
+    /// not change between the two).
+    fn unwritable(&self, record: &TaskRecord) -> Vec<PathBuf> {
+        if record.mode != crate::oacp::Mode::ReadOnly || record.launch.kube.is_some() {
+            return Vec::new();
+        }
+        let workspace = std::path::Path::new(&record.workspace);
+        let workdir = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
+        let dir = crate::task_dir::TaskDir::new(&record.task_dir);
+        let inputs = super::boxing::spec_inputs(&self.paths, record, dir.root(), true, &[]);
+        crate::sandbox::unwritable(&crate::supervisor::boxed::task_spec(&inputs, &workdir))
     }
 
     /// Ends a task cancelled before its agent ever ran.
@@ -245,6 +265,7 @@ fn prepare_blocking(
     cancel: Option<&AtomicBool>,
     launcher: Option<&crate::supervisor::boxed::Launcher>,
     base: Option<&str>,
+    unwritable: &[PathBuf],
 ) -> std::result::Result<Prepared, String> {
     let Some(plan) = &record.launch.plan else {
         return Err("the task has no workshop plan".to_owned());
@@ -264,6 +285,7 @@ fn prepare_blocking(
         scratch: Some(&crate::task_dir::TaskDir::new(&record.task_dir).daemon_part()),
         launcher,
         base,
+        unwritable,
     })
     .and_then(|p| match (&plan.start_tree, &plan.start_base) {
         // A fork's worktree holds its source's files at the point it was forked from.

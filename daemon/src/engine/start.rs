@@ -23,9 +23,9 @@ use super::*;
 
 impl Engine {
     /// Starts a recorded, prepared task and its monitor.
-    pub(super) async fn start(self: &Arc<Self>, record: TaskRecord) -> Result<()> {
+    pub(super) async fn start(self: &Arc<Self>, mut record: TaskRecord) -> Result<()> {
         let dir = TaskDir::new(&record.task_dir);
-        let workdir = match self.prepare_at_start(&record).await {
+        let workdir = match self.prepare_at_start(&mut record).await {
             Ok(dir) => dir,
             Err(why) => {
                 self.fail_unstarted(&record, &why)?;

@@ -68,8 +68,12 @@ pub fn plan(
     // A path beneath a hidden directory exists in the namespace only inside a re-exposed one.
     let reachable = |p: &Path| !beneath_hidden(p) || exposed.iter().any(|e| p.starts_with(e));
     let mut carve = Carve::default();
+    // A target inside a protected path is out of reach with it: carving it
+    // too would bind the protected path's other entries back writable (a
+    // read-only task in a subdirectory of its project, both protected).
+    let covered = |h: &Path| protect.iter().any(|p| h.starts_with(p) && h != p.as_path());
     for w in &roots {
-        for h in targets.iter().filter(|h| h.starts_with(w) && h.as_path() != w.as_path()) {
+        for h in targets.iter().filter(|h| h.starts_with(w) && h.as_path() != w.as_path() && !covered(h)) {
             // A writable root named as it stays writable, as the carving keeps it.
             if roots.iter().any(|r| r == *h) {
                 continue;
@@ -178,6 +182,25 @@ mod tests {
         // A writable path inside a protected one is dropped, as the carving drops it.
         let (roots, _) = plan(&writable, &[p("tmp/proj")], &[], &[], &[]).unwrap();
         assert_eq!(roots, [p("tmp")]);
+    }
+
+    /// A read-only task in a subdirectory of its project beneath a
+    /// writable root: the project is protected whole, its subdirectory's
+    /// siblings are not bound back writable.
+    #[test]
+    fn a_protected_path_inside_another_binds_nothing_back_inside_it() {
+        let d = tempfile::tempdir().unwrap();
+        let p = |s: &str| d.path().join(s);
+        std::fs::create_dir_all(p("tmp/x/proj/sub")).unwrap();
+        std::fs::write(p("tmp/x/proj/README.md"), "").unwrap();
+        std::fs::write(p("tmp/x/other"), "").unwrap();
+        // The repository root as libgit2 names it, with a trailing slash.
+        let proj = PathBuf::from(format!("{}/", p("tmp/x/proj").display()));
+        let (_, c) = plan(&[p("tmp")], &[p("tmp/x/proj/sub"), proj], &[], &[], &[]).unwrap();
+        assert_eq!(c.ro_dirs, [p("tmp/x")]);
+        assert_eq!(c.keep, [p("tmp/x/other")], "nothing inside the project is bound back");
+        assert_eq!(c.ro_trees.len(), 1, "{:?}", c.ro_trees);
+        assert!(c.ro_trees[0] == p("tmp/x/proj"), "{:?}", c.ro_trees);
     }
 
     #[test]

@@ -175,7 +175,10 @@ pub fn task_spec(i: &SpecInputs, workdir: &Path) -> SandboxSpec {
         // paths as strings, so a project named through a symbolic link
         // (its workspace a subdirectory of it) is protected beneath a
         // writable `/tmp` by its real path too. The workdir is already real.
-        for p in [crate::config::project_root(&i.workspace), i.workspace.clone()] {
+        // The repository around a project that a `.caesar` marks in one of
+        // its subdirectories too.
+        let roots = [crate::config::project_root(&i.workspace), i.workspace.clone()];
+        for p in roots.into_iter().chain(i.repo_root.clone()) {
             let real = p.canonicalize().unwrap_or_else(|_| p.clone());
             for q in [p, real] {
                 if !sandbox.protect.contains(&q) {

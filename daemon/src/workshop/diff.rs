@@ -36,9 +36,11 @@ pub struct DiffResult {
     pub is_empty: bool,
     pub files: Vec<FileChange>,
     pub patch: String,
-    /// The tree (oid) compared from: the base commit's tree, or the inplace snapshot.
+    /// The tree (oid) compared from: the base commit's tree, or the inplace
+    /// snapshot; empty when the kernel kept the task's writes out of the tree.
     pub from_tree: String,
-    /// The tree (oid) compared to: the snapshot taken for this diff.
+    /// The tree (oid) compared to: the snapshot taken for this diff; empty
+    /// when the kernel kept the task's writes out of the tree.
     pub to_tree: String,
 }
 
@@ -79,6 +81,16 @@ pub fn conclude(p: &Prepared) -> Result<DiffResult, WorkshopError> {
 /// snapshot (inplace): commits, untracked files, deletions, renames and
 /// binary files included; placed paths and ignored files excluded.
 pub fn diff(p: &Prepared) -> Result<DiffResult, WorkshopError> {
+    if p.kernel_read_only {
+        // The kernel kept every write out of the tree: nothing to compare.
+        return Ok(DiffResult {
+            is_empty: true,
+            files: Vec::new(),
+            patch: String::new(),
+            from_tree: String::new(),
+            to_tree: String::new(),
+        });
+    }
     let (repo, from, to) = trees(p)?;
     diff_trees(&repo, from, to, &p.placed)
 }

@@ -99,6 +99,10 @@ pub struct PrepareInput<'a> {
     pub scratch: Option<&'a Path>,
     /// The task's box, which setup runs in (issue 29); `None`: plain `sh`.
     pub launcher: Option<&'a crate::supervisor::boxed::Launcher>,
+    /// The trees the kernel keeps every write of a read-only task's box out
+    /// of (`sandbox::unwritable`): an inplace task whose repository lies
+    /// beneath one is not snapshotted, since it cannot change it (issue 33).
+    pub unwritable: &'a [PathBuf],
     /// The commit a worktree is made from instead of HEAD: a stacked
     /// task's parents' results merged (issue 32, `stack.rs`).
     pub base: Option<&'a str>,
@@ -135,6 +139,12 @@ pub struct Prepared {
     /// Inplace only: the tree (oid) of the working tree before the agent ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<String>,
+    /// Inplace only: the kernel keeps the task's writes out of its
+    /// repository (a read-only task's box, `sandbox::unwritable`), so no
+    /// snapshot was taken before and none is diffed after: its changes are
+    /// none, verified by the kernel rather than by git.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kernel_read_only: bool,
     /// Repository-relative paths caesar placed itself (copy, link); every diff
     /// and apply excludes them by prefix.
     #[serde(default)]
@@ -324,11 +334,18 @@ pub fn prepare(input: &PrepareInput) -> Result<Prepared, WorkshopError> {
         git_dir: None,
         scratch: input.scratch.map(Path::to_path_buf),
         before: None,
+        kernel_read_only: false,
         placed: Vec::new(),
         findings: Vec::new(),
     };
     let Some(root) = f.root.clone() else { return Ok(prepared) };
     match isolation {
+        Isolation::Inplace if input.mode == Mode::ReadOnly && input.unwritable.iter().any(|u| root.starts_with(u)) => {
+            // Two reads of every file of the tree (before and after) saved;
+            // and the user's own edits meanwhile are not taken for the task's.
+            prepared.kernel_read_only = true;
+            Ok(prepared)
+        }
         Isolation::Inplace => {
             let tree = snapshot::snapshot(&root, &[], input.scratch)?;
             prepared.before = Some(tree.to_string());
