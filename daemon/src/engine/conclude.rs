@@ -23,7 +23,7 @@ impl Engine {
         };
         if record.status.is_terminal() {
             // Ended already (a concluding daemon died after storing it).
-            self.runs.forget(&record);
+            self.runs.forget(&record.id, record.status);
             return Ok(());
         }
         let exit = run.handle.as_ref().and_then(|h| self.runner.exit_record(h, &run.dir));
@@ -190,17 +190,24 @@ impl Engine {
         };
         // The `finished` event is stored with the ending, in one transaction:
         // a task ends once, and its log with it.
+        let mut stored = false;
         match finished {
             Some((live, body)) => {
                 self.runs.emit_with(&record.id, Path::new(&record.task_dir), live, vec![body], |events| {
-                    self.store.finish(&record.id, &outcome, events)
+                    stored = self.store.finish(&record.id, &outcome, events)?;
+                    Ok(stored)
                 })?;
             }
             None => {
-                self.store.finish(&record.id, &outcome, &[])?;
+                stored = self.store.finish(&record.id, &outcome, &[])?;
             }
         }
-        self.runs.forget(record);
+        // Ended meanwhile by another way (a cancel): its watchers get what is stored.
+        let stored_status = match stored {
+            true => status,
+            false => self.store.task(&record.id)?.map_or(status, |r| r.status),
+        };
+        self.runs.forget(&record.id, stored_status);
         // Its waiting dependents are examined (issue 32, `stacking.rs`).
         self.stacking.ended(&record.id);
         // A review loop's step may be due (issue 32, `review.rs`).
