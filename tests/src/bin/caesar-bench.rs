@@ -36,7 +36,8 @@
 //! `--store-tasks N` fills a store with N ended tasks, then times `caesar ps`,
 //! `caesar ps --all`, `caesar status` and the dashboard's first paint against it;
 //! `--at-once N` delegates N tasks at once from 10 clients and times until all
-//! N agents started, with the daemon's peak RSS (issue 33, `caesar-bench/scale.rs`).
+//! N agents started, with the daemon's peak RSS (issue 33, `caesar-bench/scale.rs`);
+//! `--read-only-tree N` times a read-only `caesar run` in a repository of N files.
 //!
 //! `--quick` shrinks P8 to 100,000 events and P10 to 5 s.
 //!
@@ -161,6 +162,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(i) = args.iter().position(|a| a == "--store-tasks") {
         let n = args.get(i + 1).and_then(|v| v.parse().ok()).ok_or("--store-tasks takes a number")?;
         return scale::store_figures(&bin_dir, n, runs).await;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--read-only-tree") {
+        let n = args.get(i + 1).and_then(|v| v.parse().ok()).ok_or("--read-only-tree takes a number")?;
+        return scale::read_only_tree_figures(&bin_dir, n, runs).await;
     }
     if let Some(i) = args.iter().position(|a| a == "--at-once") {
         let n = args.get(i + 1).and_then(|v| v.parse().ok()).ok_or("--at-once takes a number")?;

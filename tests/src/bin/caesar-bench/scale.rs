@@ -13,6 +13,14 @@
 //! connection, N/10 delegations in turn), `max_parallel = N`: the time until
 //! all N agents have started (each stamps a file), the daemon's peak RSS, and
 //! the time until all N reports are in.
+//!
+//! `--read-only-tree N`: a committed repository of N files (100 to a
+//! directory) and an agent that reports and exits: `--runs` timings of
+//! `caesar run --mode read-only --isolation inplace` from it (whole
+//! processes), at the repository's root (the box keeps the task out of the
+//! tree: no snapshot, changes verified by `kernel`) and from a project that
+//! a `.caesar` marks in a subdirectory of it (the repository's two snapshots
+//! taken, verified by `git`; issue 33).
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -282,6 +290,63 @@ pub async fn at_once_figures(bin_dir: &Path, n: usize) -> Result<(), Box<dyn std
         all_started.as_secs_f64() * 1000.0,
         all_done.as_secs_f64() * 1000.0
     );
+    daemon.stop().await;
+    Ok(())
+}
+
+pub async fn read_only_tree_figures(bin_dir: &Path, n: usize, runs: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let home = tempfile::Builder::new().prefix("cb").tempdir_in("/tmp")?;
+    let proj = tempfile::tempdir()?;
+    std::fs::create_dir_all(home.path().join("files"))?;
+    for i in 0..n {
+        let dir = proj.path().join(format!("src/d{}", i / 100));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join(format!("f{i}.txt")), format!("file {i}\n").repeat(5))?;
+    }
+    project(bin_dir, proj.path(), "", "\"report\", \"success\", \"looked\"")?;
+    let envs = [
+        ("CAESAR_HOME", home.path().display().to_string()),
+        ("CAESAR_LOG", "warn".to_owned()),
+        ("CAESAR_TRUST_PREFIX", std::env::temp_dir().display().to_string()),
+    ];
+    // The same repository, the project a `.caesar` in a subdirectory of it:
+    // the box protects the project, and the repository's snapshots are taken.
+    let sub = proj.path().join("sub");
+    std::fs::create_dir_all(sub.join(".caesar"))?;
+    std::fs::copy(proj.path().join(".caesar/config.toml"), sub.join(".caesar/config.toml"))?;
+    let daemon = BenchDaemon::start(bin_dir, home.path(), "warn", &[]).await?;
+    let args = ["--json", "run", "--agent", "quick", "--mode", "read-only", "--isolation", "inplace", "look"];
+    let mut figures = Vec::new();
+    for (dir, name) in [
+        (proj.path(), "`caesar run` read-only, inplace, at the repository's root (process)"),
+        (sub.as_path(), "`caesar run` read-only, inplace, from a project in a subdirectory (process)"),
+    ] {
+        let mut f = Figure::new(name, "-");
+        let mut verified_by = String::new();
+        for _ in 0..runs {
+            let started = Instant::now();
+            let out = Command::new(bin_dir.join("caesar"))
+                .args(args)
+                .current_dir(dir)
+                .envs(envs.iter().map(|(k, v)| (*k, v)))
+                .output()?;
+            f.samples.push(started.elapsed().as_secs_f64() * 1000.0);
+            if !out.status.success() {
+                return Err(format!("caesar run failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+            }
+            let text = String::from_utf8_lossy(&out.stdout);
+            let at = text.find("\"changes_verified_by\"").ok_or("the report has no changes_verified_by")?;
+            verified_by = text[at..].split('"').nth(3).unwrap_or_default().to_owned();
+        }
+        println!("{name}: the changes verified by `{verified_by}`");
+        figures.push(f);
+    }
+    println!("caesar-bench --read-only-tree {n}");
+    println!("| figure | min | median | max | target |");
+    println!("|---|---|---|---|---|");
+    for f in &mut figures {
+        f.print();
+    }
     daemon.stop().await;
     Ok(())
 }
