@@ -105,6 +105,38 @@ async fn a_setup_that_writes_outside_its_worktree_is_refused() {
     assert!(!p.join(".git/hooks/pre-commit").exists(), "setup planted a hook in the user's repository");
 }
 
+/// A worktree task of a project that a `.caesar` marks in a subdirectory of
+/// its repository: the main tree around the project stays out of the
+/// agent's reach. In a mount namespace the two shielded paths, one inside
+/// the other, bound the repository's other entries back writable.
+#[tokio::test]
+async fn a_worktree_task_of_a_project_in_a_subdirectory_leaves_the_main_tree_alone() {
+    let mut env = Env::new(&[]);
+    let repo = env.project.path().to_path_buf();
+    let sub = repo.join("sub");
+    std::fs::create_dir_all(sub.join(".caesar")).unwrap();
+    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    let (readme, planted) = (repo.join("README.md"), sub.join("planted"));
+    let (r, pl) = (readme.display().to_string(), planted.display().to_string());
+    env.set_agents(&[(
+        "writer",
+        &["write", &r, "evil\n", "write", &pl, "evil\n", "write", "mine.txt", "ok\n", "report", "success", "wrote"],
+    )]);
+    std::fs::rename(repo.join(".caesar/config.toml"), sub.join(".caesar/config.toml")).unwrap();
+    commit_base(&repo);
+    let mut c = env.start_daemon().await;
+    let mut req = env.delegate_request("writer", "write beside the project");
+    req.workspace = sub.display().to_string();
+    let d = c.delegate(req).await.unwrap().into_inner();
+    assert_eq!(d.isolation, "worktree");
+    let t = await_one(&mut c, &d.task_id, LONG).await;
+    assert_eq!(t.status().as_str(), "succeeded", "{} {}", t.error, t.report_json);
+    assert_eq!(std::fs::read_to_string(&readme).unwrap(), "hello\n", "the agent wrote the main tree");
+    assert!(!planted.exists(), "the agent wrote the user's project");
+    let diff = c.diff(caesar_proto::pb::DiffRequest { task_id: d.task_id.clone() }).await.unwrap().into_inner();
+    assert!(diff.files.iter().any(|f| f.path == "sub/mine.txt"), "{diff:?}");
+}
+
 #[tokio::test]
 async fn an_agent_that_forks_away_in_a_loop_leaves_nothing_after_its_task() {
     let env0 = Env::new(&[]);

@@ -68,10 +68,14 @@ pub fn plan(
     // A path beneath a hidden directory exists in the namespace only inside a re-exposed one.
     let reachable = |p: &Path| !beneath_hidden(p) || exposed.iter().any(|e| p.starts_with(e));
     let mut carve = Carve::default();
-    // A target inside a protected path is out of reach with it: carving it
-    // too would bind the protected path's other entries back writable (a
-    // read-only task in a subdirectory of its project, both protected).
-    let covered = |h: &Path| protect.iter().any(|p| h.starts_with(p) && h != p.as_path());
+    // A target inside another that is bound read-only whole is out of reach
+    // with it: carving it too would bind the outer one's other entries back
+    // writable (a read-only task in a subdirectory of its project, both
+    // protected; a worktree task's project in a subdirectory of its main
+    // repository, both shielded). A target beneath a hidden directory is
+    // still carved: the tmpfs is not bound over what is re-exposed in it.
+    let bound_whole = |t: &Path| !beneath_hidden(t) && !roots.iter().any(|r| r == t);
+    let covered = |h: &Path| targets.iter().any(|t| h.starts_with(t) && h != t.as_path() && bound_whole(t));
     for w in &roots {
         for h in targets.iter().filter(|h| h.starts_with(w) && h.as_path() != w.as_path() && !covered(h)) {
             // A writable root named as it stays writable, as the carving keeps it.
@@ -201,6 +205,27 @@ mod tests {
         assert_eq!(c.keep, [p("tmp/x/other")], "nothing inside the project is bound back");
         assert_eq!(c.ro_trees.len(), 1, "{:?}", c.ro_trees);
         assert!(c.ro_trees[0] == p("tmp/x/proj"), "{:?}", c.ro_trees);
+    }
+
+    /// The same for shielded paths (a worktree task's project in a
+    /// subdirectory of its main repository), but beneath a hidden directory,
+    /// whose tmpfs does not cover what is re-exposed in it.
+    #[test]
+    fn a_shielded_path_inside_another_binds_nothing_back_inside_it() {
+        let d = tempfile::tempdir().unwrap();
+        let p = |s: &str| d.path().join(s);
+        for s in ["tmp/repo/proj", "tmp/home/state/wt/ws"] {
+            std::fs::create_dir_all(p(s)).unwrap();
+        }
+        std::fs::write(p("tmp/repo/README.md"), "").unwrap();
+        let (_, c) = plan(&[p("tmp")], &[], &[p("tmp/repo/proj"), p("tmp/repo")], &[], &[]).unwrap();
+        assert!(c.keep.iter().all(|k| !k.starts_with(p("tmp/repo"))), "{:?}", c.keep);
+        assert_eq!(c.ro_trees, [p("tmp/repo")]);
+        // Re-exposed beneath a hidden directory: still bound read-only itself.
+        let hidden = [p("tmp/home/state")];
+        let (_, c) =
+            plan(&[p("tmp")], &[p("tmp/home/state/wt/ws")], &hidden, &hidden, &[p("tmp/home/state/wt/ws")]).unwrap();
+        assert!(c.ro_trees.contains(&p("tmp/home/state/wt/ws")), "{:?}", c.ro_trees);
     }
 
     #[test]
