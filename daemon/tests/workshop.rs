@@ -325,7 +325,7 @@ fn a_tree_the_kernel_keeps_read_only_is_not_snapshotted() {
     assert!(!q.kernel_read_only && q.before.is_some(), "{q:?}");
     write(&root, "b.txt", "bee\nuser\n");
     let d = workshop::diff(&p).unwrap();
-    assert!(d.is_empty && d.files.is_empty() && d.from_tree.is_empty(), "{d:?}");
+    assert!(d.is_empty && d.files.is_empty() && d.from_tree.is_empty() && d.by_kernel, "{d:?}");
     assert!(workshop::read_only_violation(&d).is_none());
     assert_eq!(status(&workshop::diff(&q).unwrap()), vec![("b.txt".to_owned(), "modified".to_owned())]);
     // Stored and read back, the workshop keeps its word.

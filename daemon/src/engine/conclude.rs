@@ -154,11 +154,7 @@ impl Engine {
         if let Some(p) = prepared {
             report.findings.extend(p.findings.iter().cloned());
         }
-        let verified = match workshop::reconcile(report, diff.as_ref()) {
-            // No snapshot was taken: the kernel, not git, says nothing changed.
-            "git" if prepared.is_some_and(|p| p.kernel_read_only) => "kernel",
-            by => by,
-        };
+        let verified = workshop::reconcile(report, diff.as_ref());
         report.changes_verified_by = Some(verified.to_owned());
         if record.mode == Mode::ReadOnly
             && let Some(d) = &diff

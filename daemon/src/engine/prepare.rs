@@ -217,6 +217,16 @@ impl Engine {
     /// agent's directory.
     pub(super) async fn prepare_at_start(&self, record: &mut TaskRecord) -> std::result::Result<PathBuf, String> {
         if let Some(prepared) = &record.workshop {
+            // Prepared before a restart: the kernel's word, taken then instead of
+            // a snapshot, must still hold (a reboot into a kernel without Landlock).
+            let root = prepared.repo_root.as_deref().unwrap_or(&prepared.workspace);
+            if prepared.kernel_read_only && !self.unwritable(record).iter().any(|u| root.starts_with(u)) {
+                return Err(format!(
+                    "the box no longer keeps this read-only task out of {} as it did when the task was prepared, \
+                     so nothing could tell what it changed: delegate it again",
+                    root.display()
+                ));
+            }
             return Ok(prepared.workdir.clone());
         }
         if record.launch.prepares_worktree() {

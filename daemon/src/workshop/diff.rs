@@ -42,6 +42,10 @@ pub struct DiffResult {
     /// The tree (oid) compared to: the snapshot taken for this diff; empty
     /// when the kernel kept the task's writes out of the tree.
     pub to_tree: String,
+    /// No trees were compared: the kernel kept the task (read-only) out of
+    /// its repository, so it changed nothing (`Prepared::kernel_read_only`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_kernel: bool,
 }
 
 /// The repository to read objects from, the tree before and the tree now.
@@ -89,6 +93,7 @@ pub fn diff(p: &Prepared) -> Result<DiffResult, WorkshopError> {
             patch: String::new(),
             from_tree: String::new(),
             to_tree: String::new(),
+            by_kernel: true,
         });
     }
     let (repo, from, to) = trees(p)?;
@@ -161,6 +166,7 @@ pub(crate) fn diff_trees(
         patch: patch_text,
         from_tree: from.to_string(),
         to_tree: to.to_string(),
+        by_kernel: false,
     })
 }
 
@@ -225,9 +231,16 @@ impl Declared {
 /// not see, a `low` one for changes the agent made without declaring them
 /// (only when it declared some). The agent's summaries are kept where the
 /// paths meet. Without a diff (no repository) the declaration stands.
-/// Returns `changes_verified_by`: `"git"` or `"declaration"`.
+/// Returns `changes_verified_by`: `"git"`, `"kernel"` (a diff that compared
+/// nothing: the kernel kept the task out of its repository) or
+/// `"declaration"`.
 pub fn reconcile(report: &mut Report, diff: Option<&DiffResult>) -> &'static str {
     let Some(d) = diff else { return "declaration" };
+    let (verifier, absent_title, absent_detail) = if d.by_kernel {
+        ("kernel", "not made: the kernel kept this read-only task out of its repository", "could not make")
+    } else {
+        ("git", "not found by git", "made, but the diff against the task's base does not show")
+    };
     let declared = std::mem::take(&mut report.changes);
     let mut used = vec![false; declared.len()];
     let mut undeclared = Vec::new();
@@ -260,13 +273,10 @@ pub fn reconcile(report: &mut Report, diff: Option<&DiffResult>) -> &'static str
     if !absent.is_empty() {
         report.findings.push(Finding {
             severity: Severity::Medium,
-            title: format!("{} declared change(s) not found by git", absent.len()),
+            title: format!("{} declared change(s) {absent_title}", absent.len()),
             file: None,
             line: None,
-            detail: format!(
-                "The report declares changes that the diff against the task's base does not show:\n{}",
-                list(&absent)
-            ),
+            detail: format!("The report declares changes that the task {absent_detail}:\n{}", list(&absent)),
         });
     }
     if !declared.is_empty() && !undeclared.is_empty() {
@@ -278,7 +288,7 @@ pub fn reconcile(report: &mut Report, diff: Option<&DiffResult>) -> &'static str
             detail: format!("git shows changes the report does not mention:\n{}", list(&undeclared)),
         });
     }
-    "git"
+    verifier
 }
 
 /// The `high` finding for a read-only task that changed files, listing them;
@@ -344,7 +354,23 @@ mod tests {
             patch: String::new(),
             from_tree: String::new(),
             to_tree: String::new(),
+            by_kernel: false,
         }
+    }
+
+    /// Issue 33: a read-only task the kernel kept out of its repository
+    /// changed nothing, and what it declares it could not have made.
+    #[test]
+    fn reconcile_of_a_kernel_kept_task_says_kernel_and_names_the_reason() {
+        let mut r = Report::new("t", ReportStatus::Success, "done");
+        r.changes = vec![Change { path: "a.rs".to_owned(), action: ChangeAction::Modified, summary: String::new() }];
+        let d = DiffResult { by_kernel: true, ..result(vec![]) };
+        assert_eq!(reconcile(&mut r, Some(&d)), "kernel");
+        assert!(r.changes.is_empty());
+        assert_eq!(r.findings.len(), 1);
+        assert!(r.findings[0].title.contains("the kernel kept this read-only task out"), "{:?}", r.findings);
+        assert!(!r.findings[0].title.contains("git"), "{:?}", r.findings);
+        assert!(r.findings[0].detail.contains("a.rs"));
     }
 
     #[test]
