@@ -116,6 +116,15 @@ impl Figure {
     }
 }
 
+/// Prints `figures` as one markdown table, `first_column` naming its rows.
+fn print_table<'a>(first_column: &str, figures: impl IntoIterator<Item = &'a mut Figure>) {
+    println!("| {first_column} | min | median | max | target |");
+    println!("|---|---|---|---|---|");
+    for f in figures {
+        f.print();
+    }
+}
+
 fn ms(ns: u128) -> f64 {
     ns as f64 / 1e6
 }
@@ -461,28 +470,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "caesar-bench: {runs} runs ({trips} channel round trips), medians in ms, {} cores",
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
     );
-    println!("| figure | min | median | max | target |");
-    println!("|---|---|---|---|---|");
-    for f in [
-        &mut run_to_agent,
-        &mut delegate_to_agent,
-        &mut round_trip,
-        &mut wake,
-        &mut status,
-        &mut visible,
-        &mut answered,
-        &mut delivered,
-        &mut round,
-        &mut cold,
-        &mut parse,
-        &mut logs,
-        &mut burst,
-        &mut peak,
-        &mut idle_rss,
-        &mut idle_cpu,
-    ] {
-        f.print();
-    }
+    print_table(
+        "figure",
+        [
+            &mut run_to_agent,
+            &mut delegate_to_agent,
+            &mut round_trip,
+            &mut wake,
+            &mut status,
+            &mut visible,
+            &mut answered,
+            &mut delivered,
+            &mut round,
+            &mut cold,
+            &mut parse,
+            &mut logs,
+            &mut burst,
+            &mut peak,
+            &mut idle_rss,
+            &mut idle_cpu,
+        ],
+    );
     daemon.stop().await;
     Ok(())
 }

@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use caesar_proto::pb;
 use caesar_tests::bench::{BenchDaemon, git};
 
-use super::Figure;
+use super::{Figure, print_table};
 
 fn now_ms_f() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64() * 1000.0).unwrap_or(0.0)
@@ -145,11 +145,7 @@ pub async fn figures(bin_dir: &Path, runs: usize) -> Result<(), Box<dyn std::err
         }
     }
     println!("caesar-bench --breakdown: {runs} runs of a no-op agent (read-only, in place), ms, clocks in ms (±1)");
-    println!("| step | min | median | max | target |");
-    println!("|---|---|---|---|---|");
-    for f in &mut steps {
-        f.print();
-    }
+    print_table("step", &mut steps);
     daemon.stop().await;
     Ok(())
 }

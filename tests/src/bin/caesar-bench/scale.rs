@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use caesar_proto::pb;
 use caesar_tests::bench::{BenchDaemon, git};
 
-use super::{Figure, proc_kb};
+use super::{Figure, print_table, proc_kb};
 
 /// One HTTP/1.1 request to the dashboard on 127.0.0.1; (status, headers, body).
 fn http(port: u16, path: &str, cookie: Option<&str>) -> std::io::Result<(u16, String, String)> {
@@ -206,12 +206,8 @@ pub async fn store_figures(bin_dir: &Path, n: usize, runs: usize) -> Result<(), 
          {start_ms:.0} ms, its first `caesar ps` answered {first_ms:.0} ms after the spawn, peak RSS by then \
          {start_peak_mb:.1} MB; idle RSS {idle_mb:.1} MB, peak RSS {peak_mb:.1} MB; /api/tasks {list_bytes} bytes"
     );
-    println!("| figure | min | median | max | target |");
-    println!("|---|---|---|---|---|");
     figures.push(paint);
-    for f in &mut figures {
-        f.print();
-    }
+    print_table("figure", &mut figures);
     daemon.stop().await;
     Ok(())
 }
@@ -342,11 +338,7 @@ pub async fn read_only_tree_figures(bin_dir: &Path, n: usize, runs: usize) -> Re
         figures.push(f);
     }
     println!("caesar-bench --read-only-tree {n}");
-    println!("| figure | min | median | max | target |");
-    println!("|---|---|---|---|---|");
-    for f in &mut figures {
-        f.print();
-    }
+    print_table("figure", &mut figures);
     daemon.stop().await;
     Ok(())
 }
