@@ -36,6 +36,21 @@ pub(super) fn spec_inputs(
     }
 }
 
+/// The trees the box of read-only task `record` keeps every write out of,
+/// on this machine (`sandbox::unwritable`): its spec as the start will
+/// build it (what decides it, the provider, the mode and the workspace,
+/// does not change between the two). Empty for any other task.
+pub(super) fn unwritable(paths: &Paths, record: &TaskRecord) -> Vec<std::path::PathBuf> {
+    if record.mode != crate::oacp::Mode::ReadOnly || record.launch.kube.is_some() {
+        return Vec::new();
+    }
+    let workspace = Path::new(&record.workspace);
+    let workdir = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
+    let dir = crate::task_dir::TaskDir::new(&record.task_dir);
+    let inputs = spec_inputs(paths, record, dir.root(), true, &[]);
+    crate::sandbox::unwritable(&crate::supervisor::boxed::task_spec(&inputs, &workdir))
+}
+
 /// The launcher of a task's setup or verify: `exe` is caesard. Their
 /// environment is the agent's allowlist for the task's provider, its own
 /// `TMPDIR` and package caches; confined as a write task when not

@@ -220,7 +220,9 @@ impl Engine {
             // Prepared before a restart: the kernel's word, taken then instead of
             // a snapshot, must still hold (a reboot into a kernel without Landlock).
             let root = prepared.repo_root.as_deref().unwrap_or(&prepared.workspace);
-            if prepared.kernel_read_only && !self.unwritable(record).iter().any(|u| root.starts_with(u)) {
+            if prepared.kernel_read_only
+                && !super::boxing::unwritable(&self.paths, record).iter().any(|u| root.starts_with(u))
+            {
                 return Err(format!(
                     "the box no longer keeps this read-only task out of {} as it did when the task was prepared, \
                      so nothing could tell what it changed: delegate it again",
@@ -236,7 +238,7 @@ impl Engine {
             return Ok(PathBuf::from(&record.workspace));
         }
         let input = record.clone();
-        let unwritable = self.unwritable(record);
+        let unwritable = super::boxing::unwritable(&self.paths, record);
         let prepared = tokio::task::spawn_blocking(move || prepare_blocking(&input, None, None, None, &unwritable))
             .await
             .map_err(|e| e.to_string())??;
@@ -244,21 +246,6 @@ impl Engine {
         let workdir = prepared.workdir.clone();
         record.workshop = Some(prepared);
         Ok(workdir)
-    }
-
-    /// The trees the box of read-only task `record` keeps every write out
-    /// of, on this machine: its spec as [`super::start`] will build it
-    /// (what decides it, the provider, the mode and the workspace, does
-    /// not change between the two).
-    fn unwritable(&self, record: &TaskRecord) -> Vec<PathBuf> {
-        if record.mode != crate::oacp::Mode::ReadOnly || record.launch.kube.is_some() {
-            return Vec::new();
-        }
-        let workspace = std::path::Path::new(&record.workspace);
-        let workdir = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
-        let dir = crate::task_dir::TaskDir::new(&record.task_dir);
-        let inputs = super::boxing::spec_inputs(&self.paths, record, dir.root(), true, &[]);
-        crate::sandbox::unwritable(&crate::supervisor::boxed::task_spec(&inputs, &workdir))
     }
 
     /// Ends a task cancelled before its agent ever ran.
